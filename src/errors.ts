@@ -1,0 +1,51 @@
+/**
+ * The one error hierarchy of Cairn. Every failure that reaches a client carries
+ * a stable `code`; the code decides the HTTP status here and nowhere else.
+ */
+
+/** Every stable error code with the HTTP status it maps to. */
+export const ERROR_STATUS = {
+  VALIDATION_ERROR: 400,
+  SESSION_CLOSED: 400,
+  SESSION_AGENT_MISMATCH: 400,
+  CONTEXT_OVERFLOW: 400,
+  UNAUTHORIZED: 401,
+  NOT_FOUND: 404,
+  AGENT_NOT_FOUND: 404,
+  SESSION_NOT_FOUND: 404,
+  TASK_NOT_FOUND: 404,
+  COMPACTION_CONFLICT: 409,
+  TASK_NOT_WAITING: 409,
+  TASK_WAITING: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  COMPACTION_EMPTY_SUMMARY: 500,
+  INTERNAL: 500,
+  LLM_ERROR: 502,
+  SERVICE_UNAVAILABLE: 503,
+  LLM_TIMEOUT: 504,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class CairnError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CairnError';
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+  }
+}
+
+export function isCairnError(err: unknown): err is CairnError {
+  return err instanceof CairnError;
+}
+
+/** A short, secret-free description of any thrown value, for logs and tool results. */
+export function describeError(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

@@ -1,0 +1,43 @@
+/**
+ * The message shapes Cairn stores and sends: the OpenAI chat-completions
+ * vocabulary, which every supported provider speaks.
+ */
+
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface ChatMessage {
+  role: Role;
+  /** Text; `null` only for an assistant message that carries tool calls. */
+  content: string | null;
+  tool_calls?: ToolCall[];
+  /** Set on `tool` messages: the call this message answers. */
+  tool_call_id?: string;
+  /** Set on `tool` messages: the tool's name. */
+  name?: string;
+}
+
+/** A message as stored: its per-session sequence number and creation time. */
+export interface StoredMessage extends ChatMessage {
+  session_id: string;
+  seq: number;
+  created_at: string;
+}
+
+export interface TokenUsage {
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** A function tool as offered to the model. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: Record<string, unknown>;
+}
