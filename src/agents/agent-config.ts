@@ -1,0 +1,42 @@
+/**
+ * The shape of a loaded agent (agents/<name>/agent.json after validation,
+ * defaults and systemFile resolution) and of a problem found while loading one.
+ */
+
+/** Agent names: also folder names and URL segments, so no dots, slashes or upper case. */
+export const AGENT_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+export const DEFAULT_COMPACT_COUNT = 50;
+export const DEFAULT_MAX_SUMMARY_CHARS = 12_000;
+export const DEFAULT_MAX_ITERATIONS = 10;
+export const DEFAULT_MEMORY_MAX_CHARS = 4_000;
+
+export interface AgentConfig {
+  readonly name: string;
+  readonly description: string;
+  readonly model?: string;
+  /** Resolved: the inline text or the contents of `systemFile`. */
+  readonly system: string;
+  readonly tools: readonly string[];
+  readonly maxIterations: number;
+  readonly temperature?: number;
+  readonly memory: { readonly enabled: boolean; readonly maxChars: number };
+  readonly defaultCompaction: {
+    readonly compactionCount: number;
+    readonly autoThreshold?: number;
+    readonly maxSummaryChars: number;
+  };
+  readonly daemon?: { readonly every?: string; readonly cron?: string; readonly prompt: string };
+  /** Absolute path of the agent folder. */
+  readonly dir: string;
+}
+
+export interface AgentProblem {
+  /** Path of the agent.json the problem is in. */
+  file: string;
+  /** JSON pointer into that file, e.g. `/defaultCompaction/compactionCount`; '' for the root. */
+  pointer: string;
+  /** The ajv keyword that failed, or 'name-mismatch' | 'json-parse' | 'path-escape' | 'system-file'. */
+  rule: string;
+  message: string;
+}

@@ -1,0 +1,299 @@
+/**
+ * Loads agents/<name>/agent.json: validates each file against schemas/agent.json,
+ * checks its name and every path it names, resolves `systemFile`, applies the
+ * defaults and returns deep-frozen configs plus every problem found. A bad agent
+ * is reported and skipped; it never stops the good ones from loading.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { Ajv, type ErrorObject, type SchemaObject, type ValidateFunction } from 'ajv';
+import { CairnError, describeError } from '../errors.js';
+import {
+  DEFAULT_COMPACT_COUNT,
+  DEFAULT_MAX_ITERATIONS,
+  DEFAULT_MAX_SUMMARY_CHARS,
+  DEFAULT_MEMORY_MAX_CHARS,
+  type AgentConfig,
+  type AgentProblem,
+} from './agent-config.js';
+
+/** src/agents/ under vitest and dist/agents/ when built: both two levels below the repo root. */
+const SCHEMA_URL = new URL('../../schemas/agent.json', import.meta.url);
+const AGENT_FILE = 'agent.json';
+
+/** agent.json as the schema guarantees it. */
+interface AgentFile {
+  name: string;
+  description?: string;
+  model?: string;
+  system?: string;
+  systemFile?: string;
+  tools?: string[];
+  maxIterations?: number;
+  temperature?: number;
+  memory?: { enabled?: boolean; maxChars?: number };
+  defaultCompaction?: {
+    compactionCount?: number;
+    autoThreshold?: number;
+    maxSummaryChars?: number;
+  };
+  daemon?: { every?: string; cron?: string; prompt: string };
+}
+
+let compiledValidator: ValidateFunction<AgentFile> | undefined;
+
+/** Compiled once per process: the schema ships with the code and never changes at run time. */
+function agentValidator(): ValidateFunction<AgentFile> {
+  // verbose: oneOf errors carry their schema, from which the message names the alternatives.
+  // strictRequired off: the oneOf branches require properties declared by the parent.
+  compiledValidator ??= new Ajv({
+    allErrors: true,
+    verbose: true,
+    strict: true,
+    strictRequired: false,
+  }).compile<AgentFile>(JSON.parse(fs.readFileSync(SCHEMA_URL, 'utf8')) as SchemaObject);
+  return compiledValidator;
+}
+
+/**
+ * Loads every `<agentsDir>/<name>/agent.json`. Folders without an agent.json are
+ * ignored; a missing `agentsDir` yields no agents and no problems.
+ */
+export function loadAgents(agentsDir: string): { agents: AgentConfig[]; problems: AgentProblem[] } {
+  const agents: AgentConfig[] = [];
+  const problems: AgentProblem[] = [];
+  for (const folder of listAgentFolders(agentsDir)) {
+    const result = loadAgent(path.join(agentsDir, folder), folder);
+    if ('agent' in result) agents.push(result.agent);
+    else problems.push(...result.problems);
+  }
+  agents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return { agents, problems };
+}
+
+/** One line per problem: `agents/x/agent.json: /maxIterations must be <= 100 (maximum)`. */
+export function formatProblem(p: AgentProblem): string {
+  return `${p.file}: ${p.pointer ? `${p.pointer} ` : ''}${p.message} (${p.rule})`;
+}
+
+function listAgentFolders(agentsDir: string): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(agentsDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw new CairnError(
+      'INTERNAL',
+      `Cannot read the agents folder ${agentsDir}: ${describeError(err)}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  return names
+    .filter(
+      (name) =>
+        isDirectory(path.join(agentsDir, name)) &&
+        fs.existsSync(path.join(agentsDir, name, AGENT_FILE)),
+    )
+    .sort();
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+type LoadResult = { agent: AgentConfig } | { problems: AgentProblem[] };
+
+function loadAgent(folderPath: string, folderName: string): LoadResult {
+  const file = path.join(folderPath, AGENT_FILE);
+  const problem = (pointer: string, rule: string, message: string): AgentProblem => ({
+    file,
+    pointer,
+    rule,
+    message,
+  });
+
+  const parsed = readJson(file);
+  if ('error' in parsed) return { problems: [problem('', 'json-parse', parsed.error)] };
+  const data = parsed.value;
+
+  const validate = agentValidator();
+  const valid = validate(data);
+  const problems = valid ? [] : schemaProblems(validate.errors ?? [], file);
+  const name = isRecord(data) ? data['name'] : undefined;
+  if (typeof name === 'string' && name !== folderName) {
+    problems.push(
+      problem(
+        '/name',
+        'name-mismatch',
+        `must equal the folder name "${folderName}", found "${name}"`,
+      ),
+    );
+  }
+  if (problems.length > 0 || !valid) return { problems };
+
+  const dir = fs.realpathSync(folderPath);
+  data.tools?.forEach((tool, i) => {
+    if (tool.startsWith('./') && resolveInside(dir, tool) === undefined) {
+      problems.push(
+        problem(`/tools/${i}`, 'path-escape', `"${tool}" resolves outside the agent folder`),
+      );
+    }
+  });
+
+  let system = data.system;
+  if (data.systemFile !== undefined) {
+    const systemPath = resolveInside(dir, data.systemFile);
+    if (systemPath === undefined) {
+      problems.push(
+        problem(
+          '/systemFile',
+          'path-escape',
+          `"${data.systemFile}" resolves outside the agent folder`,
+        ),
+      );
+    } else {
+      try {
+        system = fs.readFileSync(systemPath, 'utf8');
+        if (system.trim() === '')
+          problems.push(problem('/systemFile', 'system-file', `"${data.systemFile}" is empty`));
+      } catch (err) {
+        problems.push(
+          problem(
+            '/systemFile',
+            'system-file',
+            `cannot read "${data.systemFile}": ${describeError(err)}`,
+          ),
+        );
+      }
+    }
+  }
+  if (problems.length > 0 || system === undefined) return { problems };
+  return { agent: toAgentConfig(data, system, dir) };
+}
+
+function readJson(file: string): { value: unknown } | { error: string } {
+  try {
+    return { value: JSON.parse(fs.readFileSync(file, 'utf8')) };
+  } catch (err) {
+    return { error: describeError(err) };
+  }
+}
+
+function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfig {
+  const compaction = data.defaultCompaction ?? {};
+  return deepFreeze({
+    name: data.name,
+    description: data.description ?? '',
+    ...(data.model !== undefined && { model: data.model }),
+    system,
+    tools: [...(data.tools ?? [])],
+    maxIterations: data.maxIterations ?? DEFAULT_MAX_ITERATIONS,
+    ...(data.temperature !== undefined && { temperature: data.temperature }),
+    memory: {
+      enabled: data.memory?.enabled ?? false,
+      maxChars: data.memory?.maxChars ?? DEFAULT_MEMORY_MAX_CHARS,
+    },
+    defaultCompaction: {
+      compactionCount: compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,
+      ...(compaction.autoThreshold !== undefined && { autoThreshold: compaction.autoThreshold }),
+      maxSummaryChars: compaction.maxSummaryChars ?? DEFAULT_MAX_SUMMARY_CHARS,
+    },
+    ...(data.daemon !== undefined && { daemon: { ...data.daemon } }),
+    dir,
+  });
+}
+
+/**
+ * The real path of `relPath` inside the (real) folder `dir`, or undefined when it
+ * is absolute, climbs out with `..`, or reaches outside through a symlink.
+ * Paths that do not exist yet are checked through their closest existing parent.
+ */
+function resolveInside(dir: string, relPath: string): string | undefined {
+  if (path.isAbsolute(relPath)) return undefined;
+  const target = realPathOfExisting(path.resolve(dir, relPath));
+  if (target === undefined) return undefined;
+  const rel = path.relative(dir, target);
+  const outside = rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel);
+  return outside ? undefined : target;
+}
+
+/** realpath of the longest existing prefix; undefined for a link that cannot be resolved (dangling, loop). */
+function realPathOfExisting(p: string): string | undefined {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    if (existsAsLink(p)) return undefined;
+    const parent = path.dirname(p);
+    if (parent === p) return p;
+    const realParent = realPathOfExisting(parent);
+    return realParent === undefined ? undefined : path.join(realParent, path.basename(p));
+  }
+}
+
+function existsAsLink(p: string): boolean {
+  try {
+    fs.lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** ajv errors as problems, with the unknown property named and follow-on noise left out. */
+function schemaProblems(errors: readonly ErrorObject[], file: string): AgentProblem[] {
+  const oneOfs = errors.filter((e) => e.keyword === 'oneOf');
+  const wrongTypes = new Set(errors.filter((e) => e.keyword === 'type').map((e) => e.instancePath));
+  // With allErrors, a failed oneOf also reports each branch's failure ("must have
+  // required property 'system'" and "... 'systemFile'"); its own message says it all.
+  // And once a value has the wrong type, the other rules about it are beside the point.
+  const isNoise = (e: ErrorObject): boolean =>
+    (e.keyword !== 'type' && wrongTypes.has(e.instancePath)) ||
+    oneOfs.some(
+      (o) => e.schemaPath.startsWith(`${o.schemaPath}/`) && e.instancePath === o.instancePath,
+    );
+  return errors
+    .filter((e) => !isNoise(e))
+    .map((e) => ({ file, pointer: e.instancePath, rule: e.keyword, message: schemaMessage(e) }));
+}
+
+function schemaMessage(e: ErrorObject): string {
+  if (e.keyword === 'additionalProperties') {
+    return `must NOT have additional property "${String(e.params['additionalProperty'])}"`;
+  }
+  if (e.keyword === 'oneOf') {
+    const alternatives = requiredAlternatives(e.schema);
+    if (alternatives)
+      return `must have exactly one of ${alternatives.map((n) => `"${n}"`).join(', ')}`;
+  }
+  return e.message ?? `fails "${e.keyword}"`;
+}
+
+/** `[{required:['a']}, {required:['b']}]` → ['a', 'b']; anything else → undefined. */
+function requiredAlternatives(branches: unknown): string[] | undefined {
+  if (!Array.isArray(branches)) return undefined;
+  const names = branches.map((b: unknown) => {
+    const required = isRecord(b) ? b['required'] : undefined;
+    return Array.isArray(required) && required.length === 1 && typeof required[0] === 'string'
+      ? required[0]
+      : undefined;
+  });
+  return names.every((n): n is string => n !== undefined) ? names : undefined;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value as Record<string, unknown>)) deepFreeze(child);
+  }
+  return value;
+}

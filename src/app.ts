@@ -1,0 +1,118 @@
+/**
+ * The composition root: builds the whole server from a `Settings` object.
+ * The only module that names concrete implementations. Never listens — the
+ * CLI does, and tests use `app.server.inject` or listen on port 0.
+ */
+import type { FastifyInstance } from 'fastify';
+import { AgentRegistry } from './agents/agent-registry.js';
+import { formatProblem, loadAgents } from './agents/load-agents.js';
+import type { AgentProblem } from './agents/agent-config.js';
+import type { ModelRoleSettings, Settings } from './config/settings.js';
+import { describeModelRole } from './config/settings.js';
+import { CairnError } from './errors.js';
+import { createServer } from './http/create-server.js';
+import type { ModelClient } from './llm/model-client.js';
+import { OfflineModel } from './llm/offline-model.js';
+import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
+import { EventBus } from './runtime/events.js';
+import { Runtime } from './runtime/router.js';
+import { SqliteStore } from './store/sqlite/sqlite-store.js';
+import type { Store } from './store/store.js';
+import { currentTimeTool } from './tools/builtins/current-time.js';
+import { historySearchTool } from './tools/builtins/history-search.js';
+import { ToolCatalog } from './tools/tool-catalog.js';
+
+export interface AppOptions {
+  /** pino options for fastify, or false to log nothing (tests). */
+  logger?: boolean | { level: string };
+  /** Run scheduled daemon agents (default true; `cairn serve --no-daemons` turns them off). */
+  daemons?: boolean;
+}
+
+export interface CairnApp {
+  readonly settings: Settings;
+  readonly server: FastifyInstance;
+  readonly runtime: Runtime;
+  readonly store: Store;
+  readonly agentProblems: readonly AgentProblem[];
+  /** Stops accepting work, waits for running turns, closes the database. */
+  close(): Promise<void>;
+}
+
+function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
+  return role.provider === 'offline'
+    ? new OfflineModel(role.contextWindow)
+    : new OpenAIModel({ role, logger });
+}
+
+function openStore(settings: Settings): Store {
+  if (settings.database.kind === 'postgres') {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      'DATABASE_URL is set, but this build of Cairn stores data in SQLite only. Unset DATABASE_URL (and use CAIRN_DB for the SQLite path).',
+    );
+  }
+  return new SqliteStore(settings.database.path);
+}
+
+export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
+  const { agents, problems } = loadAgents(settings.agentsDir);
+  const registry = new AgentRegistry(agents);
+  const store = openStore(settings);
+  const events = new EventBus(store);
+
+  const tools = new ToolCatalog({
+    builtins: {
+      current_time: () => currentTimeTool(),
+      history_search: () => historySearchTool(),
+    },
+  });
+
+  // The server's logger is created by fastify; model clients log through it.
+  const logTarget: { server?: FastifyInstance } = {};
+  const modelLogger: ModelLogger = {
+    warn: (details, message) => logTarget.server?.log.warn(details, message),
+  };
+  const mainModel = createModel(settings.models.main, modelLogger);
+
+  const runtime = new Runtime({ store, agents: registry, model: mainModel, tools, events });
+  const server = createServer({
+    runtime,
+    store,
+    agents: registry,
+    events,
+    apiKey: settings.server.apiKey,
+    bodyLimitBytes: settings.server.bodyLimitBytes,
+    logger: options.logger ?? false,
+  });
+  logTarget.server = server;
+
+  for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
+  const interrupted = await store.interruptRunningTasks();
+  if (interrupted > 0)
+    server.log.warn(
+      `${interrupted} task(s) were running when the server stopped; marked interrupted`,
+    );
+  server.log.info(
+    {
+      agents: registry.list().map((a) => a.name),
+      database: settings.database.kind === 'sqlite' ? settings.database.path : 'postgres',
+      mainModel: describeModelRole(settings.models.main),
+      compactModel: describeModelRole(settings.models.compact),
+    },
+    'cairn ready',
+  );
+
+  return {
+    settings,
+    server,
+    runtime,
+    store,
+    agentProblems: problems,
+    async close() {
+      await server.close();
+      await runtime.queue.drain();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env node
+/** The `cairn` command line (commander). `npm start` runs `cairn serve`. */
+import { Command } from 'commander';
+import { CairnError } from '../errors.js';
+import { VERSION } from '../version.js';
+import { ApiError } from './client.js';
+import { chat, compact, init, listSessions, runMigrations, validateAgents } from './commands.js';
+import { serve } from './serve.js';
+
+function fail(err: unknown): never {
+  if (err instanceof ApiError || err instanceof CairnError)
+    console.error(`error ${err.code}: ${err.message}`);
+  else if (err instanceof TypeError && /fetch failed/.test(err.message)) {
+    console.error(
+      'error: could not reach the Cairn server. Is `cairn serve` running? (set CAIRN_URL or --url)',
+    );
+  } else console.error(`error: ${(err as Error).message}`);
+  process.exit(1);
+}
+
+const program = new Command()
+  .name('cairn')
+  .description('Self-hosted agent server')
+  .version(VERSION);
+
+program
+  .command('serve')
+  .description('run the HTTP server (what npm start runs)')
+  .option('--no-daemons', 'do not run scheduled daemon agents')
+  .action(async (options: { daemons: boolean }) => {
+    await serve(options).catch(fail);
+  });
+
+program
+  .command('init [dir]')
+  .description('create cairn.json and a demo agent in dir (default: .)')
+  .action((dir?: string) => {
+    const created = init(dir);
+    console.log(
+      created.length ? created.map((f) => `created ${f}`).join('\n') : 'nothing to do: files exist',
+    );
+  });
+
+program
+  .command('agents')
+  .description('agent tools')
+  .command('validate')
+  .description('check every agents/<name>/agent.json; exit 1 on any problem')
+  .action(() => {
+    process.exitCode = validateAgents();
+  });
+
+program
+  .command('chat <agent>')
+  .description('chat with an agent on a running server (streamed)')
+  .option('--session <id>', 'continue this session')
+  .option('--url <url>', 'server URL (default: CAIRN_URL or cairn.json host/port)')
+  .action(async (agent: string, options: { session?: string; url?: string }) => {
+    await chat(agent, options).catch(fail);
+  });
+
+program
+  .command('sessions')
+  .description('list recent sessions on a running server')
+  .option('--agent <name>', 'only this agent')
+  .option('--limit <n>', 'how many', '20')
+  .option('--url <url>', 'server URL')
+  .action(async (options: { agent?: string; limit?: string; url?: string }) => {
+    await listSessions(options).catch(fail);
+  });
+
+program
+  .command('compact <sessionId>')
+  .description('compact a session now (defaultCompaction)')
+  .option('--dry-run', 'show what would be compacted, without calling the model')
+  .option('--undo', 'undo the latest compaction')
+  .option('--instructions <text>', 'extra instructions for the summary')
+  .option('--url <url>', 'server URL')
+  .action(
+    async (
+      sessionId: string,
+      options: { dryRun?: boolean; undo?: boolean; instructions?: string; url?: string },
+    ) => {
+      await compact(sessionId, options).catch(fail);
+    },
+  );
+
+program
+  .command('migrate')
+  .description('apply database migrations')
+  .action(() => {
+    try {
+      runMigrations();
+    } catch (err) {
+      fail(err);
+    }
+  });
+
+await program.parseAsync();

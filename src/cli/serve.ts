@@ -1,0 +1,61 @@
+/**
+ * `cairn serve`: builds the app, listens, and shuts down gracefully on
+ * SIGTERM/SIGINT — new requests get 503, running turns drain within the grace
+ * period, and the process exits 0.
+ */
+import { buildApp, type CairnApp } from '../app.js';
+import { isLoopbackHost, loadSettings } from '../config/settings.js';
+import { CairnError } from '../errors.js';
+
+export const SHUTDOWN_GRACE_MS = 30_000;
+
+export interface ServeOptions {
+  daemons: boolean;
+}
+
+export async function serve(options: ServeOptions): Promise<CairnApp> {
+  const settings = loadSettings();
+  if (!isLoopbackHost(settings.server.host) && settings.server.apiKey === null) {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `Refusing to listen on ${settings.server.host} without an API key: anyone on the network could use your agents. Set CAIRN_API_KEY, or bind to 127.0.0.1.`,
+    );
+  }
+  const startedAt = performance.now();
+  const app = await buildApp(settings, {
+    logger: { level: process.env.CAIRN_LOG_LEVEL ?? 'info' },
+    daemons: options.daemons,
+  });
+  const address = await app.server.listen({
+    host: settings.server.host,
+    port: settings.server.port,
+  });
+  app.server.log.info(
+    { address, startupMs: Math.round(performance.now() - startedAt) },
+    `listening on ${address}`,
+  );
+
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    app.server.log.info(`${signal}: draining running turns (up to ${SHUTDOWN_GRACE_MS / 1000} s)`);
+    const timer = setTimeout(() => {
+      app.server.log.warn(
+        'grace period over; unfinished tasks will be marked interrupted on next start',
+      );
+      process.exit(0);
+    }, SHUTDOWN_GRACE_MS);
+    timer.unref();
+    app
+      .close()
+      .then(() => process.exit(0))
+      .catch((err: unknown) => {
+        app.server.log.error({ message: (err as Error).message }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  return app;
+}

@@ -1,0 +1,239 @@
+/**
+ * Settings: `cairn.json` (optional) + environment variables → one frozen,
+ * validated `Settings` object. Reads files and the given env only; never
+ * mutates `process.env`, never reaches the network.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { Ajv, type ErrorObject } from 'ajv';
+import { CairnError } from '../errors.js';
+
+export const DEFAULT_PORT = 5050;
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_BODY_LIMIT_BYTES = 1_048_576;
+export const DEFAULT_CONTEXT_WINDOW_TOKENS = 32_768;
+export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
+export const DEFAULT_MODEL_MAX_RETRIES = 3;
+export const DEFAULT_OPENAI_BASE_URL = 'https://api.openai.com/v1';
+export const DEFAULT_OPENAI_MODEL = 'gpt-4o-mini';
+export const OFFLINE_MODEL_NAME = 'offline';
+
+export type ModelRoleName = 'main' | 'compact';
+
+export interface ModelRoleSettings {
+  /** `offline` is the built-in deterministic model; `openai` any OpenAI-compatible endpoint. */
+  readonly provider: 'openai' | 'offline';
+  readonly baseURL: string | null;
+  readonly model: string;
+  /** Name of the environment variable that holds the key (the key itself is in `apiKey`). */
+  readonly apiKeyEnv: string;
+  /** Resolved from the environment. Never logged, never returned by the API. */
+  readonly apiKey: string | null;
+  readonly contextWindow: number;
+  readonly timeoutMs: number;
+  readonly maxRetries: number;
+}
+
+export interface Settings {
+  readonly home: string;
+  readonly agentsDir: string;
+  readonly server: {
+    readonly host: string;
+    readonly port: number;
+    readonly apiKey: string | null;
+    readonly bodyLimitBytes: number;
+  };
+  readonly database: {
+    readonly kind: 'sqlite' | 'postgres';
+    readonly path: string;
+    readonly url: string | null;
+  };
+  readonly models: { readonly main: ModelRoleSettings; readonly compact: ModelRoleSettings };
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const modelRoleSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    baseURL: { type: 'string', minLength: 1 },
+    model: { type: 'string', minLength: 1 },
+    apiKeyEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+    contextWindow: { type: 'integer', minimum: 512 },
+    timeoutMs: { type: 'integer', minimum: 1 },
+    maxRetries: { type: 'integer', minimum: 0, maximum: 10 },
+  },
+} as const;
+
+/** JSON Schema of cairn.json. */
+export const CAIRN_JSON_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    $schema: { type: 'string' },
+    server: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        host: { type: 'string', minLength: 1 },
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+        apiKey: { type: ['string', 'null'] },
+        bodyLimitBytes: { type: 'integer', minimum: 1024 },
+      },
+    },
+    database: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { path: { type: 'string', minLength: 1 }, url: { type: ['string', 'null'] } },
+    },
+    models: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { main: modelRoleSchema, compact: modelRoleSchema },
+    },
+  },
+} as const;
+
+interface ModelRoleFile {
+  baseURL?: string;
+  model?: string;
+  apiKeyEnv?: string;
+  contextWindow?: number;
+  timeoutMs?: number;
+  maxRetries?: number;
+}
+
+interface CairnJson {
+  server?: { host?: string; port?: number; apiKey?: string | null; bodyLimitBytes?: number };
+  database?: { path?: string; url?: string | null };
+  models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
+}
+
+const validateCairnJson = new Ajv({ allErrors: true, strict: true }).compile<CairnJson>(
+  CAIRN_JSON_SCHEMA,
+);
+
+function describeAjvError(file: string, e: ErrorObject): string {
+  const extra =
+    e.keyword === 'additionalProperties'
+      ? ` (unknown property "${String((e.params as { additionalProperty: string }).additionalProperty)}")`
+      : '';
+  return `${file}: ${e.instancePath || '/'} ${e.message ?? 'is invalid'}${extra}`;
+}
+
+function readCairnJson(home: string): CairnJson {
+  const file = join(home, 'cairn.json');
+  if (!existsSync(file)) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new CairnError('VALIDATION_ERROR', `${file}: not valid JSON (${(err as Error).message})`);
+  }
+  if (!validateCairnJson(parsed)) {
+    const problems = (validateCairnJson.errors ?? []).map((e) => describeAjvError(file, e));
+    throw new CairnError('VALIDATION_ERROR', `Invalid settings:\n  ${problems.join('\n  ')}`);
+  }
+  return parsed;
+}
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `CAIRN_PORT must be an integer 0–65535, got "${value}".`,
+    );
+  }
+  return port;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value;
+}
+
+/**
+ * Resolves one model role. `fallback` is the `main` role: every field the
+ * role does not set is taken from it (DESIGN §1: compact falls back field by field).
+ */
+function resolveRole(
+  file: ModelRoleFile,
+  env: Env,
+  fallback: ModelRoleSettings | undefined,
+  envOverrides: { baseURL?: string; model?: string },
+): ModelRoleSettings {
+  const baseURL = envOverrides.baseURL ?? file.baseURL ?? fallback?.baseURL ?? null;
+  const apiKeyEnv = file.apiKeyEnv ?? fallback?.apiKeyEnv ?? 'OPENAI_API_KEY';
+  const apiKey = nonEmpty(env[apiKeyEnv]) ?? null;
+  const explicitModel = envOverrides.model ?? file.model;
+  // A role is online when it has an endpoint, or a key for OpenAI's default one.
+  const online = baseURL !== null || apiKey !== null || fallback?.provider === 'openai';
+  const provider = online ? 'openai' : 'offline';
+  const model =
+    explicitModel ??
+    (fallback !== undefined && fallback.provider === provider ? fallback.model : undefined) ??
+    (provider === 'openai' ? DEFAULT_OPENAI_MODEL : OFFLINE_MODEL_NAME);
+  return Object.freeze({
+    provider,
+    baseURL: provider === 'openai' ? (baseURL ?? DEFAULT_OPENAI_BASE_URL) : null,
+    model: provider === 'offline' ? OFFLINE_MODEL_NAME : model,
+    apiKeyEnv,
+    apiKey: provider === 'openai' ? apiKey : null,
+    contextWindow: file.contextWindow ?? fallback?.contextWindow ?? DEFAULT_CONTEXT_WINDOW_TOKENS,
+    timeoutMs: file.timeoutMs ?? fallback?.timeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
+    maxRetries: file.maxRetries ?? fallback?.maxRetries ?? DEFAULT_MODEL_MAX_RETRIES,
+  });
+}
+
+/**
+ * Loads and validates settings. `home` defaults to `CAIRN_HOME` or the
+ * working directory; environment variables override cairn.json.
+ */
+export function loadSettings(options: { home?: string; env?: Env } = {}): Settings {
+  const env = options.env ?? process.env;
+  const home = resolve(options.home ?? nonEmpty(env.CAIRN_HOME) ?? process.cwd());
+  const file = readCairnJson(home);
+
+  const main = resolveRole(file.models?.main ?? {}, env, undefined, {
+    baseURL: nonEmpty(env.OPENAI_BASE_URL),
+    model: nonEmpty(env.CAIRN_MODEL),
+  });
+  const compactFile = file.models?.compact ?? {};
+  const compact =
+    Object.keys(compactFile).length === 0 ? main : resolveRole(compactFile, env, main, {});
+
+  const dbPath = nonEmpty(env.CAIRN_DB) ?? file.database?.path ?? join('data', 'cairn.db');
+  const databaseUrl = nonEmpty(env.DATABASE_URL) ?? file.database?.url ?? null;
+
+  return Object.freeze({
+    home,
+    agentsDir: join(home, 'agents'),
+    server: Object.freeze({
+      host: nonEmpty(env.CAIRN_HOST) ?? file.server?.host ?? DEFAULT_HOST,
+      port:
+        env.CAIRN_PORT !== undefined && env.CAIRN_PORT !== ''
+          ? parsePort(env.CAIRN_PORT)
+          : (file.server?.port ?? DEFAULT_PORT),
+      apiKey: nonEmpty(env.CAIRN_API_KEY) ?? file.server?.apiKey ?? null,
+      bodyLimitBytes: file.server?.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    }),
+    database: Object.freeze({
+      kind: databaseUrl === null ? 'sqlite' : 'postgres',
+      path: dbPath === ':memory:' || isAbsolute(dbPath) ? dbPath : join(home, dbPath),
+      url: databaseUrl,
+    }),
+    models: Object.freeze({ main, compact }),
+  });
+}
+
+/** A loopback host needs no API key; anything else does (RELIABILITY 38). */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\./.test(host);
+}
+
+/** A one-line description of a role for the startup log: never contains the key. */
+export function describeModelRole(role: ModelRoleSettings): string {
+  if (role.provider === 'offline') return 'offline (built-in deterministic model, no network)';
+  return `${role.model} at ${role.baseURL ?? DEFAULT_OPENAI_BASE_URL} (context ${role.contextWindow} tokens)`;
+}

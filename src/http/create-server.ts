@@ -1,0 +1,113 @@
+/**
+ * Builds the fastify instance: JSON Schema validation that never coerces JSON
+ * bodies, bearer auth, the error envelope, and the routes. Never listens.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Ajv } from 'ajv';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { AgentRegistry } from '../agents/agent-registry.js';
+import { CairnError } from '../errors.js';
+import type { EventBus } from '../runtime/events.js';
+import type { Runtime } from '../runtime/router.js';
+import type { Store } from '../store/store.js';
+import { errorBody, sendError } from './errors.js';
+import { agentRoutes } from './routes/agents.js';
+import { chatRoutes } from './routes/chat.js';
+import { eventRoutes } from './routes/events.js';
+import { healthRoutes } from './routes/health.js';
+import { sessionRoutes } from './routes/sessions.js';
+
+/** A request that takes longer than this to arrive in full is dropped (slow-loris). */
+export const REQUEST_TIMEOUT_MS = 60_000;
+
+export interface ServerDeps {
+  runtime: Runtime;
+  store: Store;
+  agents: AgentRegistry;
+  events: EventBus;
+  apiKey: string | null;
+  bodyLimitBytes: number;
+  logger: FastifyServerOptions['logger'];
+  /** Extra route groups (compaction, tasks, memory) registered by their features. */
+  routes?: ((app: FastifyInstance) => void)[];
+}
+
+/** Paths anyone may call, even when an API key is configured. */
+const OPEN_PATHS = new Set(['/health']);
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+export function createServer(deps: ServerDeps): FastifyInstance {
+  const app = Fastify({
+    logger: deps.logger,
+    bodyLimit: deps.bodyLimitBytes,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    return503OnClosing: true,
+  });
+
+  // Bodies are validated strictly (no coercion, no silent stripping); query
+  // strings and params arrive as text, so they are coerced to their types.
+  const bodyAjv = new Ajv({
+    allErrors: true,
+    coerceTypes: false,
+    removeAdditional: false,
+    useDefaults: true,
+    strict: false,
+  });
+  const textAjv = new Ajv({
+    allErrors: true,
+    coerceTypes: true,
+    removeAdditional: false,
+    useDefaults: true,
+    strict: false,
+  });
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    httpPart === 'body' ? bodyAjv.compile(schema) : textAjv.compile(schema),
+  );
+
+  // An empty JSON body means "no options" (POST /sessions/:id/compact with curl -X POST).
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    void jsonParser(request, text, done);
+  });
+
+  if (deps.apiKey !== null) {
+    const expected = digest(deps.apiKey);
+    app.addHook('onRequest', async (request) => {
+      if (OPEN_PATHS.has(request.url.split('?')[0] ?? '')) return;
+      const header = request.headers.authorization ?? '';
+      const token = header.startsWith('Bearer ') ? header.slice('Bearer '.length) : '';
+      // Compare digests so the comparison is constant-time whatever the length.
+      if (!timingSafeEqual(digest(token), expected)) {
+        throw new CairnError(
+          'UNAUTHORIZED',
+          'Missing or wrong API key. Send "Authorization: Bearer <CAIRN_API_KEY>".',
+        );
+      }
+    });
+  }
+
+  app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
+  app.setNotFoundHandler((request, reply) => {
+    void reply
+      .code(404)
+      .send(
+        errorBody(
+          'NOT_FOUND',
+          `No route ${request.method} ${request.url.split('?')[0]}. See the API table in the README.`,
+        ),
+      );
+  });
+
+  healthRoutes(app, deps);
+  agentRoutes(app, deps);
+  chatRoutes(app, deps);
+  sessionRoutes(app, deps);
+  eventRoutes(app, deps);
+  for (const register of deps.routes ?? []) register(app);
+  return app;
+}

@@ -1,0 +1,75 @@
+/**
+ * Turns anything thrown in a request into the API's error envelope:
+ * `{ error: { code, message } }`. CairnError codes keep their status; fastify's
+ * own errors are mapped to our codes; anything else is a bare 500 `INTERNAL`
+ * with no stack trace or upstream detail in the body.
+ */
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { CairnError, type ErrorCode } from '../errors.js';
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string };
+}
+
+export function errorBody(code: ErrorCode, message: string): ErrorBody {
+  return { error: { code, message } };
+}
+
+/** Maps an error to `[status, body]`; the one place HTTP statuses are chosen for errors. */
+export function toHttpError(err: unknown, requestId: string): [number, ErrorBody] {
+  if (err instanceof CairnError) return [err.status, errorBody(err.code, err.message)];
+  const fastifyError = err as Partial<FastifyError>;
+  if (fastifyError.validation) {
+    const where = fastifyError.validationContext ?? 'request';
+    const details = fastifyError.validation
+      .map((v) => {
+        const path = v.instancePath || '';
+        const extra =
+          v.keyword === 'additionalProperties'
+            ? ` "${String((v.params as { additionalProperty?: string }).additionalProperty)}"`
+            : '';
+        return `${where}${path} ${v.message ?? 'is invalid'}${extra}`;
+      })
+      .join('; ');
+    return [400, errorBody('VALIDATION_ERROR', details)];
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return [
+        413,
+        errorBody(
+          'PAYLOAD_TOO_LARGE',
+          'The request body is larger than the server accepts (server.bodyLimitBytes).',
+        ),
+      ];
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return [415, errorBody('UNSUPPORTED_MEDIA_TYPE', 'Send the body as application/json.')];
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return [400, errorBody('VALIDATION_ERROR', 'The request body is not valid JSON.')];
+    default:
+      break;
+  }
+  if (err instanceof SyntaxError || fastifyError.statusCode === 400) {
+    return [400, errorBody('VALIDATION_ERROR', 'The request body is not valid JSON.')];
+  }
+  return [
+    500,
+    errorBody(
+      'INTERNAL',
+      `Internal error. The server log has the details (request id ${requestId}).`,
+    ),
+  ];
+}
+
+export function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  const [status, body] = toHttpError(err, request.id);
+  if (status >= 500) {
+    request.log.error(
+      { err: { code: (err as { code?: unknown }).code, message: (err as Error).message } },
+      'request failed',
+    );
+  }
+  if (status === 401) void reply.header('www-authenticate', 'Bearer realm="cairn"');
+  void reply.code(status).send(body);
+}

@@ -1,0 +1,23 @@
+/** GET /agents and GET /agents/:name: the loaded agents, without filesystem paths. */
+import type { FastifyInstance } from 'fastify';
+import type { AgentConfig } from '../../agents/agent-config.js';
+import type { AgentRegistry } from '../../agents/agent-registry.js';
+import { agentParams } from '../schemas.js';
+
+/** The API view of an agent: its configuration minus where it lives on disk. */
+export function publicAgent(agent: AgentConfig): Omit<AgentConfig, 'dir'> {
+  const { dir: _dir, ...rest } = agent;
+  return rest;
+}
+
+export function agentRoutes(app: FastifyInstance, deps: { agents: AgentRegistry }): void {
+  app.get('/agents', async () => ({ agents: deps.agents.list().map(publicAgent) }));
+
+  app.get<{ Params: { name: string } }>(
+    '/agents/:name',
+    { schema: { params: agentParams } },
+    async (request) => ({
+      agent: publicAgent(deps.agents.get(request.params.name)),
+    }),
+  );
+}

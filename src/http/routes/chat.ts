@@ -1,0 +1,89 @@
+/**
+ * POST /agents/:name/chat: one chat turn, as JSON or as server-sent events
+ * (`session`, `delta`, `tool_call`, `tool_result`, `done`, `error`). A client
+ * that disconnects mid-turn cancels it; what was stored stays stored.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Runtime } from '../../runtime/router.js';
+import { toHttpError } from '../errors.js';
+import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js';
+import { SseStream, wantsEventStream } from '../sse.js';
+
+interface ChatBody {
+  message: string;
+  sessionId?: string;
+  stream?: boolean;
+}
+
+const chatBody = objectSchema(
+  { message: USER_TEXT, sessionId: SESSION_ID, stream: { type: 'boolean' } },
+  ['message'],
+);
+
+export function chatRoutes(app: FastifyInstance, deps: { runtime: Runtime }): void {
+  app.post<{ Params: { name: string }; Body: ChatBody }>(
+    '/agents/:name/chat',
+    { schema: { params: agentParams, body: chatBody } },
+    async (request, reply) => {
+      const { message, sessionId, stream } = request.body;
+      const cancel = new AbortController();
+      // `close` on the response fires when the client goes away before we answered.
+      reply.raw.on('close', () => {
+        if (!reply.raw.writableFinished) cancel.abort(new Error('client disconnected'));
+      });
+      const base = {
+        agentName: request.params.name,
+        message,
+        ...(sessionId !== undefined ? { sessionId } : {}),
+        signal: cancel.signal,
+      };
+
+      if (!wantsEventStream(stream, request.headers.accept)) {
+        return deps.runtime.runChat(base);
+      }
+
+      // Validate agent and session before committing to a 200 stream.
+      deps.runtime.agents.get(request.params.name);
+      const sse = new SseStream(reply);
+      try {
+        const result = await deps.runtime.runChat({
+          ...base,
+          stream: true,
+          onEvent: (event) => {
+            switch (event.type) {
+              case 'session':
+                sse.send('session', { sessionId: event.sessionId });
+                break;
+              case 'delta':
+                sse.send('delta', { text: event.text });
+                break;
+              case 'tool_call':
+                sse.send('tool_call', {
+                  id: event.call.id,
+                  name: event.call.function.name,
+                  arguments: event.call.function.arguments,
+                });
+                break;
+              case 'tool_result':
+                sse.send('tool_result', {
+                  id: event.callId,
+                  name: event.name,
+                  content: event.content,
+                  isError: event.isError,
+                });
+                break;
+            }
+          },
+        });
+        sse.send('done', result);
+      } catch (err) {
+        const [status, body] = toHttpError(err, request.id);
+        if (status >= 500) request.log.error({ code: body.error.code }, 'streamed chat failed');
+        sse.send('error', { status, ...body });
+      } finally {
+        sse.end();
+      }
+      return reply;
+    },
+  );
+}

@@ -1,0 +1,122 @@
+/** Session resources: create, list, read, messages, reset, close, delete. */
+import type { FastifyInstance } from 'fastify';
+import type { Runtime } from '../../runtime/router.js';
+import type { SessionMode, SessionStatus } from '../../store/store.js';
+import { AGENT_NAME, CURSOR, LIMIT, objectSchema, sessionParams, SESSION_ID } from '../schemas.js';
+
+interface CreateBody {
+  agentName: string;
+  title?: string;
+  compactCount?: number;
+}
+
+interface ListQuery {
+  agentName?: string;
+  status?: SessionStatus;
+  mode?: SessionMode;
+  parentSessionId?: string;
+  limit: number;
+  cursor?: string;
+}
+
+export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }): void {
+  const { runtime } = deps;
+  type WithId = { Params: { id: string } };
+
+  app.post<{ Body: CreateBody }>(
+    '/sessions',
+    {
+      schema: {
+        body: objectSchema(
+          {
+            agentName: AGENT_NAME,
+            title: { type: 'string', maxLength: 500 },
+            compactCount: { type: 'number', minimum: 1, maximum: 99 },
+          },
+          ['agentName'],
+        ),
+      },
+    },
+    async (request, reply) => {
+      const { agentName, title, compactCount } = request.body;
+      const session = await runtime.createSession({
+        agentName,
+        ...(title !== undefined ? { title } : {}),
+        ...(compactCount !== undefined ? { compactCount } : {}),
+      });
+      return reply.code(201).send({ session });
+    },
+  );
+
+  app.get<{ Querystring: ListQuery }>(
+    '/sessions',
+    {
+      schema: {
+        querystring: objectSchema({
+          agentName: AGENT_NAME,
+          status: { type: 'string', enum: ['active', 'closed'] },
+          mode: { type: 'string', enum: ['chat', 'task', 'subagent', 'daemon'] },
+          parentSessionId: SESSION_ID,
+          limit: LIMIT,
+          cursor: CURSOR,
+        }),
+      },
+    },
+    async (request) => {
+      const page = await runtime.store.listSessions(request.query);
+      return { sessions: page.items, nextCursor: page.nextCursor };
+    },
+  );
+
+  app.get<WithId>('/sessions/:id', { schema: { params: sessionParams } }, async (request) => ({
+    session: await runtime.getSession(request.params.id),
+  }));
+
+  app.get<WithId & { Querystring: { afterSeq: number; limit: number } }>(
+    '/sessions/:id/messages',
+    {
+      schema: {
+        params: sessionParams,
+        querystring: objectSchema({
+          afterSeq: { type: 'integer', minimum: 0, default: 0 },
+          limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+        }),
+      },
+    },
+    async (request) => {
+      const session = await runtime.getSession(request.params.id);
+      const messages = await runtime.store.listMessages(session.id, request.query);
+      return {
+        messages: messages.map((m) => ({
+          ...m,
+          compacted: m.role !== 'system' && m.seq <= session.compact_seq,
+        })),
+      };
+    },
+  );
+
+  app.post<WithId>(
+    '/sessions/:id/reset',
+    { schema: { params: sessionParams } },
+    async (request) => ({
+      session: await runtime.resetSession(request.params.id),
+    }),
+  );
+
+  app.post<WithId>(
+    '/sessions/:id/close',
+    { schema: { params: sessionParams } },
+    async (request) => ({
+      session: await runtime.closeSession(request.params.id),
+    }),
+  );
+
+  app.delete<WithId>(
+    '/sessions/:id',
+    { schema: { params: sessionParams } },
+    async (request, reply) => {
+      await runtime.deleteSession(request.params.id);
+      return reply.code(204).send();
+    },
+  );
+}

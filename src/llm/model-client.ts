@@ -1,0 +1,46 @@
+/**
+ * The model seam. The runtime and compaction talk to `ModelClient` only; the
+ * openai adapter and the built-in offline model implement it. Implementations
+ * throw `CairnError` with `LLM_ERROR`, `LLM_TIMEOUT` or `CONTEXT_OVERFLOW`.
+ */
+import type { ChatMessage, ToolSpec } from './messages.js';
+
+export interface ModelRequest {
+  messages: ChatMessage[];
+  tools?: ToolSpec[];
+  temperature?: number;
+  /** Upper bound on the reply's tokens (the summariser sets it from maxSummaryChars). */
+  maxTokens?: number;
+  /** Overrides the role's model name (an agent's `model`). */
+  model?: string;
+  /** What the call is for; the offline model answers summaries extractively. Never sent. */
+  purpose: 'chat' | 'summary';
+}
+
+export interface ModelCallOptions {
+  signal?: AbortSignal;
+  /** When set, the reply is streamed and each text fragment is passed here. */
+  onDelta?: (text: string) => void;
+}
+
+export interface ModelUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+export interface ModelResponse {
+  /** The assistant message (content and/or tool_calls). */
+  message: ChatMessage;
+  finishReason: string;
+  usage: ModelUsage | null;
+  /** The model that answered. */
+  model: string;
+}
+
+export interface ModelClient {
+  /** The role's default model name, e.g. `gpt-4o-mini` or `offline`. */
+  readonly model: string;
+  /** Context window of the role's model, in tokens. */
+  readonly contextWindow: number;
+  complete(request: ModelRequest, options?: ModelCallOptions): Promise<ModelResponse>;
+}

@@ -1,0 +1,69 @@
+/**
+ * The built-in `offline` model: deterministic, no network, so `npm start`
+ * works with no API key. Chat replies are canned and say what they are;
+ * summaries are extractive (the first words of each line of the input).
+ */
+import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
+import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/settings.js';
+
+export const OFFLINE_LABEL = '[offline model]';
+const QUOTE_CHARS = 200;
+const LINE_CHARS = 160;
+
+function clip(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}
+
+function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+export class OfflineModel implements ModelClient {
+  readonly model = OFFLINE_MODEL_NAME;
+
+  constructor(readonly contextWindow: number = DEFAULT_CONTEXT_WINDOW_TOKENS) {}
+
+  async complete(request: ModelRequest, options: ModelCallOptions = {}): Promise<ModelResponse> {
+    const content = request.purpose === 'summary' ? this.summarize(request) : this.reply(request);
+    if (options.onDelta) {
+      // Stream in word-sized pieces so SSE clients see real deltas.
+      for (const piece of content.match(/\S+\s*/g) ?? [content]) options.onDelta(piece);
+    }
+    const promptChars = request.messages.reduce((n, m) => n + (m.content?.length ?? 0), 0);
+    return {
+      message: { role: 'assistant', content },
+      finishReason: 'stop',
+      usage: {
+        prompt_tokens: Math.ceil(promptChars / 4),
+        completion_tokens: estimateTokens(content),
+      },
+      model: OFFLINE_MODEL_NAME,
+    };
+  }
+
+  private reply(request: ModelRequest): string {
+    const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
+    const said = clip(lastUser?.content ?? '', QUOTE_CHARS);
+    return `${OFFLINE_LABEL} You said: "${said}". This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model.`;
+  }
+
+  /** Keeps the start of every non-empty input line, within the max_tokens budget. */
+  private summarize(request: ModelRequest): string {
+    const input = request.messages
+      .filter((m) => m.role === 'user')
+      .map((m) => m.content ?? '')
+      .join('\n');
+    const maxChars = (request.maxTokens ?? 3000) * 4;
+    const lines = input
+      .split('\n')
+      .map((line) => clip(line, LINE_CHARS))
+      .filter((line) => line !== '');
+    let summary = `${OFFLINE_LABEL} Extractive summary:`;
+    for (const line of lines) {
+      if (summary.length + line.length + 3 > maxChars) break;
+      summary += `\n- ${line}`;
+    }
+    return summary;
+  }
+}

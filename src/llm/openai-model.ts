@@ -1,0 +1,399 @@
+/**
+ * `ModelClient` for any OpenAI-compatible endpoint, through the official
+ * `openai` package. Owns the one retry layer (the client's own retries are
+ * off): retry only what is retryable, honour a short `Retry-After`, fail fast
+ * on a long one or on exhausted quota, never retry a stream that already
+ * emitted text. Errors leave as `CairnError`s with no upstream body or key.
+ */
+import OpenAI from 'openai';
+import type {
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsBase,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
+import { CairnError } from '../errors.js';
+import type { ModelRoleSettings } from '../config/settings.js';
+import type { ChatMessage, ToolCall } from './messages.js';
+import type {
+  ModelCallOptions,
+  ModelClient,
+  ModelRequest,
+  ModelResponse,
+  ModelUsage,
+} from './model-client.js';
+
+/** A `Retry-After` longer than this fails the call instead of holding the turn. */
+export const MAX_RETRY_AFTER_MS = 30_000;
+const BASE_BACKOFF_MS = 500;
+const MAX_BACKOFF_MS = 8_000;
+
+export interface ModelLogger {
+  warn(details: Record<string, unknown>, message: string): void;
+}
+
+export interface OpenAIModelOptions {
+  role: ModelRoleSettings;
+  logger?: ModelLogger;
+  /** Injected in tests to avoid real waiting; defaults to a timer. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  fetch?: typeof fetch;
+}
+
+/** The wordings providers use for "the prompt does not fit". */
+const CONTEXT_OVERFLOW_PATTERNS = [
+  /context[_ ]length[_ ]exceeded/i,
+  /maximum context length/i,
+  /prompt is too long/i,
+  /context window/i,
+  /too many tokens/i,
+  /exceeds? (the )?(model'?s? )?(maximum )?context/i,
+  /reduce the length of the messages/i,
+  /input is too long/i,
+];
+
+export function isContextOverflowText(text: string): boolean {
+  return CONTEXT_OVERFLOW_PATTERNS.some((p) => p.test(text));
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason as Error);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Parses `retry-after-ms` / `Retry-After` (seconds or an HTTP date). */
+export function retryAfterMs(headers: Headers | undefined): number | undefined {
+  if (!headers) return undefined;
+  const ms = Number(headers.get('retry-after-ms'));
+  if (headers.get('retry-after-ms') !== null && Number.isFinite(ms)) return ms;
+  const value = headers.get('retry-after');
+  if (value === null) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return seconds * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+type APIErrorLike = {
+  code?: string | null;
+  type?: string;
+  message: string;
+  error?: unknown;
+  headers?: Headers;
+  status?: number;
+};
+
+interface Classified {
+  error: CairnError;
+  retryable: boolean;
+  delayMs?: number;
+}
+
+/** Everything the upstream error may say, for pattern checks; never sent to clients. */
+function upstreamText(err: APIErrorLike): string {
+  let body = '';
+  try {
+    body = JSON.stringify(err.error ?? '');
+  } catch {
+    body = '';
+  }
+  return `${err.code ?? ''} ${err.type ?? ''} ${err.message} ${body}`;
+}
+
+function classify(err: unknown, role: ModelRoleSettings): Classified {
+  if (err instanceof OpenAI.APIConnectionTimeoutError) {
+    return {
+      error: new CairnError(
+        'LLM_TIMEOUT',
+        `The model at ${role.baseURL} did not answer within ${role.timeoutMs} ms. Try again, or raise models.main.timeoutMs.`,
+        { cause: err },
+      ),
+      retryable: true,
+    };
+  }
+  if (err instanceof OpenAI.APIConnectionError) {
+    return {
+      error: new CairnError(
+        'LLM_ERROR',
+        `Could not reach the model at ${role.baseURL}. Check OPENAI_BASE_URL and that the model server is running.`,
+        { cause: err },
+      ),
+      retryable: true,
+    };
+  }
+  if (err instanceof OpenAI.APIError) {
+    const apiError = err as APIErrorLike;
+    const status = apiError.status;
+    const text = upstreamText(apiError);
+    const code = apiError.code ? `, code ${apiError.code}` : '';
+    if (
+      (status === 400 || status === 413 || status === 422 || status === undefined) &&
+      isContextOverflowText(text)
+    ) {
+      return {
+        error: new CairnError(
+          'CONTEXT_OVERFLOW',
+          "The conversation no longer fits in the model's context window. Compact the session (POST /sessions/:id/compact) or reset it.",
+          { cause: err },
+        ),
+        retryable: false,
+      };
+    }
+    if (status === 429 && /insufficient_quota|billing|quota/i.test(text)) {
+      return {
+        error: new CairnError(
+          'LLM_ERROR',
+          'The model provider reports the account is out of quota or has a billing problem (HTTP 429, insufficient_quota). Check the provider account.',
+          { cause: err },
+        ),
+        retryable: false,
+      };
+    }
+    const retryable =
+      status === undefined || status === 408 || status === 409 || status === 429 || status >= 500;
+    const delayMs = retryAfterMs(apiError.headers);
+    const hint =
+      status === 401 || status === 403
+        ? " Check the API key (OPENAI_API_KEY or the role's apiKeyEnv)."
+        : status === 404
+          ? ' Check the model name and OPENAI_BASE_URL.'
+          : status === 429
+            ? ' The provider is rate limiting; try again later.'
+            : '';
+    return {
+      error: new CairnError(
+        'LLM_ERROR',
+        `The model provider returned HTTP ${status ?? 'error'}${code}.${hint}`,
+        { cause: err },
+      ),
+      retryable,
+      ...(delayMs !== undefined ? { delayMs } : {}),
+    };
+  }
+  if (err instanceof CairnError) return { error: err, retryable: false };
+  return {
+    error: new CairnError('LLM_ERROR', 'The model call failed unexpectedly.', { cause: err }),
+    retryable: false,
+  };
+}
+
+/** Our stored shape → the wire shape the SDK types expect. */
+function toWireMessage(message: ChatMessage): ChatCompletionMessageParam {
+  switch (message.role) {
+    case 'system':
+      return { role: 'system', content: message.content ?? '' };
+    case 'user':
+      return { role: 'user', content: message.content ?? '' };
+    case 'tool':
+      return {
+        role: 'tool',
+        content: message.content ?? '',
+        tool_call_id: message.tool_call_id ?? '',
+      };
+    case 'assistant':
+      return message.tool_calls?.length
+        ? { role: 'assistant', content: message.content, tool_calls: message.tool_calls }
+        : { role: 'assistant', content: message.content ?? '' };
+  }
+}
+
+function toUsage(
+  usage: { prompt_tokens: number; completion_tokens: number } | null | undefined,
+): ModelUsage | null {
+  return usage
+    ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens }
+    : null;
+}
+
+/** Set when a streamed attempt already handed text to the caller: it must not be retried. */
+class EmittedError extends Error {
+  constructor(readonly inner: unknown) {
+    super('stream failed after emitting');
+  }
+}
+
+export class OpenAIModel implements ModelClient {
+  readonly model: string;
+  readonly contextWindow: number;
+  private readonly client: OpenAI;
+  private readonly role: ModelRoleSettings;
+  private readonly logger: ModelLogger | undefined;
+  private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+
+  constructor(options: OpenAIModelOptions) {
+    this.role = options.role;
+    this.model = options.role.model;
+    this.contextWindow = options.role.contextWindow;
+    this.logger = options.logger;
+    this.sleep = options.sleep ?? abortableSleep;
+    this.client = new OpenAI({
+      // Local servers (Ollama, llama.cpp) accept any key; the SDK insists on one.
+      apiKey: options.role.apiKey ?? 'not-needed',
+      baseURL: options.role.baseURL ?? undefined,
+      timeout: options.role.timeoutMs,
+      maxRetries: 0,
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+    });
+  }
+
+  async complete(request: ModelRequest, options: ModelCallOptions = {}): Promise<ModelResponse> {
+    const attempts = this.role.maxRetries + 1;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return options.onDelta
+          ? await this.streamOnce(request, options.onDelta, options.signal)
+          : await this.completeOnce(request, options.signal);
+      } catch (raw) {
+        if (options.signal?.aborted) throw options.signal.reason;
+        const emitted = raw instanceof EmittedError;
+        const { error, retryable, delayMs } = classify(emitted ? raw.inner : raw, this.role);
+        const requestId = (raw as { requestID?: unknown }).requestID;
+        this.logger?.warn(
+          { attempt, attempts, code: error.code, requestId, retryable: retryable && !emitted },
+          `model call failed: ${error.message}`,
+        );
+        if (!retryable || emitted || attempt >= attempts) throw error;
+        if (delayMs !== undefined && delayMs > MAX_RETRY_AFTER_MS) {
+          throw new CairnError(
+            'LLM_ERROR',
+            `The model provider asked to wait ${Math.round(delayMs / 1000)} s before retrying; giving up now rather than holding the turn.`,
+            { cause: error },
+          );
+        }
+        const backoff = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** (attempt - 1));
+        await this.sleep(delayMs ?? backoff * (1 - Math.random() * 0.25), options.signal);
+      }
+    }
+  }
+
+  private params(request: ModelRequest): ChatCompletionCreateParamsBase {
+    return {
+      model: request.model ?? this.model,
+      messages: request.messages.map(toWireMessage),
+      ...(request.tools?.length
+        ? {
+            tools: request.tools.map((t) => ({
+              type: 'function' as const,
+              function: { name: t.name, description: t.description, parameters: t.parameters },
+            })),
+          }
+        : {}),
+      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+    };
+  }
+
+  private async completeOnce(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
+    const completion = await this.client.chat.completions.create(
+      { ...this.params(request), stream: false },
+      signal ? { signal } : {},
+    );
+    const choice = completion.choices[0];
+    if (!choice) throw new CairnError('LLM_ERROR', 'The model returned no choices.');
+    const message: ChatMessage = { role: 'assistant', content: choice.message.content ?? null };
+    const calls = (choice.message.tool_calls ?? []).filter((c) => c.type === 'function');
+    if (calls.length > 0) {
+      message.tool_calls = calls.map((c) => ({
+        id: c.id,
+        type: 'function',
+        function: { name: c.function.name, arguments: c.function.arguments },
+      }));
+    }
+    return {
+      message,
+      finishReason: choice.finish_reason,
+      usage: toUsage(completion.usage),
+      model: completion.model,
+    };
+  }
+
+  private async streamOnce(
+    request: ModelRequest,
+    onDelta: (text: string) => void,
+    signal?: AbortSignal,
+  ): Promise<ModelResponse> {
+    // The SDK timeout ends at the headers; this idle timer covers a stream
+    // that stalls after its first chunks (RELIABILITY 15).
+    const idle = new AbortController();
+    const combined = signal ? AbortSignal.any([signal, idle.signal]) : idle.signal;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(
+        () => idle.abort(new OpenAI.APIConnectionTimeoutError({ message: 'stream idle timeout' })),
+        this.role.timeoutMs,
+      );
+    };
+    let emitted = false;
+    let content = '';
+    let finishReason: string | null = null;
+    let usage: ModelUsage | null = null;
+    let model = request.model ?? this.model;
+    const calls = new Map<number, ToolCall>();
+    try {
+      arm();
+      const stream = await this.client.chat.completions.create(
+        { ...this.params(request), stream: true, stream_options: { include_usage: true } },
+        { signal: combined },
+      );
+      for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
+        arm();
+        model = chunk.model || model;
+        if (chunk.usage) usage = toUsage(chunk.usage);
+        const choice = chunk.choices[0];
+        if (!choice) continue;
+        const delta = choice.delta;
+        if (delta.content) {
+          content += delta.content;
+          emitted = true;
+          onDelta(delta.content);
+        }
+        for (const part of delta.tool_calls ?? []) {
+          const call = calls.get(part.index) ?? {
+            id: '',
+            type: 'function' as const,
+            function: { name: '', arguments: '' },
+          };
+          if (part.id) call.id = part.id;
+          if (part.function?.name) call.function.name += part.function.name;
+          if (part.function?.arguments) call.function.arguments += part.function.arguments;
+          calls.set(part.index, call);
+        }
+        if (choice.finish_reason) finishReason = choice.finish_reason;
+      }
+    } catch (err) {
+      if (idle.signal.aborted && !signal?.aborted) {
+        const timeout = idle.signal.reason as Error;
+        throw emitted ? new EmittedError(timeout) : timeout;
+      }
+      throw emitted ? new EmittedError(err) : err;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (finishReason === null) {
+      // A clean end of stream without a finish_reason is a cut connection,
+      // not an answer (RELIABILITY 16).
+      const incomplete = new CairnError(
+        'LLM_ERROR',
+        'The model stream ended before the reply was complete (no finish_reason). Try again.',
+      );
+      throw emitted ? new EmittedError(incomplete) : incomplete;
+    }
+    const message: ChatMessage = {
+      role: 'assistant',
+      content: content === '' && calls.size > 0 ? null : content,
+    };
+    if (calls.size > 0)
+      message.tool_calls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c);
+    return { message, finishReason, usage, model };
+  }
+}

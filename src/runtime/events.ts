@@ -1,0 +1,43 @@
+/**
+ * The events bus: every event is appended to the `events` table (so
+ * `GET /events` can replay it with `Last-Event-ID`) and then handed to live
+ * subscribers.
+ */
+import type { EventRow, Store } from '../store/store.js';
+
+export type EventListener = (event: EventRow) => void;
+
+export class EventBus {
+  private readonly listeners = new Set<EventListener>();
+
+  constructor(private readonly store: Store) {}
+
+  async emit(
+    type: string,
+    sessionId: string | null,
+    data: Record<string, unknown>,
+  ): Promise<EventRow> {
+    const event = await this.store.appendEvent({
+      type,
+      sessionId,
+      data: { ...data, ...(sessionId ? { sessionId } : {}) },
+    });
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A broken subscriber must not break the turn that emitted the event.
+      }
+    }
+    return event;
+  }
+
+  subscribe(listener: EventListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  get subscriberCount(): number {
+    return this.listeners.size;
+  }
+}

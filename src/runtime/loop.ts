@@ -1,0 +1,238 @@
+/**
+ * The tool-calling loop: call the model, run the tools it asks for, persist
+ * every message the moment it exists, repeat until the model answers in text,
+ * a tool asks the user, or `maxIterations` is reached. It gets a plain array
+ * of messages and knows nothing of sessions, summaries or compaction; the
+ * router's `prepare` hook runs before every model call.
+ */
+import { CairnError, describeError } from '../errors.js';
+import type { ChatMessage, TokenUsage, ToolCall } from '../llm/messages.js';
+import type { ModelClient, ModelResponse } from '../llm/model-client.js';
+import type { ToolContext } from '../tools/tool.js';
+import { isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
+import type { ToolSet } from '../tools/tool-set.js';
+import { EMPTY_TOOL_RESULT, normalizeOutgoing } from './normalize-request.js';
+
+export const EMPTY_REPLY_NUDGE =
+  'Your previous reply was empty. Answer the last message, or call a tool if you need one.';
+export const TRUNCATED_TOOL_CALL_NOTE =
+  'Your previous reply was cut off at the token limit while writing tool-call arguments, so no tool ran. Call the tool again with shorter arguments, or answer in text.';
+export const CANCELLED_TOOL_RESULT = 'Error: the tool call was cancelled before it finished.';
+
+export type LoopEvent =
+  | { type: 'delta'; text: string }
+  | { type: 'tool_call'; call: ToolCall }
+  | { type: 'tool_result'; callId: string; name: string; content: string; isError: boolean };
+
+export interface LoopOptions {
+  model: ModelClient;
+  /** Overrides the model name (the agent's `model`). */
+  modelName?: string;
+  temperature?: number;
+  /** The context to start from (system, summary, tail, the new input). */
+  messages: ChatMessage[];
+  tools: ToolSet;
+  maxIterations: number;
+  /** Called before every model call; may return a rebuilt context (auto-compaction). */
+  prepare?: (messages: ChatMessage[]) => Promise<ChatMessage[]>;
+  /** Persists messages as they are produced; resolves once committed. */
+  persist: (messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number) => Promise<void>;
+  toolContext: Omit<ToolContext, 'callId' | 'signal'>;
+  signal?: AbortSignal;
+  stream?: boolean;
+  onEvent?: (event: LoopEvent) => void;
+}
+
+export type LoopResult =
+  | { kind: 'answer'; reply: string; usage: TokenUsage }
+  | { kind: 'waiting'; question: string; callId: string; usage: TokenUsage };
+
+interface ToolOutcome {
+  content: string;
+  isError: boolean;
+  waitFor?: string;
+}
+
+function stringifyResult(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return '(the tool returned a value that cannot be shown as text)';
+  }
+}
+
+function addUsage(total: TokenUsage, response: ModelResponse): void {
+  total.input_tokens += response.usage?.prompt_tokens ?? 0;
+  total.output_tokens += response.usage?.completion_tokens ?? 0;
+}
+
+export async function runLoop(options: LoopOptions): Promise<LoopResult> {
+  const { model, tools, signal } = options;
+  let messages = options.messages;
+  const usage: TokenUsage = { input_tokens: 0, output_tokens: 0 };
+  // Notes for the next call only (never persisted): an empty-reply nudge or a
+  // truncated-tool-call warning.
+  let note: string | undefined;
+  let emptyReplies = 0;
+
+  for (let iteration = 1; iteration <= options.maxIterations; iteration++) {
+    signal?.throwIfAborted();
+    if (options.prepare) messages = await options.prepare(messages);
+    const outgoing = normalizeOutgoing(
+      note ? [...messages, { role: 'user', content: note }] : messages,
+    );
+    note = undefined;
+
+    const response = await model.complete(
+      {
+        messages: outgoing,
+        ...(tools.size > 0 ? { tools: tools.specs() } : {}),
+        ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+        ...(options.modelName !== undefined ? { model: options.modelName } : {}),
+        purpose: 'chat',
+      },
+      {
+        ...(signal ? { signal } : {}),
+        ...(options.stream
+          ? { onDelta: (text: string) => options.onEvent?.({ type: 'delta', text }) }
+          : {}),
+      },
+    );
+    addUsage(usage, response);
+    const reply = response.message;
+    const calls = reply.tool_calls ?? [];
+    const callUsage = {
+      input_tokens: response.usage?.prompt_tokens ?? 0,
+      output_tokens: response.usage?.completion_tokens ?? 0,
+    };
+
+    if (calls.length > 0 && response.finishReason === 'length') {
+      // Arguments cut at max_tokens are not JSON we can trust: run nothing,
+      // store nothing, tell the model (RELIABILITY 18).
+      note = TRUNCATED_TOOL_CALL_NOTE;
+      continue;
+    }
+    const text = reply.content ?? '';
+    if (calls.length === 0 && text.trim() === '') {
+      emptyReplies += 1;
+      if (emptyReplies > 1) {
+        throw new CairnError(
+          'LLM_ERROR',
+          'The model returned an empty reply twice. Try again or use another model.',
+        );
+      }
+      note = EMPTY_REPLY_NUDGE;
+      continue;
+    }
+
+    const assistant: ChatMessage =
+      calls.length > 0
+        ? { role: 'assistant', content: text.trim() === '' ? null : text, tool_calls: calls }
+        : { role: 'assistant', content: text };
+    await options.persist([assistant], callUsage, response.usage?.prompt_tokens);
+    messages = [...messages, assistant];
+    if (calls.length === 0) return { kind: 'answer', reply: text, usage };
+
+    // ask_user runs last so the other calls of the same turn have their results.
+    const ordered = [...calls].sort(
+      (a, b) => Number(a.function.name === 'ask_user') - Number(b.function.name === 'ask_user'),
+    );
+    for (const call of ordered) {
+      options.onEvent?.({ type: 'tool_call', call });
+      const outcome = await runTool(call, options);
+      if (outcome.waitFor !== undefined) {
+        return { kind: 'waiting', question: outcome.waitFor, callId: call.id, usage };
+      }
+      const result: ChatMessage = {
+        role: 'tool',
+        tool_call_id: call.id,
+        name: call.function.name,
+        content: outcome.content,
+      };
+      await options.persist([result]);
+      messages = [...messages, result];
+      options.onEvent?.({
+        type: 'tool_result',
+        callId: call.id,
+        name: call.function.name,
+        content: outcome.content,
+        isError: outcome.isError,
+      });
+      if (signal?.aborted) await persistCancelled(ordered, messages, options);
+      signal?.throwIfAborted();
+    }
+  }
+  throw new CairnError(
+    'MAX_ITERATIONS',
+    `The agent made ${options.maxIterations} model calls (its maxIterations) without a final answer. Raise maxIterations in agent.json or simplify the request.`,
+  );
+}
+
+/** Gives every call of the turn that has no result yet a "cancelled" result. */
+async function persistCancelled(
+  calls: ToolCall[],
+  messages: ChatMessage[],
+  options: LoopOptions,
+): Promise<void> {
+  const answered = new Set(messages.filter((m) => m.role === 'tool').map((m) => m.tool_call_id));
+  const missing = calls
+    .filter((c) => !answered.has(c.id))
+    .map((c): ChatMessage => ({
+      role: 'tool',
+      tool_call_id: c.id,
+      name: c.function.name,
+      content: CANCELLED_TOOL_RESULT,
+    }));
+  if (missing.length > 0) await options.persist(missing);
+}
+
+/** Runs one call; every failure becomes a result the model can read. */
+async function runTool(call: ToolCall, options: LoopOptions): Promise<ToolOutcome> {
+  const tool = options.tools.find(call.function.name);
+  if (!tool) {
+    return {
+      content: `Error: there is no tool named "${call.function.name}". Available tools: ${options.tools.names().join(', ') || 'none'}.`,
+      isError: true,
+    };
+  }
+  const parsed = options.tools.parseArguments(tool, call.function.arguments);
+  if (!parsed.ok) return { content: `Error: ${parsed.error}`, isError: true };
+
+  const timeoutMs = tool.timeoutMs ?? TOOL_TIMEOUT_MS;
+  const controller = new AbortController();
+  const onOuterAbort = (): void => controller.abort(options.signal?.reason);
+  options.signal?.addEventListener('abort', onOuterAbort, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort(new Error('timeout'));
+      reject(new CairnError('INTERNAL', `the tool did not finish within ${timeoutMs} ms`));
+    }, timeoutMs);
+  });
+  const cancelled = new Promise<never>((_, reject) => {
+    controller.signal.addEventListener('abort', () => reject(new Error('cancelled')), {
+      once: true,
+    });
+  });
+  try {
+    const value = await Promise.race([
+      tool.run(parsed.args, { ...options.toolContext, callId: call.id, signal: controller.signal }),
+      timeout,
+      cancelled,
+    ]);
+    if (isWaitForUser(value)) return { content: '', isError: false, waitFor: value.question };
+    const content = stringifyResult(value);
+    return { content: content.trim() === '' ? EMPTY_TOOL_RESULT : content, isError: false };
+  } catch (err) {
+    if (options.signal?.aborted) return { content: CANCELLED_TOOL_RESULT, isError: true };
+    return {
+      content: `Error: the tool "${tool.name}" failed: ${describeError(err)}`,
+      isError: true,
+    };
+  } finally {
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onOuterAbort);
+  }
+}

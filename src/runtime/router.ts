@@ -1,0 +1,349 @@
+/**
+ * The router: the runtime's entry points (DESIGN §4). It owns sessions and
+ * turns — loading the context from the store, repairing interrupted tool
+ * calls, injecting the summary, queueing turns per session — and hands a
+ * plain message array to the loop.
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import type { AgentRegistry } from '../agents/agent-registry.js';
+import { buildMessagesWithSummary } from '../compaction/build-context.js';
+import { CairnError } from '../errors.js';
+import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
+import type { ModelClient } from '../llm/model-client.js';
+import type { SessionMode, SessionRow, Store } from '../store/store.js';
+import type { ToolCatalog } from '../tools/tool-catalog.js';
+import type { EventBus } from './events.js';
+import { runLoop, type LoopEvent, type LoopResult } from './loop.js';
+import { missingTrailingResults } from './normalize-request.js';
+import { SessionQueue } from './session-queue.js';
+
+/** What automatic compaction did during one turn (the chat envelope's `compaction`). */
+export interface TurnCompactionReport {
+  trigger: 'auto';
+  runs: number;
+  compactedCount: number;
+  newSize: number;
+}
+
+/** The hook automatic compaction plugs into; called before every model call. */
+export interface ContextGuard {
+  beforeModelCall(input: {
+    session: SessionRow;
+    agent: AgentConfig;
+    messages: ChatMessage[];
+    /** The turn's first seq: compaction must not cover it or anything after. */
+    turnStartSeq: number;
+  }): Promise<{ messages: ChatMessage[]; compacted?: { compactedCount: number; newSize: number } }>;
+}
+
+export interface RuntimeDeps {
+  store: Store;
+  agents: AgentRegistry;
+  model: ModelClient;
+  tools: ToolCatalog;
+  events: EventBus;
+  queue?: SessionQueue;
+  contextGuard?: ContextGuard;
+  /** Adds memory notes or other build-time context to the system messages. */
+  systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
+}
+
+export interface CreateSessionInput {
+  agentName: string;
+  mode?: SessionMode;
+  title?: string | null;
+  compactCount?: number;
+  parentSessionId?: string | null;
+}
+
+export interface ChatInput {
+  agentName: string;
+  message: string;
+  sessionId?: string;
+  stream?: boolean;
+  signal?: AbortSignal;
+  onEvent?: (event: LoopEvent | { type: 'session'; sessionId: string }) => void;
+}
+
+export interface ChatResult {
+  sessionId: string;
+  reply: string;
+  /** The messages this turn stored, in order (the user message first). */
+  messages: StoredMessage[];
+  usage: TokenUsage;
+  compaction: TurnCompactionReport | null;
+}
+
+/** Internal: one loop run over a session, shared by chats and tasks. */
+export interface TurnInput {
+  session: SessionRow;
+  agent: AgentConfig;
+  /** Messages that start this turn (the user message, or a resumed call's answer). */
+  input: ChatMessage[];
+  depth?: number;
+  stream?: boolean;
+  signal?: AbortSignal;
+  onEvent?: (event: LoopEvent) => void;
+  /** Tool-call ids waiting for an answer: not repaired as interrupted. */
+  pendingCallIds?: ReadonlySet<string>;
+}
+
+export interface TurnResult {
+  result: LoopResult;
+  stored: StoredMessage[];
+  compaction: TurnCompactionReport | null;
+}
+
+export class Runtime {
+  readonly store: Store;
+  readonly agents: AgentRegistry;
+  readonly events: EventBus;
+  readonly queue: SessionQueue;
+  private readonly deps: RuntimeDeps;
+
+  constructor(deps: RuntimeDeps) {
+    this.deps = deps;
+    this.store = deps.store;
+    this.agents = deps.agents;
+    this.events = deps.events;
+    this.queue = deps.queue ?? new SessionQueue();
+  }
+
+  // ---- sessions -------------------------------------------------------------
+
+  async createSession(input: CreateSessionInput): Promise<SessionRow> {
+    const agent = this.agents.get(input.agentName);
+    const session = await this.store.createSession({
+      agentName: agent.name,
+      mode: input.mode ?? 'chat',
+      title: input.title ?? null,
+      parentSessionId: input.parentSessionId ?? null,
+      compactCount: input.compactCount ?? agent.defaultCompaction.compactionCount,
+      systemPrompt: agent.system,
+    });
+    await this.events.emit('session.created', session.id, {
+      agentName: agent.name,
+      mode: session.mode,
+      parentSessionId: session.parent_session_id,
+    });
+    return session;
+  }
+
+  /** The session, or 404 `SESSION_NOT_FOUND`. */
+  async getSession(id: string): Promise<SessionRow> {
+    const session = await this.store.findSession(id);
+    if (!session) {
+      throw new CairnError(
+        'SESSION_NOT_FOUND',
+        `Session "${id}" not found. List sessions with GET /sessions.`,
+      );
+    }
+    return session;
+  }
+
+  /** Waits for the session's running turns, then clears its conversation and compaction state. */
+  async resetSession(id: string): Promise<SessionRow> {
+    await this.getSession(id);
+    return this.queue.run(id, async () => {
+      const session = await this.store.resetSession(id);
+      if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found.`);
+      await this.events.emit('session.reset', id, {});
+      return session;
+    });
+  }
+
+  async closeSession(id: string): Promise<SessionRow> {
+    await this.getSession(id);
+    return this.queue.run(id, async () => {
+      const session = await this.store.closeSession(id);
+      if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found.`);
+      await this.events.emit('session.closed', id, {});
+      return session;
+    });
+  }
+
+  async deleteSession(id: string): Promise<void> {
+    await this.getSession(id);
+    await this.queue.run(id, async () => {
+      await this.store.deleteSession(id);
+      await this.events.emit('session.deleted', id, {});
+    });
+  }
+
+  // ---- chat -----------------------------------------------------------------
+
+  /** One chat turn on a new or existing session (DESIGN §4 `runChat`). */
+  async runChat(input: ChatInput): Promise<ChatResult> {
+    const agent = this.agents.get(input.agentName);
+    const initial = input.sessionId
+      ? await this.usableSession(input.sessionId, agent)
+      : await this.createSession({ agentName: agent.name, mode: 'chat' });
+    input.onEvent?.({ type: 'session', sessionId: initial.id });
+
+    return this.queue.run(initial.id, async () => {
+      // Re-read: the session may have been closed, reset or compacted while queued.
+      const session = await this.usableSession(initial.id, agent);
+      await this.rejectIfTaskWaiting(session.id);
+      const turn = await this.runTurn({
+        session,
+        agent,
+        input: [{ role: 'user', content: input.message }],
+        ...(input.stream !== undefined ? { stream: input.stream } : {}),
+        ...(input.signal ? { signal: input.signal } : {}),
+        ...(input.onEvent ? { onEvent: input.onEvent } : {}),
+      });
+      if (turn.result.kind !== 'answer') {
+        // ask_user in a chat: the question is the reply; the call waits on a task only.
+        return this.envelope(session.id, turn, turn.result.question);
+      }
+      return this.envelope(session.id, turn, turn.result.reply);
+    });
+  }
+
+  private envelope(sessionId: string, turn: TurnResult, reply: string): ChatResult {
+    return {
+      sessionId,
+      reply,
+      messages: turn.stored,
+      usage: turn.result.usage,
+      compaction: turn.compaction,
+    };
+  }
+
+  /** The session, checked to belong to `agent` and to be open. */
+  async usableSession(id: string, agent: AgentConfig): Promise<SessionRow> {
+    const session = await this.getSession(id);
+    if (session.agent_name !== agent.name) {
+      throw new CairnError(
+        'SESSION_AGENT_MISMATCH',
+        `Session "${id}" belongs to agent "${session.agent_name}", not "${agent.name}". Use POST /agents/${session.agent_name}/chat.`,
+      );
+    }
+    if (session.status === 'closed') {
+      throw new CairnError('SESSION_CLOSED', `Session "${id}" is closed. Start a new session.`);
+    }
+    return session;
+  }
+
+  async rejectIfTaskWaiting(sessionId: string): Promise<void> {
+    const waiting = await this.store.findWaitingTaskForSession(sessionId);
+    if (waiting) {
+      throw new CairnError(
+        'TASK_WAITING',
+        `Task "${waiting.id}" on this session is waiting for an answer: ${waiting.question ?? ''} Answer it with POST /tasks/${waiting.id}/resume.`,
+      );
+    }
+  }
+
+  /**
+   * The context the next model call on `session` gets: system messages (plus
+   * build-time context such as memory), the summary pair, and the raw tail.
+   */
+  async buildContext(
+    session: SessionRow,
+    agent: AgentConfig,
+  ): Promise<{ messages: ChatMessage[]; tail: StoredMessage[] }> {
+    const { system, tail } = await this.store.loadContext(session.id, session.compact_seq);
+    const systemMessages: ChatMessage[] = system.map(toChatMessage);
+    const extra = this.deps.systemContext ? await this.deps.systemContext(agent) : undefined;
+    if (extra) systemMessages.push({ role: 'system', content: extra });
+    return {
+      messages: buildMessagesWithSummary(
+        systemMessages,
+        tail.map(toChatMessage),
+        session.compact_summary,
+      ),
+      tail,
+    };
+  }
+
+  /**
+   * Runs the loop over a session: repairs interrupted calls, persists the
+   * turn's input, injects the summary, runs automatic compaction before each
+   * model call. Callers hold the session's queue slot.
+   */
+  async runTurn(turn: TurnInput): Promise<TurnResult> {
+    const { agent } = turn;
+    let session = turn.session;
+    const stored: StoredMessage[] = [];
+    const persist = async (
+      messages: ChatMessage[],
+      usage?: TokenUsage,
+      promptTokens?: number,
+    ): Promise<void> => {
+      const rows = await this.store.appendMessages(session.id, messages, {
+        ...(usage ? { usage } : {}),
+        ...(promptTokens !== undefined ? { promptTokens } : {}),
+      });
+      stored.push(...rows);
+      for (const row of rows) {
+        await this.events.emit('message.created', session.id, { seq: row.seq, role: row.role });
+      }
+    };
+
+    const context = await this.buildContext(session, agent);
+    const repairs = missingTrailingResults(context.tail, turn.pendingCallIds);
+    if (repairs.length > 0) {
+      // Persist the repair so the history itself is whole again (RELIABILITY 2).
+      await this.store.appendMessages(session.id, repairs);
+    }
+    const before = stored.length;
+    await persist(turn.input);
+    const turnStartSeq = stored[before]?.seq ?? Number.MAX_SAFE_INTEGER;
+    const messages = [...context.messages, ...repairs, ...turn.input];
+
+    let compaction: TurnCompactionReport | null = null;
+    const guard = this.deps.contextGuard;
+    const tools = await this.deps.tools.forAgent(agent);
+    const result = await runLoop({
+      model: this.deps.model,
+      ...(agent.model !== undefined ? { modelName: agent.model } : {}),
+      ...(agent.temperature !== undefined ? { temperature: agent.temperature } : {}),
+      messages,
+      tools,
+      maxIterations: agent.maxIterations,
+      persist,
+      toolContext: {
+        sessionId: session.id,
+        agentName: agent.name,
+        store: this.store,
+        depth: turn.depth ?? 0,
+      },
+      ...(turn.signal ? { signal: turn.signal } : {}),
+      ...(turn.stream !== undefined ? { stream: turn.stream } : {}),
+      ...(turn.onEvent ? { onEvent: turn.onEvent } : {}),
+      ...(guard
+        ? {
+            prepare: async (current: ChatMessage[]) => {
+              session = (await this.store.findSession(session.id)) ?? session;
+              const outcome = await guard.beforeModelCall({
+                session,
+                agent,
+                messages: current,
+                turnStartSeq,
+              });
+              if (outcome.compacted) {
+                compaction = {
+                  trigger: 'auto',
+                  runs: (compaction?.runs ?? 0) + 1,
+                  compactedCount:
+                    (compaction?.compactedCount ?? 0) + outcome.compacted.compactedCount,
+                  newSize: outcome.compacted.newSize,
+                };
+              }
+              return outcome.messages;
+            },
+          }
+        : {}),
+    });
+    return { result, stored, compaction };
+  }
+}
+
+export function toChatMessage(message: StoredMessage): ChatMessage {
+  const out: ChatMessage = { role: message.role, content: message.content };
+  if (message.tool_calls) out.tool_calls = message.tool_calls;
+  if (message.tool_call_id !== undefined) out.tool_call_id = message.tool_call_id;
+  if (message.name !== undefined) out.name = message.name;
+  return out;
+}

@@ -1,0 +1,40 @@
+/**
+ * Per-session FIFO: turns, resets and closes on one session run one after
+ * another, never interleaved. Different sessions run in parallel.
+ */
+export class SessionQueue {
+  private readonly tails = new Map<string, Promise<unknown>>();
+  private readonly depth = new Map<string, number>();
+
+  /** Runs `work` after everything queued before it on `key`. */
+  run<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.tails.get(key) ?? Promise.resolve();
+    const result = previous.then(work, work);
+    const settled = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(key, settled);
+    this.depth.set(key, (this.depth.get(key) ?? 0) + 1);
+    void settled.then(() => {
+      const left = (this.depth.get(key) ?? 1) - 1;
+      if (left === 0) {
+        this.depth.delete(key);
+        this.tails.delete(key);
+      } else {
+        this.depth.set(key, left);
+      }
+    });
+    return result;
+  }
+
+  /** True while something runs or waits on `key`. */
+  isBusy(key: string): boolean {
+    return this.depth.has(key);
+  }
+
+  /** Resolves when every queued piece of work has settled. */
+  async drain(): Promise<void> {
+    while (this.tails.size > 0) await Promise.all(this.tails.values());
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * The one place a SQLite connection is opened: explicit pragmas, migrations in
+ * a transaction, then the idempotent missing-column check.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { REQUIRED_COLUMNS, SQLITE_MIGRATIONS, type Migration } from './migrations/index.js';
+
+export type SqliteDatabase = Database.Database;
+
+/** How long a writer waits for another connection's lock before SQLITE_BUSY. */
+export const SQLITE_BUSY_TIMEOUT_MS = 5_000;
+
+export function openDatabase(path: string): SqliteDatabase {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  // NORMAL is durable against process crashes (kill -9) in WAL mode; only an
+  // OS crash or power loss can drop the last transactions.
+  db.pragma('synchronous = NORMAL');
+  db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+  db.pragma('foreign_keys = ON');
+  migrate(db);
+  return db;
+}
+
+/** Applies pending migrations, each in its own transaction, and records them. */
+export function migrate(
+  db: SqliteDatabase,
+  migrations: readonly Migration[] = SQLITE_MIGRATIONS,
+): number[] {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+  const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').pluck();
+  const record = db.prepare(
+    'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
+  );
+  const ran: number[] = [];
+  for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+    // `immediate` takes the write lock before the check, so two processes
+    // starting at once cannot both apply the same migration.
+    const applied = db
+      .transaction(() => {
+        if (isApplied.get(migration.version) !== undefined) return false;
+        db.exec(migration.up);
+        record.run(migration.version, migration.name, new Date().toISOString());
+        return true;
+      })
+      .immediate();
+    if (applied) ran.push(migration.version);
+  }
+  ensureColumns(db);
+  return ran;
+}
+
+/** Adds any required column that is missing; safe to run on every start. */
+export function ensureColumns(db: SqliteDatabase): string[] {
+  const added: string[] = [];
+  for (const { table, column, definition } of REQUIRED_COLUMNS) {
+    const columns = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[];
+    if (columns.length === 0 || columns.some((c) => c.name === column)) continue;
+    db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
+    added.push(`${table}.${column}`);
+  }
+  return added;
+}

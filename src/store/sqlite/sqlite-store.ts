@@ -1,0 +1,633 @@
+/**
+ * The SQLite implementation of `Store` (better-sqlite3). Every write is one
+ * `BEGIN IMMEDIATE` transaction with no `await` inside, so it is committed
+ * before the returned promise resolves and two connections never hit
+ * SQLITE_BUSY_SNAPSHOT. Statements are prepared once.
+ */
+import { randomBytes } from 'node:crypto';
+import type { ChatMessage, StoredMessage, ToolCall } from '../../llm/messages.js';
+import { CairnError } from '../../errors.js';
+import type {
+  AppendOptions,
+  CompactionRow,
+  EventRow,
+  HistoryHit,
+  MemoryNote,
+  NewCompaction,
+  NewEvent,
+  NewSession,
+  Page,
+  SessionFilter,
+  SessionRow,
+  Store,
+  TaskRow,
+  TaskStatus,
+} from '../store.js';
+import { openDatabase, type SqliteDatabase } from './open-database.js';
+
+interface MessageRecord {
+  session_id: string;
+  seq: number;
+  role: ChatMessage['role'];
+  content: string | null;
+  tool_calls: string | null;
+  tool_call_id: string | null;
+  name: string | null;
+  created_at: string;
+}
+
+interface EventRecord {
+  id: number;
+  type: string;
+  session_id: string | null;
+  data: string;
+  created_at: string;
+}
+
+const MESSAGE_COLUMNS =
+  'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
+
+export function newId(prefix: string): string {
+  return `${prefix}_${randomBytes(12).toString('hex')}`;
+}
+
+function now(): string {
+  return new Date().toISOString();
+}
+
+function toStoredMessage(row: MessageRecord): StoredMessage {
+  const message: StoredMessage = {
+    session_id: row.session_id,
+    seq: row.seq,
+    role: row.role,
+    content: row.content,
+    created_at: row.created_at,
+  };
+  if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
+  if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
+  if (row.name !== null) message.name = row.name;
+  return message;
+}
+
+function toEventRow(row: EventRecord): EventRow {
+  return { ...row, data: JSON.parse(row.data) as Record<string, unknown> };
+}
+
+function encodeCursor(createdAt: string, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): [string, string] {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (
+      Array.isArray(value) &&
+      value.length === 2 &&
+      typeof value[0] === 'string' &&
+      typeof value[1] === 'string'
+    ) {
+      return [value[0], value[1]];
+    }
+  } catch {
+    // fall through to the validation error
+  }
+  throw new CairnError(
+    'VALIDATION_ERROR',
+    'cursor is not valid: pass the nextCursor of a previous page.',
+  );
+}
+
+/**
+ * Turns free text into an FTS5 query that cannot be a syntax error: each word
+ * becomes a quoted phrase and the words are OR-ed, ranked by bm25.
+ */
+export function toFtsQuery(text: string): string | undefined {
+  const words = text.match(/[\p{L}\p{N}_]+/gu);
+  if (!words || words.length === 0) return undefined;
+  return words
+    .slice(0, 32)
+    .map((w) => `"${w}"`)
+    .join(' OR ');
+}
+
+/** Maps SQLite's lock errors to a retryable 503 instead of a crash. */
+function guard<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_BUSY_SNAPSHOT') {
+      throw new CairnError(
+        'SERVICE_UNAVAILABLE',
+        'The database is busy. Retry the request shortly.',
+        {
+          cause: err,
+        },
+      );
+    }
+    throw err;
+  }
+}
+
+/** Every statement the store runs, prepared once per connection. */
+function prepareStatements(db: SqliteDatabase) {
+  return {
+    insertSession: db.prepare(`INSERT INTO sessions
+      (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count)
+      VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
+    getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
+    maxSeq: db.prepare('SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?').pluck(),
+    insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS})
+      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at)`),
+    bumpSession: db.prepare(`UPDATE sessions SET
+        message_count = message_count + @count,
+        input_tokens = input_tokens + @input_tokens,
+        output_tokens = output_tokens + @output_tokens,
+        last_prompt_tokens = COALESCE(@prompt_tokens, last_prompt_tokens),
+        last_prompt_seq = CASE WHEN @prompt_tokens IS NULL THEN last_prompt_seq ELSE @prompt_seq END,
+        updated_at = @updated_at
+      WHERE id = @id`),
+    pageMessages: db.prepare(
+      `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+    ),
+    systemMessages: db.prepare(
+      `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND role = 'system' ORDER BY seq`,
+    ),
+    tailMessages: db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM messages
+      WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
+    searchHistory: db.prepare(`SELECT m.seq AS seq, m.role AS role,
+        snippet(messages_fts, 0, '[', ']', '…', 16) AS snippet
+      FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+      WHERE messages_fts MATCH ? AND m.session_id = ?
+      ORDER BY rank LIMIT ?`),
+    resetSession: db.prepare(`UPDATE sessions SET
+        message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
+        input_tokens = 0, output_tokens = 0,
+        compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
+        last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
+        updated_at = @updated_at
+      WHERE id = @id`),
+    deleteConversation: db.prepare(
+      "DELETE FROM messages WHERE session_id = ? AND role <> 'system'",
+    ),
+    deleteCompactions: db.prepare('DELETE FROM compactions WHERE session_id = ?'),
+    closeSession: db.prepare("UPDATE sessions SET status = 'closed', updated_at = ? WHERE id = ?"),
+    deleteSession: db.prepare('DELETE FROM sessions WHERE id = ?'),
+    casCompaction: db.prepare(`UPDATE sessions SET
+        compact_summary = @summary, compact_size = @to_size, compact_seq = @to_seq,
+        compaction_count = compaction_count + 1,
+        compaction_suspended = CASE WHEN @trigger = 'manual' THEN 0 ELSE compaction_suspended END,
+        last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = @updated_at
+      WHERE id = @id AND compact_size = @expected_size`),
+    insertCompaction: db.prepare(`INSERT INTO compactions
+      (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
+       input_chars, summary_chars, created_at)
+      VALUES (@session_id, @from_size, @to_size, @from_seq, @to_seq, @previous_summary, @summary,
+       @trigger, @model, @input_chars, @summary_chars, @created_at)`),
+    latestCompaction: db.prepare(
+      'SELECT * FROM compactions WHERE session_id = ? ORDER BY id DESC LIMIT 1',
+    ),
+    listCompactions: db.prepare('SELECT * FROM compactions WHERE session_id = ? ORDER BY id'),
+    markUndone: db.prepare('UPDATE compactions SET undone_at = ? WHERE id = ?'),
+    restoreCompaction: db.prepare(`UPDATE sessions SET
+        compact_summary = @summary, compact_size = @size, compact_seq = @seq,
+        compaction_count = MAX(compaction_count - 1, 0),
+        last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = @updated_at
+      WHERE id = @id AND compact_size = @expected_size AND compact_seq = @expected_seq`),
+    setSuspended: db.prepare('UPDATE sessions SET compaction_suspended = ? WHERE id = ?'),
+    insertEvent: db.prepare(
+      'INSERT INTO events (type, session_id, data, created_at) VALUES (?, ?, ?, ?)',
+    ),
+    eventsAfter: db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?'),
+    sessionEventsAfter: db.prepare(
+      'SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?',
+    ),
+    insertTask:
+      db.prepare(`INSERT INTO tasks (id, session_id, agent_name, status, input, created_at, updated_at)
+      VALUES (@id, @session_id, @agent_name, 'running', @input, @created_at, @created_at)`),
+    getTask: db.prepare('SELECT * FROM tasks WHERE id = ?'),
+    waitingTask: db.prepare(
+      "SELECT * FROM tasks WHERE session_id = ? AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
+    ),
+    interruptTasks: db.prepare(
+      "UPDATE tasks SET status = 'interrupted', error = 'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.', updated_at = ? WHERE status = 'running'",
+    ),
+    listMemory: db.prepare(
+      'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? ORDER BY updated_at DESC, id DESC',
+    ),
+    searchMemory: db.prepare(`SELECT m.agent_name, m.key, m.content, m.created_at, m.updated_at
+      FROM memory_fts JOIN memory m ON m.id = memory_fts.rowid
+      WHERE memory_fts MATCH ? AND m.agent_name = ? ORDER BY rank LIMIT 50`),
+    upsertMemory: db.prepare(`INSERT INTO memory (agent_name, key, content, created_at, updated_at)
+      VALUES (@agent_name, @key, @content, @now, @now)
+      ON CONFLICT (agent_name, key) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at`),
+    getMemory: db.prepare(
+      'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? AND key = ?',
+    ),
+    deleteMemory: db.prepare('DELETE FROM memory WHERE agent_name = ? AND key = ?'),
+  };
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
+  readonly db: SqliteDatabase;
+  private readonly stmt: Statements;
+
+  constructor(path: string) {
+    this.db = openDatabase(path);
+    this.stmt = prepareStatements(this.db);
+  }
+
+  // ---- sessions -------------------------------------------------------------
+
+  async createSession(input: NewSession): Promise<SessionRow> {
+    const id = newId('sess');
+    const createdAt = now();
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          this.stmt.insertSession.run({
+            id,
+            agent_name: input.agentName,
+            mode: input.mode,
+            title: input.title ?? null,
+            parent_session_id: input.parentSessionId ?? null,
+            created_at: createdAt,
+            compact_count: input.compactCount,
+          });
+          this.insertMessages(id, [{ role: 'system', content: input.systemPrompt }], {}, createdAt);
+          return this.stmt.getSession.get(id) as SessionRow;
+        })
+        .immediate(),
+    );
+  }
+
+  async findSession(id: string): Promise<SessionRow | undefined> {
+    return this.stmt.getSession.get(id) as SessionRow | undefined;
+  }
+
+  async listSessions(filter: SessionFilter): Promise<Page<SessionRow>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.agentName !== undefined) {
+      where.push('agent_name = ?');
+      params.push(filter.agentName);
+    }
+    if (filter.status !== undefined) {
+      where.push('status = ?');
+      params.push(filter.status);
+    }
+    if (filter.mode !== undefined) {
+      where.push('mode = ?');
+      params.push(filter.mode);
+    }
+    if (filter.parentSessionId !== undefined) {
+      where.push('parent_session_id = ?');
+      params.push(filter.parentSessionId);
+    }
+    if (filter.cursor !== undefined) {
+      const [createdAt, id] = decodeCursor(filter.cursor);
+      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
+      params.push(createdAt, createdAt, id);
+    }
+    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY created_at DESC, id DESC LIMIT ?`;
+    const rows = this.db.prepare(sql).all(...params, filter.limit + 1) as SessionRow[];
+    return this.page(rows, filter.limit, (r) => encodeCursor(r.created_at, r.id));
+  }
+
+  async resetSession(id: string): Promise<SessionRow | undefined> {
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          if (this.stmt.getSession.get(id) === undefined) return undefined;
+          this.stmt.deleteConversation.run(id);
+          this.stmt.deleteCompactions.run(id);
+          this.stmt.resetSession.run({ id, updated_at: now() });
+          return this.stmt.getSession.get(id) as SessionRow;
+        })
+        .immediate(),
+    );
+  }
+
+  async closeSession(id: string): Promise<SessionRow | undefined> {
+    return guard(() => {
+      this.stmt.closeSession.run(now(), id);
+      return this.stmt.getSession.get(id) as SessionRow | undefined;
+    });
+  }
+
+  async deleteSession(id: string): Promise<boolean> {
+    return guard(() => this.stmt.deleteSession.run(id).changes > 0);
+  }
+
+  // ---- messages -------------------------------------------------------------
+
+  async appendMessages(
+    sessionId: string,
+    messages: ChatMessage[],
+    options: AppendOptions = {},
+  ): Promise<StoredMessage[]> {
+    return guard(() =>
+      this.db
+        .transaction(() => this.insertMessages(sessionId, messages, options, now()))
+        .immediate(),
+    );
+  }
+
+  private insertMessages(
+    sessionId: string,
+    messages: ChatMessage[],
+    options: AppendOptions,
+    createdAt: string,
+  ): StoredMessage[] {
+    let seq = this.stmt.maxSeq.get(sessionId) as number;
+    const stored: StoredMessage[] = [];
+    for (const message of messages) {
+      seq += 1;
+      const record: MessageRecord = {
+        session_id: sessionId,
+        seq,
+        role: message.role,
+        content: message.content,
+        tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
+        tool_call_id: message.tool_call_id ?? null,
+        name: message.name ?? null,
+        created_at: createdAt,
+      };
+      this.stmt.insertMessage.run(record);
+      stored.push(toStoredMessage(record));
+    }
+    this.stmt.bumpSession.run({
+      id: sessionId,
+      count: messages.length,
+      input_tokens: options.usage?.input_tokens ?? 0,
+      output_tokens: options.usage?.output_tokens ?? 0,
+      prompt_tokens: options.promptTokens ?? null,
+      // The reported prompt covered everything before the reply just stored.
+      prompt_seq: seq - messages.length,
+      updated_at: createdAt,
+    });
+    return stored;
+  }
+
+  async listMessages(
+    sessionId: string,
+    options: { afterSeq: number; limit: number },
+  ): Promise<StoredMessage[]> {
+    const rows = this.stmt.pageMessages.all(
+      sessionId,
+      options.afterSeq,
+      options.limit,
+    ) as MessageRecord[];
+    return rows.map(toStoredMessage);
+  }
+
+  async loadContext(
+    sessionId: string,
+    afterSeq: number,
+  ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }> {
+    // One read transaction so the system prompt and the tail are one snapshot.
+    return this.db.transaction(() => ({
+      system: (this.stmt.systemMessages.all(sessionId) as MessageRecord[]).map(toStoredMessage),
+      tail: (this.stmt.tailMessages.all(sessionId, afterSeq) as MessageRecord[]).map(
+        toStoredMessage,
+      ),
+    }))();
+  }
+
+  async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
+    const fts = toFtsQuery(query);
+    if (fts === undefined) return [];
+    return this.stmt.searchHistory.all(fts, sessionId, limit) as HistoryHit[];
+  }
+
+  // ---- compaction -----------------------------------------------------------
+
+  async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          const before = this.stmt.getSession.get(input.sessionId) as SessionRow | undefined;
+          if (before === undefined || before.compact_size !== input.expectedSize) return undefined;
+          const createdAt = now();
+          const result = this.stmt.casCompaction.run({
+            id: input.sessionId,
+            summary: input.summary,
+            to_size: input.toSize,
+            to_seq: input.toSeq,
+            trigger: input.trigger,
+            expected_size: input.expectedSize,
+            updated_at: createdAt,
+          });
+          if (result.changes === 0) return undefined;
+          this.stmt.insertCompaction.run({
+            session_id: input.sessionId,
+            from_size: before.compact_size,
+            to_size: input.toSize,
+            from_seq: before.compact_seq,
+            to_seq: input.toSeq,
+            previous_summary: before.compact_summary,
+            summary: input.summary,
+            trigger: input.trigger,
+            model: input.model,
+            input_chars: input.inputChars,
+            summary_chars: input.summary.length,
+            created_at: createdAt,
+          });
+          return this.stmt.getSession.get(input.sessionId) as SessionRow;
+        })
+        .immediate(),
+    );
+  }
+
+  async undoCompaction(
+    sessionId: string,
+  ): Promise<{ session: SessionRow; restoredSize: number } | undefined> {
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          const latest = this.stmt.latestCompaction.get(sessionId) as CompactionRow | undefined;
+          if (latest === undefined || latest.undone_at !== null) return undefined;
+          const updatedAt = now();
+          const result = this.stmt.restoreCompaction.run({
+            id: sessionId,
+            summary: latest.previous_summary,
+            size: latest.from_size,
+            seq: latest.from_seq,
+            expected_size: latest.to_size,
+            expected_seq: latest.to_seq,
+            updated_at: updatedAt,
+          });
+          if (result.changes === 0) return undefined;
+          this.stmt.markUndone.run(updatedAt, latest.id);
+          return {
+            session: this.stmt.getSession.get(sessionId) as SessionRow,
+            restoredSize: latest.from_size,
+          };
+        })
+        .immediate(),
+    );
+  }
+
+  async listCompactions(sessionId: string): Promise<CompactionRow[]> {
+    return this.stmt.listCompactions.all(sessionId) as CompactionRow[];
+  }
+
+  async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
+    guard(() => this.stmt.setSuspended.run(suspended ? 1 : 0, sessionId));
+  }
+
+  // ---- events ---------------------------------------------------------------
+
+  async appendEvent(event: NewEvent): Promise<EventRow> {
+    const createdAt = now();
+    const data = JSON.stringify(event.data);
+    const result = guard(() =>
+      this.stmt.insertEvent.run(event.type, event.sessionId ?? null, data, createdAt),
+    );
+    return {
+      id: Number(result.lastInsertRowid),
+      type: event.type,
+      session_id: event.sessionId ?? null,
+      data: event.data,
+      created_at: createdAt,
+    };
+  }
+
+  async listEvents(options: {
+    afterId: number;
+    sessionId?: string;
+    limit: number;
+  }): Promise<EventRow[]> {
+    const rows =
+      options.sessionId === undefined
+        ? this.stmt.eventsAfter.all(options.afterId, options.limit)
+        : this.stmt.sessionEventsAfter.all(options.sessionId, options.afterId, options.limit);
+    return (rows as EventRecord[]).map(toEventRow);
+  }
+
+  // ---- tasks ----------------------------------------------------------------
+
+  async createTask(input: {
+    sessionId: string;
+    agentName: string;
+    input: string;
+  }): Promise<TaskRow> {
+    const id = newId('task');
+    return guard(() => {
+      this.stmt.insertTask.run({
+        id,
+        session_id: input.sessionId,
+        agent_name: input.agentName,
+        input: input.input,
+        created_at: now(),
+      });
+      return this.stmt.getTask.get(id) as TaskRow;
+    });
+  }
+
+  async findTask(id: string): Promise<TaskRow | undefined> {
+    return this.stmt.getTask.get(id) as TaskRow | undefined;
+  }
+
+  async listTasks(filter: {
+    status?: TaskStatus;
+    agentName?: string;
+    limit: number;
+    cursor?: string;
+  }): Promise<Page<TaskRow>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.status !== undefined) {
+      where.push('status = ?');
+      params.push(filter.status);
+    }
+    if (filter.agentName !== undefined) {
+      where.push('agent_name = ?');
+      params.push(filter.agentName);
+    }
+    if (filter.cursor !== undefined) {
+      const [createdAt, id] = decodeCursor(filter.cursor);
+      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
+      params.push(createdAt, createdAt, id);
+    }
+    const sql = `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY created_at DESC, id DESC LIMIT ?`;
+    const rows = this.db.prepare(sql).all(...params, filter.limit + 1) as TaskRow[];
+    return this.page(rows, filter.limit, (r) => encodeCursor(r.created_at, r.id));
+  }
+
+  async transitionTask(
+    id: string,
+    from: readonly TaskStatus[],
+    patch: Partial<Pick<TaskRow, 'status' | 'result' | 'question' | 'error' | 'pending_call_id'>>,
+  ): Promise<TaskRow | undefined> {
+    const columns = Object.keys(patch).filter((k) =>
+      ['status', 'result', 'question', 'error', 'pending_call_id'].includes(k),
+    );
+    const assignments = [...columns.map((c) => `${c} = @${c}`), 'updated_at = @updated_at'];
+    const statusList = from.map((_, i) => `@from${i}`).join(', ');
+    const params: Record<string, unknown> = { id, updated_at: now(), ...patch };
+    from.forEach((status, i) => (params[`from${i}`] = status));
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          const result = this.db
+            .prepare(
+              `UPDATE tasks SET ${assignments.join(', ')} WHERE id = @id AND status IN (${statusList})`,
+            )
+            .run(params);
+          if (result.changes === 0) return undefined;
+          return this.stmt.getTask.get(id) as TaskRow;
+        })
+        .immediate(),
+    );
+  }
+
+  async findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined> {
+    return this.stmt.waitingTask.get(sessionId) as TaskRow | undefined;
+  }
+
+  async interruptRunningTasks(): Promise<number> {
+    return guard(() => this.stmt.interruptTasks.run(now()).changes);
+  }
+
+  // ---- memory ---------------------------------------------------------------
+
+  async listMemory(agentName: string, query?: string): Promise<MemoryNote[]> {
+    if (query !== undefined && query.trim() !== '') {
+      const fts = toFtsQuery(query);
+      if (fts === undefined) return [];
+      return this.stmt.searchMemory.all(fts, agentName) as MemoryNote[];
+    }
+    return this.stmt.listMemory.all(agentName) as MemoryNote[];
+  }
+
+  async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          this.stmt.upsertMemory.run({ agent_name: agentName, key, content, now: now() });
+          return this.stmt.getMemory.get(agentName, key) as MemoryNote;
+        })
+        .immediate(),
+    );
+  }
+
+  async deleteMemory(agentName: string, key: string): Promise<boolean> {
+    return guard(() => this.stmt.deleteMemory.run(agentName, key).changes > 0);
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  private page<T>(rows: T[], limit: number, cursorOf: (row: T) => string): Page<T> {
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return { items, nextCursor: rows.length > limit && last !== undefined ? cursorOf(last) : null };
+  }
+}

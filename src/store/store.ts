@@ -1,0 +1,223 @@
+/**
+ * The storage seam. Everything Cairn persists goes through `Store`; SQLite
+ * implements it today and Postgres can implement it next without touching the
+ * runtime. Each method is one unit of work: implementations commit it in one
+ * transaction before the returned promise resolves, so callers never hold a
+ * transaction across an `await`.
+ */
+import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
+
+export type SessionMode = 'chat' | 'task' | 'subagent' | 'daemon';
+export type SessionStatus = 'active' | 'closed';
+
+/** A session row exactly as stored (snake_case, as the API returns it). */
+export interface SessionRow {
+  id: string;
+  agent_name: string;
+  mode: SessionMode;
+  status: SessionStatus;
+  title: string | null;
+  parent_session_id: string | null;
+  created_at: string;
+  updated_at: string;
+  message_count: number;
+  input_tokens: number;
+  output_tokens: number;
+  /** Rolling summary of the compacted prefix; null until the first compaction. */
+  compact_summary: string | null;
+  /** How many non-system messages the summary covers. */
+  compact_size: number;
+  /** Percent of the uncompacted context to compact per call (snapshotted at creation). */
+  compact_count: number;
+  /** How many compactions ran on this session. */
+  compaction_count: number;
+  /** Seq of the last compacted message; the raw tail starts after it. */
+  compact_seq: number;
+  /** Prompt tokens the model reported for the last call, for the auto-compaction estimate. */
+  last_prompt_tokens: number | null;
+  /** Highest seq that the last reported prompt covered. */
+  last_prompt_seq: number | null;
+  /** 1 while automatic compaction is suspended for this session (breaker tripped). */
+  compaction_suspended: number;
+}
+
+export interface NewSession {
+  agentName: string;
+  mode: SessionMode;
+  title?: string | null;
+  parentSessionId?: string | null;
+  compactCount: number;
+  /** The agent's system prompt, stored as the first message (a snapshot). */
+  systemPrompt: string;
+}
+
+export interface SessionFilter {
+  agentName?: string;
+  status?: SessionStatus;
+  mode?: SessionMode;
+  parentSessionId?: string;
+  limit: number;
+  /** Opaque cursor returned as `nextCursor` by the previous page. */
+  cursor?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** A message to append plus the token usage of the model call that produced it. */
+export interface AppendOptions {
+  usage?: TokenUsage;
+  /** Prompt tokens reported for the call, recorded for the auto-compaction estimate. */
+  promptTokens?: number;
+}
+
+export interface EventRow {
+  id: number;
+  type: string;
+  session_id: string | null;
+  data: Record<string, unknown>;
+  created_at: string;
+}
+
+export interface NewEvent {
+  type: string;
+  sessionId?: string | null;
+  data: Record<string, unknown>;
+}
+
+export type TaskStatus =
+  'running' | 'waiting' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
+
+export interface TaskRow {
+  id: string;
+  session_id: string;
+  agent_name: string;
+  status: TaskStatus;
+  input: string;
+  result: string | null;
+  question: string | null;
+  error: string | null;
+  /** The `ask_user` tool call id a waiting task is waiting on. */
+  pending_call_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface CompactionRow {
+  id: number;
+  session_id: string;
+  from_size: number;
+  to_size: number;
+  from_seq: number;
+  to_seq: number;
+  previous_summary: string | null;
+  summary: string;
+  trigger: 'manual' | 'auto';
+  model: string;
+  input_chars: number;
+  summary_chars: number;
+  created_at: string;
+  /** Set when `POST /sessions/:id/compact/undo` reverted this compaction. */
+  undone_at: string | null;
+}
+
+export interface NewCompaction {
+  sessionId: string;
+  /** compact_size read before the model call; the write happens only if it is unchanged. */
+  expectedSize: number;
+  toSize: number;
+  toSeq: number;
+  summary: string;
+  trigger: 'manual' | 'auto';
+  model: string;
+  inputChars: number;
+}
+
+export interface MemoryNote {
+  agent_name: string;
+  key: string;
+  content: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface HistoryHit {
+  seq: number;
+  role: string;
+  snippet: string;
+}
+
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres';
+
+  // sessions
+  createSession(input: NewSession): Promise<SessionRow>;
+  findSession(id: string): Promise<SessionRow | undefined>;
+  listSessions(filter: SessionFilter): Promise<Page<SessionRow>>;
+  /** Deletes the messages, zeroes the token counts and clears every compaction column. */
+  resetSession(id: string): Promise<SessionRow | undefined>;
+  closeSession(id: string): Promise<SessionRow | undefined>;
+  deleteSession(id: string): Promise<boolean>;
+
+  // messages
+  /** Appends messages in order in one transaction; returns them as stored. */
+  appendMessages(
+    sessionId: string,
+    messages: ChatMessage[],
+    options?: AppendOptions,
+  ): Promise<StoredMessage[]>;
+  /** Page through a session's messages by seq (keyset, never OFFSET). */
+  listMessages(
+    sessionId: string,
+    options: { afterSeq: number; limit: number },
+  ): Promise<StoredMessage[]>;
+  /** The system messages and the non-system messages after `afterSeq`: what a model call needs. */
+  loadContext(
+    sessionId: string,
+    afterSeq: number,
+  ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }>;
+  /** Full-text search over every raw message of a session, compacted ones included. */
+  searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]>;
+
+  // compaction
+  /** Compare-and-set: applies only where compact_size still equals expectedSize. */
+  commitCompaction(input: NewCompaction): Promise<SessionRow | undefined>;
+  /** Restores the state before the latest compaction if it is still the latest; undefined on conflict. */
+  undoCompaction(
+    sessionId: string,
+  ): Promise<{ session: SessionRow; restoredSize: number } | undefined>;
+  listCompactions(sessionId: string): Promise<CompactionRow[]>;
+  setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void>;
+
+  // events
+  appendEvent(event: NewEvent): Promise<EventRow>;
+  listEvents(options: { afterId: number; sessionId?: string; limit: number }): Promise<EventRow[]>;
+
+  // tasks
+  createTask(input: { sessionId: string; agentName: string; input: string }): Promise<TaskRow>;
+  findTask(id: string): Promise<TaskRow | undefined>;
+  listTasks(filter: {
+    status?: TaskStatus;
+    agentName?: string;
+    limit: number;
+    cursor?: string;
+  }): Promise<Page<TaskRow>>;
+  /** Updates a task only if its status is one of `from`; returns undefined when it was not. */
+  transitionTask(
+    id: string,
+    from: readonly TaskStatus[],
+    patch: Partial<Pick<TaskRow, 'status' | 'result' | 'question' | 'error' | 'pending_call_id'>>,
+  ): Promise<TaskRow | undefined>;
+  findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
+  /** Marks every `running` task `interrupted` (after a crash or shutdown); returns how many. */
+  interruptRunningTasks(): Promise<number>;
+
+  // memory
+  listMemory(agentName: string, query?: string): Promise<MemoryNote[]>;
+  putMemory(agentName: string, key: string, content: string): Promise<MemoryNote>;
+  deleteMemory(agentName: string, key: string): Promise<boolean>;
+
+  close(): Promise<void>;
+}

@@ -1,0 +1,83 @@
+/**
+ * The tools one agent may call in one run, with argument validation compiled
+ * once per tool. Knows nothing of where the tools came from.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+import type { ToolSpec } from '../llm/messages.js';
+import type { Tool } from './tool.js';
+
+const ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false, useDefaults: true });
+const validators = new WeakMap<Tool, ValidateFunction>();
+
+function validatorFor(tool: Tool): ValidateFunction {
+  let validate = validators.get(tool);
+  if (!validate) {
+    validate = ajv.compile(tool.parameters);
+    validators.set(tool, validate);
+  }
+  return validate;
+}
+
+export type ParsedArguments =
+  { ok: true; args: Record<string, unknown> } | { ok: false; error: string };
+
+export class ToolSet {
+  private readonly byName: ReadonlyMap<string, Tool>;
+
+  constructor(tools: readonly Tool[]) {
+    this.byName = new Map(tools.map((t) => [t.name, t]));
+  }
+
+  get size(): number {
+    return this.byName.size;
+  }
+
+  find(name: string): Tool | undefined {
+    return this.byName.get(name);
+  }
+
+  names(): string[] {
+    return [...this.byName.keys()];
+  }
+
+  specs(): ToolSpec[] {
+    return [...this.byName.values()].map((t) => ({
+      name: t.name,
+      description: t.description,
+      parameters: t.parameters,
+    }));
+  }
+
+  /**
+   * Parses and validates a call's raw arguments. `""` means `{}` (some
+   * providers send it for tools without parameters).
+   */
+  parseArguments(tool: Tool, raw: string): ParsedArguments {
+    let value: unknown;
+    try {
+      value = raw.trim() === '' ? {} : JSON.parse(raw);
+    } catch {
+      return {
+        ok: false,
+        error: `The arguments are not valid JSON. Send a JSON object matching this schema: ${JSON.stringify(tool.parameters)}`,
+      };
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      return {
+        ok: false,
+        error: `The arguments must be a JSON object matching this schema: ${JSON.stringify(tool.parameters)}`,
+      };
+    }
+    const validate = validatorFor(tool);
+    if (!validate(value)) {
+      const problems = (validate.errors ?? []).map(
+        (e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`,
+      );
+      return {
+        ok: false,
+        error: `The arguments do not match the tool's schema (${problems.join('; ')}). Schema: ${JSON.stringify(tool.parameters)}`,
+      };
+    }
+    return { ok: true, args: value as Record<string, unknown> };
+  }
+}

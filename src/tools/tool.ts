@@ -1,0 +1,46 @@
+/**
+ * The tool seam: built-ins, subagents and agent-folder modules all implement
+ * `Tool`. A tool returns text (or JSON-serialisable data); throwing is fine —
+ * the loop turns errors into tool results the model can read.
+ */
+import type { Store } from '../store/store.js';
+
+/** Default per-call limit; a tool may set its own `timeoutMs`. */
+export const TOOL_TIMEOUT_MS = 30_000;
+
+export interface ToolContext {
+  readonly sessionId: string;
+  readonly agentName: string;
+  /** The id of the tool call being answered. */
+  readonly callId: string;
+  /** Aborted when the call times out or the turn is cancelled. */
+  readonly signal: AbortSignal;
+  readonly store: Store;
+  /** How many subagent levels sit above this session (0 for a top-level session). */
+  readonly depth: number;
+}
+
+export interface Tool {
+  readonly name: string;
+  readonly description: string;
+  /** JSON Schema of the arguments object; arguments are validated before `run`. */
+  readonly parameters: Record<string, unknown>;
+  readonly timeoutMs?: number;
+  run(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
+}
+
+const WAIT_FOR_USER = Symbol('cairn.waitForUser');
+
+/** Returned by `ask_user`: the loop stops and the task waits for an answer. */
+export interface WaitForUser {
+  readonly [WAIT_FOR_USER]: true;
+  readonly question: string;
+}
+
+export function waitForUser(question: string): WaitForUser {
+  return { [WAIT_FOR_USER]: true, question };
+}
+
+export function isWaitForUser(value: unknown): value is WaitForUser {
+  return typeof value === 'object' && value !== null && WAIT_FOR_USER in value;
+}

@@ -1,0 +1,461 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AgentRegistry } from '../../src/agents/agent-registry.js';
+import {
+  DEFAULT_COMPACT_COUNT,
+  DEFAULT_MAX_ITERATIONS,
+  DEFAULT_MAX_SUMMARY_CHARS,
+  type AgentConfig,
+} from '../../src/agents/agent-config.js';
+import { formatProblem, loadAgents } from '../../src/agents/load-agents.js';
+import { CairnError } from '../../src/errors.js';
+
+const REPO_AGENTS_DIR = fileURLToPath(new URL('../../agents', import.meta.url));
+
+let root: string;
+let agentsDir: string;
+
+beforeEach(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-agents-'));
+  agentsDir = path.join(root, 'agents');
+  fs.mkdirSync(agentsDir);
+});
+afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
+
+/** Writes agents/<folder>/agent.json (an object is serialised, a string written as is). */
+function writeAgent(folder: string, content: object | string): string {
+  const dir = path.join(agentsDir, folder);
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'agent.json');
+  fs.writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+  return file;
+}
+
+function minimal(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { name, system: 'You help.', ...extra };
+}
+
+/** Loads a single agent `a` built from `extra` and returns its problems as [pointer, rule]. */
+function problemsOf(extra: Record<string, unknown>): [string, string][] {
+  const file = writeAgent('a', { name: 'a', ...extra });
+  const { agents, problems } = loadAgents(agentsDir);
+  expect(agents).toHaveLength(problems.length > 0 ? 0 : 1);
+  for (const p of problems) expect(p.file).toBe(file);
+  return problems.map((p) => [p.pointer, p.rule]);
+}
+
+describe('loadAgents', () => {
+  it('validates the demo agent shipped in the repo', () => {
+    const { agents, problems } = loadAgents(REPO_AGENTS_DIR);
+    expect(problems.map(formatProblem)).toEqual([]);
+    const assistant = agents.find((a) => a.name === 'assistant');
+    expect(assistant).toMatchObject({
+      tools: ['current_time'],
+      maxIterations: 10,
+      defaultCompaction: { compactionCount: 50, autoThreshold: 80, maxSummaryChars: 12_000 },
+    });
+    expect(assistant?.system).toMatch(/helpful assistant/);
+  });
+
+  it('applies the defaults, resolves dir and deep-freezes the result', () => {
+    writeAgent('a', minimal('a'));
+    const [agent] = loadAgents(agentsDir).agents;
+    expect(agent).toEqual({
+      name: 'a',
+      description: '',
+      system: 'You help.',
+      tools: [],
+      maxIterations: DEFAULT_MAX_ITERATIONS,
+      memory: { enabled: false, maxChars: 4000 },
+      defaultCompaction: {
+        compactionCount: DEFAULT_COMPACT_COUNT,
+        maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
+      },
+      dir: fs.realpathSync(path.join(agentsDir, 'a')),
+    } satisfies AgentConfig);
+    expect(Object.isFrozen(agent)).toBe(true);
+    expect(Object.isFrozen(agent?.tools)).toBe(true);
+    expect(Object.isFrozen(agent?.memory)).toBe(true);
+    expect(Object.isFrozen(agent?.defaultCompaction)).toBe(true);
+  });
+
+  it('keeps every field that is set', () => {
+    writeAgent(
+      'full',
+      minimal('full', {
+        $schema: '../../schemas/agent.json',
+        description: 'Everything',
+        model: 'gpt-4o-mini',
+        tools: ['current_time', 'agent:helper', './tools/weather.js', './t.mjs'],
+        maxIterations: 100,
+        temperature: 0.2,
+        memory: { enabled: true, maxChars: 100 },
+        defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
+        daemon: { every: '10m', prompt: 'Check.' },
+      }),
+    );
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(problems).toEqual([]);
+    expect(agents[0]).toMatchObject({
+      model: 'gpt-4o-mini',
+      temperature: 0.2,
+      memory: { enabled: true, maxChars: 100 },
+      defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
+      daemon: { every: '10m', prompt: 'Check.' },
+    });
+    expect(Object.isFrozen(agents[0]?.daemon)).toBe(true);
+  });
+
+  it('accepts a cron daemon', () => {
+    expect(problemsOf({ system: 'x', daemon: { cron: '0 9 * * 1-5', prompt: 'Go.' } })).toEqual([]);
+  });
+
+  it('loads systemFile from inside the agent folder', () => {
+    writeAgent('a', { name: 'a', systemFile: 'prompts/system.md' });
+    fs.mkdirSync(path.join(agentsDir, 'a', 'prompts'));
+    fs.writeFileSync(path.join(agentsDir, 'a', 'prompts', 'system.md'), 'From a file.');
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(problems).toEqual([]);
+    expect(agents[0]?.system).toBe('From a file.');
+  });
+
+  it('reports a missing or empty systemFile', () => {
+    expect(problemsOf({ systemFile: 'missing.md' })).toEqual([['/systemFile', 'system-file']]);
+    fs.writeFileSync(path.join(agentsDir, 'a', 'empty.md'), '  \n');
+    writeAgent('a', { name: 'a', systemFile: 'empty.md' });
+    expect(loadAgents(agentsDir).problems.map((p) => p.rule)).toEqual(['system-file']);
+  });
+
+  it('sorts by name, ignores folders without agent.json and a missing agents folder', () => {
+    writeAgent('zed', minimal('zed'));
+    writeAgent('alpha', minimal('alpha'));
+    fs.mkdirSync(path.join(agentsDir, 'not-an-agent'));
+    fs.writeFileSync(path.join(agentsDir, 'README.md'), 'loose file');
+    expect(loadAgents(agentsDir).agents.map((a) => a.name)).toEqual(['alpha', 'zed']);
+    expect(loadAgents(path.join(root, 'nope'))).toEqual({ agents: [], problems: [] });
+  });
+
+  it('throws a CairnError when the agents folder cannot be read', () => {
+    const notAFolder = path.join(root, 'file');
+    fs.writeFileSync(notAFolder, '');
+    expect(() => loadAgents(notAFolder)).toThrow(CairnError);
+  });
+
+  it('keeps loading good agents next to bad ones', () => {
+    writeAgent('good', minimal('good'));
+    writeAgent('bad', minimal('bad', { maxIterations: 0 }));
+    writeAgent('broken', '{ "name": ');
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(agents.map((a) => a.name)).toEqual(['good']);
+    expect(problems.map((p) => [path.basename(path.dirname(p.file)), p.rule])).toEqual([
+      ['bad', 'minimum'],
+      ['broken', 'json-parse'],
+    ]);
+  });
+
+  it('formats a problem as file: pointer message (rule)', () => {
+    const file = writeAgent('x', minimal('x', { maxIterations: 101 }));
+    const [problem] = loadAgents(agentsDir).problems;
+    expect(formatProblem(problem!)).toBe(`${file}: /maxIterations must be <= 100 (maximum)`);
+    expect(
+      formatProblem({
+        file: 'agents/x/agent.json',
+        pointer: '',
+        rule: 'json-parse',
+        message: 'bad',
+      }),
+    ).toBe('agents/x/agent.json: bad (json-parse)');
+  });
+});
+
+describe('agent.json rules', () => {
+  it.each<[string, Record<string, unknown>, [string, string][]]>([
+    ['name of the wrong type', { name: 7, system: 'x' }, [['/name', 'type']]],
+    [
+      'description of the wrong type',
+      { system: 'x', description: ['x'] },
+      [['/description', 'type']],
+    ],
+    ['system of the wrong type', { system: 1 }, [['/system', 'type']]],
+    ['tools not an array', { system: 'x', tools: 'current_time' }, [['/tools', 'type']]],
+    [
+      'a tool that is no name, agent or ./path',
+      { system: 'x', tools: ['Bad Tool'] },
+      [['/tools/0', 'pattern']],
+    ],
+    ['an absolute tool path', { system: 'x', tools: ['/abs/x.js'] }, [['/tools/0', 'pattern']]],
+    [
+      'a tool with a bad agent name',
+      { system: 'x', tools: ['agent:../x'] },
+      [['/tools/0', 'pattern']],
+    ],
+    ['duplicate tools', { system: 'x', tools: ['a', 'a'] }, [['/tools', 'uniqueItems']]],
+    [
+      'maxIterations not an integer',
+      { system: 'x', maxIterations: 1.5 },
+      [['/maxIterations', 'type']],
+    ],
+    ['maxIterations 0', { system: 'x', maxIterations: 0 }, [['/maxIterations', 'minimum']]],
+    ['temperature above 2', { system: 'x', temperature: 2.1 }, [['/temperature', 'maximum']]],
+    [
+      'memory.enabled not boolean',
+      { system: 'x', memory: { enabled: 'yes' } },
+      [['/memory/enabled', 'type']],
+    ],
+    [
+      'memory.maxChars 99',
+      { system: 'x', memory: { maxChars: 99 } },
+      [['/memory/maxChars', 'minimum']],
+    ],
+    ['unknown root property', { system: 'x', prompt: 'x' }, [['', 'additionalProperties']]],
+    [
+      'unknown memory property',
+      { system: 'x', memory: { size: 1 } },
+      [['/memory', 'additionalProperties']],
+    ],
+    [
+      'unknown defaultCompaction property',
+      { system: 'x', defaultCompaction: { count: 50 } },
+      [['/defaultCompaction', 'additionalProperties']],
+    ],
+    [
+      'unknown daemon property',
+      { system: 'x', daemon: { every: '1h', prompt: 'p', at: 'noon' } },
+      [['/daemon', 'additionalProperties']],
+    ],
+    [
+      'compactionCount 0',
+      { system: 'x', defaultCompaction: { compactionCount: 0 } },
+      [['/defaultCompaction/compactionCount', 'minimum']],
+    ],
+    [
+      'compactionCount 100',
+      { system: 'x', defaultCompaction: { compactionCount: 100 } },
+      [['/defaultCompaction/compactionCount', 'maximum']],
+    ],
+    [
+      'compactionCount as a string',
+      { system: 'x', defaultCompaction: { compactionCount: '50' } },
+      [['/defaultCompaction/compactionCount', 'type']],
+    ],
+    [
+      'autoThreshold 0',
+      { system: 'x', defaultCompaction: { autoThreshold: 0 } },
+      [['/defaultCompaction/autoThreshold', 'minimum']],
+    ],
+    [
+      'autoThreshold 101',
+      { system: 'x', defaultCompaction: { autoThreshold: 101 } },
+      [['/defaultCompaction/autoThreshold', 'maximum']],
+    ],
+    [
+      'maxSummaryChars 499',
+      { system: 'x', defaultCompaction: { maxSummaryChars: 499 } },
+      [['/defaultCompaction/maxSummaryChars', 'minimum']],
+    ],
+    [
+      'maxSummaryChars not an integer',
+      { system: 'x', defaultCompaction: { maxSummaryChars: 600.5 } },
+      [['/defaultCompaction/maxSummaryChars', 'type']],
+    ],
+    ['both system and systemFile', { system: 'x', systemFile: 's.md' }, [['', 'oneOf']]],
+    ['neither system nor systemFile', {}, [['', 'oneOf']]],
+    [
+      'daemon with both every and cron',
+      { system: 'x', daemon: { every: '1h', cron: '* * * * *', prompt: 'p' } },
+      [['/daemon', 'oneOf']],
+    ],
+    [
+      'daemon with neither every nor cron',
+      { system: 'x', daemon: { prompt: 'p' } },
+      [['/daemon', 'oneOf']],
+    ],
+    ['daemon without prompt', { system: 'x', daemon: { every: '1h' } }, [['/daemon', 'required']]],
+    [
+      'daemon with a bad duration',
+      { system: 'x', daemon: { every: '10min', prompt: 'p' } },
+      [['/daemon/every', 'pattern']],
+    ],
+    [
+      'daemon with a zero duration',
+      { system: 'x', daemon: { every: '0s', prompt: 'p' } },
+      [['/daemon/every', 'pattern']],
+    ],
+  ])('rejects %s', (_label, extra, expected) => {
+    expect(problemsOf(extra)).toEqual(expected);
+  });
+
+  it('accepts a fractional compactionCount and the range ends', () => {
+    for (const compactionCount of [1, 33.3, 99]) {
+      expect(problemsOf({ system: 'x', defaultCompaction: { compactionCount } })).toEqual([]);
+    }
+    expect(
+      problemsOf({
+        system: 'x',
+        defaultCompaction: { autoThreshold: 100, maxSummaryChars: 200_000 },
+      }),
+    ).toEqual([]);
+  });
+
+  it('reports every error of a file, not just the first', () => {
+    expect(problemsOf({ system: 1, maxIterations: 0, memory: { maxChars: 1, x: 1 } })).toEqual([
+      ['/system', 'type'],
+      ['/maxIterations', 'minimum'],
+      ['/memory', 'additionalProperties'],
+      ['/memory/maxChars', 'minimum'],
+    ]);
+  });
+
+  it('names the unknown property and the oneOf alternatives in the message', () => {
+    writeAgent('a', minimal('a', { memory: { size: 1 } }));
+    writeAgent('b', minimal('b', { systemFile: 's.md' }));
+    expect(loadAgents(agentsDir).problems.map((p) => p.message)).toEqual([
+      'must NOT have additional property "size"',
+      'must have exactly one of "system", "systemFile"',
+    ]);
+  });
+
+  it('rejects a name that differs from the folder, and a bad name pattern', () => {
+    writeAgent('a', minimal('b'));
+    writeAgent('Upper', minimal('Upper'));
+    expect(loadAgents(agentsDir).problems.map((p) => [p.pointer, p.rule])).toEqual([
+      ['/name', 'pattern'],
+      ['/name', 'name-mismatch'],
+    ]);
+  });
+
+  it('rejects a name longer than 64 characters', () => {
+    const long = 'a'.repeat(65);
+    writeAgent(long, minimal(long));
+    expect(loadAgents(agentsDir).problems.map((p) => p.rule)).toEqual(['pattern']);
+  });
+
+  it('rejects invalid JSON and a non-object document', () => {
+    expect(problemsOf({}).length).toBeGreaterThan(0);
+    writeAgent('a', '{"name": "a", }');
+    expect(loadAgents(agentsDir).problems.map((p) => [p.pointer, p.rule])).toEqual([
+      ['', 'json-parse'],
+    ]);
+    writeAgent('a', '["a"]');
+    expect(loadAgents(agentsDir).problems.map((p) => [p.pointer, p.rule])).toEqual([['', 'type']]);
+  });
+});
+
+describe('paths that leave the agent folder', () => {
+  let outside: string;
+  beforeEach(() => {
+    outside = path.join(root, 'outside');
+    fs.mkdirSync(outside);
+    fs.writeFileSync(path.join(outside, 'secret.md'), 'secret');
+    fs.writeFileSync(path.join(outside, 'x.js'), 'export default {}');
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['a systemFile climbing out', { systemFile: '../../etc/passwd' }, '/systemFile'],
+    ['a systemFile to a sibling', { systemFile: '../../outside/secret.md' }, '/systemFile'],
+    ['an absolute systemFile', { systemFile: '/etc/passwd' }, '/systemFile'],
+    ['a tool climbing out', { system: 'x', tools: ['./../x.js'] }, '/tools/0'],
+    [
+      'a tool climbing out further in',
+      { system: 'x', tools: ['ok', './tools/../../../outside/x.js'] },
+      '/tools/1',
+    ],
+  ])('rejects %s', (_label, extra, pointer) => {
+    expect(problemsOf(extra)).toEqual([[pointer, 'path-escape']]);
+  });
+
+  it('rejects a systemFile that is a symlink pointing outside', () => {
+    writeAgent('a', { name: 'a', systemFile: 'system.md' });
+    fs.symlinkSync(path.join(outside, 'secret.md'), path.join(agentsDir, 'a', 'system.md'));
+    expect(loadAgents(agentsDir).problems.map((p) => [p.pointer, p.rule])).toEqual([
+      ['/systemFile', 'path-escape'],
+    ]);
+  });
+
+  it('rejects a tool reached through a symlinked folder, even when the file does not exist', () => {
+    writeAgent('a', minimal('a', { tools: ['./tools/x.js', './tools/missing.js'] }));
+    fs.symlinkSync(outside, path.join(agentsDir, 'a', 'tools'));
+    expect(loadAgents(agentsDir).problems.map((p) => [p.pointer, p.rule])).toEqual([
+      ['/tools/0', 'path-escape'],
+      ['/tools/1', 'path-escape'],
+    ]);
+  });
+
+  it('rejects a dangling symlink', () => {
+    writeAgent('a', minimal('a', { tools: ['./x.js'] }));
+    fs.symlinkSync(path.join(outside, 'not-yet.js'), path.join(agentsDir, 'a', 'x.js'));
+    expect(loadAgents(agentsDir).problems.map((p) => [p.pointer, p.rule])).toEqual([
+      ['/tools/0', 'path-escape'],
+    ]);
+  });
+
+  it('allows symlinks and tool paths that stay inside, including a tool module not written yet', () => {
+    writeAgent('a', {
+      name: 'a',
+      systemFile: 'link.md',
+      tools: ['./tools/later.js', './tools/../t.mjs'],
+    });
+    fs.writeFileSync(path.join(agentsDir, 'a', 'real.md'), 'inside');
+    fs.symlinkSync('real.md', path.join(agentsDir, 'a', 'link.md'));
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(problems).toEqual([]);
+    expect(agents[0]?.system).toBe('inside');
+  });
+
+  it('loads an agent whose folder is reached through a symlinked agents folder', () => {
+    writeAgent('a', { name: 'a', systemFile: 'system.md' });
+    fs.writeFileSync(path.join(agentsDir, 'a', 'system.md'), 'ok');
+    const linked = path.join(root, 'linked-agents');
+    fs.symlinkSync(agentsDir, linked);
+    expect(loadAgents(linked).agents.map((a) => a.system)).toEqual(['ok']);
+  });
+});
+
+describe('AgentRegistry', () => {
+  function registry(): AgentRegistry {
+    writeAgent('alpha', minimal('alpha'));
+    writeAgent('beta', minimal('beta'));
+    return new AgentRegistry(loadAgents(agentsDir).agents);
+  }
+
+  it('lists, finds and gets agents by name', () => {
+    const agents = registry();
+    expect(agents.list().map((a) => a.name)).toEqual(['alpha', 'beta']);
+    expect(agents.find('beta')?.name).toBe('beta');
+    expect(agents.get('alpha').name).toBe('alpha');
+    expect(agents.find('gamma')).toBeUndefined();
+  });
+
+  it.each([
+    'gamma',
+    '../x',
+    '%2e%2e',
+    'alpha\0',
+    '\0',
+    'a'.repeat(300),
+    '',
+    'Alpha',
+    '__proto__',
+    'constructor',
+  ])('get(%j) throws AGENT_NOT_FOUND', (name) => {
+    const agents = registry();
+    expect(agents.find(name)).toBeUndefined();
+    let thrown: unknown;
+    try {
+      agents.get(name);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(CairnError);
+    expect(thrown).toMatchObject({ code: 'AGENT_NOT_FOUND', status: 404 });
+  });
+
+  it('says how to fix a missing agent', () => {
+    expect(() => registry().get('gamma')).toThrow(
+      'Agent "gamma" not found. Add agents/gamma/agent.json or check GET /agents.',
+    );
+  });
+});
