@@ -1,0 +1,93 @@
+/**
+ * Test harness: a real Cairn app over a real SQLite file in a temp folder,
+ * talking to the scripted fake OpenAI server over loopback.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildApp, type AppOptions, type CairnApp } from '../../src/app.js';
+import { loadSettings } from '../../src/config/settings.js';
+import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+
+export const TEST_AGENT = {
+  name: 'assistant',
+  description: 'Test agent',
+  system: 'You are a test assistant.',
+  tools: ['current_time', 'history_search'],
+  maxIterations: 6,
+};
+
+export interface TestAppOptions {
+  /** agents/<name>/agent.json contents; default: one `assistant` agent. */
+  agents?: Record<string, Record<string, unknown>>;
+  /** Extra files inside the home folder (path → content), e.g. tool modules. */
+  files?: Record<string, string>;
+  /** Merged into cairn.json's models.main (baseURL points at the fake by default). */
+  mainModel?: Record<string, unknown>;
+  compactModel?: Record<string, unknown>;
+  /** Extra cairn.json `server` settings. */
+  server?: Record<string, unknown>;
+  env?: Record<string, string>;
+  /** Use this fake instead of starting one; pass `null` for the offline model. */
+  fake?: FakeLlmServer | null;
+  fakeOptions?: Parameters<typeof startFakeLlmServer>[0];
+  app?: AppOptions;
+}
+
+export interface TestApp {
+  app: CairnApp;
+  home: string;
+  fake: FakeLlmServer | null;
+  /** Closes the app (and the fake if this harness started it) and deletes the home folder. */
+  close(): Promise<void>;
+}
+
+export function makeHome(options: TestAppOptions, baseURL: string | null): string {
+  const home = mkdtempSync(join(tmpdir(), 'cairn-test-'));
+  const agents = options.agents ?? { assistant: TEST_AGENT };
+  for (const [name, config] of Object.entries(agents)) {
+    mkdirSync(join(home, 'agents', name), { recursive: true });
+    writeFileSync(join(home, 'agents', name, 'agent.json'), JSON.stringify(config, null, 2));
+  }
+  for (const [path, content] of Object.entries(options.files ?? {})) {
+    mkdirSync(join(home, path, '..'), { recursive: true });
+    writeFileSync(join(home, path), content);
+  }
+  const main =
+    baseURL === null
+      ? { ...(options.mainModel ?? {}) }
+      : {
+          baseURL,
+          model: 'test-model',
+          maxRetries: 0,
+          timeoutMs: 5_000,
+          ...(options.mainModel ?? {}),
+        };
+  writeFileSync(
+    join(home, 'cairn.json'),
+    JSON.stringify({
+      server: { port: 0, ...(options.server ?? {}) },
+      models: { main, ...(options.compactModel ? { compact: options.compactModel } : {}) },
+    }),
+  );
+  return home;
+}
+
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const ownsFake = options.fake === undefined;
+  const fake =
+    options.fake === undefined ? await startFakeLlmServer(options.fakeOptions) : options.fake;
+  const home = makeHome(options, fake ? fake.baseURL : null);
+  const settings = loadSettings({ home, env: options.env ?? {} });
+  const app = await buildApp(settings, { logger: false, daemons: false, ...(options.app ?? {}) });
+  return {
+    app,
+    home,
+    fake,
+    async close() {
+      await app.close();
+      if (ownsFake && fake) await fake.close();
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
