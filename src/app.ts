@@ -3,7 +3,7 @@
  * The only module that names concrete implementations. Never listens — the
  * CLI does, and tests use `app.server.inject` or listen on port 0.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import { AgentRegistry } from './agents/agent-registry.js';
 import { formatProblem, loadAgents } from './agents/load-agents.js';
 import type { AgentProblem } from './agents/agent-config.js';
@@ -11,6 +11,9 @@ import type { ModelRoleSettings, Settings } from './config/settings.js';
 import { describeModelRole } from './config/settings.js';
 import { CairnError } from './errors.js';
 import { createServer } from './http/create-server.js';
+import { compactionRoutes } from './http/routes/compaction.js';
+import { AutoCompaction } from './compaction/auto-compaction.js';
+import { DefaultCompaction } from './compaction/default-compaction.js';
 import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
@@ -23,8 +26,8 @@ import { historySearchTool } from './tools/builtins/history-search.js';
 import { ToolCatalog } from './tools/tool-catalog.js';
 
 export interface AppOptions {
-  /** pino options for fastify, or false to log nothing (tests). */
-  logger?: boolean | { level: string };
+  /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
+  logger?: FastifyServerOptions['logger'];
   /** Run scheduled daemon agents (default true; `cairn serve --no-daemons` turns them off). */
   daemons?: boolean;
 }
@@ -74,8 +77,32 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     warn: (details, message) => logTarget.server?.log.warn(details, message),
   };
   const mainModel = createModel(settings.models.main, modelLogger);
+  const compactModel =
+    settings.models.compact === settings.models.main
+      ? mainModel
+      : createModel(settings.models.compact, modelLogger);
+  const compaction = new DefaultCompaction({
+    store,
+    events,
+    agents: registry,
+    model: compactModel,
+  });
+  const autoCompaction = new AutoCompaction({
+    store,
+    events,
+    compaction,
+    contextWindow: settings.models.main.contextWindow,
+    logger: modelLogger,
+  });
 
-  const runtime = new Runtime({ store, agents: registry, model: mainModel, tools, events });
+  const runtime = new Runtime({
+    store,
+    agents: registry,
+    model: mainModel,
+    tools,
+    events,
+    contextGuard: autoCompaction,
+  });
   const server = createServer({
     runtime,
     store,
@@ -84,6 +111,14 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     apiKey: settings.server.apiKey,
     bodyLimitBytes: settings.server.bodyLimitBytes,
     logger: options.logger ?? false,
+    routes: [
+      (app) =>
+        compactionRoutes(app, {
+          runtime,
+          compaction,
+          contextWindow: settings.models.main.contextWindow,
+        }),
+    ],
   });
   logTarget.server = server;
 

@@ -19,8 +19,16 @@ export function buildMessagesWithSummary(
   tail: readonly ChatMessage[],
   summary: string | null,
 ): ChatMessage[] {
-  if (summary === null || summary === '') return [...system, ...tail];
+  return [...system, ...summaryMessages(summary, tail[0]), ...tail];
+}
+
+/** The injected pair (or the lone summary when `firstOfTail` is an assistant message). */
+export function summaryMessages(
+  summary: string | null,
+  firstOfTail: ChatMessage | undefined,
+): ChatMessage[] {
+  if (summary === null || summary === '') return [];
   const pair: ChatMessage[] = [{ role: 'user', content: SUMMARY_PREFIX + summary }];
-  if (tail[0]?.role !== 'assistant') pair.push({ role: 'assistant', content: SUMMARY_ACK });
-  return [...system, ...pair, ...tail];
+  if (firstOfTail?.role !== 'assistant') pair.push({ role: 'assistant', content: SUMMARY_ACK });
+  return pair;
 }

@@ -23,3 +23,14 @@ export function objectSchema(
 export const agentParams = objectSchema({ name: AGENT_NAME }, ['name']);
 export const sessionParams = objectSchema({ id: SESSION_ID }, ['id']);
 export const taskParams = objectSchema({ id: TASK_ID }, ['id']);
+
+/**
+ * The body of an action that takes no options (reset, close, delete): absent
+ * (fastify validates an absent body as `null`) or `{}`. Any field is refused,
+ * as unknown fields are everywhere else.
+ */
+export const NO_OPTIONS_BODY = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  properties: {},
+} as const;

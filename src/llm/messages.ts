@@ -41,3 +41,14 @@ export interface ToolSpec {
   /** JSON Schema of the arguments object. */
   parameters: Record<string, unknown>;
 }
+
+/**
+ * A message's size for compaction (DESIGN §5.1): content length plus, for
+ * each tool call, the function name and arguments length.
+ */
+export function messageChars(message: Pick<ChatMessage, 'content' | 'tool_calls'>): number {
+  let chars = message.content?.length ?? 0;
+  for (const call of message.tool_calls ?? [])
+    chars += call.function.name.length + call.function.arguments.length;
+  return chars;
+}

@@ -55,10 +55,18 @@ export class OfflineModel implements ModelClient {
       .map((m) => m.content ?? '')
       .join('\n');
     const maxChars = (request.maxTokens ?? 3000) * 4;
+    // Keep content lines; drop the prompt's own headings ("Existing summary:")
+    // and list markers, so repeated summaries do not nest "- - ".
     const lines = input
       .split('\n')
-      .map((line) => clip(line, LINE_CHARS))
-      .filter((line) => line !== '');
+      .map((line) => clip(line.replace(/^[-*]\s+/, ''), LINE_CHARS))
+      .filter(
+        (line) =>
+          line !== '' &&
+          !line.endsWith(':') &&
+          line !== '(none yet)' &&
+          !line.startsWith(OFFLINE_LABEL),
+      );
     let summary = `${OFFLINE_LABEL} Extractive summary:`;
     for (const line of lines) {
       if (summary.length + line.length + 3 > maxChars) break;

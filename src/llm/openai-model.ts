@@ -109,7 +109,16 @@ function upstreamText(err: APIErrorLike): string {
   return `${err.code ?? ''} ${err.type ?? ''} ${err.message} ${body}`;
 }
 
+/**
+ * A stream that broke after its headers: a reset socket, a clean end with no
+ * finish_reason. Retryable, but only while nothing was emitted (RELIABILITY 16, 17).
+ */
+class StreamInterruptedError extends Error {}
+
 function classify(err: unknown, role: ModelRoleSettings): Classified {
+  if (err instanceof StreamInterruptedError) {
+    return { error: new CairnError('LLM_ERROR', err.message, { cause: err }), retryable: true };
+  }
   if (err instanceof OpenAI.APIConnectionTimeoutError) {
     return {
       error: new CairnError(
@@ -375,15 +384,30 @@ export class OpenAIModel implements ModelClient {
         const timeout = idle.signal.reason as Error;
         throw emitted ? new EmittedError(timeout) : timeout;
       }
-      throw emitted ? new EmittedError(err) : err;
+      // The SDK wraps request failures in APIError; anything else broke the
+      // body mid-stream (undici's "terminated" on a reset socket).
+      const failure =
+        err instanceof OpenAI.APIError || err instanceof CairnError
+          ? err
+          : new StreamInterruptedError(
+              'The connection to the model broke in the middle of the reply. Try again.',
+              { cause: err },
+            );
+      throw emitted ? new EmittedError(failure) : failure;
     } finally {
       clearTimeout(timer);
+    }
+    // The SDK ends an aborted stream quietly, as if it had finished: a stall
+    // (our idle timer) must still fail as a timeout (RELIABILITY 15).
+    if (signal?.aborted) throw signal.reason;
+    if (idle.signal.aborted) {
+      const timeout = idle.signal.reason as Error;
+      throw emitted ? new EmittedError(timeout) : timeout;
     }
     if (finishReason === null) {
       // A clean end of stream without a finish_reason is a cut connection,
       // not an answer (RELIABILITY 16).
-      const incomplete = new CairnError(
-        'LLM_ERROR',
+      const incomplete = new StreamInterruptedError(
         'The model stream ended before the reply was complete (no finish_reason). Try again.',
       );
       throw emitted ? new EmittedError(incomplete) : incomplete;

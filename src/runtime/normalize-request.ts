@@ -14,6 +14,11 @@ export const MAX_TOOL_CALL_ID_CHARS = 40;
 export const EMPTY_TOOL_RESULT = '(the tool returned no output)';
 export const INTERRUPTED_TOOL_RESULT =
   'Error: this tool call was interrupted before it returned a result (the server stopped or the call was cancelled). Its outcome is unknown; check before repeating it.';
+/**
+ * Put before a history whose first non-system message calls tools (its prompt
+ * was blank and dropped): providers require the exchange to start from a prompt.
+ */
+export const LEADING_TOOL_CALL_BRIDGE = '(Earlier messages of this conversation are not shown.)';
 
 export function interruptedResult(call: ToolCall): ChatMessage {
   return {
@@ -78,6 +83,9 @@ export function normalizeOutgoing(messages: readonly ChatMessage[]): ChatMessage
     if (isBlank(message.content)) continue; // nothing empty is sent
     out.push({ role: message.role, content: message.content });
   }
+  const first = out.findIndex((m) => m.role !== 'system');
+  if (first >= 0 && out[first]!.tool_calls)
+    out.splice(first, 0, { role: 'user', content: LEADING_TOOL_CALL_BRIDGE });
   return out;
 }
 

@@ -6,6 +6,7 @@
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
+import type { TurnContext } from '../compaction/auto-compaction.js';
 import { buildMessagesWithSummary } from '../compaction/build-context.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
@@ -25,15 +26,12 @@ export interface TurnCompactionReport {
   newSize: number;
 }
 
-/** The hook automatic compaction plugs into; called before every model call. */
+/** The hook automatic compaction plugs into (implemented by `AutoCompaction`). */
 export interface ContextGuard {
-  beforeModelCall(input: {
-    session: SessionRow;
-    agent: AgentConfig;
-    messages: ChatMessage[];
-    /** The turn's first seq: compaction must not cover it or anything after. */
-    turnStartSeq: number;
-  }): Promise<{ messages: ChatMessage[]; compacted?: { compactedCount: number; newSize: number } }>;
+  /** Called before every model call; may compact and return a rebuilt context. */
+  beforeModelCall(ctx: TurnContext, messages: ChatMessage[]): Promise<ChatMessage[]>;
+  /** Decorates the model with context-overflow recovery. */
+  guardModel(model: ModelClient, context: () => TurnContext): ModelClient;
 }
 
 export interface RuntimeDeps {
@@ -281,8 +279,8 @@ export class Runtime {
       }
     };
 
-    const context = await this.buildContext(session, agent);
-    const repairs = missingTrailingResults(context.tail, turn.pendingCallIds);
+    const built = await this.buildContext(session, agent);
+    const repairs = missingTrailingResults(built.tail, turn.pendingCallIds);
     if (repairs.length > 0) {
       // Persist the repair so the history itself is whole again (RELIABILITY 2).
       await this.store.appendMessages(session.id, repairs);
@@ -290,13 +288,30 @@ export class Runtime {
     const before = stored.length;
     await persist(turn.input);
     const turnStartSeq = stored[before]?.seq ?? Number.MAX_SAFE_INTEGER;
-    const messages = [...context.messages, ...repairs, ...turn.input];
+    const messages = [...built.messages, ...repairs, ...turn.input];
 
     let compaction: TurnCompactionReport | null = null;
+    const context = (): TurnContext => ({
+      session,
+      agent,
+      turnStartSeq,
+      rebuild: async () => {
+        session = (await this.store.findSession(session.id)) ?? session;
+        return (await this.buildContext(session, agent)).messages;
+      },
+      onCompacted: (done) => {
+        compaction = {
+          trigger: 'auto',
+          runs: (compaction?.runs ?? 0) + 1,
+          compactedCount: (compaction?.compactedCount ?? 0) + done.compactedCount,
+          newSize: done.newSize,
+        };
+      },
+    });
     const guard = this.deps.contextGuard;
     const tools = await this.deps.tools.forAgent(agent);
     const result = await runLoop({
-      model: this.deps.model,
+      model: guard ? guard.guardModel(this.deps.model, context) : this.deps.model,
       ...(agent.model !== undefined ? { modelName: agent.model } : {}),
       ...(agent.temperature !== undefined ? { temperature: agent.temperature } : {}),
       messages,
@@ -315,23 +330,9 @@ export class Runtime {
       ...(guard
         ? {
             prepare: async (current: ChatMessage[]) => {
+              // Re-read: usage, pointer and suspension change between calls.
               session = (await this.store.findSession(session.id)) ?? session;
-              const outcome = await guard.beforeModelCall({
-                session,
-                agent,
-                messages: current,
-                turnStartSeq,
-              });
-              if (outcome.compacted) {
-                compaction = {
-                  trigger: 'auto',
-                  runs: (compaction?.runs ?? 0) + 1,
-                  compactedCount:
-                    (compaction?.compactedCount ?? 0) + outcome.compacted.compactedCount,
-                  newSize: outcome.compacted.newSize,
-                };
-              }
-              return outcome.messages;
+              return guard.beforeModelCall(context(), current);
             },
           }
         : {}),

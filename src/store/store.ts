@@ -39,6 +39,8 @@ export interface SessionRow {
   last_prompt_seq: number | null;
   /** 1 while automatic compaction is suspended for this session (breaker tripped). */
   compaction_suspended: number;
+  /** Incremented by every reset, so work that started before a reset cannot land after it. */
+  epoch: number;
 }
 
 export interface NewSession {
@@ -127,6 +129,8 @@ export interface NewCompaction {
   sessionId: string;
   /** compact_size read before the model call; the write happens only if it is unchanged. */
   expectedSize: number;
+  /** The session's epoch read before the model call; a reset in between makes the write fail. */
+  expectedEpoch?: number;
   toSize: number;
   toSeq: number;
   summary: string;
@@ -141,6 +145,18 @@ export interface MemoryNote {
   content: string;
   created_at: string;
   updated_at: string;
+}
+
+/** What compaction planning needs of a message: no content, so 100 000 of them stay small. */
+export interface MessageMeta {
+  seq: number;
+  role: ChatMessage['role'];
+  /** content length + Σ tool_calls (function name + arguments length). */
+  chars: number;
+  /** Ids of the tool calls an assistant message makes. */
+  callIds?: string[];
+  /** The call a tool message answers. */
+  toolCallId?: string;
 }
 
 export interface HistoryHit {
@@ -178,6 +194,10 @@ export interface Store {
     sessionId: string,
     afterSeq: number,
   ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }>;
+  /** Metadata of the non-system messages after `afterSeq`, in order, for compaction planning. */
+  listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]>;
+  /** The first `limit` non-system messages after `afterSeq`. */
+  listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
   /** Full-text search over every raw message of a session, compacted ones included. */
   searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]>;
 

@@ -2,7 +2,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { Runtime } from '../../runtime/router.js';
 import type { SessionMode, SessionStatus } from '../../store/store.js';
-import { AGENT_NAME, CURSOR, LIMIT, objectSchema, sessionParams, SESSION_ID } from '../schemas.js';
+import {
+  AGENT_NAME,
+  CURSOR,
+  LIMIT,
+  NO_OPTIONS_BODY,
+  objectSchema,
+  sessionParams,
+  SESSION_ID,
+} from '../schemas.js';
 
 interface CreateBody {
   agentName: string;
@@ -97,7 +105,7 @@ export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }):
 
   app.post<WithId>(
     '/sessions/:id/reset',
-    { schema: { params: sessionParams } },
+    { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request) => ({
       session: await runtime.resetSession(request.params.id),
     }),
@@ -105,7 +113,7 @@ export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }):
 
   app.post<WithId>(
     '/sessions/:id/close',
-    { schema: { params: sessionParams } },
+    { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request) => ({
       session: await runtime.closeSession(request.params.id),
     }),
@@ -113,7 +121,7 @@ export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }):
 
   app.delete<WithId>(
     '/sessions/:id',
-    { schema: { params: sessionParams } },
+    { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request, reply) => {
       await runtime.deleteSession(request.params.id);
       return reply.code(204).send();

@@ -5,7 +5,12 @@
  * SQLITE_BUSY_SNAPSHOT. Statements are prepared once.
  */
 import { randomBytes } from 'node:crypto';
-import type { ChatMessage, StoredMessage, ToolCall } from '../../llm/messages.js';
+import {
+  messageChars,
+  type ChatMessage,
+  type StoredMessage,
+  type ToolCall,
+} from '../../llm/messages.js';
 import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
@@ -13,6 +18,7 @@ import type {
   EventRow,
   HistoryHit,
   MemoryNote,
+  MessageMeta,
   NewCompaction,
   NewEvent,
   NewSession,
@@ -137,8 +143,8 @@ function prepareStatements(db: SqliteDatabase) {
       VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
     getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
     maxSeq: db.prepare('SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?').pluck(),
-    insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS})
-      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at)`),
+    insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars)
+      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars)`),
     bumpSession: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count,
         input_tokens = input_tokens + @input_tokens,
@@ -155,6 +161,13 @@ function prepareStatements(db: SqliteDatabase) {
     ),
     tailMessages: db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
+    tailPage: db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM messages
+      WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq LIMIT ?`),
+    // Rows from before the chars column existed have NULL there: fall back
+    // to the content length (their tool calls are then measured in JS).
+    messageMeta:
+      db.prepare(`SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
+      FROM messages WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
     searchHistory: db.prepare(`SELECT m.seq AS seq, m.role AS role,
         snippet(messages_fts, 0, '[', ']', '…', 16) AS snippet
       FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
@@ -165,7 +178,7 @@ function prepareStatements(db: SqliteDatabase) {
         input_tokens = 0, output_tokens = 0,
         compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
-        updated_at = @updated_at
+        epoch = epoch + 1, updated_at = @updated_at
       WHERE id = @id`),
     deleteConversation: db.prepare(
       "DELETE FROM messages WHERE session_id = ? AND role <> 'system'",
@@ -178,7 +191,7 @@ function prepareStatements(db: SqliteDatabase) {
         compaction_count = compaction_count + 1,
         compaction_suspended = CASE WHEN @trigger = 'manual' THEN 0 ELSE compaction_suspended END,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = @updated_at
-      WHERE id = @id AND compact_size = @expected_size`),
+      WHERE id = @id AND compact_size = @expected_size AND epoch = COALESCE(@expected_epoch, epoch)`),
     insertCompaction: db.prepare(`INSERT INTO compactions
       (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
        input_chars, summary_chars, created_at)
@@ -357,7 +370,7 @@ export class SqliteStore implements Store {
         name: message.name ?? null,
         created_at: createdAt,
       };
-      this.stmt.insertMessage.run(record);
+      this.stmt.insertMessage.run({ ...record, chars: messageChars(message) });
       stored.push(toStoredMessage(record));
     }
     this.stmt.bumpSession.run({
@@ -398,6 +411,38 @@ export class SqliteStore implements Store {
     }))();
   }
 
+  async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
+    const metas: MessageMeta[] = [];
+    for (const row of this.stmt.messageMeta.iterate(sessionId, afterSeq) as IterableIterator<{
+      seq: number;
+      role: ChatMessage['role'];
+      chars: number | null;
+      content_chars: number | null;
+      tool_calls: string | null;
+      tool_call_id: string | null;
+    }>) {
+      const calls =
+        row.tool_calls === null ? undefined : (JSON.parse(row.tool_calls) as ToolCall[]);
+      const meta: MessageMeta = {
+        seq: row.seq,
+        role: row.role,
+        chars:
+          row.chars ??
+          messageChars({ content: null, tool_calls: calls }) + (row.content_chars ?? 0),
+      };
+      if (calls) meta.callIds = calls.map((c) => c.id);
+      if (row.tool_call_id !== null) meta.toolCallId = row.tool_call_id;
+      metas.push(meta);
+    }
+    return metas;
+  }
+
+  async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
+    return (this.stmt.tailPage.all(sessionId, afterSeq, limit) as MessageRecord[]).map(
+      toStoredMessage,
+    );
+  }
+
   async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
     const fts = toFtsQuery(query);
     if (fts === undefined) return [];
@@ -412,6 +457,8 @@ export class SqliteStore implements Store {
         .transaction(() => {
           const before = this.stmt.getSession.get(input.sessionId) as SessionRow | undefined;
           if (before === undefined || before.compact_size !== input.expectedSize) return undefined;
+          if (input.expectedEpoch !== undefined && before.epoch !== input.expectedEpoch)
+            return undefined;
           const createdAt = now();
           const result = this.stmt.casCompaction.run({
             id: input.sessionId,
@@ -420,6 +467,7 @@ export class SqliteStore implements Store {
             to_seq: input.toSeq,
             trigger: input.trigger,
             expected_size: input.expectedSize,
+            expected_epoch: input.expectedEpoch ?? null,
             updated_at: createdAt,
           });
           if (result.changes === 0) return undefined;

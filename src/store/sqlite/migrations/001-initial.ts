@@ -24,7 +24,8 @@ CREATE TABLE sessions (
   compact_seq          INTEGER NOT NULL DEFAULT 0,
   last_prompt_tokens   INTEGER,
   last_prompt_seq      INTEGER,
-  compaction_suspended INTEGER NOT NULL DEFAULT 0
+  compaction_suspended INTEGER NOT NULL DEFAULT 0,
+  epoch                INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX sessions_by_created ON sessions (created_at DESC, id DESC);
 CREATE INDEX sessions_by_agent ON sessions (agent_name, created_at DESC, id DESC);
@@ -39,6 +40,7 @@ CREATE TABLE messages (
   tool_calls   TEXT,
   tool_call_id TEXT,
   name         TEXT,
+  chars        INTEGER,
   created_at   TEXT NOT NULL,
   UNIQUE (session_id, seq)
 );

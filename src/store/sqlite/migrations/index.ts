@@ -23,4 +23,6 @@ export const REQUIRED_COLUMNS: readonly { table: string; column: string; definit
   { table: 'sessions', column: 'last_prompt_tokens', definition: 'INTEGER' },
   { table: 'sessions', column: 'last_prompt_seq', definition: 'INTEGER' },
   { table: 'sessions', column: 'compaction_suspended', definition: 'INTEGER NOT NULL DEFAULT 0' },
+  { table: 'sessions', column: 'epoch', definition: 'INTEGER NOT NULL DEFAULT 0' },
+  { table: 'messages', column: 'chars', definition: 'INTEGER' },
 ];

@@ -1,0 +1,189 @@
+/**
+ * Automatic compaction (DESIGN §5.3) and context-overflow recovery, plugged
+ * into the router as its `ContextGuard`:
+ * - before every model call, estimate the prompt (last reported usage + a
+ *   tokenizer estimate of what was added since) and run defaultCompaction at
+ *   or above `autoThreshold`% of the context window, never covering the
+ *   running turn;
+ * - a breaker suspends it for the session when a compaction does not bring
+ *   the estimate down by 5% or three in a row fail;
+ * - a provider context-length error: compact and retry once, then
+ *   `compactMessages` for this run, then CONTEXT_OVERFLOW.
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import { CairnError, describeError } from '../errors.js';
+import type { ChatMessage } from '../llm/messages.js';
+import type { ModelClient, ModelRequest } from '../llm/model-client.js';
+import { estimateMessagesTokens } from '../llm/tokens.js';
+import type { EventBus } from '../runtime/events.js';
+import { normalizeOutgoing } from '../runtime/normalize-request.js';
+import type { SessionRow, Store } from '../store/store.js';
+import { buildMessagesWithSummary } from './build-context.js';
+import type { DefaultCompaction } from './default-compaction.js';
+
+/** A compaction must cut the estimate by at least this fraction, or auto-compaction is suspended. */
+export const MIN_PROGRESS_FRACTION = 0.05;
+/** Consecutive failed automatic compactions before auto-compaction is suspended. */
+export const MAX_CONSECUTIVE_FAILURES = 3;
+/** Upper bound on messages read to estimate what was added since the last call. */
+const SINCE_LIMIT = 10_000;
+
+export interface TurnContext {
+  session: SessionRow;
+  agent: AgentConfig;
+  /** Seq of the message that started the running turn; compaction stays before it. */
+  turnStartSeq: number;
+  /** The context rebuilt from the store (system, summary, tail). */
+  rebuild(): Promise<ChatMessage[]>;
+  /** Told about every compaction that ran during the turn. */
+  onCompacted(result: { compactedCount: number; newSize: number }): void;
+}
+
+export interface AutoCompactionDeps {
+  store: Store;
+  events: EventBus;
+  compaction: DefaultCompaction;
+  /** Context window of the main model, in tokens. */
+  contextWindow: number;
+  logger?: { warn(details: Record<string, unknown>, message: string): void };
+}
+
+function isOverflow(err: unknown): boolean {
+  return err instanceof CairnError && err.code === 'CONTEXT_OVERFLOW';
+}
+
+export class AutoCompaction {
+  private readonly failures = new Map<string, number>();
+
+  constructor(private readonly deps: AutoCompactionDeps) {}
+
+  /** Estimated prompt tokens of the next call on `session` with `messages`. */
+  async estimate(session: SessionRow, messages: readonly ChatMessage[]): Promise<number> {
+    if (session.last_prompt_tokens !== null && session.last_prompt_seq !== null) {
+      const since = await this.deps.store.listTail(
+        session.id,
+        session.last_prompt_seq,
+        SINCE_LIMIT,
+      );
+      if (since.length < SINCE_LIMIT)
+        return session.last_prompt_tokens + estimateMessagesTokens(since);
+    }
+    return estimateMessagesTokens(messages);
+  }
+
+  async beforeModelCall(ctx: TurnContext, messages: ChatMessage[]): Promise<ChatMessage[]> {
+    const threshold = ctx.agent.defaultCompaction.autoThreshold;
+    if (threshold === undefined || ctx.session.compaction_suspended) return messages;
+    const limit = (threshold / 100) * this.deps.contextWindow;
+    const before = await this.estimate(ctx.session, messages);
+    if (before < limit) return messages;
+
+    const sessionId = ctx.session.id;
+    try {
+      const result = await this.deps.compaction.run({
+        sessionId,
+        trigger: 'auto',
+        beforeSeq: ctx.turnStartSeq,
+      });
+      if ('dryRun' in result) return messages;
+      if (result.alreadyUpToDate) {
+        await this.suspend(ctx.session, 'nothing before the running turn can be compacted');
+        return messages;
+      }
+      this.failures.delete(sessionId);
+      ctx.onCompacted(result);
+      const rebuilt = await ctx.rebuild();
+      const after = estimateMessagesTokens(rebuilt);
+      if (after > before * (1 - MIN_PROGRESS_FRACTION)) {
+        await this.suspend(
+          result.session,
+          `compaction only brought the estimate from ${before} to ${after} tokens`,
+        );
+      }
+      return rebuilt;
+    } catch (err) {
+      const failures = (this.failures.get(sessionId) ?? 0) + 1;
+      this.failures.set(sessionId, failures);
+      this.deps.logger?.warn(
+        { sessionId, failures, error: describeError(err) },
+        'automatic compaction failed',
+      );
+      if (failures >= MAX_CONSECUTIVE_FAILURES) {
+        this.failures.delete(sessionId);
+        await this.suspend(ctx.session, `${failures} automatic compactions in a row failed`);
+      }
+      return messages;
+    }
+  }
+
+  /**
+   * Wraps the main model: on a context-length error, compact and retry once;
+   * if that overflows too (or could not compact), replace the history before
+   * the running turn by one in-memory summary and retry once more; then fail
+   * with CONTEXT_OVERFLOW. Never loops.
+   */
+  guardModel(model: ModelClient, context: () => TurnContext): ModelClient {
+    const complete: ModelClient['complete'] = async (request, options) => {
+      try {
+        return await model.complete(request, options);
+      } catch (err) {
+        if (!isOverflow(err)) throw err;
+      }
+      const ctx = context();
+      const retry = async (
+        messages: ChatMessage[],
+      ): Promise<Awaited<ReturnType<ModelClient['complete']>> | undefined> => {
+        try {
+          return await model.complete(
+            { ...request, messages: normalizeOutgoing(messages) } satisfies ModelRequest,
+            options,
+          );
+        } catch (err) {
+          if (isOverflow(err)) return undefined;
+          throw err;
+        }
+      };
+
+      const compacted = await this.deps.compaction
+        .run({ sessionId: ctx.session.id, trigger: 'auto', beforeSeq: ctx.turnStartSeq })
+        .catch(() => undefined);
+      if (compacted && !('dryRun' in compacted) && !compacted.alreadyUpToDate) {
+        ctx.onCompacted(compacted);
+        const answer = await retry(await ctx.rebuild());
+        if (answer) return answer;
+      }
+
+      const lastResort = await this.summarizeBeforeTurn(ctx).catch(() => undefined);
+      if (lastResort) {
+        const answer = await retry(lastResort);
+        if (answer) return answer;
+      }
+      throw new CairnError(
+        'CONTEXT_OVERFLOW',
+        "The conversation does not fit in the model's context window even after compaction. Reset the session, or shorten the last message.",
+      );
+    };
+    return { model: model.model, contextWindow: model.contextWindow, complete };
+  }
+
+  /** `compactMessages` over the summary and everything before the running turn; the turn stays raw. */
+  private async summarizeBeforeTurn(ctx: TurnContext): Promise<ChatMessage[] | undefined> {
+    const session = (await this.deps.store.findSession(ctx.session.id)) ?? ctx.session;
+    const { system, tail } = await this.deps.store.loadContext(session.id, session.compact_seq);
+    const history = tail.filter((m) => m.seq < ctx.turnStartSeq);
+    const turn = tail.filter((m) => m.seq >= ctx.turnStartSeq);
+    if (history.length === 0 && !session.compact_summary) return undefined;
+    const summary = await this.deps.compaction.compactMessages(
+      session.id,
+      ctx.agent.name,
+      history,
+      session.compact_summary,
+    );
+    return buildMessagesWithSummary(system, turn, summary);
+  }
+
+  private async suspend(session: SessionRow, reason: string): Promise<void> {
+    await this.deps.store.setCompactionSuspended(session.id, true);
+    await this.deps.events.emit('context.compactionSuspended', session.id, { reason });
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * Where defaultCompaction cuts (DESIGN §5.1 steps 4–8). Pure policy over an
+ * array of message metadata: no I/O, no clock, property-tested.
+ *
+ * The greedy rule is the report's: take whole messages from the oldest until
+ * the batch reaches `floor(totalLength × compactCount / 100)`, rounding up.
+ * The amendment: the cut may only fall where no tool call is open — every call
+ * in the batch has its result in the batch and the first message after the
+ * cut is not a `tool` message — so the request built from the summary and the
+ * remaining tail is always one a provider accepts.
+ */
+
+/** The fields of a message the planner reads. */
+export interface CutCandidate {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  chars: number;
+  callIds?: readonly string[];
+  toolCallId?: string;
+}
+
+export interface CutPlan {
+  /** How many messages from the start of `messages` the summary will cover (0 = nothing). */
+  cutoff: number;
+  /** summaryLength + Σ chars of the uncompacted messages. */
+  totalChars: number;
+  /** floor(totalChars × compactCount / 100). */
+  targetChars: number;
+  /** Σ chars of the messages in the batch. */
+  batchChars: number;
+}
+
+export interface CutOptions {
+  /** Never cut past this many messages (automatic compaction keeps the running turn raw). */
+  maxCutoff?: number;
+}
+
+/**
+ * `safe[c]` is true when a cut after the first `c` messages leaves no tool
+ * call open: all calls in `messages[0, c)` are answered there and
+ * `messages[c]` is not a tool result.
+ */
+export function safeBoundaries(messages: readonly CutCandidate[]): boolean[] {
+  const safe = new Array<boolean>(messages.length + 1).fill(false);
+  const open = new Set<string>();
+  safe[0] = messages[0]?.role !== 'tool';
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!;
+    if (message.role === 'tool' && message.toolCallId !== undefined)
+      open.delete(message.toolCallId);
+    for (const id of message.callIds ?? []) open.add(id);
+    const next = messages[i + 1];
+    safe[i + 1] = open.size === 0 && next?.role !== 'tool';
+  }
+  return safe;
+}
+
+/**
+ * Plans one compaction over the uncompacted `messages` (non-system, oldest
+ * first). Returns `cutoff: 0` when nothing can or should be compacted.
+ */
+export function planCut(
+  messages: readonly CutCandidate[],
+  summaryLength: number,
+  compactCount: number,
+  options: CutOptions = {},
+): CutPlan {
+  let totalChars = summaryLength;
+  for (const message of messages) totalChars += message.chars;
+  const targetChars = Math.floor((totalChars * compactCount) / 100);
+  const none: CutPlan = { cutoff: 0, totalChars, targetChars, batchChars: 0 };
+  if (messages.length === 0 || targetChars === 0) return none;
+
+  // Greedy, rounding up: a message is never split.
+  let greedy = 0;
+  let batchChars = 0;
+  while (greedy < messages.length && batchChars < targetChars) {
+    batchChars += messages[greedy]!.chars;
+    greedy += 1;
+  }
+
+  const limit = Math.min(options.maxCutoff ?? messages.length, messages.length);
+  const safe = safeBoundaries(messages);
+  let cutoff = 0;
+  // Forward to the next safe boundary; if there is none, back to the last one before.
+  for (let c = Math.min(greedy, limit); c <= limit; c++) {
+    if (safe[c] && c > 0) {
+      cutoff = c;
+      break;
+    }
+  }
+  if (cutoff === 0) {
+    for (let c = Math.min(greedy, limit) - 1; c > 0; c--) {
+      if (safe[c]) {
+        cutoff = c;
+        break;
+      }
+    }
+  }
+  if (cutoff === 0) return none;
+  let chars = 0;
+  for (let i = 0; i < cutoff; i++) chars += messages[i]!.chars;
+  return { cutoff, totalChars, targetChars, batchChars: chars };
+}

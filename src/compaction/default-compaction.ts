@@ -1,0 +1,300 @@
+/**
+ * `runDefaultCompaction` (DESIGN §5.1): plan the cut (pure), ask the
+ * `compact` model for the updated summary, then one compare-and-set write.
+ * No lock is held while the model writes, so chats go on meanwhile; a
+ * compaction that lost a race fails with COMPACTION_CONFLICT and changes
+ * nothing. Raw messages are never deleted.
+ */
+import type { AgentRegistry } from '../agents/agent-registry.js';
+import { DEFAULT_MAX_SUMMARY_CHARS } from '../agents/agent-config.js';
+import { CairnError } from '../errors.js';
+import type { ChatMessage } from '../llm/messages.js';
+import type { ModelClient } from '../llm/model-client.js';
+import type { EventBus } from '../runtime/events.js';
+import type { SessionRow, Store } from '../store/store.js';
+import { planCut, safeBoundaries } from './cut.js';
+import { capSummary, CHARS_PER_TOKEN, summaryRequest, transcriptEntry } from './prompt.js';
+
+/** Messages loaded per page while building the summariser's input. */
+const BATCH_PAGE = 1_000;
+/** Tokens kept free in the compact model's window besides the summary itself. */
+const PROMPT_RESERVE_TOKENS = 1_500;
+
+export type CompactionTrigger = 'manual' | 'auto';
+
+export interface CompactOptions {
+  sessionId: string;
+  trigger: CompactionTrigger;
+  dryRun?: boolean;
+  instructions?: string;
+  /** Automatic compaction: the cut must stay before this seq (the running turn). */
+  beforeSeq?: number;
+}
+
+export interface CompactResult {
+  sessionId: string;
+  compactedCount: number;
+  newSize: number;
+  alreadyUpToDate: boolean;
+  session: SessionRow;
+}
+
+export interface DryRunResult {
+  sessionId: string;
+  dryRun: true;
+  compactedCount: number;
+  newSize: number;
+  batchChars: number;
+  totalChars: number;
+}
+
+export interface CompactionDeps {
+  store: Store;
+  events: EventBus;
+  agents: AgentRegistry;
+  /** The `compact` role (falls back to `main`). */
+  model: ModelClient;
+}
+
+export class DefaultCompaction {
+  constructor(private readonly deps: CompactionDeps) {}
+
+  async run(options: CompactOptions & { dryRun: true }): Promise<DryRunResult>;
+  async run(options: CompactOptions): Promise<CompactResult | DryRunResult>;
+  async run(options: CompactOptions): Promise<CompactResult | DryRunResult> {
+    const { store } = this.deps;
+    // 1. The session as it is now: the compare-and-set below checks it is unchanged.
+    const session = await store.findSession(options.sessionId);
+    if (!session)
+      throw new CairnError('SESSION_NOT_FOUND', `Session "${options.sessionId}" not found.`);
+    if (session.status === 'closed') {
+      throw new CairnError(
+        'SESSION_CLOSED',
+        `Session "${session.id}" is closed; closed sessions are not compacted.`,
+      );
+    }
+    const upToDate = (): CompactResult => ({
+      sessionId: session.id,
+      compactedCount: 0,
+      newSize: session.compact_size,
+      alreadyUpToDate: true,
+      session,
+    });
+
+    // 2–8. Plan over metadata only (no contents), so 100 000 messages stay cheap.
+    const metas = await store.listMessageMeta(session.id, session.compact_seq);
+    const maxCutoff =
+      options.beforeSeq === undefined
+        ? undefined
+        : metas.filter((m) => m.seq < options.beforeSeq!).length;
+    const summary = session.compact_summary ?? '';
+    const plan = planCut(
+      metas,
+      summary.length,
+      session.compact_count,
+      maxCutoff === undefined ? {} : { maxCutoff },
+    );
+    if (options.dryRun) {
+      return {
+        sessionId: session.id,
+        dryRun: true,
+        compactedCount: plan.cutoff,
+        newSize: session.compact_size + plan.cutoff,
+        batchChars: plan.batchChars,
+        totalChars: plan.totalChars,
+      };
+    }
+    if (plan.cutoff === 0) return upToDate();
+
+    // The summariser's input must fit its own context window: when the batch
+    // is larger, compact a shorter, still tool-safe, prefix now.
+    const maxSummaryChars =
+      this.deps.agents.find(session.agent_name)?.defaultCompaction.maxSummaryChars ??
+      DEFAULT_MAX_SUMMARY_CHARS;
+    const request = await this.buildInput(session, plan.cutoff, maxSummaryChars, metas);
+    if (request.cutoff === 0) return upToDate();
+
+    // 9. The model call; no lock is held meanwhile.
+    const { messages, maxTokens } = summaryRequest({
+      previousSummary: session.compact_summary,
+      transcript: request.transcript,
+      ...(options.instructions !== undefined ? { instructions: options.instructions } : {}),
+      maxSummaryChars,
+    });
+    const newSummary = await this.summarize(messages, maxTokens, maxSummaryChars);
+
+    // 11. Compare-and-set: lands only if nobody compacted or reset meanwhile.
+    const last = metas[request.cutoff - 1]!;
+    const updated = await store.commitCompaction({
+      sessionId: session.id,
+      expectedSize: session.compact_size,
+      expectedEpoch: session.epoch,
+      toSize: session.compact_size + request.cutoff,
+      toSeq: last.seq,
+      summary: newSummary,
+      trigger: options.trigger,
+      model: this.deps.model.model,
+      inputChars: request.inputChars,
+    });
+    if (!updated) {
+      throw new CairnError(
+        'COMPACTION_CONFLICT',
+        `Session "${session.id}" was compacted or reset by someone else meanwhile; nothing was changed. Retry if still needed.`,
+      );
+    }
+    // 12.
+    await this.deps.events.emit('context.defaultCompacted', session.id, {
+      compactedCount: request.cutoff,
+      newSize: updated.compact_size,
+      summaryChars: newSummary.length,
+      trigger: options.trigger,
+    });
+    return {
+      sessionId: session.id,
+      compactedCount: request.cutoff,
+      newSize: updated.compact_size,
+      alreadyUpToDate: false,
+      session: updated,
+    };
+  }
+
+  /** Reverts the latest compaction (DESIGN §5.4). */
+  async undo(
+    sessionId: string,
+  ): Promise<{ sessionId: string; restoredSize: number; session: SessionRow }> {
+    const session = await this.deps.store.findSession(sessionId);
+    if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${sessionId}" not found.`);
+    const undone = await this.deps.store.undoCompaction(sessionId);
+    if (!undone) {
+      throw new CairnError(
+        'COMPACTION_CONFLICT',
+        'Nothing to undo: only the latest compaction can be undone, once, and only while no other compaction or reset landed after it.',
+      );
+    }
+    await this.deps.events.emit('context.compactionUndone', sessionId, {
+      restoredSize: undone.restoredSize,
+    });
+    return { sessionId, restoredSize: undone.restoredSize, session: undone.session };
+  }
+
+  /**
+   * `compactMessages`: the last resort of context-overflow recovery. Summarises
+   * the summary so far plus `messages` (the rest of the history before the
+   * running turn) into one summary, used in memory only (never stored), and
+   * emits `context.compacted`.
+   */
+  async compactMessages(
+    sessionId: string,
+    agentName: string,
+    messages: readonly ChatMessage[],
+    previousSummary: string | null,
+  ): Promise<string> {
+    const maxSummaryChars =
+      this.deps.agents.find(agentName)?.defaultCompaction.maxSummaryChars ??
+      DEFAULT_MAX_SUMMARY_CHARS;
+    const budget = this.inputBudgetChars(maxSummaryChars) - (previousSummary?.length ?? 0);
+    const transcript: string[] = [];
+    let used = 0;
+    // Newest first, so the most recent context survives when the budget is short.
+    for (let i = messages.length - 1; i >= 0; i--) {
+      const entry = transcriptEntry(messages[i]!);
+      if (used + entry.length > budget) break;
+      transcript.unshift(entry);
+      used += entry.length;
+    }
+    const request = summaryRequest({ previousSummary, transcript, maxSummaryChars });
+    const summary = await this.summarize(request.messages, request.maxTokens, maxSummaryChars);
+    await this.deps.events.emit('context.compacted', sessionId, {
+      messageCount: messages.length,
+      summaryChars: summary.length,
+    });
+    return summary;
+  }
+
+  private inputBudgetChars(maxSummaryChars: number): number {
+    const summaryTokens = Math.ceil(maxSummaryChars / CHARS_PER_TOKEN);
+    return Math.max(
+      4_000,
+      (this.deps.model.contextWindow - summaryTokens - PROMPT_RESERVE_TOKENS) * CHARS_PER_TOKEN,
+    );
+  }
+
+  /** Loads the batch page by page until it is complete or the summariser's budget is full. */
+  private async buildInput(
+    session: SessionRow,
+    cutoff: number,
+    maxSummaryChars: number,
+    metas: readonly {
+      seq: number;
+      role: ChatMessage['role'];
+      chars: number;
+      callIds?: readonly string[];
+      toolCallId?: string;
+    }[],
+  ): Promise<{ cutoff: number; transcript: string[]; inputChars: number }> {
+    const budget = this.inputBudgetChars(maxSummaryChars) - (session.compact_summary?.length ?? 0);
+    const transcript: string[] = [];
+    let used = 0;
+    let afterSeq = session.compact_seq;
+    let fits = 0;
+    while (fits < cutoff) {
+      const page = await this.deps.store.listTail(
+        session.id,
+        afterSeq,
+        Math.min(BATCH_PAGE, cutoff - fits),
+      );
+      if (page.length === 0) break;
+      let full = false;
+      for (const message of page) {
+        const entry = transcriptEntry(message);
+        if (used + entry.length > budget && fits > 0) {
+          full = true;
+          break;
+        }
+        transcript.push(entry);
+        used += entry.length;
+        fits += 1;
+      }
+      if (full) break;
+      afterSeq = page[page.length - 1]!.seq;
+    }
+    if (fits >= cutoff) return { cutoff, transcript, inputChars: used };
+    // Shrink to the last tool-safe boundary that fits.
+    const safe = safeBoundaries(metas);
+    let shrunk = fits;
+    while (shrunk > 0 && !safe[shrunk]) shrunk -= 1;
+    const kept = transcript.slice(0, shrunk);
+    return { cutoff: shrunk, transcript: kept, inputChars: kept.reduce((n, e) => n + e.length, 0) };
+  }
+
+  /** One summary call, with no tools; empty or non-text output is an error, never stored. */
+  private async summarize(
+    messages: ChatMessage[],
+    maxTokens: number,
+    maxSummaryChars: number,
+  ): Promise<string> {
+    let response;
+    try {
+      response = await this.deps.model.complete({
+        messages,
+        maxTokens,
+        temperature: 0,
+        purpose: 'summary',
+      });
+    } catch (err) {
+      if (err instanceof CairnError && (err.code === 'LLM_ERROR' || err.code === 'LLM_TIMEOUT'))
+        throw err;
+      throw new CairnError('LLM_ERROR', 'The summary model call failed; nothing was changed.', {
+        cause: err,
+      });
+    }
+    const text = response.message.content ?? '';
+    if (response.message.tool_calls?.length || text.trim() === '') {
+      throw new CairnError(
+        'COMPACTION_EMPTY_SUMMARY',
+        'LLM returned an empty summary; nothing was changed. Try again, or use another compact model.',
+      );
+    }
+    return capSummary(text, maxSummaryChars);
+  }
+}

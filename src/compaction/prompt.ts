@@ -1,0 +1,89 @@
+/**
+ * The summariser's prompt: a rolling, structured summary that is updated
+ * (not rewritten) with each batch, keeps every fact a later turn may need,
+ * and stays under a hard size cap. Tool outputs are clipped in its input.
+ */
+import type { ChatMessage } from '../llm/messages.js';
+
+/** A tool result longer than this is clipped (head and tail kept) in the summariser's input. */
+export const TOOL_OUTPUT_CLIP_CHARS = 2_000;
+/** Any other message longer than this is clipped the same way. */
+export const MESSAGE_CLIP_CHARS = 8_000;
+/** Conservative characters per token, to turn maxSummaryChars into max_tokens. */
+export const CHARS_PER_TOKEN = 3;
+
+export function clipMiddle(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const keep = Math.floor((max - 40) / 2);
+  return `${text.slice(0, keep)}\n[… ${text.length - 2 * keep} characters omitted …]\n${text.slice(-keep)}`;
+}
+
+/** One transcript line block per message, as the summariser reads it. */
+export function transcriptEntry(message: ChatMessage & { seq?: number }): string {
+  const label = message.seq !== undefined ? `#${message.seq} ${message.role}` : message.role;
+  const parts: string[] = [];
+  if (message.content) {
+    parts.push(
+      clipMiddle(
+        message.content,
+        message.role === 'tool' ? TOOL_OUTPUT_CLIP_CHARS : MESSAGE_CLIP_CHARS,
+      ),
+    );
+  }
+  for (const call of message.tool_calls ?? []) {
+    parts.push(
+      `called ${call.function.name}(${clipMiddle(call.function.arguments, TOOL_OUTPUT_CLIP_CHARS)})`,
+    );
+  }
+  const who = message.role === 'tool' && message.name ? ` (${message.name})` : '';
+  return `[${label}${who}] ${parts.join('\n')}`;
+}
+
+export function summarySystemPrompt(maxSummaryChars: number): string {
+  return [
+    'You maintain the rolling summary of a long conversation between a user and an AI agent.',
+    "The summary replaces the older messages in the agent's context, so anything you leave out is lost to the agent.",
+    'Update the existing summary with the new messages: keep what is still true, add what is new, and correct what changed.',
+    "Keep every name, number, identifier (ids, file paths, URLs, amounts, dates), decision and its reason, open task or question, and the user's goals and preferences.",
+    'Write plain text under these headings, omitting empty ones: Goals; Facts and identifiers; Decisions; Open tasks and questions; User preferences; Recent progress.',
+    `Stay under ${maxSummaryChars} characters: when space is short, drop stale or superseded items first, never current identifiers or open tasks.`,
+    'Output only the updated summary, with no preamble.',
+  ].join('\n');
+}
+
+export function summaryUserPrompt(input: {
+  previousSummary: string | null;
+  transcript: readonly string[];
+  instructions?: string;
+}): string {
+  const previous = input.previousSummary?.trim() ? input.previousSummary : '(none yet)';
+  const extra = input.instructions?.trim()
+    ? `\n\nAdditional instructions for this summary: ${input.instructions.trim()}`
+    : '';
+  return `Existing summary:\n${previous}\n\nNew messages to fold into the summary:\n${input.transcript.join('\n')}${extra}`;
+}
+
+/** The request messages for one summary call. */
+export function summaryRequest(input: {
+  previousSummary: string | null;
+  transcript: readonly string[];
+  instructions?: string;
+  maxSummaryChars: number;
+}): { messages: ChatMessage[]; maxTokens: number } {
+  return {
+    messages: [
+      { role: 'system', content: summarySystemPrompt(input.maxSummaryChars) },
+      { role: 'user', content: summaryUserPrompt(input) },
+    ],
+    maxTokens: Math.ceil(input.maxSummaryChars / CHARS_PER_TOKEN),
+  };
+}
+
+/** Enforces the hard cap on a summary the model made too long: cut at a line end. */
+export function capSummary(summary: string, maxChars: number): string {
+  const trimmed = summary.trim();
+  if (trimmed.length <= maxChars) return trimmed;
+  const cut = trimmed.slice(0, maxChars - 1);
+  const lineEnd = cut.lastIndexOf('\n');
+  return `${lineEnd > maxChars / 2 ? cut.slice(0, lineEnd) : cut}…`;
+}

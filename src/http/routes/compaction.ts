@@ -1,0 +1,95 @@
+/**
+ * defaultCompaction over HTTP: compact (with dry run and instructions), undo,
+ * the history of compactions, and the exact context of the next model call.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { DefaultCompaction } from '../../compaction/default-compaction.js';
+import { CairnError } from '../../errors.js';
+import { estimateMessagesTokens } from '../../llm/tokens.js';
+import { normalizeOutgoing } from '../../runtime/normalize-request.js';
+import type { Runtime } from '../../runtime/router.js';
+import { summaryMessages } from '../../compaction/build-context.js';
+import { objectSchema, sessionParams } from '../schemas.js';
+
+interface CompactBody {
+  dryRun?: boolean;
+  instructions?: string;
+}
+
+export function compactionRoutes(
+  app: FastifyInstance,
+  deps: { runtime: Runtime; compaction: DefaultCompaction; contextWindow: number },
+): void {
+  const { runtime, compaction } = deps;
+  type WithId = { Params: { id: string } };
+
+  app.post<WithId & { Body: CompactBody | undefined }>(
+    '/sessions/:id/compact',
+    {
+      schema: {
+        params: sessionParams,
+        body: {
+          // No body, or an empty one, behaves exactly as the report's endpoint.
+          anyOf: [
+            { type: 'null' },
+            objectSchema({
+              dryRun: { type: 'boolean' },
+              instructions: { type: 'string', minLength: 1, maxLength: 4000 },
+            }),
+          ],
+        },
+      },
+    },
+    async (request) => {
+      const body = request.body ?? {};
+      return compaction.run({
+        sessionId: (await runtime.getSession(request.params.id)).id,
+        trigger: 'manual',
+        ...(body.dryRun ? { dryRun: true } : {}),
+        ...(body.instructions !== undefined ? { instructions: body.instructions } : {}),
+      });
+    },
+  );
+
+  app.post<WithId>(
+    '/sessions/:id/compact/undo',
+    { schema: { params: sessionParams } },
+    async (request) => compaction.undo(request.params.id),
+  );
+
+  app.get<WithId>(
+    '/sessions/:id/compactions',
+    { schema: { params: sessionParams } },
+    async (request) => {
+      const session = await runtime.getSession(request.params.id);
+      return { compactions: await runtime.store.listCompactions(session.id) };
+    },
+  );
+
+  app.get<WithId>(
+    '/sessions/:id/context',
+    { schema: { params: sessionParams } },
+    async (request) => {
+      const session = await runtime.getSession(request.params.id);
+      const agent = runtime.agents.find(session.agent_name);
+      if (!agent) {
+        throw new CairnError(
+          'AGENT_NOT_FOUND',
+          `Session "${session.id}" belongs to agent "${session.agent_name}", which is no longer loaded.`,
+        );
+      }
+      const built = await runtime.buildContext(session, agent);
+      const messages = normalizeOutgoing(built.messages);
+      const system = estimateMessagesTokens(messages.filter((m) => m.role === 'system'));
+      const summary = estimateMessagesTokens(
+        summaryMessages(session.compact_summary, built.tail[0]),
+      );
+      const total = estimateMessagesTokens(messages);
+      return {
+        messages,
+        tokens: { system, summary, raw: total - system - summary, total },
+        contextWindow: deps.contextWindow,
+      };
+    },
+  );
+}
