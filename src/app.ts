@@ -24,6 +24,13 @@ import type { Store } from './store/store.js';
 import { currentTimeTool } from './tools/builtins/current-time.js';
 import { historySearchTool } from './tools/builtins/history-search.js';
 import { ToolCatalog } from './tools/tool-catalog.js';
+import { askUserTool } from './tools/builtins/ask-user.js';
+import { memoryContext, memoryTools } from './tools/builtins/memory.js';
+import { DaemonScheduler } from './runtime/daemons.js';
+import { subagentTool } from './runtime/subagents.js';
+import { TaskRunner } from './runtime/tasks.js';
+import { memoryRoutes } from './http/routes/memory.js';
+import { taskRoutes } from './http/routes/tasks.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -37,6 +44,8 @@ export interface CairnApp {
   readonly server: FastifyInstance;
   readonly runtime: Runtime;
   readonly store: Store;
+  readonly tasks: TaskRunner;
+  readonly daemons: DaemonScheduler;
   readonly agentProblems: readonly AgentProblem[];
   /** Stops accepting work, waits for running turns, closes the database. */
   close(): Promise<void>;
@@ -64,11 +73,15 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const store = openStore(settings);
   const events = new EventBus(store);
 
-  const tools = new ToolCatalog({
+  const tools: ToolCatalog = new ToolCatalog({
     builtins: {
       current_time: () => currentTimeTool(),
       history_search: () => historySearchTool(),
+      ask_user: () => askUserTool(),
+      memory: (agent) => memoryTools(agent),
     },
+    // Bound late: the runtime needs the catalog, and subagent tools need the runtime.
+    subagent: (caller, name) => subagentTool(runtime, caller, name),
   });
 
   // The server's logger is created by fastify; model clients log through it.
@@ -95,13 +108,21 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     logger: modelLogger,
   });
 
-  const runtime = new Runtime({
+  const runtime: Runtime = new Runtime({
     store,
     agents: registry,
     model: mainModel,
     tools,
     events,
     contextGuard: autoCompaction,
+    systemContext: memoryContext(store),
+    log: (details, message) => logTarget.server?.log.error(details, message),
+  });
+  const tasks = new TaskRunner(runtime);
+  const daemons = new DaemonScheduler({
+    runtime,
+    tasks,
+    log: (details, message) => logTarget.server?.log.warn(details, message),
   });
   const server = createServer({
     runtime,
@@ -112,6 +133,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     bodyLimitBytes: settings.server.bodyLimitBytes,
     logger: options.logger ?? false,
     routes: [
+      (app) => taskRoutes(app, { tasks, store }),
+      (app) => memoryRoutes(app, { agents: registry, store }),
       (app) =>
         compactionRoutes(app, {
           runtime,
@@ -137,6 +160,13 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     },
     'cairn ready',
   );
+  for (const agent of registry.list()) {
+    // Fail early and visibly on tool lists that cannot be resolved.
+    await tools
+      .forAgent(agent)
+      .catch((err: unknown) => server.log.warn(`agent "${agent.name}": ${(err as Error).message}`));
+  }
+  if (options.daemons !== false) await daemons.start();
 
   return {
     settings,
@@ -144,8 +174,12 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     runtime,
     store,
     agentProblems: problems,
+    tasks,
+    daemons,
     async close() {
+      await daemons.stop();
       await server.close();
+      await tasks.drain();
       await runtime.queue.drain();
       await store.close();
     },

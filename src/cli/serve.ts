@@ -8,6 +8,8 @@ import { isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError } from '../errors.js';
 
 export const SHUTDOWN_GRACE_MS = 30_000;
+/** While draining, how often connections that went idle are closed. */
+const IDLE_REAP_INTERVAL_MS = 100;
 
 export interface ServeOptions {
   daemons: boolean;
@@ -47,6 +49,16 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       process.exit(0);
     }, SHUTDOWN_GRACE_MS);
     timer.unref();
+    // server.close() waits for every open connection, but only closes the ones
+    // idle at that moment: a keep-alive connection whose response finishes
+    // during the drain would stay open (72 s keep-alive) and hold the process
+    // until the grace period. Close such connections as they go idle.
+    const reaper = setInterval(
+      () => app.server.server.closeIdleConnections(),
+      IDLE_REAP_INTERVAL_MS,
+    );
+    reaper.unref();
+    clearInterval(reaper);
     app
       .close()
       .then(() => process.exit(0))

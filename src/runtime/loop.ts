@@ -207,8 +207,10 @@ async function runTool(call: ToolCall, options: LoopOptions): Promise<ToolOutcom
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      controller.abort(new Error('timeout'));
+      // Reject before aborting: the abort settles `cancelled` synchronously,
+      // and the race must report the timeout, not a cancellation.
       reject(new CairnError('INTERNAL', `the tool did not finish within ${timeoutMs} ms`));
+      controller.abort(new Error('timeout'));
     }, timeoutMs);
   });
   const cancelled = new Promise<never>((_, reject) => {

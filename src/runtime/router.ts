@@ -34,6 +34,9 @@ export interface ContextGuard {
   guardModel(model: ModelClient, context: () => TurnContext): ModelClient;
 }
 
+export const ASK_USER_IN_CHAT_RESULT =
+  'The question was shown to the user as your reply; their answer will arrive as the next user message.';
+
 export interface RuntimeDeps {
   store: Store;
   agents: AgentRegistry;
@@ -44,6 +47,8 @@ export interface RuntimeDeps {
   contextGuard?: ContextGuard;
   /** Adds memory notes or other build-time context to the system messages. */
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
+  /** Where unexpected background failures are reported. */
+  log?: (details: Record<string, unknown>, message: string) => void;
 }
 
 export interface CreateSessionInput {
@@ -79,6 +84,8 @@ export interface TurnInput {
   /** Messages that start this turn (the user message, or a resumed call's answer). */
   input: ChatMessage[];
   depth?: number;
+  /** Agent names of the sessions above this one (subagents). */
+  lineage?: readonly string[];
   stream?: boolean;
   signal?: AbortSignal;
   onEvent?: (event: LoopEvent) => void;
@@ -97,6 +104,7 @@ export class Runtime {
   readonly agents: AgentRegistry;
   readonly events: EventBus;
   readonly queue: SessionQueue;
+  readonly log: RuntimeDeps['log'];
   private readonly deps: RuntimeDeps;
 
   constructor(deps: RuntimeDeps) {
@@ -105,6 +113,7 @@ export class Runtime {
     this.agents = deps.agents;
     this.events = deps.events;
     this.queue = deps.queue ?? new SessionQueue();
+    this.log = deps.log;
   }
 
   // ---- sessions -------------------------------------------------------------
@@ -190,8 +199,19 @@ export class Runtime {
         ...(input.signal ? { signal: input.signal } : {}),
         ...(input.onEvent ? { onEvent: input.onEvent } : {}),
       });
-      if (turn.result.kind !== 'answer') {
-        // ask_user in a chat: the question is the reply; the call waits on a task only.
+      if (turn.result.kind === 'waiting') {
+        // ask_user in a chat: the question is the reply, and the user's next
+        // message is the answer. The call gets a result now so the history
+        // stays valid (only tasks wait on an open call).
+        const [answered] = await this.store.appendMessages(session.id, [
+          {
+            role: 'tool',
+            tool_call_id: turn.result.callId,
+            name: 'ask_user',
+            content: ASK_USER_IN_CHAT_RESULT,
+          },
+        ]);
+        if (answered) turn.stored.push(answered);
         return this.envelope(session.id, turn, turn.result.question);
       }
       return this.envelope(session.id, turn, turn.result.reply);
@@ -323,6 +343,7 @@ export class Runtime {
         agentName: agent.name,
         store: this.store,
         depth: turn.depth ?? 0,
+        lineage: [...(turn.lineage ?? []), agent.name],
       },
       ...(turn.signal ? { signal: turn.signal } : {}),
       ...(turn.stream !== undefined ? { stream: turn.stream } : {}),

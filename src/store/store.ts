@@ -159,6 +159,14 @@ export interface MessageMeta {
   toolCallId?: string;
 }
 
+export interface DaemonState {
+  agent_name: string;
+  last_run_at: string | null;
+  next_run_at: string | null;
+  lease_owner: string | null;
+  lease_expires: string | null;
+}
+
 export interface HistoryHit {
   seq: number;
   role: string;
@@ -233,6 +241,23 @@ export interface Store {
   findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
   /** Marks every `running` task `interrupted` (after a crash or shutdown); returns how many. */
   interruptRunningTasks(): Promise<number>;
+
+  // daemons
+  findDaemonState(agentName: string): Promise<DaemonState | undefined>;
+  /**
+   * Takes the agent's tick lease if it is free or expired; false when another
+   * holder has it. One tick of an agent runs at a time, across processes.
+   */
+  claimDaemonLease(agentName: string, owner: string, now: Date, leaseMs: number): Promise<boolean>;
+  /** Records a finished tick and releases the lease; ignored unless `owner` still holds it. */
+  finishDaemonRun(
+    agentName: string,
+    owner: string,
+    lastRunAt: Date,
+    nextRunAt: Date | null,
+  ): Promise<boolean>;
+  /** Records when the next tick is due (at start-up and after schedule changes). */
+  setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void>;
 
   // memory
   listMemory(agentName: string, query?: string): Promise<MemoryNote[]>;

@@ -18,6 +18,8 @@ export interface ToolContext {
   readonly store: Store;
   /** How many subagent levels sit above this session (0 for a top-level session). */
   readonly depth: number;
+  /** Agent names from the top-level session down to this one, for cycle checks. */
+  readonly lineage: readonly string[];
 }
 
 export interface Tool {

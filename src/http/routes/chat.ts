@@ -42,8 +42,13 @@ export function chatRoutes(app: FastifyInstance, deps: { runtime: Runtime }): vo
         return deps.runtime.runChat(base);
       }
 
-      // Validate agent and session before committing to a 200 stream.
-      deps.runtime.agents.get(request.params.name);
+      // Validate agent and session before committing to a 200 stream, so a
+      // bad request still gets its 4xx status instead of a 200 with an error event.
+      const agent = deps.runtime.agents.get(request.params.name);
+      if (sessionId !== undefined) {
+        await deps.runtime.usableSession(sessionId, agent);
+        await deps.runtime.rejectIfTaskWaiting(sessionId);
+      }
       const sse = new SseStream(reply);
       try {
         const result = await deps.runtime.runChat({

@@ -15,6 +15,7 @@ import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
   CompactionRow,
+  DaemonState,
   EventRow,
   HistoryHit,
   MemoryNote,
@@ -238,6 +239,16 @@ function prepareStatements(db: SqliteDatabase) {
       'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? AND key = ?',
     ),
     deleteMemory: db.prepare('DELETE FROM memory WHERE agent_name = ? AND key = ?'),
+    getDaemon: db.prepare('SELECT * FROM daemon_runs WHERE agent_name = ?'),
+    ensureDaemon: db.prepare(
+      'INSERT INTO daemon_runs (agent_name) VALUES (?) ON CONFLICT (agent_name) DO NOTHING',
+    ),
+    claimDaemon: db.prepare(`UPDATE daemon_runs SET lease_owner = @owner, lease_expires = @expires
+      WHERE agent_name = @agent AND (lease_owner IS NULL OR lease_expires < @now OR lease_owner = @owner)`),
+    finishDaemon: db.prepare(`UPDATE daemon_runs SET last_run_at = @last, next_run_at = @next,
+        lease_owner = NULL, lease_expires = NULL
+      WHERE agent_name = @agent AND lease_owner = @owner`),
+    setDaemonNext: db.prepare('UPDATE daemon_runs SET next_run_at = ? WHERE agent_name = ?'),
   };
 }
 
@@ -641,6 +652,62 @@ export class SqliteStore implements Store {
 
   async interruptRunningTasks(): Promise<number> {
     return guard(() => this.stmt.interruptTasks.run(now()).changes);
+  }
+
+  // ---- daemons --------------------------------------------------------------
+
+  async findDaemonState(agentName: string): Promise<DaemonState | undefined> {
+    return this.stmt.getDaemon.get(agentName) as DaemonState | undefined;
+  }
+
+  async claimDaemonLease(
+    agentName: string,
+    owner: string,
+    now: Date,
+    leaseMs: number,
+  ): Promise<boolean> {
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          this.stmt.ensureDaemon.run(agentName);
+          const result = this.stmt.claimDaemon.run({
+            agent: agentName,
+            owner,
+            now: now.toISOString(),
+            expires: new Date(now.getTime() + leaseMs).toISOString(),
+          });
+          return result.changes > 0;
+        })
+        .immediate(),
+    );
+  }
+
+  async finishDaemonRun(
+    agentName: string,
+    owner: string,
+    lastRunAt: Date,
+    nextRunAt: Date | null,
+  ): Promise<boolean> {
+    return guard(
+      () =>
+        this.stmt.finishDaemon.run({
+          agent: agentName,
+          owner,
+          last: lastRunAt.toISOString(),
+          next: nextRunAt?.toISOString() ?? null,
+        }).changes > 0,
+    );
+  }
+
+  async setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void> {
+    guard(() =>
+      this.db
+        .transaction(() => {
+          this.stmt.ensureDaemon.run(agentName);
+          this.stmt.setDaemonNext.run(nextRunAt?.toISOString() ?? null, agentName);
+        })
+        .immediate(),
+    );
   }
 
   // ---- memory ---------------------------------------------------------------

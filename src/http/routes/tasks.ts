@@ -1,0 +1,97 @@
+/** Tasks over HTTP: start, read, list, resume with an answer, cancel. */
+import type { FastifyInstance } from 'fastify';
+import type { TaskRunner } from '../../runtime/tasks.js';
+import type { Store, TaskStatus } from '../../store/store.js';
+import {
+  agentParams,
+  AGENT_NAME,
+  CURSOR,
+  LIMIT,
+  objectSchema,
+  SESSION_ID,
+  taskParams,
+  USER_TEXT,
+} from '../schemas.js';
+
+const waitQuery = objectSchema({ wait: { type: 'boolean', default: false } });
+
+export function taskRoutes(app: FastifyInstance, deps: { tasks: TaskRunner; store: Store }): void {
+  const { tasks } = deps;
+  type WithId = { Params: { id: string } };
+
+  app.post<{
+    Params: { name: string };
+    Body: { input: string; sessionId?: string };
+    Querystring: { wait: boolean };
+  }>(
+    '/agents/:name/tasks',
+    {
+      schema: {
+        params: agentParams,
+        querystring: waitQuery,
+        body: objectSchema({ input: USER_TEXT, sessionId: SESSION_ID }, ['input']),
+      },
+    },
+    async (request, reply) => {
+      const { input, sessionId } = request.body;
+      let task = await tasks.runTask({
+        agentName: request.params.name,
+        input,
+        ...(sessionId ? { sessionId } : {}),
+      });
+      if (request.query.wait) task = await tasks.wait(task.id);
+      return reply.code(201).send({ task });
+    },
+  );
+
+  app.get<WithId>('/tasks/:id', { schema: { params: taskParams } }, async (request) => ({
+    task: await tasks.getTask(request.params.id),
+  }));
+
+  app.get<{
+    Querystring: { status?: TaskStatus; agentName?: string; limit: number; cursor?: string };
+  }>(
+    '/tasks',
+    {
+      schema: {
+        querystring: objectSchema({
+          status: {
+            type: 'string',
+            enum: ['running', 'waiting', 'completed', 'failed', 'cancelled', 'interrupted'],
+          },
+          agentName: AGENT_NAME,
+          limit: LIMIT,
+          cursor: CURSOR,
+        }),
+      },
+    },
+    async (request) => {
+      const page = await deps.store.listTasks(request.query);
+      return { tasks: page.items, nextCursor: page.nextCursor };
+    },
+  );
+
+  app.post<WithId & { Body: { answer?: string } | undefined; Querystring: { wait: boolean } }>(
+    '/tasks/:id/resume',
+    {
+      schema: {
+        params: taskParams,
+        querystring: waitQuery,
+        body: { anyOf: [{ type: 'null' }, objectSchema({ answer: USER_TEXT })] },
+      },
+    },
+    async (request) => {
+      const answer = request.body?.answer;
+      let task = await tasks.resumeTask({
+        taskId: request.params.id,
+        ...(answer !== undefined ? { answer } : {}),
+      });
+      if (request.query.wait) task = await tasks.wait(task.id);
+      return { task };
+    },
+  );
+
+  app.post<WithId>('/tasks/:id/cancel', { schema: { params: taskParams } }, async (request) => ({
+    task: await tasks.cancelTask(request.params.id),
+  }));
+}

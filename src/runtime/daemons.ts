@@ -1,0 +1,179 @@
+/**
+ * Daemon agents: an agent with `daemon.every` or `daemon.cron` runs its
+ * prompt as a task in a fresh session (mode `daemon`) on schedule, then the
+ * session is closed. Ticks of one agent never overlap (an in-process flag plus
+ * a lease row, so two processes on one database do not both fire); after a
+ * restart, missed slots give at most one catch-up tick.
+ */
+import { randomUUID } from 'node:crypto';
+import { Cron } from 'croner';
+import type { AgentConfig } from '../agents/agent-config.js';
+import { CairnError } from '../errors.js';
+import type { TaskRow } from '../store/store.js';
+import type { Runtime } from './router.js';
+import type { TaskRunner } from './tasks.js';
+
+/** A tick holds its agent's lease this long at most; a crashed holder's lease then expires. */
+export const DAEMON_LEASE_MS = 15 * 60_000;
+/** setTimeout cannot wait longer than this; longer waits are re-armed. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `30s`, `10m`, `1h`, `2d` → milliseconds. */
+export function parseEvery(every: string): number {
+  const match = /^([1-9][0-9]*)(s|m|h|d)$/.exec(every);
+  if (!match)
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `daemon.every "${every}" is not a duration like 30s, 10m, 1h or 2d.`,
+    );
+  return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
+}
+
+/** The next time `agent`'s daemon is due after `from`. */
+export function nextRunAfter(agent: AgentConfig, from: Date): Date | null {
+  const daemon = agent.daemon;
+  if (!daemon) return null;
+  if (daemon.every !== undefined) return new Date(from.getTime() + parseEvery(daemon.every));
+  if (daemon.cron !== undefined) return new Cron(daemon.cron, { paused: true }).nextRun(from);
+  return null;
+}
+
+export interface DaemonSchedulerDeps {
+  runtime: Runtime;
+  tasks: TaskRunner;
+  clock?: () => Date;
+  log?: (details: Record<string, unknown>, message: string) => void;
+}
+
+export class DaemonScheduler {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly ticking = new Map<string, Promise<TaskRow | undefined>>();
+  private readonly owner = `cairn-${randomUUID()}`;
+  private readonly clock: () => Date;
+  private stopped = false;
+
+  constructor(private readonly deps: DaemonSchedulerDeps) {
+    this.clock = deps.clock ?? (() => new Date());
+  }
+
+  /** Agents that have a valid schedule; a bad cron expression is logged and skipped. */
+  daemonAgents(): AgentConfig[] {
+    return this.deps.runtime.agents.list().filter((agent) => {
+      if (!agent.daemon) return false;
+      try {
+        nextRunAfter(agent, this.clock());
+        return true;
+      } catch (err) {
+        this.deps.log?.(
+          { agent: agent.name, error: (err as Error).message },
+          'daemon schedule is invalid; not scheduled',
+        );
+        return false;
+      }
+    });
+  }
+
+  /** Schedules every daemon agent; runs one catch-up tick for those that missed slots. */
+  async start(): Promise<void> {
+    const now = this.clock();
+    for (const agent of this.daemonAgents()) {
+      const state = await this.deps.runtime.store.findDaemonState(agent.name);
+      const due = state?.next_run_at ? new Date(state.next_run_at) : null;
+      if (due !== null && due <= now) {
+        this.deps.log?.(
+          { agent: agent.name, missedSince: state?.next_run_at },
+          'daemon missed its schedule; running one catch-up tick',
+        );
+        this.schedule(agent, now);
+      } else {
+        this.schedule(agent, due ?? nextRunAfter(agent, now));
+      }
+    }
+  }
+
+  /** Stops scheduling and waits for running ticks. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    await Promise.all(this.ticking.values());
+  }
+
+  /**
+   * `runDaemonTick` (DESIGN §4): the agent's prompt as a task in a fresh
+   * `daemon` session, which is closed afterwards. Returns undefined when a
+   * tick of this agent is already running here or elsewhere (it is skipped).
+   */
+  async runDaemonTick(agentName: string): Promise<TaskRow | undefined> {
+    const running = this.ticking.get(agentName);
+    if (running) return undefined;
+    const tick = this.tick(agentName).finally(() => this.ticking.delete(agentName));
+    this.ticking.set(agentName, tick);
+    return tick;
+  }
+
+  private async tick(agentName: string): Promise<TaskRow | undefined> {
+    const { runtime, tasks } = this.deps;
+    const agent = runtime.agents.get(agentName);
+    if (!agent.daemon)
+      throw new CairnError('VALIDATION_ERROR', `Agent "${agentName}" has no daemon schedule.`);
+    const startedAt = this.clock();
+    if (
+      !(await runtime.store.claimDaemonLease(agent.name, this.owner, startedAt, DAEMON_LEASE_MS))
+    ) {
+      this.deps.log?.({ agent: agent.name }, 'daemon tick skipped: another tick holds the lease');
+      return undefined;
+    }
+    let task: TaskRow | undefined;
+    try {
+      task = await tasks.runTask({
+        agentName: agent.name,
+        input: agent.daemon.prompt,
+        mode: 'daemon',
+      });
+      task = await tasks.wait(task.id);
+      await runtime.closeSession(task.session_id);
+      return task;
+    } finally {
+      const next = nextRunAfter(agent, this.clock());
+      await runtime.store.finishDaemonRun(agent.name, this.owner, startedAt, next);
+      await runtime.events.emit('daemon.tick', task?.session_id ?? null, {
+        agentName: agent.name,
+        taskId: task?.id ?? null,
+        status: task?.status ?? 'failed',
+        nextRunAt: next?.toISOString() ?? null,
+      });
+    }
+  }
+
+  private schedule(agent: AgentConfig, at: Date | null): void {
+    if (this.stopped || at === null) return;
+    const delay = Math.max(0, at.getTime() - this.clock().getTime());
+    this.deps.runtime.store
+      .setDaemonNextRun(agent.name, at)
+      .catch((err: unknown) =>
+        this.deps.log?.(
+          { agent: agent.name, error: (err as Error).message },
+          'could not store next daemon run',
+        ),
+      );
+    const timer = setTimeout(
+      () => {
+        if (delay > MAX_TIMER_MS) return this.schedule(agent, at);
+        void this.runDaemonTick(agent.name)
+          .catch((err: unknown) =>
+            this.deps.log?.(
+              { agent: agent.name, error: (err as Error).message },
+              'daemon tick failed',
+            ),
+          )
+          .finally(() => this.schedule(agent, nextRunAfter(agent, this.clock())));
+      },
+      Math.min(delay, MAX_TIMER_MS),
+    );
+    timer.unref();
+    this.timers.set(agent.name, timer);
+  }
+}

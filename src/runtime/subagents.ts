@@ -1,0 +1,101 @@
+/**
+ * Subagents: `agent:<name>` in an agent's tools gives the model a tool
+ * `agent_<name> {input}` that runs that agent in a fresh child session
+ * (mode `subagent`, `parent_session_id` = the caller's) and returns its final
+ * answer. Depth and cycles are checked before anything is spawned.
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import { CairnError } from '../errors.js';
+import type { Tool } from '../tools/tool.js';
+import type { Runtime } from './router.js';
+
+/** How many subagent levels may sit below a top-level session. */
+export const SUBAGENT_MAX_DEPTH = 3;
+/** A subagent runs a whole loop, so it gets far longer than an ordinary tool. */
+export const SUBAGENT_TIMEOUT_MS = 10 * 60_000;
+
+export interface SubagentInput {
+  parentSessionId: string;
+  agentName: string;
+  input: string;
+  depth: number;
+  lineage: readonly string[];
+  signal?: AbortSignal;
+}
+
+/** `runSubagent` (DESIGN §4): always a fresh session; closed when it answers. */
+export async function runSubagent(runtime: Runtime, input: SubagentInput): Promise<string> {
+  const agent = runtime.agents.get(input.agentName);
+  const session = await runtime.createSession({
+    agentName: agent.name,
+    mode: 'subagent',
+    parentSessionId: input.parentSessionId,
+  });
+  try {
+    const turn = await runtime.queue.run(session.id, () =>
+      runtime.runTurn({
+        session,
+        agent,
+        input: [{ role: 'user', content: input.input }],
+        depth: input.depth,
+        lineage: input.lineage,
+        ...(input.signal ? { signal: input.signal } : {}),
+      }),
+    );
+    if (turn.result.kind === 'waiting') {
+      return `The subagent "${agent.name}" needs more information before it can answer: ${turn.result.question}`;
+    }
+    return turn.result.reply;
+  } finally {
+    await runtime.closeSession(session.id);
+  }
+}
+
+export function subagentTool(runtime: Runtime, caller: AgentConfig, target: string): Tool {
+  const description = runtime.agents.find(target)?.description;
+  return {
+    name: `agent_${target}`,
+    description: `Ask the agent "${target}" to do something and return its answer.${description ? ` It is: ${description}` : ''}`,
+    parameters: {
+      type: 'object',
+      properties: {
+        input: {
+          type: 'string',
+          minLength: 1,
+          description: 'The complete request for the subagent.',
+        },
+      },
+      required: ['input'],
+      additionalProperties: false,
+    },
+    timeoutMs: SUBAGENT_TIMEOUT_MS,
+    async run(args, ctx) {
+      if (ctx.depth + 1 > SUBAGENT_MAX_DEPTH) {
+        throw new CairnError(
+          'VALIDATION_ERROR',
+          `subagent depth limit (${SUBAGENT_MAX_DEPTH}) reached; nothing was started.`,
+        );
+      }
+      if (ctx.lineage.includes(target)) {
+        throw new CairnError(
+          'VALIDATION_ERROR',
+          `calling "${target}" would form a cycle (${[...ctx.lineage, target].join(' → ')}); nothing was started.`,
+        );
+      }
+      if (!runtime.agents.find(target)) {
+        throw new CairnError(
+          'AGENT_NOT_FOUND',
+          `agent "${target}" (listed by "${caller.name}") is not loaded.`,
+        );
+      }
+      return runSubagent(runtime, {
+        parentSessionId: ctx.sessionId,
+        agentName: target,
+        input: String(args.input),
+        depth: ctx.depth + 1,
+        lineage: ctx.lineage,
+        signal: ctx.signal,
+      });
+    },
+  };
+}

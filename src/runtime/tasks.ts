@@ -1,0 +1,236 @@
+/**
+ * Tasks (DESIGN §1, §4): a loop run with a goal, tracked in `tasks`. A task
+ * runs in the background on its session's queue; it stops in `waiting` when
+ * the agent calls `ask_user` and continues when `resumeTask` supplies the
+ * answer as that call's result. The task row is the source of truth, so a
+ * waiting task survives a restart, and a task that was running when the
+ * server died is `interrupted` and resumable.
+ */
+import { CairnError, describeError } from '../errors.js';
+import type { ChatMessage } from '../llm/messages.js';
+import type { TaskRow } from '../store/store.js';
+import { CANCELLED_TOOL_RESULT } from './loop.js';
+import type { Runtime, TurnResult } from './router.js';
+
+export const RESUME_AFTER_INTERRUPTION =
+  'Continue the task where you left off. (It was interrupted by a server restart; tool calls that were running then have no known outcome.)';
+
+export interface RunTaskInput {
+  agentName: string;
+  input: string;
+  sessionId?: string;
+  /** Session mode for a new session (daemon ticks use `daemon`). */
+  mode?: 'task' | 'daemon';
+}
+
+interface Running {
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+export class TaskRunner {
+  private readonly running = new Map<string, Running>();
+
+  constructor(private readonly runtime: Runtime) {}
+
+  /** Starts a task; resolves once its row exists (the loop runs in the background). */
+  async runTask(input: RunTaskInput): Promise<TaskRow> {
+    const { runtime } = this;
+    const agent = runtime.agents.get(input.agentName);
+    const session = input.sessionId
+      ? await runtime.usableSession(input.sessionId, agent)
+      : await runtime.createSession({ agentName: agent.name, mode: input.mode ?? 'task' });
+    await runtime.rejectIfTaskWaiting(session.id);
+    const task = await runtime.store.createTask({
+      sessionId: session.id,
+      agentName: agent.name,
+      input: input.input,
+    });
+    await runtime.events.emit('task.started', session.id, {
+      taskId: task.id,
+      agentName: agent.name,
+    });
+    this.start(task, async (signal) => {
+      const current = await runtime.usableSession(session.id, agent);
+      // A task queued behind another may find the session waiting by then.
+      await runtime.rejectIfTaskWaiting(current.id);
+      return runtime.runTurn({
+        session: current,
+        agent,
+        input: [{ role: 'user', content: input.input }],
+        signal,
+      });
+    });
+    return task;
+  }
+
+  /**
+   * Continues a `waiting` task with the user's answer (or an `interrupted` one,
+   * optionally with a message). Exactly one of two concurrent resumes wins.
+   */
+  async resumeTask(input: { taskId: string; answer?: string }): Promise<TaskRow> {
+    const { runtime } = this;
+    const before = await this.getTask(input.taskId);
+    if (before.status !== 'waiting' && before.status !== 'interrupted') {
+      throw new CairnError(
+        'TASK_NOT_WAITING',
+        `Task "${before.id}" is ${before.status}; only waiting or interrupted tasks can be resumed.`,
+      );
+    }
+    if (before.status === 'waiting' && (input.answer === undefined || input.answer.trim() === '')) {
+      throw new CairnError(
+        'VALIDATION_ERROR',
+        `Task "${before.id}" is waiting for an answer to: ${before.question ?? ''} Send {"answer": "…"}.`,
+      );
+    }
+    const agent = runtime.agents.get(before.agent_name);
+    // The compare-and-set on the status makes concurrent resumes safe.
+    const task = await runtime.store.transitionTask(before.id, [before.status], {
+      status: 'running',
+      question: null,
+      error: null,
+      pending_call_id: null,
+    });
+    if (!task) {
+      throw new CairnError(
+        'TASK_NOT_WAITING',
+        `Task "${before.id}" was resumed or cancelled by another request.`,
+      );
+    }
+    await runtime.events.emit('task.resumed', task.session_id, { taskId: task.id });
+    const pendingCallId = before.status === 'waiting' ? before.pending_call_id : null;
+    const message: ChatMessage =
+      pendingCallId !== null
+        ? {
+            role: 'tool',
+            tool_call_id: pendingCallId,
+            name: 'ask_user',
+            content: input.answer ?? '',
+          }
+        : {
+            role: 'user',
+            content: input.answer?.trim() ? input.answer : RESUME_AFTER_INTERRUPTION,
+          };
+    this.start(task, async (signal) => {
+      const session = await runtime.usableSession(task.session_id, agent);
+      return runtime.runTurn({
+        session,
+        agent,
+        input: [message],
+        signal,
+        ...(pendingCallId !== null ? { pendingCallIds: new Set([pendingCallId]) } : {}),
+      });
+    });
+    return task;
+  }
+
+  /** Cancels a running, waiting or interrupted task; a finished task is returned unchanged. */
+  async cancelTask(taskId: string): Promise<TaskRow> {
+    const task = await this.getTask(taskId);
+    const running = this.running.get(task.id);
+    if (running) {
+      running.controller.abort(new CairnError('INTERNAL', 'cancelled'));
+      await running.done;
+      return this.getTask(task.id);
+    }
+    if (task.status !== 'waiting' && task.status !== 'interrupted') return task;
+    const cancelled = await this.runtime.store.transitionTask(task.id, [task.status], {
+      status: 'cancelled',
+      error: 'Cancelled by request.',
+      pending_call_id: null,
+    });
+    if (!cancelled) return this.getTask(task.id);
+    if (task.pending_call_id) {
+      // Answer the open ask_user call so the session's history stays valid.
+      await this.runtime.store.appendMessages(task.session_id, [
+        {
+          role: 'tool',
+          tool_call_id: task.pending_call_id,
+          name: 'ask_user',
+          content: CANCELLED_TOOL_RESULT,
+        },
+      ]);
+    }
+    await this.runtime.events.emit('task.cancelled', task.session_id, { taskId: task.id });
+    return cancelled;
+  }
+
+  /** Resolves when the task is no longer running in this process. */
+  async wait(taskId: string): Promise<TaskRow> {
+    await this.running.get(taskId)?.done;
+    return this.getTask(taskId);
+  }
+
+  async getTask(id: string): Promise<TaskRow> {
+    const task = await this.runtime.store.findTask(id);
+    if (!task)
+      throw new CairnError('TASK_NOT_FOUND', `Task "${id}" not found. List tasks with GET /tasks.`);
+    return task;
+  }
+
+  /** Resolves when every task running in this process has stopped. */
+  async drain(): Promise<void> {
+    await Promise.all([...this.running.values()].map((r) => r.done));
+  }
+
+  /** Aborts every running task (shutdown after the grace period). */
+  abortAll(): void {
+    for (const running of this.running.values())
+      running.controller.abort(new Error('server shutting down'));
+  }
+
+  private start(task: TaskRow, turn: (signal: AbortSignal) => Promise<TurnResult>): void {
+    const controller = new AbortController();
+    const done = this.runtime.queue
+      .run(task.session_id, () => turn(controller.signal))
+      .then(
+        (outcome) => this.settle(task, outcome),
+        (err: unknown) => this.fail(task, err, controller.signal.aborted),
+      )
+      .catch(() => undefined)
+      .finally(() => this.running.delete(task.id));
+    this.running.set(task.id, { controller, done });
+  }
+
+  private async settle(task: TaskRow, outcome: TurnResult): Promise<void> {
+    const { store, events } = this.runtime;
+    if (outcome.result.kind === 'waiting') {
+      await store.transitionTask(task.id, ['running'], {
+        status: 'waiting',
+        question: outcome.result.question,
+        pending_call_id: outcome.result.callId,
+      });
+      await events.emit('task.waiting', task.session_id, {
+        taskId: task.id,
+        question: outcome.result.question,
+      });
+      return;
+    }
+    await store.transitionTask(task.id, ['running'], {
+      status: 'completed',
+      result: outcome.result.reply,
+    });
+    await events.emit('task.completed', task.session_id, { taskId: task.id });
+  }
+
+  private async fail(task: TaskRow, err: unknown, cancelled: boolean): Promise<void> {
+    const { store, events } = this.runtime;
+    if (cancelled) {
+      await store.transitionTask(task.id, ['running'], {
+        status: 'cancelled',
+        error: 'Cancelled by request.',
+      });
+      await events.emit('task.cancelled', task.session_id, { taskId: task.id });
+      return;
+    }
+    // Unknown errors may carry internals: the row gets a generic text, the log the detail.
+    const message =
+      err instanceof CairnError
+        ? `${err.code}: ${err.message}`
+        : 'INTERNAL: The task failed unexpectedly; the server log has the details.';
+    if (!(err instanceof CairnError))
+      this.runtime.log?.({ taskId: task.id, error: describeError(err) }, 'task failed');
+    await store.transitionTask(task.id, ['running'], { status: 'failed', error: message });
+    await events.emit('task.failed', task.session_id, { taskId: task.id, error: message });
+  }
+}
