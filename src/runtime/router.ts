@@ -303,7 +303,7 @@ export class Runtime {
     const repairs = missingTrailingResults(built.tail, turn.pendingCallIds);
     if (repairs.length > 0) {
       // Persist the repair so the history itself is whole again (RELIABILITY 2).
-      await this.store.appendMessages(session.id, repairs);
+      await persist(repairs);
     }
     const before = stored.length;
     await persist(turn.input);

@@ -1,0 +1,88 @@
+/**
+ * The built-in offline model: deterministic, labelled as offline in every
+ * reply, and an extractive summariser that stays within its token budget.
+ */
+import { describe, expect, it } from 'vitest';
+import type { ChatMessage } from '../../src/llm/messages.js';
+import { OFFLINE_LABEL, OfflineModel } from '../../src/llm/offline-model.js';
+
+const conversation: ChatMessage[] = [
+  { role: 'system', content: 'You are helpful.' },
+  { role: 'user', content: 'What is the capital of Norway?' },
+  { role: 'assistant', content: 'Oslo.' },
+  { role: 'user', content: 'And   its\npopulation?' },
+];
+
+describe('OfflineModel', () => {
+  it('answers chats deterministically, quoting the last user message, labelled offline', async () => {
+    const model = new OfflineModel();
+    const first = await model.complete({ messages: conversation, purpose: 'chat' });
+    const second = await model.complete({ messages: conversation, purpose: 'chat' });
+    expect(first).toEqual(second);
+    expect(first.message.role).toBe('assistant');
+    expect(first.message.content!.startsWith(OFFLINE_LABEL)).toBe(true);
+    expect(OFFLINE_LABEL).toBe('[offline model]');
+    expect(first.message.content).toContain('"And its population?"');
+    expect(first.finishReason).toBe('stop');
+    expect(first.model).toBe('offline');
+    expect(first.usage!.prompt_tokens).toBeGreaterThan(0);
+    expect(first.usage!.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it('streams the same reply in word-sized deltas', async () => {
+    const model = new OfflineModel();
+    const deltas: string[] = [];
+    const streamed = await model.complete(
+      { messages: conversation, purpose: 'chat' },
+      { onDelta: (text) => deltas.push(text) },
+    );
+    const plain = await model.complete({ messages: conversation, purpose: 'chat' });
+    expect(deltas.length).toBeGreaterThan(3);
+    expect(deltas.join('')).toBe(plain.message.content);
+    expect(streamed.message.content).toBe(plain.message.content);
+  });
+
+  it('keeps its context window', () => {
+    expect(new OfflineModel(4096).contextWindow).toBe(4096);
+  });
+
+  it('summarises extractively: the start of each input line, labelled offline', async () => {
+    const model = new OfflineModel();
+    const input = [
+      'User asked about invoice INV-2041 for ACME Corp.',
+      '',
+      'Assistant found the amount: 1 250 EUR, due 2024-07-01.',
+    ].join('\n');
+    const response = await model.complete({
+      messages: [
+        { role: 'system', content: 'Summarise.' },
+        { role: 'user', content: input },
+      ],
+      purpose: 'summary',
+    });
+    expect(response.message.content).toBe(
+      `${OFFLINE_LABEL} Extractive summary:\n` +
+        '- User asked about invoice INV-2041 for ACME Corp.\n' +
+        '- Assistant found the amount: 1 250 EUR, due 2024-07-01.',
+    );
+  });
+
+  it('clips long lines and bounds the summary by maxTokens × 4 characters', async () => {
+    const model = new OfflineModel();
+    const lines = Array.from({ length: 200 }, (_, i) => `fact ${i}: ${'detail '.repeat(40)}`);
+    for (const maxTokens of [20, 100, 500]) {
+      const response = await model.complete({
+        messages: [{ role: 'user', content: lines.join('\n') }],
+        maxTokens,
+        purpose: 'summary',
+      });
+      const summary = response.message.content!;
+      expect(summary.length).toBeLessThanOrEqual(maxTokens * 4);
+      expect(summary.startsWith(`${OFFLINE_LABEL} Extractive summary:`)).toBe(true);
+      for (const line of summary.split('\n').slice(1)) {
+        expect(line.length).toBeLessThanOrEqual(2 + 160);
+      }
+      if (maxTokens >= 100) expect(summary).toContain('- fact 0:');
+    }
+  });
+});
