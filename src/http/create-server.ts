@@ -45,6 +45,9 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     bodyLimit: deps.bodyLimitBytes,
     requestTimeout: REQUEST_TIMEOUT_MS,
     return503OnClosing: true,
+    // A URL the router cannot decode (`%zz`) or a path parameter over its
+    // length cap would otherwise get fastify's own body, not our envelope.
+    frameworkErrors: (err, request, reply) => sendError(err, request, reply),
   });
 
   // Bodies are validated strictly (no coercion, no silent stripping); query
@@ -80,7 +83,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     app.addHook('onRequest', async (request) => {
       if (OPEN_PATHS.has(request.url.split('?')[0] ?? '')) return;
       const header = request.headers.authorization ?? '';
-      const token = header.startsWith('Bearer ') ? header.slice('Bearer '.length) : '';
+      // The scheme name is case-insensitive (RFC 9110 §11.1).
+      const token = /^bearer /i.test(header) ? header.slice('Bearer '.length) : '';
       // Compare digests so the comparison is constant-time whatever the length.
       if (!timingSafeEqual(digest(token), expected)) {
         throw new CairnError(

@@ -44,6 +44,13 @@ export function toHttpError(err: unknown, requestId: string): [number, ErrorBody
       ];
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return [415, errorBody('UNSUPPORTED_MEDIA_TYPE', 'Send the body as application/json.')];
+    case 'FST_ERR_BAD_URL':
+      return [400, errorBody('VALIDATION_ERROR', 'The URL is not valid: check its %-encoding.')];
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return [
+        400,
+        errorBody('VALIDATION_ERROR', 'A path parameter is too long to be a name or an id.'),
+      ];
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return [400, errorBody('VALIDATION_ERROR', 'The request body is not valid JSON.')];
