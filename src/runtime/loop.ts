@@ -17,6 +17,8 @@ export const EMPTY_REPLY_NUDGE =
   'Your previous reply was empty. Answer the last message, or call a tool if you need one.';
 export const TRUNCATED_TOOL_CALL_NOTE =
   'Your previous reply was cut off at the token limit while writing tool-call arguments, so no tool ran. Call the tool again with shorter arguments, or answer in text.';
+/** How many times in a row the model may be told its tool calls were malformed (RELIABILITY 19). */
+export const MAX_CORRECTION_ROUNDS = 2;
 export const CANCELLED_TOOL_RESULT = 'Error: the tool call was cancelled before it finished.';
 
 export type LoopEvent =
@@ -50,6 +52,8 @@ export type LoopResult =
 interface ToolOutcome {
   content: string;
   isError: boolean;
+  /** The call itself was wrong (unknown tool, arguments not matching the schema). */
+  invalidCall?: boolean;
   waitFor?: string;
 }
 
@@ -76,6 +80,17 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
   // truncated-tool-call warning.
   let note: string | undefined;
   let emptyReplies = 0;
+  // Consecutive replies whose tool calls were malformed: each one is a
+  // correction round, and the model gets at most MAX_CORRECTION_ROUNDS.
+  let badRounds = 0;
+  const checkCorrections = (): void => {
+    if (badRounds > MAX_CORRECTION_ROUNDS) {
+      throw new CairnError(
+        'LLM_ERROR',
+        `The model sent invalid tool calls ${badRounds} times in a row; stopping after ${MAX_CORRECTION_ROUNDS} correction rounds. Try again or use a model that handles tools better.`,
+      );
+    }
+  };
 
   for (let iteration = 1; iteration <= options.maxIterations; iteration++) {
     signal?.throwIfAborted();
@@ -112,6 +127,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       // Arguments cut at max_tokens are not JSON we can trust: run nothing,
       // store nothing, tell the model (RELIABILITY 18).
       note = TRUNCATED_TOOL_CALL_NOTE;
+      badRounds += 1;
+      checkCorrections();
       continue;
     }
     const text = reply.content ?? '';
@@ -139,9 +156,11 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
     const ordered = [...calls].sort(
       (a, b) => Number(a.function.name === 'ask_user') - Number(b.function.name === 'ask_user'),
     );
+    let invalidCalls = false;
     for (const call of ordered) {
       options.onEvent?.({ type: 'tool_call', call });
       const outcome = await runTool(call, options);
+      invalidCalls ||= outcome.invalidCall === true;
       if (outcome.waitFor !== undefined) {
         return { kind: 'waiting', question: outcome.waitFor, callId: call.id, usage };
       }
@@ -163,6 +182,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       if (signal?.aborted) await persistCancelled(ordered, messages, options);
       signal?.throwIfAborted();
     }
+    badRounds = invalidCalls ? badRounds + 1 : 0;
+    checkCorrections();
   }
   throw new CairnError(
     'MAX_ITERATIONS',
@@ -195,10 +216,11 @@ async function runTool(call: ToolCall, options: LoopOptions): Promise<ToolOutcom
     return {
       content: `Error: there is no tool named "${call.function.name}". Available tools: ${options.tools.names().join(', ') || 'none'}.`,
       isError: true,
+      invalidCall: true,
     };
   }
   const parsed = options.tools.parseArguments(tool, call.function.arguments);
-  if (!parsed.ok) return { content: `Error: ${parsed.error}`, isError: true };
+  if (!parsed.ok) return { content: `Error: ${parsed.error}`, isError: true, invalidCall: true };
 
   const timeoutMs = tool.timeoutMs ?? TOOL_TIMEOUT_MS;
   const controller = new AbortController();

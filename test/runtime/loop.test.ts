@@ -260,6 +260,31 @@ describe('loop: tool mistakes become tool results and the loop goes on (RELIABIL
     });
   });
 
+  it('gives the model at most 2 correction rounds for malformed calls, then fails with LLM_ERROR', async () => {
+    fake.setDefault(() => toolCall('echo', '{"txt":"still wrong"}'));
+    const { status, body } = await chat('keep getting it wrong');
+    expect(status).toBe(502);
+    expect(body.error.code).toBe('LLM_ERROR');
+    expect(body.error.message).toMatch(/correction rounds/);
+    // The first call plus 2 corrections; no 4th request.
+    expect(fake.requests).toHaveLength(3);
+    expectAllRequestsValid();
+  });
+
+  it('resets the correction count after a valid call', async () => {
+    fake.script(
+      toolCall('echo', '{"txt":"wrong"}'),
+      toolCall('echo', '{"txt":"wrong again"}'),
+      toolCall('echo', '{"text":"right"}'),
+      toolCall('echo', '{"txt":"wrong"}'),
+      toolCall('echo', '{"txt":"wrong again"}'),
+      { content: 'done' },
+    );
+    const { status, body } = await chat('mixed');
+    expect(status).toBe(200);
+    expect(body.reply).toBe('done');
+  });
+
   it('sends a placeholder for a tool that returns nothing or blank text (RELIABILITY 5)', async () => {
     fake.script(
       {
