@@ -54,7 +54,7 @@ export function validateAgents(): number {
 /** `cairn migrate`: applies pending migrations and reports them. */
 export function runMigrations(): void {
   const settings = loadSettings();
-  const db = openDatabase(settings.database.path);
+  const db = openDatabase(settings.database.path, { migrate: false });
   const ran = migrate(db);
   db.close();
   console.log(

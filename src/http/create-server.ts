@@ -44,7 +44,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     logger: deps.logger,
     bodyLimit: deps.bodyLimitBytes,
     requestTimeout: REQUEST_TIMEOUT_MS,
-    return503OnClosing: true,
+    // Our own hook answers 503 while closing, in the API's error envelope.
+    return503OnClosing: false,
     // A URL the router cannot decode (`%zz`) or a path parameter over its
     // length cap would otherwise get fastify's own body, not our envelope.
     frameworkErrors: (err, request, reply) => sendError(err, request, reply),
@@ -76,6 +77,20 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
     void jsonParser(request, text, done);
+  });
+
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (closing) {
+      void reply.header('connection', 'close');
+      throw new CairnError(
+        'SERVICE_UNAVAILABLE',
+        'The server is shutting down. Retry against another instance or after restart.',
+      );
+    }
   });
 
   if (deps.apiKey !== null) {

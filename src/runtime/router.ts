@@ -152,6 +152,19 @@ export class Runtime {
   async resetSession(id: string): Promise<SessionRow> {
     await this.getSession(id);
     return this.queue.run(id, async () => {
+      // A task waiting on this session waits on a call that reset deletes.
+      const waiting = await this.store.findWaitingTaskForSession(id);
+      if (waiting) {
+        await this.store.transitionTask(waiting.id, ['waiting'], {
+          status: 'cancelled',
+          error: 'Cancelled: the session was reset.',
+          pending_call_id: null,
+        });
+        await this.events.emit('task.cancelled', id, {
+          taskId: waiting.id,
+          reason: 'session reset',
+        });
+      }
       const session = await this.store.resetSession(id);
       if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found.`);
       await this.events.emit('session.reset', id, {});
@@ -299,6 +312,8 @@ export class Runtime {
       }
     };
 
+    // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
+    const tools = await this.deps.tools.forAgent(agent);
     const built = await this.buildContext(session, agent);
     const repairs = missingTrailingResults(built.tail, turn.pendingCallIds);
     if (repairs.length > 0) {
@@ -329,7 +344,6 @@ export class Runtime {
       },
     });
     const guard = this.deps.contextGuard;
-    const tools = await this.deps.tools.forAgent(agent);
     const result = await runLoop({
       model: guard ? guard.guardModel(this.deps.model, context) : this.deps.model,
       ...(agent.model !== undefined ? { modelName: agent.model } : {}),

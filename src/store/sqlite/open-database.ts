@@ -12,7 +12,7 @@ export type SqliteDatabase = Database.Database;
 /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
 export const SQLITE_BUSY_TIMEOUT_MS = 5_000;
 
-export function openDatabase(path: string): SqliteDatabase {
+export function openDatabase(path: string, options: { migrate?: boolean } = {}): SqliteDatabase {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
@@ -21,7 +21,7 @@ export function openDatabase(path: string): SqliteDatabase {
   db.pragma('synchronous = NORMAL');
   db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
   db.pragma('foreign_keys = ON');
-  migrate(db);
+  if (options.migrate !== false) migrate(db);
   return db;
 }
 
