@@ -1,2 +1,58 @@
-/** Runs once before the suite. Kept for suite-wide setup such as building dist/ for process tests. */
-export default function setup(): void {}
+/**
+ * Runs once before the suite: compiles src/ into dist/ so the process tests
+ * (test/process/) run the real `cairn` bin — `node dist/cli/main.js serve`,
+ * what the README and `npm start` use — rather than the TypeScript sources.
+ * A build that fails stops the run: process tests against a stale dist/ would
+ * test code that no longer exists.
+ *
+ * The build goes to a staging folder that is then swapped in, so a server
+ * process starting while another test run rebuilds never loads half-written
+ * files (plain `tsc` rewrites dist/ in place, file by file).
+ */
+import { execFileSync } from 'node:child_process';
+import { renameSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const DIST = join(ROOT, 'dist');
+
+function errorCode(err: unknown): unknown {
+  return (err as { code?: unknown }).code;
+}
+
+export default function setup(): void {
+  // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
+  const staging = join(ROOT, `dist.building-${process.pid}`);
+  const retired = join(ROOT, `dist.old-${process.pid}`);
+  // The TypeScript compiler run directly by node: `npx tsc` without npx's start-up cost.
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  try {
+    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', staging], {
+      cwd: ROOT,
+      stdio: 'pipe',
+      encoding: 'utf8',
+    });
+  } catch (err) {
+    rmSync(staging, { recursive: true, force: true });
+    const { stdout, stderr } = err as { stdout?: string; stderr?: string };
+    throw new Error(
+      `global setup: \`tsc -p tsconfig.build.json\` failed, so the process tests cannot trust dist/:\n${stdout ?? ''}${stderr ?? ''}`,
+    );
+  }
+  try {
+    renameSync(DIST, retired);
+  } catch (err) {
+    if (errorCode(err) !== 'ENOENT') throw err;
+  }
+  try {
+    renameSync(staging, DIST);
+  } catch (err) {
+    // A concurrent run swapped in its own build of the same sources first.
+    if (errorCode(err) !== 'ENOTEMPTY' && errorCode(err) !== 'EEXIST') throw err;
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+    rmSync(retired, { recursive: true, force: true });
+  }
+}

@@ -58,7 +58,6 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       IDLE_REAP_INTERVAL_MS,
     );
     reaper.unref();
-    clearInterval(reaper);
     app
       .close()
       .then(() => process.exit(0))

@@ -94,24 +94,29 @@ export class DefaultCompaction {
       session.compact_count,
       maxCutoff === undefined ? {} : { maxCutoff },
     );
-    if (options.dryRun) {
-      return {
-        sessionId: session.id,
-        dryRun: true,
-        compactedCount: plan.cutoff,
-        newSize: session.compact_size + plan.cutoff,
-        batchChars: plan.batchChars,
-        totalChars: plan.totalChars,
-      };
-    }
-    if (plan.cutoff === 0) return upToDate();
-
     // The summariser's input must fit its own context window: when the batch
-    // is larger, compact a shorter, still tool-safe, prefix now.
+    // is larger, compact a shorter, still tool-safe, prefix now. A dry run
+    // applies the same limit (loading contents, never calling the model), so
+    // it reports exactly what a real compaction would do.
     const maxSummaryChars =
       this.deps.agents.find(session.agent_name)?.defaultCompaction.maxSummaryChars ??
       DEFAULT_MAX_SUMMARY_CHARS;
-    const request = await this.buildInput(session, plan.cutoff, maxSummaryChars, metas);
+    const request =
+      plan.cutoff === 0
+        ? { cutoff: 0, transcript: [], inputChars: 0 }
+        : await this.buildInput(session, plan.cutoff, maxSummaryChars, metas);
+    if (options.dryRun) {
+      let batchChars = 0;
+      for (let i = 0; i < request.cutoff; i++) batchChars += metas[i]!.chars;
+      return {
+        sessionId: session.id,
+        dryRun: true,
+        compactedCount: request.cutoff,
+        newSize: session.compact_size + request.cutoff,
+        batchChars,
+        totalChars: plan.totalChars,
+      };
+    }
     if (request.cutoff === 0) return upToDate();
 
     // 9. The model call; no lock is held meanwhile.

@@ -229,7 +229,9 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
 
 /** A loopback host needs no API key; anything else does (RELIABILITY 38). */
 export function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
+  return (
+    host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host)
+  );
 }
 
 /** A one-line description of a role for the startup log: never contains the key. */

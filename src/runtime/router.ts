@@ -326,14 +326,19 @@ export class Runtime {
     const messages = [...built.messages, ...repairs, ...turn.input];
 
     let compaction: TurnCompactionReport | null = null;
+    // The pointer the loop's messages were built at: when a compaction lands
+    // mid-turn (automatic, overflow recovery or manual), the next call rebuilds.
+    let builtAtSeq = session.compact_seq;
+    const rebuild = async (): Promise<ChatMessage[]> => {
+      session = (await this.store.findSession(session.id)) ?? session;
+      builtAtSeq = session.compact_seq;
+      return (await this.buildContext(session, agent)).messages;
+    };
     const context = (): TurnContext => ({
       session,
       agent,
       turnStartSeq,
-      rebuild: async () => {
-        session = (await this.store.findSession(session.id)) ?? session;
-        return (await this.buildContext(session, agent)).messages;
-      },
+      rebuild,
       onCompacted: (done) => {
         compaction = {
           trigger: 'auto',
@@ -367,7 +372,8 @@ export class Runtime {
             prepare: async (current: ChatMessage[]) => {
               // Re-read: usage, pointer and suspension change between calls.
               session = (await this.store.findSession(session.id)) ?? session;
-              return guard.beforeModelCall(context(), current);
+              const fresh = session.compact_seq === builtAtSeq ? current : await rebuild();
+              return guard.beforeModelCall(context(), fresh);
             },
           }
         : {}),

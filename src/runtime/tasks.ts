@@ -11,6 +11,7 @@ import type { ChatMessage } from '../llm/messages.js';
 import type { TaskRow } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import type { Runtime, TurnResult } from './router.js';
+import { SessionQueue } from './session-queue.js';
 
 export const RESUME_AFTER_INTERRUPTION =
   'Continue the task where you left off. (It was interrupted by a server restart; tool calls that were running then have no known outcome.)';
@@ -28,8 +29,13 @@ interface Running {
   done: Promise<void>;
 }
 
+/** How many times a cancel aborts a run that keeps settling as `waiting` before it gives up. */
+const CANCEL_ROUNDS = 3;
+
 export class TaskRunner {
   private readonly running = new Map<string, Running>();
+  /** Per-task lock for resume and cancel (a FIFO keyed by task id). */
+  private readonly control = new SessionQueue();
 
   constructor(private readonly runtime: Runtime) {}
 
@@ -46,11 +52,10 @@ export class TaskRunner {
       agentName: agent.name,
       input: input.input,
     });
-    await runtime.events.emit('task.started', session.id, {
-      taskId: task.id,
-      agentName: agent.name,
-    });
+    // Registered before any await, so a cancel from now on finds the run.
     this.start(task, async (signal) => {
+      // Cancelled while queued: stop before the input is stored.
+      signal.throwIfAborted();
       const current = await runtime.usableSession(session.id, agent);
       // A task queued behind another may find the session waiting by then.
       await runtime.rejectIfTaskWaiting(current.id);
@@ -61,6 +66,10 @@ export class TaskRunner {
         signal,
       });
     });
+    await runtime.events.emit('task.started', session.id, {
+      taskId: task.id,
+      agentName: agent.name,
+    });
     return task;
   }
 
@@ -69,6 +78,12 @@ export class TaskRunner {
    * optionally with a message). Exactly one of two concurrent resumes wins.
    */
   async resumeTask(input: { taskId: string; answer?: string }): Promise<TaskRow> {
+    // Under the task's control lock, so a cancel never sees the row `running`
+    // before the run is registered (it would find nothing to abort).
+    return this.control.run(input.taskId, () => this.resumeLocked(input));
+  }
+
+  private async resumeLocked(input: { taskId: string; answer?: string }): Promise<TaskRow> {
     const { runtime } = this;
     const before = await this.getTask(input.taskId);
     if (before.status !== 'waiting' && before.status !== 'interrupted') {
@@ -97,7 +112,6 @@ export class TaskRunner {
         `Task "${before.id}" was resumed or cancelled by another request.`,
       );
     }
-    await runtime.events.emit('task.resumed', task.session_id, { taskId: task.id });
     const pendingCallId = before.status === 'waiting' ? before.pending_call_id : null;
     const message: ChatMessage =
       pendingCallId !== null
@@ -121,38 +135,58 @@ export class TaskRunner {
         ...(pendingCallId !== null ? { pendingCallIds: new Set([pendingCallId]) } : {}),
       });
     });
+    await runtime.events.emit('task.resumed', task.session_id, { taskId: task.id });
     return task;
   }
 
   /** Cancels a running, waiting or interrupted task; a finished task is returned unchanged. */
   async cancelTask(taskId: string): Promise<TaskRow> {
+    // A run that is aborted may still settle as `waiting` (it had just asked
+    // the user): look again once it has stopped. Bounded: only a resume can
+    // start a new run, and each round aborts it.
+    for (let round = 0; round < CANCEL_ROUNDS; round++) {
+      const step = await this.control.run(taskId, () => this.cancelLocked(taskId));
+      if ('task' in step) return step.task;
+      await step.stopped;
+    }
+    return this.getTask(taskId);
+  }
+
+  private async cancelLocked(
+    taskId: string,
+  ): Promise<{ task: TaskRow } | { stopped: Promise<void> }> {
+    const { runtime } = this;
     const task = await this.getTask(taskId);
     const running = this.running.get(task.id);
     if (running) {
       running.controller.abort(new CairnError('INTERNAL', 'cancelled'));
-      await running.done;
-      return this.getTask(task.id);
+      return { stopped: running.done };
     }
-    if (task.status !== 'waiting' && task.status !== 'interrupted') return task;
-    const cancelled = await this.runtime.store.transitionTask(task.id, [task.status], {
-      status: 'cancelled',
-      error: 'Cancelled by request.',
-      pending_call_id: null,
+    if (task.status !== 'waiting' && task.status !== 'interrupted') return { task };
+    // On the session's queue, so no turn builds its context between the
+    // status change and the answer to the open call.
+    const cancelled = await runtime.queue.run(task.session_id, async () => {
+      const row = await runtime.store.transitionTask(task.id, [task.status], {
+        status: 'cancelled',
+        error: 'Cancelled by request.',
+        pending_call_id: null,
+      });
+      if (row && task.pending_call_id) {
+        // Answer the open ask_user call so the session's history stays valid.
+        await runtime.store.appendMessages(task.session_id, [
+          {
+            role: 'tool',
+            tool_call_id: task.pending_call_id,
+            name: 'ask_user',
+            content: CANCELLED_TOOL_RESULT,
+          },
+        ]);
+      }
+      return row;
     });
-    if (!cancelled) return this.getTask(task.id);
-    if (task.pending_call_id) {
-      // Answer the open ask_user call so the session's history stays valid.
-      await this.runtime.store.appendMessages(task.session_id, [
-        {
-          role: 'tool',
-          tool_call_id: task.pending_call_id,
-          name: 'ask_user',
-          content: CANCELLED_TOOL_RESULT,
-        },
-      ]);
-    }
-    await this.runtime.events.emit('task.cancelled', task.session_id, { taskId: task.id });
-    return cancelled;
+    if (!cancelled) return { task: await this.getTask(task.id) };
+    await runtime.events.emit('task.cancelled', task.session_id, { taskId: task.id });
+    return { task: cancelled };
   }
 
   /** Resolves when the task is no longer running in this process. */

@@ -1,0 +1,358 @@
+/**
+ * Automatic compaction and context-overflow recovery (DESIGN §5.3, §4;
+ * RELIABILITY 20): the threshold on the estimated prompt, never covering the
+ * running turn, several runs inside one long turn, the breaker that suspends
+ * it after three failures (and a manual compaction that lifts it), and the
+ * provider's context-length error answered by one compaction and one retry,
+ * then CONTEXT_OVERFLOW with a bounded number of attempts.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { SUMMARY_PREFIX } from '../../src/compaction/build-context.js';
+import type { ChatMessage } from '../../src/llm/messages.js';
+import { estimateMessagesTokens } from '../../src/llm/tokens.js';
+import type { FakeReply, RecordedRequest } from '../fakes/llm-server.js';
+import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+
+const CONTEXT_WINDOW = 2_000;
+const AUTO_THRESHOLD = 50;
+/** Estimated prompt tokens at or above which automatic compaction runs. */
+const LIMIT_TOKENS = (CONTEXT_WINDOW * AUTO_THRESHOLD) / 100;
+
+/** Returns `"data "` × size: a long tool output. */
+const BIG_TOOL = `export default {
+  name: 'big_output',
+  description: 'Returns a long text.',
+  parameters: {
+    type: 'object',
+    properties: { size: { type: 'integer', minimum: 1 } },
+    required: ['size'],
+    additionalProperties: false,
+  },
+  async run(args) {
+    return 'data '.repeat(args.size);
+  },
+};
+`;
+
+const AUTO_AGENT = {
+  ...TEST_AGENT,
+  tools: [...TEST_AGENT.tools, './tools/big.js'],
+  maxIterations: 10,
+  defaultCompaction: { autoThreshold: AUTO_THRESHOLD },
+};
+
+function isSummaryRequest(body: { messages?: { role: string; content: unknown }[] }): boolean {
+  const first = body.messages?.[0];
+  return first?.role === 'system' && String(first.content).includes('rolling summary');
+}
+
+/** A text of about `tokens` tokens (one per word). */
+const words = (tokens: number, tag: string): string => `${tag} ${'word '.repeat(tokens)}`.trim();
+
+function conversation(count: number, tokens: number): ChatMessage[] {
+  return Array.from({ length: count }, (_, i) => ({
+    role: i % 2 === 0 ? 'user' : 'assistant',
+    content: words(tokens, `m${i}`),
+  }));
+}
+
+/** Usage as a real provider reports it: here Cairn's own token estimate of the prompt. */
+function usageOf(body: { messages: ChatMessage[] }): FakeReply['usage'] {
+  return { prompt_tokens: estimateMessagesTokens(body.messages), completion_tokens: 3 };
+}
+
+interface Envelope {
+  sessionId: string;
+  reply: string;
+  messages: { seq: number; role: string; content: string | null }[];
+  compaction: { trigger: string; runs: number; compactedCount: number; newSize: number } | null;
+}
+
+describe('automatic compaction', () => {
+  let t: TestApp;
+  /** What summary calls answer: a summary, or a fault. */
+  let summaryReply: () => FakeReply;
+  let summaryNumber: number;
+  /** What the next chat calls answer, in order ('ok' when empty); usage is added. */
+  let chatReplies: FakeReply[];
+
+  const fake = () => t.fake!;
+  const summaryRequests = (): RecordedRequest[] =>
+    fake().requests.filter((r) => isSummaryRequest(r.body));
+  const chatRequests = (): RecordedRequest[] =>
+    fake().requests.filter((r) => !isSummaryRequest(r.body));
+
+  beforeAll(async () => {
+    t = await startTestApp({
+      agents: { assistant: AUTO_AGENT },
+      files: { 'agents/assistant/tools/big.js': BIG_TOOL },
+      mainModel: { contextWindow: CONTEXT_WINDOW },
+    });
+  });
+  afterAll(async () => t.close());
+  beforeEach(() => {
+    fake().reset();
+    summaryNumber = 0;
+    summaryReply = () => ({ content: `SUMMARY-${++summaryNumber}` });
+    chatReplies = [];
+    fake().setDefault((body) =>
+      isSummaryRequest(body)
+        ? summaryReply()
+        : { ...(chatReplies.shift() ?? { content: 'ok' }), usage: usageOf(body) },
+    );
+  });
+
+  const inject = (method: 'GET' | 'POST', url: string, payload?: object) =>
+    t.app.server.inject({ method, url, ...(payload ? { payload } : {}) });
+
+  async function seeded(messages: ChatMessage[]): Promise<string> {
+    const res = await inject('POST', '/sessions', { agentName: 'assistant' });
+    const id = res.json().session.id as string;
+    await t.app.store.appendMessages(id, messages);
+    return id;
+  }
+
+  async function chat(id: string | undefined, message: string): Promise<Envelope> {
+    const res = await inject('POST', '/agents/assistant/chat', {
+      message,
+      ...(id !== undefined ? { sessionId: id } : {}),
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json<Envelope>();
+  }
+
+  async function session(id: string) {
+    return (await inject('GET', `/sessions/${id}`)).json().session;
+  }
+
+  async function compactions(id: string) {
+    return (await inject('GET', `/sessions/${id}/compactions`)).json().compactions as {
+      trigger: string;
+      to_seq: number;
+      from_seq: number;
+    }[];
+  }
+
+  async function events(id: string, type: string) {
+    return (await t.app.store.listEvents({ afterId: 0, sessionId: id, limit: 1_000 })).filter(
+      (e) => e.type === type,
+    );
+  }
+
+  function expectAllAccepted(): void {
+    for (const r of fake().requests) expect(r.problems).toEqual([]);
+  }
+
+  it('runs when the estimate reaches the threshold, reports it, and never covers the running turn', async () => {
+    const first = await chat(undefined, words(100, 'first'));
+    expect(first.compaction).toBeNull();
+    expect(summaryRequests()).toHaveLength(0);
+    const id = first.sessionId;
+
+    // Long user messages push the estimate over LIMIT_TOKENS within a few turns.
+    let compacted: Envelope | undefined;
+    for (let turn = 1; turn <= 10 && !compacted; turn++) {
+      const before = summaryRequests().length;
+      const envelope = await chat(id, words(250, `turn${turn}`));
+      if (envelope.compaction) compacted = envelope;
+      else expect(summaryRequests()).toHaveLength(before);
+    }
+    expect(compacted, 'no automatic compaction within 10 turns').toBeDefined();
+    const envelope = compacted!;
+    expect(envelope.compaction).toEqual({
+      trigger: 'auto',
+      runs: 1,
+      compactedCount: expect.any(Number),
+      newSize: expect.any(Number),
+    });
+    expect(envelope.compaction!.compactedCount).toBeGreaterThan(0);
+
+    const state = await session(id);
+    expect(state.compact_size).toBe(envelope.compaction!.newSize);
+    const turnUser = envelope.messages[0]!;
+    expect(turnUser.role).toBe('user');
+    expect(state.compact_seq).toBeLessThan(turnUser.seq);
+    const rows = await compactions(id);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.trigger).toBe('auto');
+    expect((await events(id, 'context.defaultCompacted'))[0]!.data).toMatchObject({
+      trigger: 'auto',
+      compactedCount: envelope.compaction!.compactedCount,
+    });
+
+    // The request after the compaction carries the summary and ends with the turn's message.
+    const sent = chatRequests().at(-1)!.body.messages as { role: string; content: string }[];
+    expect(sent[1]).toEqual({ role: 'user', content: `${SUMMARY_PREFIX}SUMMARY-1` });
+    expect(sent.at(-1)).toEqual({ role: 'user', content: turnUser.content });
+    expect(estimateMessagesTokens(sent as ChatMessage[])).toBeLessThan(LIMIT_TOKENS);
+    expectAllAccepted();
+  });
+
+  it('may run more than once inside one long turn with big tool outputs', async () => {
+    // Just under the threshold before the turn; every tool output adds ~500 tokens.
+    const id = await seeded(conversation(8, 105));
+    chatReplies = [
+      { tool_calls: [{ name: 'big_output', arguments: '{"size":500}' }] },
+      { tool_calls: [{ name: 'big_output', arguments: '{"size":500}' }] },
+      { content: 'task done' },
+    ];
+    const envelope = await chat(id, 'run the long task');
+    expect(envelope.reply).toBe('task done');
+    expect(envelope.compaction).not.toBeNull();
+    expect(envelope.compaction!.runs).toBeGreaterThanOrEqual(2);
+
+    const turnStart = envelope.messages[0]!.seq;
+    const rows = await compactions(id);
+    expect(rows).toHaveLength(envelope.compaction!.runs);
+    for (const row of rows) {
+      expect(row.trigger).toBe('auto');
+      expect(row.to_seq).toBeLessThan(turnStart);
+    }
+    expect(envelope.compaction!.newSize).toBe((await session(id)).compact_size);
+    // Every request of the turn still contains the task and ends with what must be answered.
+    const turnRequests = chatRequests();
+    expect(turnRequests).toHaveLength(3);
+    for (const r of turnRequests) {
+      const sent = r.body.messages as { role: string; content: string | null }[];
+      expect(sent.some((m) => m.role === 'user' && m.content === 'run the long task')).toBe(true);
+    }
+    expect(turnRequests.at(-1)!.body.messages.at(-1).role).toBe('tool');
+    expectAllAccepted();
+  });
+
+  it('is suspended after three failed summaries in a row; turns still succeed; a manual compaction lifts it', async () => {
+    const id = await seeded(conversation(12, 100)); // ~1 250 tokens: over the threshold
+    summaryReply = () => ({ status: 500 });
+
+    for (let turn = 1; turn <= 3; turn++) {
+      const envelope = await chat(id, `turn ${turn}`);
+      expect(envelope.reply).toBe('ok');
+      expect(envelope.compaction).toBeNull();
+      expect(summaryRequests()).toHaveLength(turn);
+      expect((await session(id)).compaction_suspended).toBe(turn < 3 ? 0 : 1);
+    }
+    const suspended = await events(id, 'context.compactionSuspended');
+    expect(suspended).toHaveLength(1);
+    expect(suspended[0]!.data.sessionId).toBe(id);
+    expect(String(suspended[0]!.data.reason)).toMatch(/3/);
+
+    // Suspended: no more attempts, and the turn goes on.
+    expect((await chat(id, 'turn 4')).reply).toBe('ok');
+    expect(summaryRequests()).toHaveLength(3);
+
+    summaryReply = () => ({ content: 'MANUAL SUMMARY' });
+    const manual = await inject('POST', `/sessions/${id}/compact`);
+    expect(manual.statusCode, manual.body).toBe(200);
+    expect(manual.json().session.compaction_suspended).toBe(0);
+
+    // Over the threshold again: automatic compaction runs again.
+    await t.app.store.appendMessages(id, conversation(12, 100));
+    summaryReply = () => ({ content: 'AUTO AGAIN' });
+    const envelope = await chat(id, 'turn 5');
+    expect(envelope.compaction).toMatchObject({ trigger: 'auto', runs: 1 });
+    expect((await session(id)).compact_summary).toBe('AUTO AGAIN');
+    expectAllAccepted();
+  });
+});
+
+describe('context-overflow recovery', () => {
+  /** The fake's window, in its own estimate (characters / 4). */
+  const FAKE_WINDOW_TOKENS = 1_500;
+  let t: TestApp;
+
+  const fake = () => t.fake!;
+  const summaryRequests = (): RecordedRequest[] =>
+    fake().requests.filter((r) => isSummaryRequest(r.body));
+  const mainRequests = (): RecordedRequest[] =>
+    fake().requests.filter((r) => !isSummaryRequest(r.body));
+
+  beforeAll(async () => {
+    // No autoThreshold: only the provider's error triggers compaction.
+    t = await startTestApp({ fakeOptions: { contextWindowTokens: FAKE_WINDOW_TOKENS } });
+  });
+  afterAll(async () => t.close());
+  beforeEach(() => {
+    fake().reset();
+    fake().setDefault((body) =>
+      isSummaryRequest(body) ? { content: 'OVERFLOW SUMMARY' } : { content: 'ok' },
+    );
+  });
+
+  async function seeded(messages: ChatMessage[]): Promise<string> {
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/sessions',
+      payload: { agentName: 'assistant' },
+    });
+    const id = res.json().session.id as string;
+    await t.app.store.appendMessages(id, messages);
+    return id;
+  }
+
+  const chat = (id: string, message: string) =>
+    t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message, sessionId: id },
+    });
+
+  /** Text of `chars` characters. */
+  const text = (chars: number, tag: string) => `${tag} `.padEnd(chars, 'x');
+
+  it('compacts and retries once when the first request overflows, and the chat succeeds', async () => {
+    // 14 × 500 characters ≈ 1 750 of the fake's tokens: over its window.
+    const id = await seeded(
+      Array.from({ length: 14 }, (_, i) => ({
+        role: i % 2 === 0 ? 'user' : 'assistant',
+        content: text(500, `m${i}`),
+      })),
+    );
+    const res = await chat(id, 'hello');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().reply).toBe('ok');
+    expect(res.json().compaction).toEqual({
+      trigger: 'auto',
+      runs: 1,
+      compactedCount: 8,
+      newSize: 8,
+    });
+    expect(fake().requests.map((r) => (isSummaryRequest(r.body) ? 'summary' : 'main'))).toEqual([
+      'main',
+      'summary',
+      'main',
+    ]);
+    const retry = mainRequests()[1]!.body.messages as { role: string; content: string }[];
+    expect(retry[1]).toEqual({ role: 'user', content: `${SUMMARY_PREFIX}OVERFLOW SUMMARY` });
+    expect(retry.at(-1)).toEqual({ role: 'user', content: 'hello' });
+    const session = (await t.app.server.inject({ url: `/sessions/${id}` })).json().session;
+    expect(session).toMatchObject({ compact_size: 8, compact_summary: 'OVERFLOW SUMMARY' });
+    for (const r of fake().requests) expect(r.problems).toEqual([]);
+  });
+
+  it('fails with 400 CONTEXT_OVERFLOW after compaction and compactMessages, in at most 3 main attempts', async () => {
+    const id = await seeded(
+      Array.from({ length: 4 }, (_, i) => ({
+        role: i % 2 === 0 ? 'user' : 'assistant',
+        content: text(500, `m${i}`),
+      })),
+    );
+    // The message alone is larger than the window: nothing can make it fit.
+    const res = await chat(id, text(7_000, 'huge'));
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({
+      error: { code: 'CONTEXT_OVERFLOW', message: expect.any(String) },
+    });
+    // Overflow → compaction → retry overflows → compactMessages → last retry overflows → stop.
+    expect(fake().requests.map((r) => (isSummaryRequest(r.body) ? 'summary' : 'main'))).toEqual([
+      'main',
+      'summary',
+      'main',
+      'summary',
+      'main',
+    ]);
+    expect(summaryRequests()).toHaveLength(2);
+    const events = await t.app.store.listEvents({ afterId: 0, sessionId: id, limit: 100 });
+    expect(events.map((e) => e.type)).toContain('context.compacted');
+    for (const r of fake().requests) expect(r.problems).toEqual([]);
+  });
+});

@@ -1,0 +1,347 @@
+/**
+ * Agent memory (DESIGN §2, §3, §6): notes over HTTP, the memory_save /
+ * memory_search / memory_delete tools driven by the model, and the build-time
+ * injection of the newest notes into the system context (never stored as
+ * messages; absent when memory is disabled).
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { MemoryNote } from '../../src/store/store.js';
+import { startTestApp, type TestApp } from '../helpers/test-app.js';
+
+const MEMO = {
+  name: 'memo',
+  description: 'Remembers things',
+  system: 'You remember things.',
+  tools: ['memory'],
+  maxIterations: 5,
+  memory: { enabled: true },
+};
+/** A small budget: the header (48 characters) plus two of the notes below. */
+const TIGHT = {
+  name: 'tight',
+  description: 'Little room for notes',
+  system: 'You have little memory.',
+  tools: [],
+  maxIterations: 3,
+  memory: { enabled: true, maxChars: 120 },
+};
+const FORGETFUL = {
+  name: 'forgetful',
+  description: 'Memory off',
+  system: 'You forget.',
+  tools: [],
+  maxIterations: 3,
+};
+
+const MEMORY_HEADER = 'Notes from your long-term memory (newest first):';
+
+interface WireMessage {
+  role: string;
+  content: string | null;
+  tool_calls?: { id: string }[];
+  tool_call_id?: string;
+}
+
+describe('memory', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ agents: { memo: MEMO, tight: TIGHT, forgetful: FORGETFUL } });
+  });
+  afterAll(async () => t.close());
+  beforeEach(() => t.fake!.reset());
+
+  function put(agent: string, key: string, payload: unknown) {
+    return t.app.server.inject({
+      method: 'PUT',
+      url: `/agents/${agent}/memory/${key}`,
+      payload: payload as Record<string, unknown>,
+    });
+  }
+
+  async function notes(agent: string, query?: string): Promise<MemoryNote[]> {
+    const res = await t.app.server.inject({
+      url: `/agents/${agent}/memory${query !== undefined ? `?query=${encodeURIComponent(query)}` : ''}`,
+    });
+    expect(res.statusCode).toBe(200);
+    return res.json().notes as MemoryNote[];
+  }
+
+  function chat(agent: string, message: string, sessionId?: string) {
+    return t.app.server.inject({
+      method: 'POST',
+      url: `/agents/${agent}/chat`,
+      payload: { message, ...(sessionId ? { sessionId } : {}) },
+    });
+  }
+
+  describe('over HTTP', () => {
+    it('PUT stores a note, GET lists and searches, DELETE removes it', async () => {
+      const res = await put('forgetful', 'user.city', {
+        content: 'Lives in Porto, near the river.',
+      });
+      expect(res.statusCode).toBe(200);
+      expect(res.json().note).toMatchObject({
+        agent_name: 'forgetful',
+        key: 'user.city',
+        content: 'Lives in Porto, near the river.',
+      });
+      await put('forgetful', 'user.pet', { content: 'Has a cat called Miso.' });
+
+      expect((await notes('forgetful')).map((n) => n.key)).toEqual(['user.pet', 'user.city']);
+      expect((await notes('forgetful', 'porto')).map((n) => n.key)).toEqual(['user.city']);
+      expect((await notes('forgetful', 'cat Miso')).map((n) => n.key)).toEqual(['user.pet']);
+      expect(await notes('forgetful', 'giraffe')).toEqual([]);
+      // Query syntax is words, not FTS operators: nothing here is an error.
+      for (const odd of ['"', 'a OR', 'NEAR(', '*', 'x AND -y', '()']) {
+        const res = await t.app.server.inject({
+          url: `/agents/forgetful/memory?query=${encodeURIComponent(odd)}`,
+        });
+        expect(res.statusCode, odd).toBe(200);
+      }
+
+      // Replacing a note keeps one note under the key.
+      const replaced = await put('forgetful', 'user.city', { content: 'Moved to Lisbon.' });
+      expect(replaced.json().note.content).toBe('Moved to Lisbon.');
+      expect((await notes('forgetful')).filter((n) => n.key === 'user.city')).toHaveLength(1);
+      expect(await notes('forgetful', 'porto')).toEqual([]);
+
+      const deleted = await t.app.server.inject({
+        method: 'DELETE',
+        url: '/agents/forgetful/memory/user.city',
+      });
+      expect(deleted.statusCode).toBe(204);
+      expect(deleted.body).toBe('');
+      expect((await notes('forgetful')).map((n) => n.key)).toEqual(['user.pet']);
+      // Deleting again is not an error.
+      const again = await t.app.server.inject({
+        method: 'DELETE',
+        url: '/agents/forgetful/memory/user.city',
+      });
+      expect(again.statusCode).toBe(204);
+    });
+
+    it('notes belong to one agent', async () => {
+      await put('memo', 'shared.key', { content: 'memo note' });
+      await put('tight', 'shared.key', { content: 'tight note' });
+      expect((await notes('memo')).find((n) => n.key === 'shared.key')!.content).toBe('memo note');
+      expect((await notes('tight')).find((n) => n.key === 'shared.key')!.content).toBe(
+        'tight note',
+      );
+      await t.app.server.inject({ method: 'DELETE', url: '/agents/memo/memory/shared.key' });
+      await t.app.server.inject({ method: 'DELETE', url: '/agents/tight/memory/shared.key' });
+    });
+
+    it('bad keys, bodies and queries are 400', async () => {
+      for (const key of [
+        '-starts-with-dash',
+        'has%20space',
+        'slash%2Fkey',
+        '.hidden',
+        'k'.repeat(129),
+      ]) {
+        const res = await put('memo', key, { content: 'x' });
+        expect(res.statusCode, key).toBe(400);
+        expect(res.json().error.code).toBe('VALIDATION_ERROR');
+        const del = await t.app.server.inject({
+          method: 'DELETE',
+          url: `/agents/memo/memory/${key}`,
+        });
+        expect(del.statusCode, key).toBe(400);
+      }
+      for (const payload of [
+        {},
+        { content: '' },
+        { content: 5 },
+        { content: 'x', extra: 1 },
+        { note: 'x' },
+      ]) {
+        const res = await put('memo', 'ok.key', payload);
+        expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+        expect(res.json().error.code).toBe('VALIDATION_ERROR');
+      }
+      const tooLong = await put('memo', 'ok.key', { content: 'x'.repeat(20_001) });
+      expect(tooLong.statusCode).toBe(400);
+      const query = await t.app.server.inject({
+        url: `/agents/memo/memory?query=${'q'.repeat(501)}`,
+      });
+      expect(query.statusCode).toBe(400);
+      const unknownParam = await t.app.server.inject({ url: '/agents/memo/memory?limit=3' });
+      expect(unknownParam.statusCode).toBe(400);
+      expect((await notes('memo')).map((n) => n.key)).not.toContain('ok.key');
+    });
+
+    it('an unknown agent is 404 AGENT_NOT_FOUND; a bad agent name is 400', async () => {
+      for (const request of [
+        { method: 'GET', url: '/agents/ghost/memory' },
+        { method: 'PUT', url: '/agents/ghost/memory/a.key', payload: { content: 'x' } },
+        { method: 'DELETE', url: '/agents/ghost/memory/a.key' },
+      ] as const) {
+        const res = await t.app.server.inject(request);
+        expect(res.statusCode, request.method).toBe(404);
+        expect(res.json().error.code).toBe('AGENT_NOT_FOUND');
+      }
+      const bad = await t.app.server.inject({ url: '/agents/Not.An.Agent/memory' });
+      expect(bad.statusCode).toBe(400);
+      expect(await t.app.store.listMemory('ghost')).toEqual([]);
+    });
+  });
+
+  describe('tools', () => {
+    it('memory_save, memory_search and memory_delete work from scripted calls', async () => {
+      t.fake!.script(
+        {
+          tool_calls: [
+            {
+              name: 'memory_save',
+              arguments: JSON.stringify({ key: 'user.name', content: 'The user is called Ada.' }),
+            },
+          ],
+        },
+        { content: 'I will remember that.' },
+      );
+      const saved = await chat('memo', 'My name is Ada.');
+      expect(saved.statusCode).toBe(200);
+      const sessionId = saved.json().sessionId as string;
+      expect(saved.json().messages[2].content).toBe('Saved note "user.name".');
+      expect((await notes('memo')).find((n) => n.key === 'user.name')?.content).toBe(
+        'The user is called Ada.',
+      );
+
+      t.fake!.script(
+        { tool_calls: [{ name: 'memory_search', arguments: JSON.stringify({ query: 'Ada' }) }] },
+        { content: 'You are Ada.' },
+      );
+      await chat('memo', 'Who am I?', sessionId);
+      const searched = t.fake!.requests.at(-1)!.body.messages as WireMessage[];
+      expect(searched.at(-1)).toMatchObject({
+        role: 'tool',
+        content: 'user.name: The user is called Ada.',
+      });
+
+      t.fake!.script(
+        { tool_calls: [{ name: 'memory_search', arguments: JSON.stringify({ query: 'zebra' }) }] },
+        { content: 'Nothing.' },
+      );
+      await chat('memo', 'Zebras?', sessionId);
+      expect((t.fake!.requests.at(-1)!.body.messages as WireMessage[]).at(-1)!.content).toBe(
+        'No note matches "zebra".',
+      );
+
+      t.fake!.script(
+        {
+          tool_calls: [
+            { name: 'memory_delete', arguments: JSON.stringify({ key: 'user.name' }) },
+            { name: 'memory_delete', arguments: JSON.stringify({ key: 'user.name' }) },
+          ],
+        },
+        { content: 'Forgotten.' },
+      );
+      await chat('memo', 'Forget my name.', sessionId);
+      const results = (t.fake!.requests.at(-1)!.body.messages as WireMessage[])
+        .slice(-2)
+        .map((m) => m.content);
+      expect(results).toEqual(['Deleted note "user.name".', 'There is no note "user.name".']);
+      expect((await notes('memo')).map((n) => n.key)).not.toContain('user.name');
+      expect(t.fake!.requests.every((r) => r.problems.length === 0)).toBe(true);
+    });
+
+    it('a memory_save with a bad key is an error result and saves nothing', async () => {
+      t.fake!.script(
+        {
+          tool_calls: [
+            { name: 'memory_save', arguments: JSON.stringify({ key: 'bad key!', content: 'x' }) },
+          ],
+        },
+        { content: 'Oops.' },
+      );
+      const res = await chat('memo', 'Save badly.');
+      expect(res.statusCode).toBe(200);
+      const result = (t.fake!.requests.at(-1)!.body.messages as WireMessage[]).at(-1)!;
+      expect(result.content).toMatch(/^Error: The arguments do not match the tool's schema/);
+      expect(await t.app.store.listMemory('memo')).not.toContainEqual(
+        expect.objectContaining({ key: 'bad key!' }),
+      );
+    });
+
+    it('the tools exist only for agents that list memory', async () => {
+      t.fake!.script({ content: 'hi' });
+      await chat('forgetful', 'hello');
+      expect(t.fake!.requests[0]!.body.tools).toBeUndefined();
+      t.fake!.script({ content: 'hi' });
+      await chat('memo', 'hello');
+      const names = (t.fake!.requests[1]!.body.tools as { function: { name: string } }[]).map(
+        (tool) => tool.function.name,
+      );
+      expect(names).toEqual(['memory_save', 'memory_search', 'memory_delete']);
+    });
+  });
+
+  describe('injection into the context', () => {
+    it('injects the newest notes first, whole, within maxChars, and never stores them', async () => {
+      await put('tight', 'n1', { content: 'oldest note, first saved' });
+      await put('tight', 'n2', { content: 'middle note, second one' });
+      await put('tight', 'n3', { content: 'newest note, third one' });
+      const expected = `${MEMORY_HEADER}\n- n3: newest note, third one\n- n2: middle note, second one`;
+      expect(expected.length).toBeLessThanOrEqual(TIGHT.memory.maxChars);
+
+      t.fake!.script({ content: 'I recall.' });
+      const res = await chat('tight', 'What do you know?');
+      expect(res.statusCode).toBe(200);
+      const sessionId = res.json().sessionId as string;
+      const sent = t.fake!.requests.at(-1)!.body.messages as WireMessage[];
+      expect(sent).toEqual([
+        { role: 'system', content: TIGHT.system },
+        { role: 'system', content: expected },
+        { role: 'user', content: 'What do you know?' },
+      ]);
+
+      const context = await t.app.server.inject({ url: `/sessions/${sessionId}/context` });
+      expect(context.statusCode).toBe(200);
+      const contextMessages = context.json().messages as WireMessage[];
+      expect(contextMessages.slice(0, 2)).toEqual(sent.slice(0, 2));
+      expect(context.json().tokens.system).toBeGreaterThan(0);
+
+      const stored = (await t.app.server.inject({ url: `/sessions/${sessionId}/messages` })).json()
+        .messages as WireMessage[];
+      expect(stored.map((m) => m.role)).toEqual(['system', 'user', 'assistant']);
+      expect(stored.some((m) => m.content?.includes(MEMORY_HEADER))).toBe(false);
+
+      // A note saved later shows up in the next call of the same session.
+      await put('tight', 'n4', { content: 'fresh' });
+      t.fake!.script({ content: 'Updated.' });
+      await chat('tight', 'And now?', sessionId);
+      const next = t.fake!.requests.at(-1)!.body.messages as WireMessage[];
+      expect(next[1]!.content).toBe(
+        `${MEMORY_HEADER}\n- n4: fresh\n- n3: newest note, third one\n- n2: middle note, second one`,
+      );
+      expect(next[1]!.content).not.toContain('n1');
+      expect(next.filter((m) => m.role === 'system')).toHaveLength(2);
+    });
+
+    it('injects nothing when memory is disabled, even if notes exist', async () => {
+      await put('forgetful', 'secret', { content: 'should not be injected' });
+      t.fake!.script({ content: 'ok' });
+      const res = await chat('forgetful', 'Anything?');
+      const sent = t.fake!.requests.at(-1)!.body.messages as WireMessage[];
+      expect(sent).toEqual([
+        { role: 'system', content: FORGETFUL.system },
+        { role: 'user', content: 'Anything?' },
+      ]);
+      const context = (
+        await t.app.server.inject({ url: `/sessions/${res.json().sessionId as string}/context` })
+      ).json().messages as WireMessage[];
+      expect(context.some((m) => m.content?.includes('should not be injected'))).toBe(false);
+    });
+
+    it('injects nothing when an enabled agent has no notes', async () => {
+      const before = await t.app.store.listMemory('memo');
+      for (const note of before) await t.app.store.deleteMemory('memo', note.key);
+      t.fake!.script({ content: 'empty' });
+      await chat('memo', 'Blank slate?');
+      const sent = t.fake!.requests.at(-1)!.body.messages as WireMessage[];
+      expect(sent.filter((m) => m.role === 'system')).toEqual([
+        { role: 'system', content: MEMO.system },
+      ]);
+    });
+  });
+});

@@ -1,0 +1,346 @@
+/**
+ * SQLite migrations (DESIGN §3, STYLE convention 5): numbered, applied once in
+ * a transaction each, recorded in schema_migrations; a failing migration
+ * records nothing; an old database regains missing columns at startup.
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  ensureColumns,
+  migrate,
+  openDatabase,
+  type SqliteDatabase,
+} from '../../src/store/sqlite/open-database.js';
+import {
+  REQUIRED_COLUMNS,
+  SQLITE_MIGRATIONS,
+  type Migration,
+} from '../../src/store/sqlite/migrations/index.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+
+const MIGRATIONS_DIR = fileURLToPath(
+  new URL('../../src/store/sqlite/migrations/', import.meta.url),
+);
+
+/** sha256 of migration 001's SQL as it stands; see the '001 is frozen' test. */
+const MIGRATION_001_SHA256 = '673dc552b7fa8a391f906be6bdeb38eee16deb904864fc52821de2b5ea45ef81';
+
+const SCHEMA_TABLES = [
+  'sessions',
+  'messages',
+  'messages_fts',
+  'tasks',
+  'events',
+  'compactions',
+  'memory',
+  'memory_fts',
+  'daemon_runs',
+];
+
+let dir: string;
+let dbPath: string;
+const handles: SqliteDatabase[] = [];
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-migrations-'));
+  dbPath = path.join(dir, 'cairn.db');
+});
+afterEach(() => {
+  for (const db of handles.splice(0)) if (db.open) db.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function open(): SqliteDatabase {
+  const db = openDatabase(dbPath);
+  handles.push(db);
+  return db;
+}
+
+function openRaw(): SqliteDatabase {
+  const db = new Database(dbPath);
+  handles.push(db);
+  return db;
+}
+
+function recorded(db: SqliteDatabase): { version: number; name: string; applied_at: string }[] {
+  return db
+    .prepare('SELECT version, name, applied_at FROM schema_migrations ORDER BY version')
+    .all() as { version: number; name: string; applied_at: string }[];
+}
+
+function tables(db: SqliteDatabase): string[] {
+  return db
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    .pluck()
+    .all() as string[];
+}
+
+function columns(db: SqliteDatabase, table: string): string[] {
+  return (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name);
+}
+
+describe('migrate', () => {
+  it('applies every migration to a fresh database and records migration 1', () => {
+    const db = open();
+    const rows = recorded(db);
+    expect(rows.map((r) => [r.version, r.name])).toEqual(
+      SQLITE_MIGRATIONS.map((m) => [m.version, m.name]),
+    );
+    expect(rows[0]).toMatchObject({ version: 1, name: 'initial' });
+    expect(Number.isNaN(Date.parse(rows[0]!.applied_at))).toBe(false);
+    for (const table of SCHEMA_TABLES) expect(tables(db)).toContain(table);
+    for (const { table, column } of REQUIRED_COLUMNS) expect(columns(db, table)).toContain(column);
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+  });
+
+  it('returns the versions it ran, and nothing when run again', () => {
+    const db = openRaw();
+    expect(migrate(db)).toEqual(SQLITE_MIGRATIONS.map((m) => m.version));
+    expect(migrate(db)).toEqual([]);
+    expect(ensureColumns(db)).toEqual([]);
+  });
+
+  it('applies nothing when the database is reopened', () => {
+    const first = open();
+    const before = recorded(first);
+    const schemaBefore = first
+      .prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name')
+      .all();
+    first.close();
+
+    const again = open();
+    expect(recorded(again)).toEqual(before);
+    expect(again.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all()).toEqual(
+      schemaBefore,
+    );
+    expect(migrate(again)).toEqual([]);
+  });
+
+  it('applies migrations in version order whatever the order of the list', () => {
+    const db = openRaw();
+    const later: Migration = {
+      version: 3,
+      name: 'uses-two',
+      up: 'INSERT INTO t2 (x) VALUES (42);',
+    };
+    const earlier: Migration = {
+      version: 2,
+      name: 'creates-two',
+      up: 'CREATE TABLE t2 (x INTEGER);',
+    };
+    expect(migrate(db, [later, ...SQLITE_MIGRATIONS, earlier])).toEqual([1, 2, 3]);
+    expect(db.prepare('SELECT x FROM t2').pluck().all()).toEqual([42]);
+    expect(recorded(db).map((r) => r.version)).toEqual([1, 2, 3]);
+  });
+
+  it('a failing migration throws, records nothing and leaves earlier tables untouched', async () => {
+    const store = new SqliteStore(dbPath);
+    const session = await store.createSession({
+      agentName: 'assistant',
+      mode: 'chat',
+      compactCount: 50,
+      systemPrompt: 'Keep me.',
+    });
+    await store.appendMessages(session.id, [{ role: 'user', content: 'and me' }]);
+    await store.close();
+
+    const db = openRaw();
+    const before = {
+      recorded: recorded(db),
+      sessions: db.prepare('SELECT * FROM sessions').all(),
+      messages: db.prepare('SELECT * FROM messages').all(),
+      schema: db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all(),
+    };
+    const broken: Migration = {
+      version: 2,
+      name: 'broken',
+      // The first statements succeed; the last is not SQL. None of it may stay.
+      up: `CREATE TABLE half_done (x INTEGER);
+           ALTER TABLE sessions ADD COLUMN half_column TEXT;
+           UPDATE sessions SET title = 'changed';
+           THIS IS NOT SQL;`,
+    };
+    expect(() => migrate(db, [...SQLITE_MIGRATIONS, broken])).toThrow(/syntax error/);
+
+    expect(recorded(db)).toEqual(before.recorded);
+    expect(tables(db)).not.toContain('half_done');
+    expect(columns(db, 'sessions')).not.toContain('half_column');
+    expect(db.prepare('SELECT * FROM sessions').all()).toEqual(before.sessions);
+    expect(db.prepare('SELECT * FROM messages').all()).toEqual(before.messages);
+    expect(db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all()).toEqual(
+      before.schema,
+    );
+    expect(db.inTransaction).toBe(false);
+
+    // The database still works, and the fixed migration applies later.
+    expect(migrate(db)).toEqual([]);
+    const fixed: Migration = { ...broken, up: 'CREATE TABLE half_done (x INTEGER);' };
+    expect(migrate(db, [...SQLITE_MIGRATIONS, fixed])).toEqual([2]);
+  });
+
+  it('on a fresh database, a failing second migration leaves the first one recorded', () => {
+    const db = openRaw();
+    const broken: Migration = { version: 2, name: 'broken', up: 'CREATE TABLE nope (' };
+    expect(() => migrate(db, [...SQLITE_MIGRATIONS, broken])).toThrow();
+    expect(recorded(db).map((r) => r.version)).toEqual([1]);
+    expect(tables(db)).toContain('sessions');
+    expect(tables(db)).not.toContain('nope');
+  });
+});
+
+describe('ensureColumns (an old database upgrades itself)', () => {
+  it('restores dropped compaction columns when reopened, with data intact', async () => {
+    const store = new SqliteStore(dbPath);
+    const session = await store.createSession({
+      agentName: 'assistant',
+      mode: 'chat',
+      title: 'Old one',
+      compactCount: 33.3,
+      systemPrompt: 'Old system prompt.',
+    });
+    await store.appendMessages(session.id, [
+      { role: 'user', content: 'hello from the past' },
+      { role: 'assistant', content: 'hi' },
+    ]);
+    await store.close();
+
+    // Simulate a database made by a build from before these columns existed.
+    const old = openRaw();
+    old.exec('ALTER TABLE sessions DROP COLUMN compact_summary');
+    old.exec('ALTER TABLE sessions DROP COLUMN compact_seq');
+    expect(columns(old, 'sessions')).not.toContain('compact_summary');
+    expect(columns(old, 'sessions')).not.toContain('compact_seq');
+    old.close();
+
+    const db = open();
+    expect(columns(db, 'sessions')).toEqual(
+      expect.arrayContaining(['compact_summary', 'compact_seq']),
+    );
+    expect(recorded(db).map((r) => r.version)).toEqual(SQLITE_MIGRATIONS.map((m) => m.version));
+    expect(db.prepare('SELECT * FROM sessions WHERE id = ?').get(session.id)).toMatchObject({
+      agent_name: 'assistant',
+      title: 'Old one',
+      compact_count: 33.3,
+      message_count: 3,
+      compact_summary: null,
+      compact_seq: 0,
+      compact_size: 0,
+    });
+    expect(
+      db
+        .prepare('SELECT content FROM messages WHERE session_id = ? ORDER BY seq')
+        .pluck()
+        .all(session.id),
+    ).toEqual(['Old system prompt.', 'hello from the past', 'hi']);
+    expect(ensureColumns(db)).toEqual([]);
+    db.close();
+
+    // And the store works on it, compaction columns included.
+    const upgraded = new SqliteStore(dbPath);
+    const compacted = await upgraded.commitCompaction({
+      sessionId: session.id,
+      expectedSize: 0,
+      toSize: 2,
+      toSeq: 3,
+      summary: 'Greetings were exchanged.',
+      trigger: 'manual',
+      model: 'm',
+      inputChars: 20,
+    });
+    expect(compacted).toMatchObject({
+      compact_summary: 'Greetings were exchanged.',
+      compact_seq: 3,
+    });
+    await upgraded.close();
+  });
+
+  it('upgrades a database made by the first 001 (no sessions.epoch, no messages.chars)', async () => {
+    const store = new SqliteStore(dbPath);
+    const session = await store.createSession({
+      agentName: 'assistant',
+      mode: 'chat',
+      compactCount: 50,
+      systemPrompt: 'Legacy.',
+    });
+    await store.appendMessages(session.id, [
+      { role: 'user', content: 'legacy question' },
+      {
+        role: 'assistant',
+        content: 'ok',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'look', arguments: '{}' } }],
+      },
+      { role: 'tool', tool_call_id: 'c1', name: 'look', content: 'found' },
+    ]);
+    await store.close();
+
+    const old = openRaw();
+    old.exec('ALTER TABLE sessions DROP COLUMN epoch');
+    old.exec('ALTER TABLE messages DROP COLUMN chars');
+    old.close();
+
+    const upgraded = new SqliteStore(dbPath);
+    try {
+      expect(columns(upgraded.db, 'sessions')).toContain('epoch');
+      expect(columns(upgraded.db, 'messages')).toContain('chars');
+      expect((await upgraded.findSession(session.id))?.epoch).toBe(0);
+      // Rows from before the chars column are measured from their content and tool calls.
+      expect(await upgraded.listMessageMeta(session.id, 0)).toEqual([
+        { seq: 2, role: 'user', chars: 'legacy question'.length },
+        { seq: 3, role: 'assistant', chars: 2 + 'look'.length + 2, callIds: ['c1'] },
+        { seq: 4, role: 'tool', chars: 5, toolCallId: 'c1' },
+      ]);
+      const [added] = await upgraded.appendMessages(session.id, [{ role: 'user', content: 'new' }]);
+      expect(added?.seq).toBe(5);
+      expect((await upgraded.listMessageMeta(session.id, 4))[0]).toEqual({
+        seq: 5,
+        role: 'user',
+        chars: 3,
+      });
+    } finally {
+      await upgraded.close();
+    }
+  });
+
+  it('adds every required column that is missing and reports what it added', () => {
+    const db = openRaw();
+    migrate(db);
+    db.exec('ALTER TABLE sessions DROP COLUMN compaction_suspended');
+    db.exec('ALTER TABLE sessions DROP COLUMN last_prompt_seq');
+    expect(ensureColumns(db).sort()).toEqual(
+      ['sessions.compaction_suspended', 'sessions.last_prompt_seq'].sort(),
+    );
+    expect(columns(db, 'sessions')).toEqual(
+      expect.arrayContaining(['compaction_suspended', 'last_prompt_seq']),
+    );
+    expect(ensureColumns(db)).toEqual([]);
+  });
+});
+
+describe('migration files', () => {
+  it('001 is frozen: its SQL is exactly what landed', () => {
+    // Changing a landed migration means databases that already recorded it never get the
+    // change. Add a numbered migration (and a REQUIRED_COLUMNS entry) instead.
+    const first = SQLITE_MIGRATIONS.find((m) => m.version === 1);
+    expect(first?.name).toBe('initial');
+    expect(createHash('sha256').update(first!.up).digest('hex')).toBe(MIGRATION_001_SHA256);
+  });
+
+  it('are numbered, unique, and import no app code', () => {
+    const files = fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}-.+\.ts$/.test(f));
+    expect(files.length).toBe(SQLITE_MIGRATIONS.length);
+    const versions = SQLITE_MIGRATIONS.map((m) => m.version);
+    expect(new Set(versions).size).toBe(versions.length);
+    for (const file of files) {
+      const version = Number(file.slice(0, 3));
+      expect(versions, file).toContain(version);
+      const source = fs.readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8');
+      expect(source, file).not.toMatch(/^\s*import\s/m);
+      expect(source, file).not.toMatch(/\brequire\(/);
+    }
+  });
+});

@@ -1,0 +1,530 @@
+/**
+ * SqliteStore: the shared Store contract on a real SQLite file, plus what only
+ * SQLite has — pragmas, query plans of the hot queries, FTS index integrity,
+ * several connections (and threads) on one file, lock timeouts and live backups.
+ */
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import ts from 'typescript';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CairnError } from '../../src/errors.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from '../../src/store/sqlite/open-database.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { ChatMessage } from '../../src/llm/messages.js';
+import { describeStoreContract } from './store-contract.js';
+
+const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
+
+function tempDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-store-'));
+}
+
+describeStoreContract('SqliteStore', async () => {
+  const dir = tempDir();
+  const store = new SqliteStore(path.join(dir, 'cairn.db'));
+  return {
+    store,
+    async cleanup() {
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+describe('the Store contract suite', () => {
+  it('exercises every method of the Store interface', () => {
+    const source = fs.readFileSync(path.join(SRC_DIR, 'store/store.ts'), 'utf8');
+    const body = /export interface Store \{([\s\S]*?)\n\}/.exec(source)?.[1];
+    expect(body).toBeDefined();
+    const methods = [...body!.matchAll(/^\s{2}(\w+)\(/gm)].map((m) => m[1]!);
+    expect(methods.length).toBeGreaterThan(20);
+    const contract = fs.readFileSync(
+      fileURLToPath(new URL('./store-contract.ts', import.meta.url)),
+      'utf8',
+    );
+    const missing = methods.filter((m) => !contract.includes(`store.${m}(`));
+    expect(missing).toEqual([]);
+  });
+});
+
+describe('SqliteStore on SQLite', () => {
+  let dir: string;
+  let dbPath: string;
+  const opened: { close(): unknown }[] = [];
+
+  function openStore(file = dbPath): SqliteStore {
+    const store = new SqliteStore(file);
+    opened.push(store);
+    return store;
+  }
+
+  function openRaw(file = dbPath): Database.Database {
+    const db = new Database(file);
+    opened.push({ close: () => db.open && db.close() });
+    return db;
+  }
+
+  beforeEach(() => {
+    dir = tempDir();
+    dbPath = path.join(dir, 'cairn.db');
+  });
+  afterEach(async () => {
+    for (const handle of opened.splice(0)) await handle.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  function newSession(store: SqliteStore) {
+    return store.createSession({
+      agentName: 'assistant',
+      mode: 'chat',
+      compactCount: 50,
+      systemPrompt: 'System prompt.',
+    });
+  }
+
+  it('opens with WAL, foreign keys, busy_timeout and synchronous=NORMAL', () => {
+    const { db } = openStore();
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(SQLITE_BUSY_TIMEOUT_MS);
+    expect(SQLITE_BUSY_TIMEOUT_MS).toBeGreaterThanOrEqual(1_000);
+    expect(db.pragma('synchronous', { simple: true })).toBe(1);
+  });
+
+  it('uses an index, never a scan, for the tail, system, paging and search queries', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    for (let i = 0; i < 50; i++) {
+      await store.appendMessages(session.id, [
+        { role: 'user', content: `question ${i}` },
+        { role: 'assistant', content: `answer ${i}` },
+      ]);
+    }
+    // The prepared statements are private; their SQL is what the store really runs.
+    const statements = store['stmt'] as unknown as Record<string, Database.Statement>;
+    const planOf = (name: string, ...params: unknown[]): string[] => {
+      const statement = statements[name];
+      expect(statement, name).toBeDefined();
+      return (
+        store.db.prepare(`EXPLAIN QUERY PLAN ${statement!.source}`).all(...params) as {
+          detail: string;
+        }[]
+      ).map((row) => row.detail);
+    };
+
+    const check = () => {
+      const plans = {
+        tailMessages: planOf('tailMessages', session.id, 10),
+        systemMessages: planOf('systemMessages', session.id),
+        pageMessages: planOf('pageMessages', session.id, 10, 20),
+        tailPage: planOf('tailPage', session.id, 10, 20),
+        messageMeta: planOf('messageMeta', session.id, 10),
+        maxSeq: planOf('maxSeq', session.id),
+      };
+      for (const [name, plan] of Object.entries(plans)) {
+        const text = plan.join('\n');
+        expect(text, name).toMatch(/SEARCH messages USING (COVERING )?INDEX/);
+        expect(text, name).not.toMatch(/SCAN messages\b/);
+        // The index order serves ORDER BY seq: no sort of a long session in memory.
+        expect(text, name).not.toMatch(/TEMP B-TREE/);
+      }
+      const search = planOf('searchHistory', '"question"', session.id, 10).join('\n');
+      expect(search).not.toMatch(/SCAN m\b/);
+      expect(search).toMatch(/SEARCH m USING INTEGER PRIMARY KEY/);
+      // Other per-request lookups: polled event streams, tasks, memory, session and task rows.
+      const others: [string, string, unknown[]][] = [
+        ['eventsAfter', 'events', [0, 100]],
+        ['sessionEventsAfter', 'events', [session.id, 0, 100]],
+        ['waitingTask', 'tasks', [session.id]],
+        ['getTask', 'tasks', ['task_x']],
+        ['getSession', 'sessions', [session.id]],
+        ['listMemory', 'memory', ['assistant']],
+        ['latestCompaction', 'compactions', [session.id]],
+      ];
+      for (const [name, table, params] of others) {
+        const text = planOf(name, ...params).join('\n');
+        expect(text, name).toMatch(new RegExp(`SEARCH ${table} USING`));
+        expect(text, name).not.toMatch(new RegExp(`SCAN ${table}\\b`));
+      }
+    };
+    check();
+    // Statistics must not talk the planner into a scan either.
+    store.db.exec('ANALYZE');
+    check();
+  });
+
+  it('keeps the full-text indexes in step with deletes, resets, cascades and updates', async () => {
+    const store = openStore();
+    const a = await newSession(store);
+    const b = await newSession(store);
+    await store.appendMessages(a.id, [
+      { role: 'user', content: 'alpha words here' },
+      { role: 'assistant', content: null, tool_calls: [] },
+      { role: 'assistant', content: 'more alpha' },
+    ]);
+    await store.appendMessages(b.id, [{ role: 'user', content: 'beta words' }]);
+    await store.resetSession(a.id);
+    await store.appendMessages(a.id, [{ role: 'user', content: 'after reset' }]);
+    await store.deleteSession(b.id);
+    await store.putMemory('assistant', 'k1', 'one');
+    await store.putMemory('assistant', 'k1', 'one updated');
+    await store.putMemory('assistant', 'k2', 'two');
+    await store.deleteMemory('assistant', 'k2');
+
+    // Throws SQLITE_CORRUPT_VTAB when the index and its content table disagree.
+    store.db.exec("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')");
+    store.db.exec("INSERT INTO memory_fts (memory_fts) VALUES ('integrity-check')");
+    const indexed = store.db.prepare('SELECT COUNT(*) FROM messages_fts').pluck().get();
+    const withContent = store.db
+      .prepare('SELECT COUNT(*) FROM messages WHERE content IS NOT NULL')
+      .pluck()
+      .get();
+    expect(indexed).toBe(withContent);
+    expect((await store.searchHistory(a.id, 'alpha', 10)).length).toBe(0);
+    expect((await store.searchHistory(a.id, 'reset', 10)).length).toBe(1);
+    expect(store.db.pragma('foreign_key_check')).toEqual([]);
+  });
+
+  it('keeps everything across close and reopen', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    await store.appendMessages(session.id, [{ role: 'user', content: 'persist me' }]);
+    await store.commitCompaction({
+      sessionId: session.id,
+      expectedSize: 0,
+      toSize: 1,
+      toSeq: 2,
+      summary: 'S',
+      trigger: 'manual',
+      model: 'm',
+      inputChars: 10,
+    });
+    await store.putMemory('assistant', 'k', 'v');
+    const before = await store.findSession(session.id);
+    await store.close();
+
+    const reopened = openStore();
+    expect(await reopened.findSession(session.id)).toEqual(before);
+    expect(
+      (await reopened.listMessages(session.id, { afterSeq: 0, limit: 10 })).map((m) => m.content),
+    ).toEqual(['System prompt.', 'persist me']);
+    expect(await reopened.listCompactions(session.id)).toHaveLength(1);
+    expect(await reopened.listMemory('assistant', 'v')).toHaveLength(1);
+  });
+
+  it('two connections on one file, interleaving appends, lose nothing', async () => {
+    const a = openStore();
+    const b = openStore();
+    const session = await newSession(a);
+    const writes: Promise<unknown>[] = [];
+    for (let i = 0; i < 60; i++) {
+      const store = i % 2 === 0 ? a : b;
+      const batch: ChatMessage[] = Array.from({ length: (i % 3) + 1 }, (_, k) => ({
+        role: 'user',
+        content: `w${i}.${k}`,
+      }));
+      writes.push(
+        store.appendMessages(session.id, batch, { usage: { input_tokens: 1, output_tokens: 1 } }),
+      );
+    }
+    await Promise.all(writes);
+    const expectedContents = Array.from({ length: 60 }, (_, i) =>
+      Array.from({ length: (i % 3) + 1 }, (_, k) => `w${i}.${k}`),
+    ).flat();
+
+    for (const store of [a, b]) {
+      const messages = await store.listMessages(session.id, { afterSeq: 0, limit: 1_000 });
+      expect(messages.map((m) => m.seq)).toEqual(
+        Array.from({ length: expectedContents.length + 1 }, (_, i) => i + 1),
+      );
+      expect(messages.slice(1).map((m) => m.content)).toEqual(expectedContents);
+      expect(await store.findSession(session.id)).toMatchObject({
+        message_count: expectedContents.length + 1,
+        input_tokens: 60,
+        output_tokens: 60,
+      });
+    }
+  });
+
+  it('two threads writing to one file at the same time lose nothing and never see SQLITE_BUSY', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    const taskSession = await store.createSession({
+      agentName: 'assistant',
+      mode: 'task',
+      compactCount: 50,
+      systemPrompt: 'Tasks.',
+    });
+    const taskIds: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const task = await store.createTask({
+        sessionId: taskSession.id,
+        agentName: 'assistant',
+        input: `task ${i}`,
+      });
+      await store.transitionTask(task.id, ['running'], { status: 'waiting', question: 'q' });
+      taskIds.push(task.id);
+    }
+
+    const workerDir = path.join(dir, 'worker');
+    const workerFile = buildStoreForWorkers(workerDir);
+    const rounds = 150;
+    const results = await runWorkers(workerFile, [
+      { dbPath, sessionId: session.id, tag: 'left', rounds, taskIds },
+      { dbPath, sessionId: session.id, tag: 'right', rounds, taskIds },
+    ]);
+
+    for (const result of results) {
+      expect(result.errors).toEqual([]);
+      expect(result.appended).toBe(rounds);
+    }
+    const messages = await store.listMessages(session.id, { afterSeq: 0, limit: 10_000 });
+    const total = 1 + 2 * 2 * rounds;
+    expect(messages.map((m) => m.seq)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+    for (const tag of ['left', 'right']) {
+      for (let i = 0; i < rounds; i++) {
+        const question = messages.findIndex((m) => m.content === `${tag} question ${i}`);
+        expect(question, `${tag} ${i}`).toBeGreaterThan(0);
+        // Each batch is one transaction: its two messages are adjacent.
+        expect(messages[question + 1]?.content).toBe(`${tag} answer ${i}`);
+      }
+    }
+    expect(new Set(messages.map((m) => m.content)).size).toBe(total);
+    expect(await store.findSession(session.id)).toMatchObject({
+      message_count: total,
+      input_tokens: 2 * rounds,
+      output_tokens: 4 * rounds,
+    });
+
+    // Every waiting task was resumed exactly once, by one thread or the other.
+    const won = results.flatMap((r) => r.won);
+    expect(won.sort()).toEqual([...taskIds].sort());
+    for (const id of taskIds) expect((await store.findTask(id))?.status).toBe('running');
+    expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
+  });
+
+  it('maps a lock held past busy_timeout to a retryable 503, and recovers', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    const other = openRaw();
+    other.exec('BEGIN IMMEDIATE');
+    other.prepare("UPDATE sessions SET title = 'held' WHERE id = ?").run(session.id);
+    store.db.pragma('busy_timeout = 50');
+
+    const err = await store.appendMessages(session.id, [{ role: 'user', content: 'blocked' }]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(CairnError);
+    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503 });
+    await expect(
+      store.transitionTask('task_x', ['running'], { status: 'failed' }),
+    ).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+    // WAL: readers are not blocked by the writer.
+    expect(await store.listMessages(session.id, { afterSeq: 0, limit: 10 })).toHaveLength(1);
+
+    other.exec('ROLLBACK');
+    store.db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+    await store.appendMessages(session.id, [{ role: 'user', content: 'now it works' }]);
+    expect(
+      (await store.listMessages(session.id, { afterSeq: 0, limit: 10 })).map((m) => m.content),
+    ).toEqual(['System prompt.', 'now it works']);
+    expect((await store.findSession(session.id))?.title).toBeNull();
+  });
+
+  it('a backup taken with db.backup() during writes opens and passes integrity_check', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    const filler = 'lorem ipsum dolor sit amet '.repeat(40);
+    for (let i = 0; i < 40; i++) {
+      await store.appendMessages(
+        session.id,
+        Array.from({ length: 50 }, (_, k) => ({
+          role: 'user' as const,
+          content: `${i}.${k} ${filler}`,
+        })),
+      );
+    }
+    await store.putMemory('assistant', 'note', 'kept in the backup');
+    const prefilled = 1 + 40 * 50;
+
+    const backupPath = path.join(dir, 'backup', 'cairn-backup.db');
+    fs.mkdirSync(path.dirname(backupPath));
+    let finished = false;
+    let steps = 0;
+    const backup = store.db
+      .backup(backupPath, {
+        progress: () => {
+          steps += 1;
+          return 16; // pages per step: small, so the copy spans many event-loop turns
+        },
+      })
+      .finally(() => {
+        finished = true;
+      });
+    let writesDuring = 0;
+    while (!finished) {
+      await store.appendMessages(session.id, [
+        { role: 'user', content: `during ${writesDuring}` },
+        { role: 'assistant', content: `reply ${writesDuring}` },
+      ]);
+      await store.appendEvent({ type: 'message.created', sessionId: session.id, data: {} });
+      writesDuring += 1;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const info = await backup;
+    expect(info.remainingPages).toBe(0);
+    expect(steps).toBeGreaterThan(1);
+    expect(writesDuring).toBeGreaterThan(1);
+
+    const copy = openRaw(backupPath);
+    expect(copy.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(copy.pragma('foreign_key_check')).toEqual([]);
+    copy.exec("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')");
+    const seqs = copy
+      .prepare('SELECT seq FROM messages WHERE session_id = ? ORDER BY seq')
+      .pluck()
+      .all(session.id) as number[];
+    // A consistent snapshot: a gap-free prefix of the history, at least what existed before.
+    expect(seqs.length).toBeGreaterThanOrEqual(prefilled);
+    expect(seqs.length).toBeLessThanOrEqual(prefilled + 2 * writesDuring);
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+    expect(
+      copy.prepare('SELECT message_count FROM sessions WHERE id = ?').pluck().get(session.id),
+    ).toBe(seqs.length);
+    copy.close();
+
+    // The copy is a working Cairn database.
+    const restored = openStore(backupPath);
+    expect(await restored.listMemory('assistant', 'backup')).toHaveLength(1);
+    const [next] = await restored.appendMessages(session.id, [
+      { role: 'user', content: 'restored' },
+    ]);
+    expect(next?.seq).toBe(seqs.length + 1);
+    // The live database kept every write.
+    expect((await store.findSession(session.id))?.message_count).toBe(prefilled + 2 * writesDuring);
+  });
+});
+
+// ---- worker threads ----------------------------------------------------------
+
+interface WorkerJob {
+  dbPath: string;
+  sessionId: string;
+  tag: string;
+  rounds: number;
+  taskIds: string[];
+}
+
+interface WorkerResult {
+  appended: number;
+  errors: string[];
+  won: string[];
+}
+
+/**
+ * Worker threads cannot load TypeScript, so the store's module graph is
+ * transpiled (types stripped, nothing else changed) into `outDir`, with the
+ * `better-sqlite3` import pointed at this repo's copy. Returns the worker script.
+ */
+function buildStoreForWorkers(outDir: string): string {
+  const betterSqlite = pathToFileURL(createRequire(import.meta.url).resolve('better-sqlite3')).href;
+  const pending = ['store/sqlite/sqlite-store.ts'];
+  const done = new Set<string>();
+  while (pending.length > 0) {
+    const rel = pending.pop()!;
+    if (done.has(rel)) continue;
+    done.add(rel);
+    const source = fs.readFileSync(path.join(SRC_DIR, rel), 'utf8');
+    const { outputText } = ts.transpileModule(source, {
+      fileName: rel,
+      compilerOptions: {
+        module: ts.ModuleKind.ES2022,
+        target: ts.ScriptTarget.ES2022,
+        verbatimModuleSyntax: true,
+      },
+    });
+    const js = outputText
+      .replace(/from '(\.{1,2}\/[^']+)\.js'/g, (match, spec: string) => {
+        pending.push(path.posix.normalize(path.posix.join(path.posix.dirname(rel), `${spec}.ts`)));
+        return match;
+      })
+      .replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`);
+    const out = path.join(outDir, rel.replace(/\.ts$/, '.js'));
+    fs.mkdirSync(path.dirname(out), { recursive: true });
+    fs.writeFileSync(out, js);
+  }
+  fs.writeFileSync(path.join(outDir, 'package.json'), '{ "type": "module" }\n');
+  const workerFile = path.join(outDir, 'worker.js');
+  fs.writeFileSync(
+    workerFile,
+    `import { parentPort, workerData } from 'node:worker_threads';
+import { SqliteStore } from './store/sqlite/sqlite-store.js';
+const { job, start } = workerData;
+const store = new SqliteStore(job.dbPath);
+parentPort.postMessage({ type: 'ready' });
+Atomics.wait(new Int32Array(start), 0, 0);
+const errors = [];
+const won = [];
+let appended = 0;
+for (let i = 0; i < job.rounds; i++) {
+  try {
+    await store.appendMessages(job.sessionId, [
+      { role: 'user', content: job.tag + ' question ' + i },
+      { role: 'assistant', content: job.tag + ' answer ' + i },
+    ], { usage: { input_tokens: 1, output_tokens: 2 } });
+    appended += 1;
+  } catch (err) {
+    errors.push(String(err && err.code) + ': ' + String(err && err.message));
+  }
+  const taskId = job.taskIds[i % job.taskIds.length];
+  try {
+    const row = await store.transitionTask(taskId, ['waiting'], { status: 'running', question: null });
+    if (row) won.push(taskId);
+  } catch (err) {
+    errors.push(String(err && err.code) + ': ' + String(err && err.message));
+  }
+}
+await store.close();
+parentPort.postMessage({ type: 'done', result: { appended, errors, won } });
+`,
+  );
+  return workerFile;
+}
+
+/** Starts one worker per job, releases them together, and collects their results. */
+async function runWorkers(workerFile: string, jobs: WorkerJob[]): Promise<WorkerResult[]> {
+  const start = new SharedArrayBuffer(4);
+  const workers = jobs.map((job) => new Worker(workerFile, { workerData: { job, start } }));
+  let ready = 0;
+  const results = workers.map(
+    (worker) =>
+      new Promise<WorkerResult>((resolve, reject) => {
+        worker.on('message', (message: { type: string; result?: WorkerResult }) => {
+          if (message.type === 'ready') {
+            ready += 1;
+            if (ready === workers.length) {
+              Atomics.store(new Int32Array(start), 0, 1);
+              Atomics.notify(new Int32Array(start), 0);
+            }
+          } else if (message.type === 'done' && message.result) {
+            resolve(message.result);
+          }
+        });
+        worker.on('error', reject);
+        worker.on('exit', (code) => {
+          if (code !== 0) reject(new Error(`worker exited with code ${code}`));
+        });
+      }),
+  );
+  try {
+    return await Promise.all(results);
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}
