@@ -12,6 +12,9 @@ export class SseStream {
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
     });
+    // Send the headers now: a stream with nothing to replay would otherwise
+    // leave the client waiting for its headers until the first event.
+    reply.raw.flushHeaders();
     reply.raw.on('close', () => {
       this.closed = true;
     });

@@ -3,14 +3,28 @@
  * Uses the o200k tokenizer of current OpenAI models; for other models it is an
  * estimate, which is all the threshold needs.
  */
-import { countTokens } from 'gpt-tokenizer';
+import { createRequire } from 'node:module';
 import type { ChatMessage, ToolSpec } from './messages.js';
+
+type CountTokens = (text: string) => number;
+let countTokens: CountTokens | undefined;
+
+/**
+ * The tokenizer's tables take ~50 MB and a second to load, so they load on
+ * the first estimate, not at start-up (a server without autoThreshold may
+ * never need them).
+ */
+function tokenizer(): CountTokens {
+  countTokens ??= (createRequire(import.meta.url)('gpt-tokenizer') as { countTokens: CountTokens })
+    .countTokens;
+  return countTokens;
+}
 
 /** Per-message framing tokens the chat format adds around each message. */
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 
 export function estimateTextTokens(text: string): number {
-  return text.length === 0 ? 0 : countTokens(text);
+  return text.length === 0 ? 0 : tokenizer()(text);
 }
 
 export function estimateMessageTokens(message: ChatMessage): number {

@@ -134,10 +134,18 @@ export class DaemonScheduler {
         mode: 'daemon',
       });
       task = await tasks.wait(task.id);
+      // Nobody is there to answer a daemon's question: a tick never leaves a
+      // task waiting on a session it is about to close.
+      if (task.status === 'waiting') task = await tasks.cancelTask(task.id);
       await runtime.closeSession(task.session_id);
       return task;
     } finally {
-      const next = nextRunAfter(agent, this.clock());
+      let next: Date | null = null;
+      try {
+        next = nextRunAfter(agent, this.clock());
+      } catch {
+        // An invalid schedule still releases the lease; it is never rescheduled.
+      }
       await runtime.store.finishDaemonRun(agent.name, this.owner, startedAt, next);
       await runtime.events.emit('daemon.tick', task?.session_id ?? null, {
         agentName: agent.name,

@@ -41,6 +41,8 @@ export interface SessionRow {
   compaction_suspended: number;
   /** Incremented by every reset, so work that started before a reset cannot land after it. */
   epoch: number;
+  /** The highest seq this session ever used; seqs are never reused, even after a reset. */
+  last_seq: number;
 }
 
 export interface NewSession {

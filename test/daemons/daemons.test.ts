@@ -37,11 +37,29 @@ describe('runDaemonTick', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({
-      agents: { assistant: TEST_AGENT, ticker: daemonAgent('ticker', '1h') },
+      agents: {
+        assistant: TEST_AGENT,
+        ticker: daemonAgent('ticker', '1h'),
+        asker: { ...daemonAgent('asker', '1h'), tools: ['ask_user'] },
+      },
     });
   });
   afterAll(async () => t.close());
   beforeEach(() => t.fake!.reset());
+
+  it('a tick whose agent asks the user ends cancelled, its question answered, its session closed', async () => {
+    t.fake!.script({
+      tool_calls: [{ name: 'ask_user', arguments: JSON.stringify({ question: 'Anyone there?' }) }],
+    });
+    const task = await t.app.daemons.runDaemonTick('asker');
+    expect(task).toMatchObject({ status: 'cancelled', pending_call_id: null });
+    const session = (await t.app.store.findSession(task!.session_id))!;
+    expect(session.status).toBe('closed');
+    // The open call got a result, so the history is valid for anyone reading it.
+    const messages = await t.app.store.listMessages(session.id, { afterSeq: 0, limit: 50 });
+    expect(messages.at(-1)).toMatchObject({ role: 'tool', name: 'ask_user' });
+    expect((await t.app.store.findDaemonState('asker'))!.lease_owner).toBeNull();
+  });
 
   it('runs the prompt as a task in a fresh daemon session that ends closed', async () => {
     t.fake!.script({ content: 'Queue is empty.' });
@@ -172,7 +190,7 @@ describe('runDaemonTick', () => {
     await expect(t.app.daemons.runDaemonTick('assistant')).rejects.toMatchObject({
       code: 'VALIDATION_ERROR',
     });
-    expect(t.app.daemons.daemonAgents().map((a) => a.name)).toEqual(['ticker']);
+    expect(t.app.daemons.daemonAgents().map((a) => a.name)).toEqual(['asker', 'ticker']);
   });
 });
 

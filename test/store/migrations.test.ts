@@ -84,6 +84,10 @@ function columns(db: SqliteDatabase, table: string): string[] {
   return (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name);
 }
 
+/** The versions that ship, and the first free one for test migrations. */
+const SHIPPED = SQLITE_MIGRATIONS.map((m) => m.version);
+const NEXT = Math.max(...SHIPPED) + 1;
+
 describe('migrate', () => {
   it('applies every migration to a fresh database and records migration 1', () => {
     const db = open();
@@ -124,18 +128,19 @@ describe('migrate', () => {
   it('applies migrations in version order whatever the order of the list', () => {
     const db = openRaw();
     const later: Migration = {
-      version: 3,
+      version: NEXT + 1,
       name: 'uses-two',
       up: 'INSERT INTO t2 (x) VALUES (42);',
     };
     const earlier: Migration = {
-      version: 2,
+      version: NEXT,
       name: 'creates-two',
       up: 'CREATE TABLE t2 (x INTEGER);',
     };
-    expect(migrate(db, [later, ...SQLITE_MIGRATIONS, earlier])).toEqual([1, 2, 3]);
+    const all = [...SHIPPED, NEXT, NEXT + 1];
+    expect(migrate(db, [later, ...SQLITE_MIGRATIONS, earlier])).toEqual(all);
     expect(db.prepare('SELECT x FROM t2').pluck().all()).toEqual([42]);
-    expect(recorded(db).map((r) => r.version)).toEqual([1, 2, 3]);
+    expect(recorded(db).map((r) => r.version)).toEqual(all);
   });
 
   it('a failing migration throws, records nothing and leaves earlier tables untouched', async () => {
@@ -157,7 +162,7 @@ describe('migrate', () => {
       schema: db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all(),
     };
     const broken: Migration = {
-      version: 2,
+      version: NEXT,
       name: 'broken',
       // The first statements succeed; the last is not SQL. None of it may stay.
       up: `CREATE TABLE half_done (x INTEGER);
@@ -180,14 +185,14 @@ describe('migrate', () => {
     // The database still works, and the fixed migration applies later.
     expect(migrate(db)).toEqual([]);
     const fixed: Migration = { ...broken, up: 'CREATE TABLE half_done (x INTEGER);' };
-    expect(migrate(db, [...SQLITE_MIGRATIONS, fixed])).toEqual([2]);
+    expect(migrate(db, [...SQLITE_MIGRATIONS, fixed])).toEqual([NEXT]);
   });
 
-  it('on a fresh database, a failing second migration leaves the first one recorded', () => {
+  it('on a fresh database, a failing later migration leaves the earlier ones recorded', () => {
     const db = openRaw();
-    const broken: Migration = { version: 2, name: 'broken', up: 'CREATE TABLE nope (' };
+    const broken: Migration = { version: NEXT, name: 'broken', up: 'CREATE TABLE nope (' };
     expect(() => migrate(db, [...SQLITE_MIGRATIONS, broken])).toThrow();
-    expect(recorded(db).map((r) => r.version)).toEqual([1]);
+    expect(recorded(db).map((r) => r.version)).toEqual(SHIPPED);
     expect(tables(db)).toContain('sessions');
     expect(tables(db)).not.toContain('nope');
   });

@@ -124,7 +124,6 @@ describe('SqliteStore on SQLite', () => {
         pageMessages: planOf('pageMessages', session.id, 10, 20),
         tailPage: planOf('tailPage', session.id, 10, 20),
         messageMeta: planOf('messageMeta', session.id, 10),
-        maxSeq: planOf('maxSeq', session.id),
       };
       for (const [name, plan] of Object.entries(plans)) {
         const text = plan.join('\n');

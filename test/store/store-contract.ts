@@ -389,6 +389,18 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         );
       });
 
+      it('never reuses a seq: messages after a reset continue past every earlier seq', async () => {
+        const session = await newSession();
+        const before = await store.appendMessages(session.id, conversation(6, 'heron'));
+        const highest = before.at(-1)!.seq;
+        await store.resetSession(session.id);
+        const [next] = await store.appendMessages(session.id, [{ role: 'user', content: 'after' }]);
+        expect(next!.seq).toBe(highest + 1);
+        // A client paging from its last seen seq still finds the new message.
+        const page = await store.listMessages(session.id, { afterSeq: highest, limit: 10 });
+        expect(page.map((m) => m.content)).toEqual(['after']);
+      });
+
       it('returns undefined for an unknown session', async () => {
         expect(await store.resetSession('sess_doesnotexist')).toBeUndefined();
       });

@@ -69,6 +69,19 @@ describe('ask_user and waiting tasks', () => {
     for (const request of t.fake!.requests) expect(request.problems).toEqual([]);
   }
 
+  it('resetting the session cancels its waiting task, and chats work again', async () => {
+    const task = await waitingTask();
+    const reset = await post(`/sessions/${task.session_id}/reset`);
+    expect(reset.statusCode).toBe(200);
+    const after = (await t.app.server.inject({ url: `/tasks/${task.id}` })).json().task as TaskRow;
+    expect(after).toMatchObject({ status: 'cancelled', pending_call_id: null });
+    expect((await post(`/tasks/${task.id}/resume`, { answer: 'Oslo' })).statusCode).toBe(409);
+    t.fake!.script({ content: 'Fresh start.' });
+    const chat = await post('/agents/asker/chat', { message: 'hello', sessionId: task.session_id });
+    expect(chat.statusCode).toBe(200);
+    allRequestsValid();
+  });
+
   it('a task that calls ask_user stops waiting with the question', async () => {
     const task = await waitingTask();
     expect(task.question).toBe('Which city?');

@@ -14,6 +14,13 @@ const REPLAY_PAGE = 500;
 export const SSE_KEEPALIVE_MS = 15_000;
 
 export function eventRoutes(app: FastifyInstance, deps: { store: Store; events: EventBus }): void {
+  // An event stream is never idle, so shutdown ends them; clients reconnect
+  // elsewhere with Last-Event-ID and miss nothing.
+  const open = new Set<SseStream>();
+  app.addHook('preClose', async () => {
+    for (const stream of open) stream.end();
+  });
+
   app.get<{ Querystring: { sessionId?: string; lastEventId?: number } }>(
     '/events',
     {
@@ -33,6 +40,7 @@ export function eventRoutes(app: FastifyInstance, deps: { store: Store; events: 
       const header = request.headers['last-event-id'];
       let lastId = typeof header === 'string' ? Number(header) : (request.query.lastEventId ?? 0);
       const sse = new SseStream(reply);
+      open.add(sse);
       const matches = (e: EventRow): boolean =>
         sessionId === undefined || e.session_id === sessionId;
 
@@ -50,6 +58,7 @@ export function eventRoutes(app: FastifyInstance, deps: { store: Store; events: 
       request.raw.on('close', () => {
         clearInterval(keepalive);
         unsubscribe();
+        open.delete(sse);
       });
 
       for (;;) {

@@ -143,11 +143,12 @@ function prepareStatements(db: SqliteDatabase) {
       (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count)
       VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
     getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
-    maxSeq: db.prepare('SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?').pluck(),
+    lastSeq: db.prepare('SELECT last_seq FROM sessions WHERE id = ?').pluck(),
     insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars)
       VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars)`),
     bumpSession: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count,
+        last_seq = @last_seq,
         input_tokens = input_tokens + @input_tokens,
         output_tokens = output_tokens + @output_tokens,
         last_prompt_tokens = COALESCE(@prompt_tokens, last_prompt_tokens),
@@ -367,7 +368,7 @@ export class SqliteStore implements Store {
     options: AppendOptions,
     createdAt: string,
   ): StoredMessage[] {
-    let seq = this.stmt.maxSeq.get(sessionId) as number;
+    let seq = (this.stmt.lastSeq.get(sessionId) as number | undefined) ?? 0;
     const stored: StoredMessage[] = [];
     for (const message of messages) {
       seq += 1;
@@ -392,6 +393,7 @@ export class SqliteStore implements Store {
       prompt_tokens: options.promptTokens ?? null,
       // The reported prompt covered everything before the reply just stored.
       prompt_seq: seq - messages.length,
+      last_seq: seq,
       updated_at: createdAt,
     });
     return stored;

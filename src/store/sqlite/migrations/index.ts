@@ -1,5 +1,6 @@
 /** The ordered list of SQLite migrations. Append only. */
 import * as m001 from './001-initial.js';
+import * as m002 from './002-session-last-seq.js';
 
 export interface Migration {
   readonly version: number;
@@ -7,7 +8,7 @@ export interface Migration {
   readonly up: string;
 }
 
-export const SQLITE_MIGRATIONS: readonly Migration[] = [m001];
+export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002];
 
 /**
  * Columns that must exist whatever path a database took to get here (the
