@@ -58,7 +58,8 @@ async function seed(dbPath: string, request: SeedRequest): Promise<string[][]> {
   const insert = store.db.prepare(`INSERT INTO messages
     (session_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)`);
   const compact = store.db.prepare(`UPDATE sessions SET message_count = message_count + ?,
-    compact_summary = ?, compact_size = ?, compact_seq = ?, compaction_count = 1 WHERE id = ?`);
+    last_seq = ?, compact_summary = ?, compact_size = ?, compact_seq = ?, compaction_count = 1
+    WHERE id = ?`);
   const createdAt = new Date().toISOString();
   const ids: string[][] = [];
   for (const entry of request.plan) {
@@ -83,7 +84,14 @@ async function seed(dbPath: string, request: SeedRequest): Promise<string[][]> {
         })();
       }
       const compacted = entry.messages - request.tail;
-      compact.run(entry.messages, SUMMARY, compacted, compacted + 1, session.id);
+      compact.run(
+        entry.messages,
+        entry.messages + 1,
+        SUMMARY,
+        compacted,
+        compacted + 1,
+        session.id,
+      );
       group.push(session.id);
     }
     ids.push(group);

@@ -47,6 +47,7 @@ function assertToolShape(value: unknown, file: string): Tool {
 
 export class ToolCatalog {
   private readonly modules = new Map<string, Promise<Tool>>();
+  private readonly sets = new WeakMap<AgentConfig, Promise<ToolSet>>();
 
   constructor(private readonly options: ToolCatalogOptions) {}
 
@@ -55,7 +56,22 @@ export class ToolCatalog {
     return Object.keys(this.options.builtins);
   }
 
-  async forAgent(agent: AgentConfig): Promise<ToolSet> {
+  /**
+   * The agent's tools, built once per loaded agent: a ToolSet compiles each
+   * tool's argument schema, which must not happen on every turn.
+   */
+  forAgent(agent: AgentConfig): Promise<ToolSet> {
+    let cached = this.sets.get(agent);
+    if (!cached) {
+      cached = this.build(agent);
+      // A failure is not cached, so fixing a tool module fixes the agent.
+      cached.catch(() => this.sets.delete(agent));
+      this.sets.set(agent, cached);
+    }
+    return cached;
+  }
+
+  private async build(agent: AgentConfig): Promise<ToolSet> {
     const tools: Tool[] = [];
     for (const entry of agent.tools) {
       if (entry.startsWith('agent:')) {
