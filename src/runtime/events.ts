@@ -22,14 +22,21 @@ export class EventBus {
       sessionId,
       data: { ...data, ...(sessionId ? { sessionId } : {}) },
     });
-    for (const listener of this.listeners) {
-      try {
-        listener(event);
-      } catch {
-        // A broken subscriber must not break the turn that emitted the event.
+    this.publish([event]);
+    return event;
+  }
+
+  /** Hands events that are already stored (e.g. with their messages) to live subscribers. */
+  publish(events: readonly EventRow[]): void {
+    for (const event of events) {
+      for (const listener of this.listeners) {
+        try {
+          listener(event);
+        } catch {
+          // A broken subscriber must not break the turn that emitted the event.
+        }
       }
     }
-    return event;
   }
 
   subscribe(listener: EventListener): () => void {

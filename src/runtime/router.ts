@@ -302,14 +302,18 @@ export class Runtime {
       usage?: TokenUsage,
       promptTokens?: number,
     ): Promise<void> => {
-      const rows = await this.store.appendMessages(session.id, messages, {
-        ...(usage ? { usage } : {}),
-        ...(promptTokens !== undefined ? { promptTokens } : {}),
-      });
-      stored.push(...rows);
-      for (const row of rows) {
-        await this.events.emit('message.created', session.id, { seq: row.seq, role: row.role });
-      }
+      // Messages and their message.created events commit together.
+      const written = await this.store.appendMessagesWithEvents(
+        session.id,
+        messages,
+        'message.created',
+        {
+          ...(usage ? { usage } : {}),
+          ...(promptTokens !== undefined ? { promptTokens } : {}),
+        },
+      );
+      stored.push(...written.messages);
+      this.events.publish(written.events);
     };
 
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.

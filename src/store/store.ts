@@ -194,6 +194,16 @@ export interface Store {
     messages: ChatMessage[],
     options?: AppendOptions,
   ): Promise<StoredMessage[]>;
+  /**
+   * `appendMessages` plus one `eventType` event per stored message (data:
+   * seq, role, sessionId), committed in the same transaction.
+   */
+  appendMessagesWithEvents(
+    sessionId: string,
+    messages: ChatMessage[],
+    eventType: string,
+    options?: AppendOptions,
+  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }>;
   /** Page through a session's messages by seq (keyset, never OFFSET). */
   listMessages(
     sessionId: string,

@@ -1070,6 +1070,51 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
 
     // ---- events -------------------------------------------------------------
 
+    describe('appendMessagesWithEvents', () => {
+      it('stores the messages and one event per message, in one transaction', async () => {
+        const session = await newSession();
+        const before = await store.listEvents({ afterId: 0, sessionId: session.id, limit: 100 });
+        const written = await store.appendMessagesWithEvents(
+          session.id,
+          [
+            { role: 'user', content: 'hi' },
+            { role: 'assistant', content: 'hello' },
+          ],
+          'message.created',
+          { usage: { input_tokens: 7, output_tokens: 3 } },
+        );
+        expect(written.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+        expect(written.events.map((e) => e.data)).toEqual(
+          written.messages.map((m) => ({ seq: m.seq, role: m.role, sessionId: session.id })),
+        );
+        const listed = await store.listEvents({
+          afterId: before.at(-1)?.id ?? 0,
+          sessionId: session.id,
+          limit: 100,
+        });
+        expect(listed).toEqual(written.events);
+        expect((await store.findSession(session.id))!.input_tokens).toBe(7);
+      });
+
+      it('stores neither messages nor events when one message is invalid', async () => {
+        const session = await newSession();
+        const events = (await store.listEvents({ afterId: 0, limit: 10_000 })).length;
+        await expect(
+          store.appendMessagesWithEvents(
+            session.id,
+            [
+              { role: 'user', content: 'kept?' },
+              { role: 'bogus' as 'user', content: 'no' },
+            ],
+            'message.created',
+          ),
+        ).rejects.toThrow();
+        expect((await store.listEvents({ afterId: 0, limit: 10_000 })).length).toBe(events);
+        const messages = await store.listMessages(session.id, { afterSeq: 0, limit: 10 });
+        expect(messages.map((m) => m.role)).toEqual(['system']);
+      });
+    });
+
     describe('appendEvent / listEvents', () => {
       it('appends with increasing ids and lists after an id, optionally for one session', async () => {
         const a = await newSession();

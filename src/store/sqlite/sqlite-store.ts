@@ -362,6 +362,29 @@ export class SqliteStore implements Store {
     );
   }
 
+  async appendMessagesWithEvents(
+    sessionId: string,
+    messages: ChatMessage[],
+    eventType: string,
+    options: AppendOptions = {},
+  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          const createdAt = now();
+          const stored = this.insertMessages(sessionId, messages, options, createdAt);
+          const events = stored.map((m) =>
+            this.insertEvent(
+              { type: eventType, sessionId, data: { seq: m.seq, role: m.role, sessionId } },
+              createdAt,
+            ),
+          );
+          return { messages: stored, events };
+        })
+        .immediate(),
+    );
+  }
+
   private insertMessages(
     sessionId: string,
     messages: ChatMessage[],
@@ -544,11 +567,12 @@ export class SqliteStore implements Store {
   // ---- events ---------------------------------------------------------------
 
   async appendEvent(event: NewEvent): Promise<EventRow> {
-    const createdAt = now();
+    return guard(() => this.insertEvent(event, now()));
+  }
+
+  private insertEvent(event: NewEvent, createdAt: string): EventRow {
     const data = JSON.stringify(event.data);
-    const result = guard(() =>
-      this.stmt.insertEvent.run(event.type, event.sessionId ?? null, data, createdAt),
-    );
+    const result = this.stmt.insertEvent.run(event.type, event.sessionId ?? null, data, createdAt);
     return {
       id: Number(result.lastInsertRowid),
       type: event.type,
