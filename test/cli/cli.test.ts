@@ -1,0 +1,168 @@
+/**
+ * The `cairn` command line, run as users run it: the compiled bin
+ * (dist/cli/main.js, built by the global setup) in a child process.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { makeHome } from '../helpers/test-app.js';
+import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `cairn …` with only the variables we pass (no inherited CAIRN_* or keys). */
+function cairn(args: string[], env: Record<string, string>, cwd?: string): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI_PATH, ...args],
+      { env: { PATH: process.env.PATH ?? '', ...env }, ...(cwd ? { cwd } : {}), timeout: 20_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe('cairn init and agents validate', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'cairn-cli-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('init creates cairn.json and a demo agent that validates; a second init changes nothing', async () => {
+    const first = await cairn(['init', dir], {});
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain('created');
+    expect(existsSync(join(dir, 'cairn.json'))).toBe(true);
+    const agent = JSON.parse(readFileSync(join(dir, 'agents/assistant/agent.json'), 'utf8'));
+    expect(agent.name).toBe('assistant');
+
+    const again = await cairn(['init', dir], {});
+    expect(again.stdout).toContain('nothing to do');
+
+    const valid = await cairn(['agents', 'validate'], { CAIRN_HOME: dir });
+    expect(valid.code).toBe(0);
+    expect(valid.stdout).toMatch(/ok\s+assistant/);
+  });
+
+  it('agents validate exits 1 and names the file, pointer and rule of a bad agent', async () => {
+    const bad = join(dir, 'agents', 'broken');
+    rmSync(bad, { recursive: true, force: true });
+    await cairn(['init', dir], {});
+    mkdirSync(bad, { recursive: true });
+    writeFileSync(
+      join(bad, 'agent.json'),
+      JSON.stringify({ name: 'broken', system: 'x', maxIterations: 0 }),
+    );
+    const run = await cairn(['agents', 'validate'], { CAIRN_HOME: dir });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(join('broken', 'agent.json'));
+    expect(run.stderr).toContain('/maxIterations');
+    expect(run.stderr).toContain('minimum');
+    // The good agent is still reported as loadable.
+    expect(run.stdout).toMatch(/ok\s+assistant/);
+    rmSync(bad, { recursive: true, force: true });
+  });
+
+  it('migrate reports what it applied, then that the database is up to date', async () => {
+    const db = join(dir, 'data', 'migrate.db');
+    const first = await cairn(['migrate'], { CAIRN_HOME: dir, CAIRN_DB: db });
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/applied migrations: 1, 2/);
+    const second = await cairn(['migrate'], { CAIRN_HOME: dir, CAIRN_DB: db });
+    expect(second.stdout).toContain('up to date');
+  });
+});
+
+describe('cairn sessions and cairn compact against a running server', () => {
+  let fake: FakeLlmServer;
+  let home: string;
+  let server: ServerProcess;
+  beforeAll(async () => {
+    fake = await startFakeLlmServer();
+    home = makeHome({}, fake.baseURL);
+    server = await spawnServer({ home });
+  });
+  afterAll(async () => {
+    await server.stop('SIGTERM');
+    await fake.close();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  async function chat(message: string, sessionId?: string): Promise<string> {
+    const res = await fetch(`${server.url}/agents/assistant/chat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ message, ...(sessionId ? { sessionId } : {}) }),
+    });
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { sessionId: string }).sessionId;
+  }
+
+  it('lists sessions, previews, compacts and undoes a compaction', async () => {
+    const id = await chat('first message about the Lisbon offsite');
+    for (let i = 0; i < 3; i++) await chat(`follow-up ${i}`, id);
+    const env = { CAIRN_URL: server.url };
+
+    const sessions = await cairn(['sessions'], env);
+    expect(sessions.code).toBe(0);
+    expect(sessions.stdout).toContain(id);
+
+    const dry = await cairn(['compact', id, '--dry-run'], env);
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ sessionId: id, dryRun: true });
+
+    fake.script({ content: 'Summary: offsite in Lisbon.' });
+    const real = await cairn(['compact', id], env);
+    expect(real.code).toBe(0);
+    const report = JSON.parse(real.stdout);
+    expect(report).toMatchObject({ sessionId: id, alreadyUpToDate: false });
+    expect(report.compactedCount).toBeGreaterThan(0);
+
+    const undo = await cairn(['compact', id, '--undo'], env);
+    expect(undo.code).toBe(0);
+    expect(JSON.parse(undo.stdout)).toMatchObject({ sessionId: id, restoredSize: 0 });
+
+    const again = await cairn(['compact', id, '--undo'], env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('COMPACTION_CONFLICT');
+  });
+
+  it('reports an unknown session with its error code and exits 1', async () => {
+    const run = await cairn(['compact', 'sess_doesnotexist'], { CAIRN_URL: server.url });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('SESSION_NOT_FOUND');
+  });
+
+  it('says clearly when no server is listening', async () => {
+    const run = await cairn(['sessions'], { CAIRN_URL: 'http://127.0.0.1:1' });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('could not reach the Cairn server');
+  });
+
+  it('chat streams a reply from the agent, reading lines from stdin', async () => {
+    fake.script({ content: 'Streamed hello from the fake.' });
+    const run = await new Promise<Run>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [CLI_PATH, 'chat', 'assistant'],
+        { env: { PATH: process.env.PATH ?? '', CAIRN_URL: server.url }, timeout: 20_000 },
+        (error, stdout, stderr) => resolve({ code: error ? 1 : 0, stdout, stderr }),
+      );
+      child.stdin?.end('hello there\n\n');
+    });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('Streamed hello from the fake.');
+    expect(run.stdout).toMatch(/session: sess_/);
+  });
+});
