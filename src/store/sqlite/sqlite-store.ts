@@ -294,33 +294,12 @@ export class SqliteStore implements Store {
   }
 
   async listSessions(filter: SessionFilter): Promise<Page<SessionRow>> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.agentName !== undefined) {
-      where.push('agent_name = ?');
-      params.push(filter.agentName);
-    }
-    if (filter.status !== undefined) {
-      where.push('status = ?');
-      params.push(filter.status);
-    }
-    if (filter.mode !== undefined) {
-      where.push('mode = ?');
-      params.push(filter.mode);
-    }
-    if (filter.parentSessionId !== undefined) {
-      where.push('parent_session_id = ?');
-      params.push(filter.parentSessionId);
-    }
-    if (filter.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(filter.cursor);
-      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
-      params.push(createdAt, createdAt, id);
-    }
-    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY created_at DESC, id DESC LIMIT ?`;
-    const rows = this.db.prepare(sql).all(...params, filter.limit + 1) as SessionRow[];
-    return this.page(rows, filter.limit, (r) => encodeCursor(r.created_at, r.id));
+    return this.newestFirst<SessionRow>('sessions', filter, {
+      agent_name: filter.agentName,
+      status: filter.status,
+      mode: filter.mode,
+      parent_session_id: filter.parentSessionId,
+    });
   }
 
   async resetSession(id: string): Promise<SessionRow | undefined> {
@@ -624,25 +603,10 @@ export class SqliteStore implements Store {
     limit: number;
     cursor?: string;
   }): Promise<Page<TaskRow>> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.status !== undefined) {
-      where.push('status = ?');
-      params.push(filter.status);
-    }
-    if (filter.agentName !== undefined) {
-      where.push('agent_name = ?');
-      params.push(filter.agentName);
-    }
-    if (filter.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(filter.cursor);
-      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
-      params.push(createdAt, createdAt, id);
-    }
-    const sql = `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY created_at DESC, id DESC LIMIT ?`;
-    const rows = this.db.prepare(sql).all(...params, filter.limit + 1) as TaskRow[];
-    return this.page(rows, filter.limit, (r) => encodeCursor(r.created_at, r.id));
+    return this.newestFirst<TaskRow>('tasks', filter, {
+      status: filter.status,
+      agent_name: filter.agentName,
+    });
   }
 
   async transitionTask(
@@ -764,6 +728,33 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+  }
+
+  /**
+   * A keyset page of `table`, newest first by (created_at, id), with equality
+   * filters on the given columns (undefined ones are ignored). Never OFFSET.
+   */
+  private newestFirst<T extends { created_at: string; id: string }>(
+    table: 'sessions' | 'tasks',
+    page: { limit: number; cursor?: string },
+    equals: Record<string, string | undefined>,
+  ): Page<T> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    for (const [column, value] of Object.entries(equals)) {
+      if (value === undefined) continue;
+      where.push(`${column} = ?`);
+      params.push(value);
+    }
+    if (page.cursor !== undefined) {
+      const [createdAt, id] = decodeCursor(page.cursor);
+      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
+      params.push(createdAt, createdAt, id);
+    }
+    const sql = `SELECT * FROM ${table} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY created_at DESC, id DESC LIMIT ?`;
+    const rows = this.db.prepare(sql).all(...params, page.limit + 1) as T[];
+    return this.page(rows, page.limit, (r) => encodeCursor(r.created_at, r.id));
   }
 
   private page<T>(rows: T[], limit: number, cursorOf: (row: T) => string): Page<T> {
