@@ -43,10 +43,17 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     stopping = true;
     app.server.log.info(`${signal}: draining running turns (up to ${SHUTDOWN_GRACE_MS / 1000} s)`);
     const timer = setTimeout(() => {
-      app.server.log.warn(
-        'grace period over; unfinished tasks will be marked interrupted on next start',
-      );
-      process.exit(0);
+      // What did not finish is marked interrupted now (resumable with
+      // POST /tasks/:id/resume); every message it produced is already stored.
+      app.store
+        .interruptRunningTasks()
+        .then((count) =>
+          app.server.log.warn(`grace period over; ${count} task(s) marked interrupted`),
+        )
+        .catch(() =>
+          app.server.log.warn('grace period over; tasks will be marked interrupted on next start'),
+        )
+        .finally(() => process.exit(0));
     }, SHUTDOWN_GRACE_MS);
     timer.unref();
     // server.close() waits for every open connection, but only closes the ones
