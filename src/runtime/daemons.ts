@@ -128,6 +128,9 @@ export class DaemonScheduler {
     }
     let task: TaskRow | undefined;
     try {
+      // Consume this slot before running: if the process dies mid-tick, the
+      // restart sees the next slot, not this one, so the tick never runs twice.
+      await runtime.store.setDaemonNextRun(agent.name, nextRunAfter(agent, startedAt));
       task = await tasks.runTask({
         agentName: agent.name,
         input: agent.daemon.prompt,

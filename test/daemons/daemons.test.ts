@@ -109,6 +109,22 @@ describe('runDaemonTick', () => {
     expect((tick.data as { nextRunAt: string }).nextRunAt).toBe(state.next_run_at);
   });
 
+  it('a tick consumes its slot before it runs, so a crash mid-tick never runs it twice (RELIABILITY 32)', async () => {
+    await t.app.store.setDaemonNextRun('ticker', new Date(Date.now() - 60_000));
+    t.fake!.script({ content: 'Slow tick.', delayMs: 600 });
+    const started = Date.now();
+    const tick = t.app.daemons.runDaemonTick('ticker');
+    // While the tick still runs (its lease held), the stored next run is already an hour on:
+    // a restart now would find nothing due.
+    await expect
+      .poll(async () => {
+        const state = (await t.app.store.findDaemonState('ticker'))!;
+        return state.lease_owner !== null && Date.parse(state.next_run_at!) >= started + HOUR_MS;
+      })
+      .toBe(true);
+    expect((await tick)!.status).toBe('completed');
+  });
+
   it('two ticks at once: one runs, the other is skipped', async () => {
     t.fake!.script({ content: 'Only once.', delayMs: 300 });
     const before = (await listSessions(t.app, 'agentName=ticker')).length;
