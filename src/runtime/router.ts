@@ -216,15 +216,20 @@ export class Runtime {
         // ask_user in a chat: the question is the reply, and the user's next
         // message is the answer. The call gets a result now so the history
         // stays valid (only tasks wait on an open call).
-        const [answered] = await this.store.appendMessages(session.id, [
-          {
-            role: 'tool',
-            tool_call_id: turn.result.callId,
-            name: 'ask_user',
-            content: ASK_USER_IN_CHAT_RESULT,
-          },
-        ]);
-        if (answered) turn.stored.push(answered);
+        const answered = await this.store.appendMessagesWithEvents(
+          session.id,
+          [
+            {
+              role: 'tool',
+              tool_call_id: turn.result.callId,
+              name: 'ask_user',
+              content: ASK_USER_IN_CHAT_RESULT,
+            },
+          ],
+          'message.created',
+        );
+        turn.stored.push(...answered.messages);
+        this.events.publish(answered.events);
         return this.envelope(session.id, turn, turn.result.question);
       }
       return this.envelope(session.id, turn, turn.result.reply);
