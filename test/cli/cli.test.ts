@@ -166,3 +166,66 @@ describe('cairn sessions and cairn compact against a running server', () => {
     expect(run.stdout).toMatch(/session: sess_/);
   });
 });
+
+describe('cairn serve', () => {
+  it('refuses to listen beyond loopback without an API key, and says how to fix it', async () => {
+    const home = makeHome({}, null);
+    try {
+      const run = await cairn(['serve'], {
+        CAIRN_HOME: home,
+        CAIRN_HOST: '0.0.0.0',
+        CAIRN_PORT: '0',
+      });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('Refusing to listen on 0.0.0.0 without an API key');
+      expect(run.stderr).toContain('CAIRN_API_KEY');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('--no-daemons runs no scheduled agent; without it the daemon ticks', async () => {
+    const fake = await startFakeLlmServer();
+    const ticker = {
+      name: 'ticker',
+      system: 'You are a daemon.',
+      tools: [],
+      daemon: { every: '1s', prompt: 'Report.' },
+    };
+    const home = makeHome({ agents: { ticker } }, fake.baseURL);
+    const daemonSessions = async (url: string): Promise<number> => {
+      const res = await fetch(`${url}/sessions?agentName=ticker`);
+      return ((await res.json()) as { sessions: unknown[] }).sessions.length;
+    };
+    try {
+      // spawnServer passes --no-daemons.
+      const quiet = await spawnServer({ home });
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      expect(await daemonSessions(quiet.url)).toBe(0);
+      expect(fake.requests).toHaveLength(0);
+      await quiet.stop('SIGTERM');
+
+      const port = String(quiet.port);
+      const child = execFile(process.execPath, [CLI_PATH, 'serve'], {
+        env: {
+          PATH: process.env.PATH ?? '',
+          CAIRN_HOME: home,
+          CAIRN_PORT: port,
+          CAIRN_LOG_LEVEL: 'warn',
+        },
+      });
+      try {
+        const url = `http://127.0.0.1:${port}`;
+        await expect
+          .poll(async () => daemonSessions(url).catch(() => 0), { timeout: 15_000, interval: 250 })
+          .toBeGreaterThan(0);
+      } finally {
+        child.kill('SIGTERM');
+        await new Promise((resolve) => child.once('exit', resolve));
+      }
+    } finally {
+      await fake.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
