@@ -417,13 +417,14 @@ export class SqliteStore implements Store {
     sessionId: string,
     afterSeq: number,
   ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }> {
-    // One read transaction so the system prompt and the tail are one snapshot.
-    return this.db.transaction(() => ({
+    // No read transaction needed: the system messages are written once, with
+    // the session, so they cannot change between the two reads.
+    return {
       system: (this.stmt.systemMessages.all(sessionId) as MessageRecord[]).map(toStoredMessage),
       tail: (this.stmt.tailMessages.all(sessionId, afterSeq) as MessageRecord[]).map(
         toStoredMessage,
       ),
-    }))();
+    };
   }
 
   async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
