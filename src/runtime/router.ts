@@ -12,6 +12,7 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
+import type { RunBudget } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { EventBus } from './events.js';
 import { runLoop, type LoopEvent, type LoopResult } from './loop.js';
@@ -33,6 +34,9 @@ export interface ContextGuard {
   /** Decorates the model with context-overflow recovery. */
   guardModel(model: ModelClient, context: () => TurnContext): ModelClient;
 }
+
+/** How many subagents one top-level run (with everything under it) may start. */
+export const SUBAGENTS_PER_RUN = 10;
 
 export const ASK_USER_IN_CHAT_RESULT =
   'The question was shown to the user as your reply; their answer will arrive as the next user message.';
@@ -86,6 +90,8 @@ export interface TurnInput {
   depth?: number;
   /** Agent names of the sessions above this one (subagents). */
   lineage?: readonly string[];
+  /** The run's budget, shared with subagents; a new one for a top-level turn. */
+  budget?: RunBudget;
   stream?: boolean;
   signal?: AbortSignal;
   onEvent?: (event: LoopEvent) => void;
@@ -372,6 +378,7 @@ export class Runtime {
         store: this.store,
         depth: turn.depth ?? 0,
         lineage: [...(turn.lineage ?? []), agent.name],
+        budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
       },
       ...(turn.signal ? { signal: turn.signal } : {}),
       ...(turn.stream !== undefined ? { stream: turn.stream } : {}),

@@ -6,8 +6,8 @@
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
-import type { Tool } from '../tools/tool.js';
-import type { Runtime } from './router.js';
+import type { RunBudget, Tool } from '../tools/tool.js';
+import { SUBAGENTS_PER_RUN, type Runtime } from './router.js';
 
 /** How many subagent levels may sit below a top-level session. */
 export const SUBAGENT_MAX_DEPTH = 3;
@@ -20,6 +20,7 @@ export interface SubagentInput {
   input: string;
   depth: number;
   lineage: readonly string[];
+  budget: RunBudget;
   signal?: AbortSignal;
 }
 
@@ -39,6 +40,7 @@ export async function runSubagent(runtime: Runtime, input: SubagentInput): Promi
         input: [{ role: 'user', content: input.input }],
         depth: input.depth,
         lineage: input.lineage,
+        budget: input.budget,
         ...(input.signal ? { signal: input.signal } : {}),
       }),
     );
@@ -82,18 +84,26 @@ export function subagentTool(runtime: Runtime, caller: AgentConfig, target: stri
           `calling "${target}" would form a cycle (${[...ctx.lineage, target].join(' → ')}); nothing was started.`,
         );
       }
+      if (ctx.budget.subagentsLeft <= 0) {
+        throw new CairnError(
+          'VALIDATION_ERROR',
+          `this run already started ${SUBAGENTS_PER_RUN} subagents, its limit; nothing was started. Answer with what you have.`,
+        );
+      }
       if (!runtime.agents.find(target)) {
         throw new CairnError(
           'AGENT_NOT_FOUND',
           `agent "${target}" (listed by "${caller.name}") is not loaded.`,
         );
       }
+      ctx.budget.subagentsLeft -= 1;
       return runSubagent(runtime, {
         parentSessionId: ctx.sessionId,
         agentName: target,
         input: String(args.input),
         depth: ctx.depth + 1,
         lineage: ctx.lineage,
+        budget: ctx.budget,
         signal: ctx.signal,
       });
     },

@@ -20,6 +20,8 @@ export interface ToolContext {
   readonly depth: number;
   /** Agent names from the top-level session down to this one, for cycle checks. */
   readonly lineage: readonly string[];
+  /** Shared by a top-level run and every subagent under it (RELIABILITY 34). */
+  readonly budget: RunBudget;
 }
 
 export interface Tool {
@@ -29,6 +31,11 @@ export interface Tool {
   readonly parameters: Record<string, unknown>;
   readonly timeoutMs?: number;
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
+}
+
+/** What one top-level run may still spend; subagent runs draw from their caller's. */
+export interface RunBudget {
+  subagentsLeft: number;
 }
 
 const WAIT_FOR_USER = Symbol('cairn.waitForUser');

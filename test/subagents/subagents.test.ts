@@ -6,6 +6,7 @@
  * failing subagent is an error result the caller can read and get past.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { SUBAGENTS_PER_RUN } from '../../src/runtime/router.js';
 import { SUBAGENT_MAX_DEPTH } from '../../src/runtime/subagents.js';
 import type { SessionRow } from '../../src/store/store.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
@@ -71,6 +72,32 @@ describe('subagents', () => {
     const at = messages.findIndex((m) => m.tool_calls);
     return messages[at + 1]?.role === 'tool' ? messages[at + 1] : undefined;
   }
+
+  it('one run starts at most SUBAGENTS_PER_RUN subagents; the rest get an error result, nothing spawned', async () => {
+    const calls = Array.from({ length: SUBAGENTS_PER_RUN + 2 }, (_, i) => ({
+      name: 'agent_researcher',
+      arguments: JSON.stringify({ input: `question ${i}` }),
+    }));
+    // The boss asks for 12 subagents in one reply; each started one answers, then the boss does.
+    t.fake!.setDefault((body: { messages: WireMessage[] }) =>
+      body.messages[0]?.content === 'You are agent researcher.'
+        ? { content: 'an answer' }
+        : { content: 'done' },
+    );
+    t.fake!.script({ tool_calls: calls });
+    const res = await chat('boss', 'research a lot');
+    expect(res.statusCode).toBe(200);
+    const bossSession = res.json().sessionId as string;
+    const children = await sessions(`parentSessionId=${bossSession}`);
+    expect(children).toHaveLength(SUBAGENTS_PER_RUN);
+    const history = (
+      await t.app.server.inject({ url: `/sessions/${bossSession}/messages?limit=100` })
+    ).json().messages as WireMessage[];
+    const results = history.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
+    expect(results.filter((c) => c === 'an answer')).toHaveLength(SUBAGENTS_PER_RUN);
+    const refused = results.filter((c) => /already started 10 subagents/.test(c));
+    expect(refused).toHaveLength(2);
+  });
 
   it('the caller gets a tool per subagent, described by the subagent', async () => {
     t.fake!.script({ content: 'hi' });
