@@ -272,7 +272,8 @@ export interface Store {
   setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void>;
 
   // memory
-  listMemory(agentName: string, query?: string): Promise<MemoryNote[]>;
+  /** The newest notes, or the best full-text matches of `query`; at most `limit` (default 100). */
+  listMemory(agentName: string, query?: string, limit?: number): Promise<MemoryNote[]>;
   putMemory(agentName: string, key: string, content: string): Promise<MemoryNote>;
   deleteMemory(agentName: string, key: string): Promise<boolean>;
 

@@ -120,6 +120,22 @@ describe('memory', () => {
       expect(again.statusCode).toBe(204);
     });
 
+    it('GET ?limit returns at most that many notes, newest first', async () => {
+      for (let i = 0; i < 5; i++) {
+        await put('memo', `page.${i}`, { content: `note number ${i}` });
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const res = await t.app.server.inject({ url: '/agents/memo/memory?limit=3' });
+      expect(res.statusCode).toBe(200);
+      const keys = (res.json().notes as { key: string }[]).map((n) => n.key);
+      expect(keys).toEqual(['page.4', 'page.3', 'page.2']);
+      const search = await t.app.server.inject({ url: '/agents/memo/memory?query=number&limit=2' });
+      expect(search.json().notes).toHaveLength(2);
+      for (let i = 0; i < 5; i++) {
+        await t.app.server.inject({ method: 'DELETE', url: `/agents/memo/memory/page.${i}` });
+      }
+    });
+
     it('notes belong to one agent', async () => {
       await put('memo', 'shared.key', { content: 'memo note' });
       await put('tight', 'shared.key', { content: 'tight note' });
@@ -165,8 +181,10 @@ describe('memory', () => {
         url: `/agents/memo/memory?query=${'q'.repeat(501)}`,
       });
       expect(query.statusCode).toBe(400);
-      const unknownParam = await t.app.server.inject({ url: '/agents/memo/memory?limit=3' });
-      expect(unknownParam.statusCode).toBe(400);
+      for (const bad of ['limit=0', 'limit=501', 'limit=two', 'page=2']) {
+        const res = await t.app.server.inject({ url: `/agents/memo/memory?${bad}` });
+        expect(res.statusCode, bad).toBe(400);
+      }
       expect((await notes('memo')).map((n) => n.key)).not.toContain('ok.key');
     });
 

@@ -142,7 +142,7 @@ describe('SqliteStore on SQLite', () => {
         ['waitingTask', 'tasks', [session.id]],
         ['getTask', 'tasks', ['task_x']],
         ['getSession', 'sessions', [session.id]],
-        ['listMemory', 'memory', ['assistant']],
+        ['listMemory', 'memory', ['assistant', 100]],
         ['latestCompaction', 'compactions', [session.id]],
       ];
       for (const [name, table, params] of others) {

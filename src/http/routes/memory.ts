@@ -16,17 +16,21 @@ export function memoryRoutes(
 ): void {
   type NoteParams = { Params: { name: string; key: string } };
 
-  app.get<{ Params: { name: string }; Querystring: { query?: string } }>(
+  app.get<{ Params: { name: string }; Querystring: { query?: string; limit: number } }>(
     '/agents/:name/memory',
     {
       schema: {
         params: agentParams,
-        querystring: objectSchema({ query: { type: 'string', maxLength: 500 } }),
+        querystring: objectSchema({
+          query: { type: 'string', maxLength: 500 },
+          limit: { type: 'integer', minimum: 1, maximum: 500, default: 100 },
+        }),
       },
     },
     async (request) => {
       const agent = deps.agents.get(request.params.name);
-      return { notes: await deps.store.listMemory(agent.name, request.query.query) };
+      const { query, limit } = request.query;
+      return { notes: await deps.store.listMemory(agent.name, query, limit) };
     },
   );
 

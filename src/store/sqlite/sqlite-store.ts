@@ -51,6 +51,9 @@ interface EventRecord {
   created_at: string;
 }
 
+/** Notes returned by one memory listing or search unless the caller asks for fewer or more. */
+export const MEMORY_PAGE = 100;
+
 const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
 
@@ -228,11 +231,11 @@ function prepareStatements(db: SqliteDatabase) {
       "UPDATE tasks SET status = 'interrupted', error = 'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.', updated_at = ? WHERE status = 'running'",
     ),
     listMemory: db.prepare(
-      'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? ORDER BY updated_at DESC, id DESC',
+      'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? ORDER BY updated_at DESC, id DESC LIMIT ?',
     ),
     searchMemory: db.prepare(`SELECT m.agent_name, m.key, m.content, m.created_at, m.updated_at
       FROM memory_fts JOIN memory m ON m.id = memory_fts.rowid
-      WHERE memory_fts MATCH ? AND m.agent_name = ? ORDER BY rank LIMIT 50`),
+      WHERE memory_fts MATCH ? AND m.agent_name = ? ORDER BY rank LIMIT ?`),
     upsertMemory: db.prepare(`INSERT INTO memory (agent_name, key, content, created_at, updated_at)
       VALUES (@agent_name, @key, @content, @now, @now)
       ON CONFLICT (agent_name, key) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at`),
@@ -703,13 +706,13 @@ export class SqliteStore implements Store {
 
   // ---- memory ---------------------------------------------------------------
 
-  async listMemory(agentName: string, query?: string): Promise<MemoryNote[]> {
+  async listMemory(agentName: string, query?: string, limit = MEMORY_PAGE): Promise<MemoryNote[]> {
     if (query !== undefined && query.trim() !== '') {
       const fts = toFtsQuery(query);
       if (fts === undefined) return [];
-      return this.stmt.searchMemory.all(fts, agentName) as MemoryNote[];
+      return this.stmt.searchMemory.all(fts, agentName, limit) as MemoryNote[];
     }
-    return this.stmt.listMemory.all(agentName) as MemoryNote[];
+    return this.stmt.listMemory.all(agentName, limit) as MemoryNote[];
   }
 
   async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {

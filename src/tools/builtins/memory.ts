@@ -45,10 +45,7 @@ export function memoryTools(agent: AgentConfig): Tool[] {
         additionalProperties: false,
       },
       async run(args, ctx) {
-        const notes = (await ctx.store.listMemory(agent.name, String(args.query))).slice(
-          0,
-          SEARCH_RESULTS,
-        );
+        const notes = await ctx.store.listMemory(agent.name, String(args.query), SEARCH_RESULTS);
         if (notes.length === 0) return `No note matches "${String(args.query)}".`;
         return notes.map((n) => `${n.key}: ${n.content}`).join('\n');
       },
