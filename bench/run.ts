@@ -66,6 +66,7 @@ import type * as SettingsModule from '../src/config/settings.js';
 import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { SeedRequest } from './seed.js';
 import { bookkeepingRows, promptTokenRows } from './compaction.js';
+import { serverCostRows } from './server-cost.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -495,7 +496,11 @@ async function main(): Promise<void> {
     );
 
     // Compaction rows run last, so their seeding and tokenizer do not touch the figures above.
-    rows.push(...(await bookkeepingRows()), ...(await promptTokenRows(baseURL)));
+    rows.push(
+      ...(await serverCostRows(AIM_SMALL_MS)),
+      ...(await bookkeepingRows()),
+      ...(await promptTokenRows(baseURL)),
+    );
 
     const out = [
       `Cairn bench — node ${process.version}, ${cpus().length} CPUs, load average ${loadBefore.toFixed(2)} at start / ${loadavg()[0]!.toFixed(2)} at end; seeding took ${(seedMs / 1000).toFixed(1)} s`,
