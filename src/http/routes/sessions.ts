@@ -1,7 +1,7 @@
 /** Session resources: create, list, read, messages, reset, close, delete. */
 import type { FastifyInstance } from 'fastify';
 import type { Runtime } from '../../runtime/router.js';
-import type { SessionMode, SessionStatus } from '../../store/store.js';
+import type { SessionFilter } from '../../store/store.js';
 import {
   AGENT_NAME,
   CURSOR,
@@ -16,15 +16,6 @@ interface CreateBody {
   agentName: string;
   title?: string;
   compactCount?: number;
-}
-
-interface ListQuery {
-  agentName?: string;
-  status?: SessionStatus;
-  mode?: SessionMode;
-  parentSessionId?: string;
-  limit: number;
-  cursor?: string;
 }
 
 export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }): void {
@@ -56,7 +47,7 @@ export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }):
     },
   );
 
-  app.get<{ Querystring: ListQuery }>(
+  app.get<{ Querystring: SessionFilter }>(
     '/sessions',
     {
       schema: {
