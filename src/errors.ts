@@ -41,10 +41,6 @@ export class CairnError extends Error {
   }
 }
 
-export function isCairnError(err: unknown): err is CairnError {
-  return err instanceof CairnError;
-}
-
 /** A short, secret-free description of any thrown value, for logs and tool results. */
 export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message;

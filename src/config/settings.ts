@@ -18,8 +18,6 @@ export const DEFAULT_OPENAI_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_OPENAI_MODEL = 'gpt-4o-mini';
 export const OFFLINE_MODEL_NAME = 'offline';
 
-export type ModelRoleName = 'main' | 'compact';
-
 export interface ModelRoleSettings {
   /** `offline` is the built-in deterministic model; `openai` any OpenAI-compatible endpoint. */
   readonly provider: 'openai' | 'offline';

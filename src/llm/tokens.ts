@@ -5,7 +5,7 @@
  * o200k's take ~63 MB of a server that should idle under 100 MB.
  */
 import { createRequire } from 'node:module';
-import type { ChatMessage, ToolSpec } from './messages.js';
+import type { ChatMessage } from './messages.js';
 
 type CountTokens = (text: string) => number;
 let countTokens: CountTokens | undefined;
@@ -43,8 +43,4 @@ export function estimateMessagesTokens(messages: readonly ChatMessage[]): number
   let total = 0;
   for (const message of messages) total += estimateMessageTokens(message);
   return total;
-}
-
-export function estimateToolsTokens(tools: readonly ToolSpec[]): number {
-  return tools.length === 0 ? 0 : estimateTextTokens(JSON.stringify(tools));
 }
