@@ -41,7 +41,7 @@ export class CairnError extends Error {
   }
 }
 
-/** A short, secret-free description of any thrown value, for logs and tool results. */
+/** The message of any thrown value (never its stack), for logs and tool results. */
 export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
