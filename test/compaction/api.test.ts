@@ -13,18 +13,13 @@ import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { RecordedRequest } from '../fakes/llm-server.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { isSummaryRequest } from './summary-requests.js';
 
 const CONTEXT_WINDOW = 8_192;
 const SYSTEM_PROMPT = TEST_AGENT.system;
 /** max_tokens of a summary call: the default maxSummaryChars (12 000) at 3 characters a token. */
 const SUMMARY_MAX_TOKENS = 4_000;
 const UNKNOWN_SESSION = 'sess_000000000000000000000000';
-
-/** Summary calls are the ones whose system prompt is the summariser's. */
-function isSummaryRequest(body: { messages?: { role: string; content: unknown }[] }): boolean {
-  const first = body.messages?.[0];
-  return first?.role === 'system' && String(first.content).includes('rolling summary');
-}
 
 interface Session {
   id: string;

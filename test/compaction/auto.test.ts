@@ -12,6 +12,7 @@ import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { FakeReply, RecordedRequest } from '../fakes/llm-server.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { isSummaryRequest } from './summary-requests.js';
 
 const CONTEXT_WINDOW = 2_000;
 const AUTO_THRESHOLD = 50;
@@ -40,11 +41,6 @@ const AUTO_AGENT = {
   maxIterations: 10,
   defaultCompaction: { autoThreshold: AUTO_THRESHOLD },
 };
-
-function isSummaryRequest(body: { messages?: { role: string; content: unknown }[] }): boolean {
-  const first = body.messages?.[0];
-  return first?.role === 'system' && String(first.content).includes('rolling summary');
-}
 
 /** A text of about `tokens` tokens (one per word). */
 const words = (tokens: number, tag: string): string => `${tag} ${'word '.repeat(tokens)}`.trim();

@@ -10,6 +10,7 @@ import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/compaction/build-context.
 import type { ChatMessage } from '../../src/llm/messages.js';
 import type { RecordedRequest } from '../fakes/llm-server.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { isSummaryRequest } from './summary-requests.js';
 
 /** How long the fake takes to write a summary: long enough for chats to run meanwhile. */
 const SLOW_SUMMARY_MS = 800;
@@ -31,11 +32,6 @@ const GATED_TOOL = `export default {
 
 declare global {
   var __compactionTestGate: Promise<void> | undefined;
-}
-
-function isSummaryRequest(body: { messages?: { role: string; content: unknown }[] }): boolean {
-  const first = body.messages?.[0];
-  return first?.role === 'system' && String(first.content).includes('rolling summary');
 }
 
 interface StoredMessage {

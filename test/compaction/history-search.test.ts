@@ -7,11 +7,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
-
-function isSummaryRequest(body: { messages?: { role: string; content: unknown }[] }): boolean {
-  const first = body.messages?.[0];
-  return first?.role === 'system' && String(first.content).includes('rolling summary');
-}
+import { isSummaryRequest } from './summary-requests.js';
 
 const SECRET = 'zebracorn42';
 
