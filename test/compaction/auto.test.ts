@@ -11,7 +11,13 @@ import { SUMMARY_PREFIX } from '../../src/compaction/build-context.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { FakeReply, RecordedRequest } from '../fakes/llm-server.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  chatOn,
+  seedSession,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 import { isSummaryRequest } from './summary-requests.js';
 
 const CONTEXT_WINDOW = 2_000;
@@ -274,23 +280,8 @@ describe('context-overflow recovery', () => {
     );
   });
 
-  async function seeded(messages: ChatMessage[]): Promise<string> {
-    const res = await t.app.server.inject({
-      method: 'POST',
-      url: '/sessions',
-      payload: { agentName: 'assistant' },
-    });
-    const id = res.json().session.id as string;
-    await t.app.store.appendMessages(id, messages);
-    return id;
-  }
-
-  const chat = (id: string, message: string) =>
-    t.app.server.inject({
-      method: 'POST',
-      url: '/agents/assistant/chat',
-      payload: { message, sessionId: id },
-    });
+  const seeded = (messages: ChatMessage[]) => seedSession(t.app, messages);
+  const chat = (id: string, message: string) => chatOn(t.app, id, message);
 
   /** Text of `chars` characters. */
   const text = (chars: number, tag: string) => `${tag} `.padEnd(chars, 'x');

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
-import { startTestApp, type TestApp } from '../helpers/test-app.js';
+import { chatOn, seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
 import { isSummaryRequest } from './summary-requests.js';
 
 const SECRET = 'zebracorn42';
@@ -36,23 +36,8 @@ describe('history_search after compaction', () => {
     );
   });
 
-  async function seeded(messages: ChatMessage[]): Promise<string> {
-    const res = await t.app.server.inject({
-      method: 'POST',
-      url: '/sessions',
-      payload: { agentName: 'assistant' },
-    });
-    const id = res.json().session.id as string;
-    await t.app.store.appendMessages(id, messages);
-    return id;
-  }
-
-  const chat = (id: string, message: string) =>
-    t.app.server.inject({
-      method: 'POST',
-      url: '/agents/assistant/chat',
-      payload: { message, sessionId: id },
-    });
+  const seeded = (messages: ChatMessage[]) => seedSession(t.app, messages);
+  const chat = (id: string, message: string) => chatOn(t.app, id, message);
 
   const toolMessages = (index: number) =>
     (fake().requests[index]!.body.messages as { role: string; content: string }[]).filter(

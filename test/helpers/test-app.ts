@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildApp, type AppOptions, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
+import type { ChatMessage } from '../../src/llm/messages.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 
 export const TEST_AGENT = {
@@ -90,4 +91,26 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       rmSync(home, { recursive: true, force: true });
     },
   };
+}
+
+/** A new session (POST /sessions with `body`) holding `messages` after its system prompt. */
+export async function seedSession(
+  app: CairnApp,
+  messages: ChatMessage[],
+  body: Record<string, unknown> = { agentName: 'assistant' },
+): Promise<string> {
+  const res = await app.server.inject({ method: 'POST', url: '/sessions', payload: body });
+  if (res.statusCode !== 201) throw new Error(`seedSession: HTTP ${res.statusCode} ${res.body}`);
+  const id = res.json<{ session: { id: string } }>().session.id;
+  await app.store.appendMessages(id, messages);
+  return id;
+}
+
+/** One chat turn on session `id` through the API. */
+export function chatOn(app: CairnApp, id: string, message: string, agentName = 'assistant') {
+  return app.server.inject({
+    method: 'POST',
+    url: `/agents/${agentName}/chat`,
+    payload: { message, sessionId: id },
+  });
 }
