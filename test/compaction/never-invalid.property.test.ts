@@ -185,7 +185,7 @@ describe('no sequence of API calls makes Cairn send an invalid request', () => {
           );
         },
       ),
-      { numRuns: 25 },
+      { numRuns: 60 },
     );
     // The runs did exercise what they claim to: both kinds of compaction happened.
     const events = await t.app.store.listEvents({ afterId: 0, limit: 100_000 });
