@@ -30,6 +30,11 @@ export interface ModelRoleSettings {
   readonly contextWindow: number;
   readonly timeoutMs: number;
   readonly maxRetries: number;
+  /**
+   * Wire quirks of the provider: `mistral` requires an assistant message
+   * between tool results and the next user message (bridged on the wire only).
+   */
+  readonly profile: 'openai' | 'mistral';
 }
 
 export interface Settings {
@@ -61,6 +66,7 @@ const modelRoleSchema = {
     contextWindow: { type: 'integer', minimum: 512 },
     timeoutMs: { type: 'integer', minimum: 1 },
     maxRetries: { type: 'integer', minimum: 0, maximum: 10 },
+    profile: { type: 'string', enum: ['openai', 'mistral'] },
   },
 } as const;
 
@@ -100,6 +106,7 @@ interface ModelRoleFile {
   contextWindow?: number;
   timeoutMs?: number;
   maxRetries?: number;
+  profile?: 'openai' | 'mistral';
 }
 
 interface CairnJson {
@@ -181,6 +188,7 @@ function resolveRole(
     contextWindow: file.contextWindow ?? fallback?.contextWindow ?? DEFAULT_CONTEXT_WINDOW_TOKENS,
     timeoutMs: file.timeoutMs ?? fallback?.timeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
     maxRetries: file.maxRetries ?? fallback?.maxRetries ?? DEFAULT_MODEL_MAX_RETRIES,
+    profile: file.profile ?? fallback?.profile ?? 'openai',
   });
 }
 

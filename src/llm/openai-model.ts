@@ -14,6 +14,7 @@ import type {
 import { CairnError } from '../errors.js';
 import type { ModelRoleSettings } from '../config/settings.js';
 import type { ChatMessage, ToolCall } from './messages.js';
+import { bridgeToolToUser } from './wire-profile.js';
 import type {
   ModelCallOptions,
   ModelClient,
@@ -287,7 +288,10 @@ export class OpenAIModel implements ModelClient {
   private params(request: ModelRequest): ChatCompletionCreateParamsBase {
     return {
       model: request.model ?? this.model,
-      messages: request.messages.map(toWireMessage),
+      messages: (this.role.profile === 'mistral'
+        ? bridgeToolToUser(request.messages)
+        : request.messages
+      ).map(toWireMessage),
       ...(request.tools?.length
         ? {
             tools: request.tools.map((t) => ({

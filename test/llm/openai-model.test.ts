@@ -10,6 +10,7 @@ import type { ChatMessage } from '../../src/llm/messages.js';
 import type { ModelRequest } from '../../src/llm/model-client.js';
 import { OpenAIModel } from '../../src/llm/openai-model.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { TOOL_TO_USER_BRIDGE } from '../../src/llm/wire-profile.js';
 
 const API_KEY = 'sk-test-sentinel-0123456789';
 
@@ -39,6 +40,7 @@ function makeModel(overrides: Partial<ModelRoleSettings> = {}): Harness {
     contextWindow: 8192,
     timeoutMs: 5_000,
     maxRetries: 2,
+    profile: 'openai',
     ...overrides,
   };
   const model = new OpenAIModel({
@@ -302,6 +304,7 @@ describe('OpenAIModel: context overflow (RELIABILITY 20)', () => {
           contextWindow: 8192,
           timeoutMs: 5_000,
           maxRetries: 2,
+          profile: 'openai',
         },
         sleep: async () => {},
       });
@@ -463,5 +466,69 @@ describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
     const err = await failure(stream(model));
     expect(err.code).toBe('LLM_ERROR');
     expect(chatRequests()).toBe(1);
+  });
+});
+
+describe('OpenAIModel with profile "mistral"', () => {
+  it('bridges tool → user with an assistant turn on the wire, and only there', async () => {
+    const { model } = makeModel({ profile: 'mistral' });
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 'sys' },
+      { role: 'user', content: 'what time is it?' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          { id: 'call_1', type: 'function', function: { name: 'current_time', arguments: '{}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'call_1', name: 'current_time', content: '12:00' },
+      { role: 'user', content: 'and tomorrow?' },
+    ];
+    const copy = structuredClone(messages);
+    fake.script({ content: 'the same' });
+    await model.complete({ messages, purpose: 'chat' });
+    const sent = fake.requests.at(-1)!.body.messages as { role: string; content: string | null }[];
+    expect(sent.map((m) => m.role)).toEqual([
+      'system',
+      'user',
+      'assistant',
+      'tool',
+      'assistant',
+      'user',
+    ]);
+    expect(sent[4]!.content).toBe(TOOL_TO_USER_BRIDGE);
+    expect(fake.requests.at(-1)!.problems).toEqual([]);
+    // The caller's messages (what the store holds) are untouched.
+    expect(messages).toEqual(copy);
+  });
+
+  it('sends tool → assistant sequences unchanged, and the default profile never bridges', async () => {
+    const { model: mistral } = makeModel({ profile: 'mistral' });
+    const { model: plain } = makeModel();
+    const messages: ChatMessage[] = [
+      { role: 'user', content: 'q' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          { id: 'call_2', type: 'function', function: { name: 'current_time', arguments: '{}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'call_2', name: 'current_time', content: 'now' },
+    ];
+    fake.script({ content: 'a' }, { content: 'b' });
+    await mistral.complete({ messages, purpose: 'chat' });
+    expect(fake.requests.at(-1)!.body.messages).toHaveLength(3);
+    await plain.complete({
+      messages: [...messages, { role: 'user', content: 'next' }],
+      purpose: 'chat',
+    });
+    expect((fake.requests.at(-1)!.body.messages as { role: string }[]).map((m) => m.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'user',
+    ]);
   });
 });
