@@ -131,6 +131,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     events,
     apiKey: settings.server.apiKey,
     bodyLimitBytes: settings.server.bodyLimitBytes,
+    rateLimit: settings.server.rateLimit,
     logger: options.logger ?? false,
     routes: [
       (app) => taskRoutes(app, { tasks, store }),

@@ -45,6 +45,8 @@ export interface Settings {
     readonly port: number;
     readonly apiKey: string | null;
     readonly bodyLimitBytes: number;
+    /** Requests allowed per client per window; null = no limit. */
+    readonly rateLimit: { readonly max: number; readonly windowMs: number } | null;
   };
   readonly database: {
     readonly kind: 'sqlite' | 'postgres';
@@ -84,6 +86,15 @@ export const CAIRN_JSON_SCHEMA = {
         port: { type: 'integer', minimum: 0, maximum: 65535 },
         apiKey: { type: ['string', 'null'] },
         bodyLimitBytes: { type: 'integer', minimum: 1024 },
+        rateLimit: {
+          type: ['object', 'null'],
+          additionalProperties: false,
+          required: ['max', 'windowMs'],
+          properties: {
+            max: { type: 'integer', minimum: 1 },
+            windowMs: { type: 'integer', minimum: 1000 },
+          },
+        },
       },
     },
     database: {
@@ -110,7 +121,13 @@ interface ModelRoleFile {
 }
 
 interface CairnJson {
-  server?: { host?: string; port?: number; apiKey?: string | null; bodyLimitBytes?: number };
+  server?: {
+    host?: string;
+    port?: number;
+    apiKey?: string | null;
+    bodyLimitBytes?: number;
+    rateLimit?: { max: number; windowMs: number } | null;
+  };
   database?: { path?: string; url?: string | null };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
 }
@@ -223,6 +240,7 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
           : (file.server?.port ?? DEFAULT_PORT),
       apiKey: nonEmpty(env.CAIRN_API_KEY) ?? file.server?.apiKey ?? null,
       bodyLimitBytes: file.server?.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+      rateLimit: file.server?.rateLimit ? Object.freeze({ ...file.server.rateLimit }) : null,
     }),
     database: Object.freeze({
       kind: databaseUrl === null ? 'sqlite' : 'postgres',

@@ -4,6 +4,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Ajv } from 'ajv';
+import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
@@ -27,6 +28,8 @@ export interface ServerDeps {
   events: EventBus;
   apiKey: string | null;
   bodyLimitBytes: number;
+  /** Requests per client per window (the client is its bearer token, or its IP); null = none. */
+  rateLimit: { max: number; windowMs: number } | null;
   logger: FastifyServerOptions['logger'];
   /** Extra route groups (compaction, tasks, memory) registered by their features. */
   routes?: ((app: FastifyInstance) => void)[];
@@ -122,11 +125,32 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       );
   });
 
-  healthRoutes(app, deps);
-  agentRoutes(app, deps);
-  chatRoutes(app, deps);
-  sessionRoutes(app, deps);
-  eventRoutes(app, deps);
-  for (const register of deps.routes ?? []) register(app);
+  if (deps.rateLimit !== null) {
+    void app.register(rateLimit, {
+      max: deps.rateLimit.max,
+      timeWindow: deps.rateLimit.windowMs,
+      // One bucket per API key when clients send one, else per address.
+      keyGenerator: (request) => {
+        const auth = request.headers.authorization;
+        return auth ? `key:${digest(auth).toString('hex')}` : `ip:${request.ip}`;
+      },
+      allowList: (request) => OPEN_PATHS.has(request.url.split('?')[0] ?? ''),
+      errorResponseBuilder: (_request, context) =>
+        new CairnError(
+          'RATE_LIMITED',
+          `Too many requests: at most ${context.max} every ${deps.rateLimit!.windowMs / 1000} s. Retry after ${context.after}.`,
+        ),
+    });
+  }
+
+  // Routes register after the limiter, so its hook covers every one of them.
+  void app.register(async (api) => {
+    healthRoutes(api, deps);
+    agentRoutes(api, deps);
+    chatRoutes(api, deps);
+    sessionRoutes(api, deps);
+    eventRoutes(api, deps);
+    for (const register of deps.routes ?? []) register(api);
+  });
   return app;
 }

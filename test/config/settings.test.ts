@@ -58,6 +58,7 @@ describe('loadSettings', () => {
       port: 5050,
       apiKey: null,
       bodyLimitBytes: DEFAULT_BODY_LIMIT_BYTES,
+      rateLimit: null,
     });
     expect(settings.database).toEqual({
       kind: 'sqlite',
@@ -77,7 +78,13 @@ describe('loadSettings', () => {
 
   it('reads the DESIGN example, and compact falls back to main field by field', () => {
     const dir = home({
-      server: { host: '127.0.0.1', port: 6060, apiKey: null, bodyLimitBytes: 2048 },
+      server: {
+        host: '127.0.0.1',
+        port: 6060,
+        apiKey: null,
+        bodyLimitBytes: 2048,
+        rateLimit: { max: 100, windowMs: 60000 },
+      },
       database: { path: 'db/here.db' },
       models: {
         main: {
@@ -97,6 +104,7 @@ describe('loadSettings', () => {
       port: 6060,
       apiKey: null,
       bodyLimitBytes: 2048,
+      rateLimit: { max: 100, windowMs: 60000 },
     });
     expect(settings.database.path).toBe(join(dir, 'db', 'here.db'));
     expect(settings.models.main).toMatchObject({
