@@ -16,7 +16,7 @@ import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
 import type { EventBus } from '../runtime/events.js';
-import { normalizeOutgoing } from '../runtime/normalize-request.js';
+import { normalizeOutgoing } from '../llm/normalize-request.js';
 import type { SessionRow, Store } from '../store/store.js';
 import { buildMessagesWithSummary } from './build-context.js';
 import type { DefaultCompaction } from './default-compaction.js';

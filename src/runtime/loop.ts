@@ -11,7 +11,7 @@ import type { ModelClient, ModelResponse } from '../llm/model-client.js';
 import type { ToolContext } from '../tools/tool.js';
 import { isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
 import type { ToolSet } from '../tools/tool-set.js';
-import { EMPTY_TOOL_RESULT, normalizeOutgoing } from './normalize-request.js';
+import { EMPTY_TOOL_RESULT, normalizeOutgoing } from '../llm/normalize-request.js';
 
 export const EMPTY_REPLY_NUDGE =
   'Your previous reply was empty. Answer the last message, or call a tool if you need one.';

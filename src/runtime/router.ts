@@ -16,7 +16,7 @@ import type { RunBudget } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { EventBus } from './events.js';
 import { runLoop, type LoopEvent, type LoopResult } from './loop.js';
-import { missingTrailingResults } from './normalize-request.js';
+import { missingTrailingResults } from '../llm/normalize-request.js';
 import { SessionQueue } from './session-queue.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */

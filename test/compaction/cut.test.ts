@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { buildMessagesWithSummary } from '../../src/compaction/build-context.js';
 import { planCut, safeBoundaries, type CutCandidate } from '../../src/compaction/cut.js';
 import { messageChars, type ChatMessage } from '../../src/llm/messages.js';
-import { INTERRUPTED_TOOL_RESULT, normalizeOutgoing } from '../../src/runtime/normalize-request.js';
+import { INTERRUPTED_TOOL_RESULT, normalizeOutgoing } from '../../src/llm/normalize-request.js';
 import { validateChatRequest } from '../fakes/openai-request-validator.js';
 
 // ---- builders ----------------------------------------------------------------

@@ -12,7 +12,7 @@ import {
   EMPTY_REPLY_NUDGE,
   TRUNCATED_TOOL_CALL_NOTE,
 } from '../../src/runtime/loop.js';
-import { EMPTY_TOOL_RESULT, INTERRUPTED_TOOL_RESULT } from '../../src/runtime/normalize-request.js';
+import { EMPTY_TOOL_RESULT, INTERRUPTED_TOOL_RESULT } from '../../src/llm/normalize-request.js';
 import type { FakeLlmServer, FakeReply, RecordedRequest } from '../fakes/llm-server.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { DefaultCompaction } from '../../compaction/default-compaction.js';
 import { CairnError } from '../../errors.js';
 import { estimateMessagesTokens } from '../../llm/tokens.js';
-import { normalizeOutgoing } from '../../runtime/normalize-request.js';
+import { normalizeOutgoing } from '../../llm/normalize-request.js';
 import type { Runtime } from '../../runtime/router.js';
 import { summaryMessages } from '../../compaction/build-context.js';
 import { objectSchema, sessionParams } from '../schemas.js';

@@ -14,7 +14,7 @@ import {
   missingTrailingResults,
   normalizeOutgoing,
   normalizeToolCallId,
-} from '../../src/runtime/normalize-request.js';
+} from '../../src/llm/normalize-request.js';
 import { validateChatRequest } from '../fakes/openai-request-validator.js';
 
 const LONG_ID = `toolu_${'x'.repeat(50)}_1`;

@@ -7,7 +7,7 @@
  * Pure: the caller decides which repairs to persist.
  */
 import { createHash } from 'node:crypto';
-import type { ChatMessage, ToolCall } from '../llm/messages.js';
+import type { ChatMessage, ToolCall } from './messages.js';
 
 /** OpenAI rejects tool-call ids longer than this. */
 export const MAX_TOOL_CALL_ID_CHARS = 40;
