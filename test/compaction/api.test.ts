@@ -11,9 +11,8 @@ import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/compaction/build-context.
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { RecordedRequest } from '../fakes/llm-server.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
-import { isSummaryRequest } from './summary-requests.js';
+import { agentRequestsOf, isSummaryRequest, summaryRequestsOf } from './summary-requests.js';
 
 const CONTEXT_WINDOW = 8_192;
 const SYSTEM_PROMPT = TEST_AGENT.system;
@@ -60,10 +59,8 @@ describe('defaultCompaction API', () => {
   let summaries: string[];
 
   const fake = () => t.fake!;
-  const summaryRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => isSummaryRequest(r.body));
-  const chatRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => !isSummaryRequest(r.body));
+  const summaryRequests = () => summaryRequestsOf(fake());
+  const chatRequests = () => agentRequestsOf(fake());
 
   beforeAll(async () => {
     t = await startTestApp({ mainModel: { contextWindow: CONTEXT_WINDOW } });

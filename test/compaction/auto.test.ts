@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_PREFIX } from '../../src/compaction/build-context.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
-import type { FakeReply, RecordedRequest } from '../fakes/llm-server.js';
+import type { FakeReply } from '../fakes/llm-server.js';
 import {
   chatOn,
   seedSession,
@@ -18,7 +18,7 @@ import {
   TEST_AGENT,
   type TestApp,
 } from '../helpers/test-app.js';
-import { isSummaryRequest } from './summary-requests.js';
+import { agentRequestsOf, isSummaryRequest, summaryRequestsOf } from './summary-requests.js';
 
 const CONTEXT_WINDOW = 2_000;
 const AUTO_THRESHOLD = 50;
@@ -79,10 +79,8 @@ describe('automatic compaction', () => {
   let chatReplies: FakeReply[];
 
   const fake = () => t.fake!;
-  const summaryRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => isSummaryRequest(r.body));
-  const chatRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => !isSummaryRequest(r.body));
+  const summaryRequests = () => summaryRequestsOf(fake());
+  const chatRequests = () => agentRequestsOf(fake());
 
   beforeAll(async () => {
     t = await startTestApp({
@@ -263,10 +261,8 @@ describe('context-overflow recovery', () => {
   let t: TestApp;
 
   const fake = () => t.fake!;
-  const summaryRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => isSummaryRequest(r.body));
-  const mainRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => !isSummaryRequest(r.body));
+  const summaryRequests = () => summaryRequestsOf(fake());
+  const mainRequests = () => agentRequestsOf(fake());
 
   beforeAll(async () => {
     // No autoThreshold: only the provider's error triggers compaction.

@@ -8,9 +8,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/compaction/build-context.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
-import type { RecordedRequest } from '../fakes/llm-server.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
-import { isSummaryRequest } from './summary-requests.js';
+import { agentRequestsOf, isSummaryRequest, summaryRequestsOf } from './summary-requests.js';
 
 /** How long the fake takes to write a summary: long enough for chats to run meanwhile. */
 const SLOW_SUMMARY_MS = 800;
@@ -63,10 +62,8 @@ describe('compaction under concurrency', () => {
   let summaryDelayMs: number;
 
   const fake = () => t.fake!;
-  const summaryRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => isSummaryRequest(r.body));
-  const chatRequests = (): RecordedRequest[] =>
-    fake().requests.filter((r) => !isSummaryRequest(r.body));
+  const summaryRequests = () => summaryRequestsOf(fake());
+  const chatRequests = () => agentRequestsOf(fake());
 
   beforeAll(async () => {
     t = await startTestApp({
