@@ -12,16 +12,15 @@
  *   with automatic compaction (autoThreshold 50 % of an 8 192-token window)
  *   and without: the prompt size the model reported for each turn's call.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type * as AppModule from '../src/app.js';
-import type * as SettingsModule from '../src/config/settings.js';
 import type * as CompactionModule from '../src/compaction/default-compaction.js';
 import type * as RegistryModule from '../src/agents/agent-registry.js';
 import type * as EventsModule from '../src/runtime/events.js';
 import type * as StoreModule from '../src/store/sqlite/sqlite-store.js';
 import type { ModelClient } from '../src/llm/model-client.js';
+import { startBenchApp } from './bench-app.js';
 
 const DIST = new URL('../../dist/', import.meta.url);
 const BOOKKEEPING_MESSAGES = 100_000;
@@ -132,13 +131,8 @@ async function conversation(
   baseURL: string,
   autoThreshold: number | undefined,
 ): Promise<TokenSeries> {
-  const { buildApp } = await load<typeof AppModule>('app.js');
-  const { loadSettings } = await load<typeof SettingsModule>('config/settings.js');
-  const home = mkdtempSync(join(tmpdir(), 'cairn-bench-tokens-'));
-  mkdirSync(join(home, 'agents', 'talker'), { recursive: true });
-  writeFileSync(
-    join(home, 'agents', 'talker', 'agent.json'),
-    JSON.stringify({
+  const { app, close } = await startBenchApp(
+    {
       name: 'talker',
       system: 'You are a helpful assistant.',
       tools: [],
@@ -146,17 +140,13 @@ async function conversation(
         compactionCount: 50,
         ...(autoThreshold !== undefined ? { autoThreshold } : {}),
       },
-    }),
-  );
-  writeFileSync(
-    join(home, 'cairn.json'),
-    JSON.stringify({
+    },
+    {
       models: {
         main: { baseURL, model: 'bench-model', maxRetries: 0, contextWindow: CONTEXT_WINDOW },
       },
-    }),
+    },
   );
-  const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
   try {
     const session = await app.runtime.createSession({ agentName: 'talker' });
     const tokens: number[] = [];
@@ -181,8 +171,7 @@ async function conversation(
       compactions: after.compaction_count,
     };
   } finally {
-    await app.close();
-    rmSync(home, { recursive: true, force: true });
+    await close();
   }
 }
 

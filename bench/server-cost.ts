@@ -5,35 +5,20 @@
  * answers in-process at once. The end-to-end rows add the loopback HTTP of the
  * client and the model round trip through the `openai` client on top of this.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type * as AppModule from '../src/app.js';
-import type * as SettingsModule from '../src/config/settings.js';
+import { startBenchApp } from './bench-app.js';
 
-const DIST = new URL('../../dist/', import.meta.url);
 const WARMUP_TURNS = 300;
 const MEASURED_TURNS = 2_000;
 /** Compact the session every so many turns, so the tail stays short as in the other rows. */
 const RESET_EVERY = 20;
 
 export async function serverCostRows(aimMs: number): Promise<string[][]> {
-  const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
-  const { loadSettings } = (await import(
-    new URL('config/settings.js', DIST).href
-  )) as typeof SettingsModule;
-  const home = mkdtempSync(join(tmpdir(), 'cairn-bench-inject-'));
-  mkdirSync(join(home, 'agents', 'inproc'), { recursive: true });
-  writeFileSync(
-    join(home, 'agents', 'inproc', 'agent.json'),
-    JSON.stringify({
-      name: 'inproc',
-      system: 'You are a helpful assistant.',
-      tools: ['current_time'],
-      defaultCompaction: { autoThreshold: 80 },
-    }),
-  );
-  const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+  const { app, close } = await startBenchApp({
+    name: 'inproc',
+    system: 'You are a helpful assistant.',
+    tools: ['current_time'],
+    defaultCompaction: { autoThreshold: 80 },
+  });
   try {
     const session = await app.runtime.createSession({ agentName: 'inproc' });
     const latencies: number[] = [];
@@ -60,7 +45,6 @@ export async function serverCostRows(aimMs: number): Promise<string[][]> {
       ],
     ];
   } finally {
-    await app.close();
-    rmSync(home, { recursive: true, force: true });
+    await close();
   }
 }
