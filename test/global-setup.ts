@@ -10,7 +10,7 @@
  * files (plain `tsc` rewrites dist/ in place, file by file).
  */
 import { execFileSync } from 'node:child_process';
-import { renameSync, rmSync } from 'node:fs';
+import { chmodSync, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,6 +41,8 @@ export default function setup(): void {
       `global setup: \`tsc -p tsconfig.build.json\` failed, so the process tests cannot trust dist/:\n${stdout ?? ''}${stderr ?? ''}`,
     );
   }
+  // tsc writes files without the execute bit; a linked `cairn` (npm link) needs it.
+  chmodSync(join(staging, 'cli', 'main.js'), 0o755);
   try {
     renameSync(DIST, retired);
   } catch (err) {
