@@ -54,7 +54,7 @@
  *
  * Build: dist/ (`npm run build`) and dist-bench/ (`tsc -p tsconfig.bench.json`).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
@@ -67,6 +67,8 @@ import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { SeedRequest } from './seed.js';
 import { bookkeepingRows, promptTokenRows } from './compaction.js';
 import { serverCostRows } from './server-cost.js';
+import { startScript } from './child-script.js';
+import { growingConversationRows } from './growing-conversation.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -87,7 +89,6 @@ const AIM_LARGE_MS = 53 / 5;
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DIST = new URL('../../dist/', import.meta.url);
-const BENCH_DIST = new URL('./', import.meta.url);
 
 // ---- helpers ----------------------------------------------------------------
 
@@ -148,26 +149,6 @@ async function freePort(): Promise<number> {
       probe.close(() => resolve(port));
     });
   });
-}
-
-/** Runs a compiled bench script and resolves with its first stdout line. */
-function startScript(
-  script: string,
-  args: string[],
-): { child: ChildProcess; line: Promise<string> } {
-  const child = spawn(process.execPath, [fileURLToPath(new URL(script, BENCH_DIST)), ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const line = new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const end = out.indexOf('\n');
-      if (end >= 0) resolve(out.slice(0, end));
-    });
-    child.once('exit', (code) => reject(new Error(`${script} exited with code ${code}`)));
-  });
-  return { child, line };
 }
 
 // ---- the load client ----------------------------------------------------------
@@ -498,6 +479,7 @@ async function main(): Promise<void> {
     // Compaction rows run last, so their seeding and tokenizer do not touch the figures above.
     rows.push(
       ...(await serverCostRows(AIM_SMALL_MS)),
+      ...(await growingConversationRows(baseURL)),
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),
     );

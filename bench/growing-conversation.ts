@@ -1,0 +1,151 @@
+/**
+ * The row that mirrors the peer's measurement (issue: the turn): one growing
+ * conversation per size, in process (no HTTP: `runtime.runChat`, as the peer
+ * calls its agent), the model the fake over loopback in its own process, a
+ * 40-message raw tail in front of the model.
+ *
+ * Each session is seeded with N stored messages (a compacted prefix and the
+ * 40-message tail, bench/seed.ts). Turns run in batches of BATCH per size,
+ * the sizes interleaved round by round so machine noise hits them alike;
+ * between batches (not timed) the pointer moves up so the tail is 40 again,
+ * which is what compaction does in steady state. Per size: median and p95 of
+ * the turn's wall time, and the CPU time this process spent per turn (user +
+ * system, `process.cpuUsage`) — the fake model's CPU is in its own process.
+ *
+ * Peer figures: Mastra measured on this kind of machine in the same shape (one
+ * growing conversation, in process, the same fake over loopback, 40-message
+ * context): 13.7 / 14.7 / 35.2 / 80.0 ms median at 100 / 1 000 / 10 000 /
+ * 30 000 stored messages (issue 8).
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type * as AppModule from '../src/app.js';
+import type * as SettingsModule from '../src/config/settings.js';
+import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { startScript } from './child-script.js';
+import type { SeedRequest } from './seed.js';
+
+const SIZES = [100, 1_000, 10_000, 100_000] as const;
+const PEER_MEDIAN_MS: Record<number, string> = {
+  100: '13.7 ms',
+  1_000: '14.7 ms',
+  10_000: '35.2 ms',
+  100_000: '80.0 ms at 30 000',
+};
+const TAIL_MESSAGES = 40;
+const WARMUP_TURNS = 200;
+const BATCH = 5;
+const ROUNDS = 60;
+const AIM_MEDIAN_MS = 2;
+const AIM_P95_RATIO = 2;
+const AIM_FLAT_RATIO = 1.1;
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const DIST = new URL('../../dist/', import.meta.url);
+
+interface SizeStats {
+  median: number;
+  p95: number;
+  cpuMs: number;
+}
+
+function summarise(latencies: number[], cpuMicros: number): SizeStats {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const at = (p: number): number =>
+    sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1))]!;
+  return { median: at(0.5), p95: at(0.95), cpuMs: cpuMicros / 1000 / sorted.length };
+}
+
+/** Moves the pointer so only the last TAIL_MESSAGES raw messages stay uncompacted. */
+function trimTail(store: SqliteStore, sessionId: string): void {
+  const maxSeq = store.db
+    .prepare('SELECT MAX(seq) FROM messages WHERE session_id = ?')
+    .pluck()
+    .get(sessionId) as number;
+  const compactSeq = maxSeq - TAIL_MESSAGES;
+  store.db
+    .prepare('UPDATE sessions SET compact_seq = ?, compact_size = ? WHERE id = ?')
+    .run(compactSeq, compactSeq - 1, sessionId);
+}
+
+export async function growingConversationRows(baseURL: string): Promise<string[][]> {
+  const home = mkdtempSync(join(tmpdir(), 'cairn-bench-growing-'));
+  let app: AppModule.CairnApp | undefined;
+  try {
+    const demo = readFileSync(join(ROOT, 'agents/assistant/agent.json'), 'utf8');
+    const agent = JSON.parse(demo) as { name: string; system: string };
+    mkdirSync(join(home, 'agents', agent.name), { recursive: true });
+    writeFileSync(join(home, 'agents', agent.name, 'agent.json'), demo);
+    writeFileSync(
+      join(home, 'cairn.json'),
+      JSON.stringify({
+        database: { path: 'data/cairn.db' },
+        models: { main: { baseURL, model: 'bench-model', maxRetries: 0, timeoutMs: 10_000 } },
+      }),
+    );
+    const request: SeedRequest = {
+      agentName: agent.name,
+      systemPrompt: agent.system,
+      tail: TAIL_MESSAGES,
+      plan: [
+        { messages: 100, sessions: 1 },
+        ...SIZES.map((messages) => ({ messages, sessions: 1 })),
+      ],
+    };
+    const seeder = startScript('seed.js', [join(home, 'data/cairn.db'), JSON.stringify(request)]);
+    const [warm, ...bySize] = (JSON.parse(await seeder.line) as string[][]).map((g) => g[0]!);
+
+    const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+    const { loadSettings } = (await import(
+      new URL('config/settings.js', DIST).href
+    )) as typeof SettingsModule;
+    app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+    const store = app.store as SqliteStore;
+    const turn = async (sessionId: string, message: string): Promise<void> => {
+      const result = await app!.runtime.runChat({ agentName: agent.name, message, sessionId });
+      if (result.reply !== 'ok') throw new Error(`growing conversation: reply ${result.reply}`);
+    };
+
+    for (let i = 0; i < WARMUP_TURNS; i++) {
+      await turn(warm!, `warm-up ${i}`);
+      if (i % BATCH === BATCH - 1) trimTail(store, warm!);
+    }
+    const latencies: number[][] = SIZES.map(() => []);
+    const cpu: number[] = SIZES.map(() => 0);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let k = 0; k < SIZES.length; k++) {
+        const i = (k + round) % SIZES.length;
+        const sessionId = bySize[i]!;
+        const cpuBefore = process.cpuUsage();
+        for (let t = 0; t < BATCH; t++) {
+          const started = performance.now();
+          await turn(sessionId, `question ${round}.${t}`);
+          latencies[i]!.push(performance.now() - started);
+        }
+        const spent = process.cpuUsage(cpuBefore);
+        cpu[i]! += spent.user + spent.system;
+        trimTail(store, sessionId);
+      }
+    }
+
+    const stats = SIZES.map((_, i) => summarise(latencies[i]!, cpu[i]!));
+    const base = stats[0]!;
+    return SIZES.map((size, i) => {
+      const s = stats[i]!;
+      const ratio = s.median / base.median;
+      const ok =
+        s.median <= AIM_MEDIAN_MS && s.p95 <= AIM_P95_RATIO * s.median && ratio <= AIM_FLAT_RATIO;
+      return [
+        `growing conversation in process (runChat, fake over loopback, ${TAIL_MESSAGES}-message tail) at ${size.toLocaleString('en-US')} stored: median / p95 / CPU per turn`,
+        `${s.median.toFixed(2)} ms / ${s.p95.toFixed(2)} ms / ${s.cpuMs.toFixed(2)} ms CPU (${ratio.toFixed(2)}× of 100)`,
+        `aim: median ≤ ${AIM_MEDIAN_MS} ms, p95 ≤ ${AIM_P95_RATIO}× median, ≤ ${AIM_FLAT_RATIO}× of 100; peer (Mastra): ${PEER_MEDIAN_MS[size]}`,
+        ok ? '✓' : '✗',
+      ];
+    });
+  } finally {
+    if (app) await app.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
