@@ -139,7 +139,11 @@ export function resolveMcpServers(
             args: Object.freeze([...(entry.args ?? [])]),
             env: Object.freeze(expandMap(entry.env ?? {}, env, secrets, missing)),
             cwd:
-              entry.cwd === undefined ? home : isAbsolute(entry.cwd) ? entry.cwd : join(home, entry.cwd),
+              entry.cwd === undefined
+                ? home
+                : isAbsolute(entry.cwd)
+                  ? entry.cwd
+                  : join(home, entry.cwd),
             missingEnv: [],
             secrets: [],
           }

@@ -89,10 +89,7 @@ function readArguments(
 
 /** A new MCP server over Cairn's agents; connect it to one transport. */
 export function createCairnMcpServer(deps: CairnMcpServerDeps): Server {
-  const server = new Server(
-    { name: 'cairn', version: VERSION },
-    { capabilities: { tools: {} } },
-  );
+  const server = new Server({ name: 'cairn', version: VERSION }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: deps.agents.list().map(toolFor),
   }));
@@ -103,7 +100,12 @@ export function createCairnMcpServer(deps: CairnMcpServerDeps): Server {
       : undefined;
     if (!agent) {
       return errorResult(
-        `Unknown tool "${name}". Tools: ${deps.agents.list().map((a) => `${CHAT_TOOL_PREFIX}${a.name}`).join(', ') || 'none'}.`,
+        `Unknown tool "${name}". Tools: ${
+          deps.agents
+            .list()
+            .map((a) => `${CHAT_TOOL_PREFIX}${a.name}`)
+            .join(', ') || 'none'
+        }.`,
       );
     }
     const input = readArguments(args);

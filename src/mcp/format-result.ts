@@ -68,7 +68,10 @@ export function formatMcpResult(result: McpCallResult): string {
   const parts = items.map(describeItem);
   const structured = result.structuredContent;
   // Servers are asked to repeat structured content as text; say it once.
-  if (structured !== undefined && !items.some((i) => i.type === 'text' && sameJson(i.text ?? '', structured))) {
+  if (
+    structured !== undefined &&
+    !items.some((i) => i.type === 'text' && sameJson(i.text ?? '', structured))
+  ) {
     parts.push(JSON.stringify(structured));
   }
   return clipMiddle(parts.filter((p) => p !== '').join('\n'), MCP_RESULT_MAX_CHARS);

@@ -98,7 +98,9 @@ export class McpConnection {
 
   /** The child's pid (stdio servers), for operators and tests. */
   get pid(): number | undefined {
-    return this.transport instanceof StdioClientTransport ? (this.transport.pid ?? undefined) : undefined;
+    return this.transport instanceof StdioClientTransport
+      ? (this.transport.pid ?? undefined)
+      : undefined;
   }
 
   /**
@@ -107,7 +109,8 @@ export class McpConnection {
    */
   async connect(): Promise<void> {
     if (this.closing) return;
-    this.currentStatus = 'connecting';
+    // While retrying, health keeps saying `error` with the last reason.
+    if (this.currentStatus !== 'error') this.currentStatus = 'connecting';
     if (this.settings.missingEnv.length > 0) {
       // Not retried: the environment of a running process does not change.
       this.fail(
@@ -125,7 +128,9 @@ export class McpConnection {
       this.failures = 0;
       this.currentStatus = 'connected';
       this.lastError = undefined;
-      this.options.log.info(`MCP server "${this.name}" connected with ${this.listed.length} tool(s)`);
+      this.options.log.info(
+        `MCP server "${this.name}" connected with ${this.listed.length} tool(s)`,
+      );
       this.options.onToolsChanged();
     } catch (err) {
       await this.dispose();

@@ -21,7 +21,10 @@ function withoutDialect(node: unknown, isPropertyMap = false): unknown {
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(node)) {
     if (!isPropertyMap && key === '$schema') continue;
-    out[key] = withoutDialect(value, !isPropertyMap && (key === 'properties' || key === 'patternProperties'));
+    out[key] = withoutDialect(
+      value,
+      !isPropertyMap && (key === 'properties' || key === 'patternProperties'),
+    );
   }
   return out;
 }

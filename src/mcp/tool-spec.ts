@@ -16,5 +16,7 @@ export function parseMcpToolSpec(entry: string): McpToolSpec | undefined {
   if (!entry.startsWith(MCP_TOOL_PREFIX)) return undefined;
   const rest = entry.slice(MCP_TOOL_PREFIX.length);
   const slash = rest.indexOf('/');
-  return slash === -1 ? { server: rest } : { server: rest.slice(0, slash), tool: rest.slice(slash + 1) };
+  return slash === -1
+    ? { server: rest }
+    : { server: rest.slice(0, slash), tool: rest.slice(slash + 1) };
 }

@@ -8,8 +8,12 @@ import { fileURLToPath } from 'node:url';
 
 const resolvePath = (specifier: string): string => fileURLToPath(import.meta.resolve(specifier));
 
-export const EVERYTHING_SERVER = resolvePath('@modelcontextprotocol/server-everything/dist/index.js');
-export const FILESYSTEM_SERVER = resolvePath('@modelcontextprotocol/server-filesystem/dist/index.js');
+export const EVERYTHING_SERVER = resolvePath(
+  '@modelcontextprotocol/server-everything/dist/index.js',
+);
+export const FILESYSTEM_SERVER = resolvePath(
+  '@modelcontextprotocol/server-filesystem/dist/index.js',
+);
 export const CHANGING_SERVER = fileURLToPath(
   new URL('../fixtures/mcp/changing-tools-server.mjs', import.meta.url),
 );
@@ -36,7 +40,10 @@ export async function startEverythingHttp(
   });
   let output = '';
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`everything ${mode} did not start:\n${output}`)), 15_000);
+    const timer = setTimeout(
+      () => reject(new Error(`everything ${mode} did not start:\n${output}`)),
+      15_000,
+    );
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
       output += chunk;
       if (/listening|running/i.test(output)) {
