@@ -56,6 +56,19 @@ function sameJson(text: string, value: unknown): boolean {
   }
 }
 
+/**
+ * Servers are asked to repeat structured content as text: either as its JSON,
+ * or (like the filesystem server's `{content: "..."}`) as the strings it holds.
+ */
+function repeatedAsText(structured: unknown, texts: readonly string[]): boolean {
+  if (texts.some((text) => sameJson(text, structured))) return true;
+  if (typeof structured !== 'object' || structured === null || Array.isArray(structured))
+    return false;
+  const values = Object.values(structured);
+  const joined = texts.join('\n');
+  return values.length > 0 && values.every((v) => typeof v === 'string' && joined.includes(v));
+}
+
 export function clipMiddle(text: string, max: number): string {
   if (text.length <= max) return text;
   const keep = Math.floor((max - 60) / 2);
@@ -67,11 +80,9 @@ export function formatMcpResult(result: McpCallResult): string {
   const items = (Array.isArray(result.content) ? result.content : []) as ContentItem[];
   const parts = items.map(describeItem);
   const structured = result.structuredContent;
-  // Servers are asked to repeat structured content as text; say it once.
-  if (
-    structured !== undefined &&
-    !items.some((i) => i.type === 'text' && sameJson(i.text ?? '', structured))
-  ) {
+  const texts = items.filter((i) => i.type === 'text').map((i) => i.text ?? '');
+  // Say it once: the model needs no second copy of what the text already holds.
+  if (structured !== undefined && !repeatedAsText(structured, texts)) {
     parts.push(JSON.stringify(structured));
   }
   return clipMiddle(parts.filter((p) => p !== '').join('\n'), MCP_RESULT_MAX_CHARS);

@@ -44,7 +44,7 @@ export async function startEverythingHttp(
       () => reject(new Error(`everything ${mode} did not start:\n${output}`)),
       15_000,
     );
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
       output += chunk;
       if (/listening|running/i.test(output)) {
         clearTimeout(timer);
