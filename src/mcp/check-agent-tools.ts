@@ -6,7 +6,7 @@
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { McpManager } from './mcp-manager.js';
-import { parseMcpToolSpec } from './tool-spec.js';
+import { parseMcpToolSpec } from '../tools/mcp-tool-spec.js';
 
 export interface McpToolProblems {
   errors: string[];

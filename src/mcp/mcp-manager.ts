@@ -14,7 +14,7 @@ import {
   type McpServerStatus,
 } from './mcp-connection.js';
 import { mcpTool } from './mcp-tool.js';
-import type { McpToolSpec } from './tool-spec.js';
+import type { McpToolSpec } from '../tools/mcp-tool-spec.js';
 
 export interface McpServerHealth {
   status: McpServerStatus;

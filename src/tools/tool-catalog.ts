@@ -8,7 +8,7 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
-import { parseMcpToolSpec, type McpToolSpec } from '../mcp/tool-spec.js';
+import { parseMcpToolSpec, type McpToolSpec } from './mcp-tool-spec.js';
 import type { Tool } from './tool.js';
 import { ToolSet } from './tool-set.js';
 

@@ -12,7 +12,7 @@ import { CairnError } from '../../src/errors.js';
 import { formatMcpResult, MCP_RESULT_MAX_CHARS } from '../../src/mcp/format-result.js';
 import { adaptInputSchema } from '../../src/mcp/schema-adapter.js';
 import { modelToolName } from '../../src/mcp/tool-names.js';
-import { parseMcpToolSpec } from '../../src/mcp/tool-spec.js';
+import { parseMcpToolSpec } from '../../src/tools/mcp-tool-spec.js';
 
 const homes: string[] = [];
 afterEach(() => {
