@@ -7,6 +7,7 @@
  * that fail to start or die come back as tool errors or health entries, never
  * as a stopped Cairn.
  */
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 import { CHANGING_SERVER, everythingStdio, waitFor } from './mcp-servers.js';
@@ -24,6 +25,13 @@ const SECRET = 'sk-very-secret-value-123';
 
 describe('MCP servers over stdio', () => {
   let t: TestApp;
+  let log = '';
+  const logStream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      log += chunk.toString('utf8');
+      done();
+    },
+  });
   beforeAll(async () => {
     t = await startTestApp({
       agents: {
@@ -52,13 +60,22 @@ describe('MCP servers over stdio', () => {
           args: ['-e', "console.error('token is ' + process.env.TOKEN); process.exit(3)"],
           env: { TOKEN: '${MCP_TEST_TOKEN}' },
         },
+        // Starts but never answers the MCP handshake.
+        silent: {
+          command: process.execPath,
+          args: ['-e', 'setInterval(() => undefined, 1000)'],
+          connectTimeoutMs: 300,
+        },
         unset: {
           url: 'http://127.0.0.1:9/mcp',
           headers: { Authorization: 'Bearer ${NOT_SET_ANYWHERE}' },
         },
       },
       env: { MCP_TEST_TOKEN: SECRET },
-      app: { mcpBackoff: { initialMs: 50, maxMs: 200 } },
+      app: {
+        mcpBackoff: { initialMs: 50, maxMs: 200 },
+        logger: { level: 'info', stream: logStream },
+      },
     });
   }, 60_000);
   afterAll(async () => t.close());
@@ -84,9 +101,15 @@ describe('MCP servers over stdio', () => {
     expect(mcp['changing']).toMatchObject({ status: 'connected', tools: 4 });
     expect(mcp['broken']!.status).toBe('error');
     expect(mcp['broken']!.error).toContain('token is ***');
+    expect(mcp['silent']).toMatchObject({ status: 'error', tools: 0 });
+    expect(mcp['silent']!.error).toContain('longer than 300 ms');
     expect(mcp['unset']).toMatchObject({ status: 'error', tools: 0 });
     expect(mcp['unset']!.error).toContain('NOT_SET_ANYWHERE');
     expect(res.body).not.toContain(SECRET);
+    // The log says why, without the secret either.
+    expect(log).toContain('MCP server \\"broken\\" is unavailable');
+    expect(log).toContain('MCP server \\"everything\\" connected');
+    expect(log).not.toContain(SECRET);
   });
 
   it('offers <server>__<tool> names and adapted schemas the provider accepts', async () => {
