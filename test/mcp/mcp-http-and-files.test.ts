@@ -11,12 +11,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 import { freePort } from '../process/spawn-server.js';
-import { FILESYSTEM_SERVER, startEverythingHttp, type HttpMcpServer } from './mcp-servers.js';
-
-interface WireMessage {
-  role: string;
-  content: string | null;
-}
+import {
+  FILESYSTEM_SERVER,
+  startEverythingHttp,
+  toolTurn,
+  type HttpMcpServer,
+} from './mcp-servers.js';
 
 describe('MCP servers over HTTP, and the filesystem server', () => {
   let t: TestApp;
@@ -59,12 +59,6 @@ describe('MCP servers over HTTP, and the filesystem server', () => {
   });
   beforeEach(() => t.fake!.reset());
 
-  const chat = (message: string) =>
-    t.app.server.inject({ method: 'POST', url: '/agents/assistant/chat', payload: { message } });
-  const toolResult = (): string =>
-    (t.fake!.requests.at(-1)!.body.messages as WireMessage[]).find((m) => m.role === 'tool')!
-      .content ?? '';
-
   it('connects over Streamable HTTP, and over SSE for a server that only speaks SSE', () => {
     const health = t.app.mcp.health();
     expect(health['remote']).toMatchObject({ status: 'connected' });
@@ -73,50 +67,35 @@ describe('MCP servers over HTTP, and the filesystem server', () => {
   });
 
   it('calls a tool over Streamable HTTP', async () => {
-    t.fake!.script(
-      { tool_calls: [{ name: 'remote__echo', arguments: '{"message":"over http"}' }] },
-      { content: 'ok' },
-    );
-    expect((await chat('echo')).statusCode).toBe(200);
-    expect(toolResult()).toBe('Echo: over http');
+    const turn = await toolTurn(t, 'remote__echo', { message: 'over http' });
+    expect(turn).toMatchObject({ status: 200, toolResult: 'Echo: over http' });
   });
 
   it('calls a tool over the SSE fallback', async () => {
-    t.fake!.script(
-      { tool_calls: [{ name: 'legacy__echo', arguments: '{"message":"over sse"}' }] },
-      { content: 'ok' },
-    );
-    expect((await chat('echo')).statusCode).toBe(200);
-    expect(toolResult()).toBe('Echo: over sse');
+    const turn = await toolTurn(t, 'legacy__echo', { message: 'over sse' });
+    expect(turn).toMatchObject({ status: 200, toolResult: 'Echo: over sse' });
   });
 
   it('an agent reads a file through the filesystem server', async () => {
-    t.fake!.script(
-      {
-        tool_calls: [
-          {
-            name: 'files__read_text_file',
-            arguments: JSON.stringify({ path: join(shared, 'notes', 'plan.txt') }),
-          },
-        ],
-      },
-      { content: 'The plan is to build the cairn.' },
-    );
-    const res = await chat('what is the plan?');
-    expect(res.statusCode).toBe(200);
-    expect(toolResult()).toBe('Step 1: build the cairn.\n');
-    expect(t.fake!.requests.at(-1)!.problems).toEqual([]);
+    const path = join(shared, 'notes', 'plan.txt');
+    const turn = await toolTurn(t, 'files__read_text_file', { path }, 'Build the cairn.');
+    expect(turn).toMatchObject({
+      status: 200,
+      reply: 'Build the cairn.',
+      toolResult: 'Step 1: build the cairn.\n',
+      problems: [],
+    });
   });
 
   it('a path outside the roots is a tool error, and the turn completes', async () => {
-    t.fake!.script(
-      { tool_calls: [{ name: 'files__read_text_file', arguments: '{"path":"/etc/passwd"}' }] },
-      { content: 'I may not read that.' },
+    const turn = await toolTurn(
+      t,
+      'files__read_text_file',
+      { path: '/etc/passwd' },
+      'Not allowed.',
     );
-    const res = await chat('read /etc/passwd');
-    expect(res.statusCode).toBe(200);
-    expect(res.json<{ reply: string }>().reply).toBe('I may not read that.');
-    expect(toolResult()).toMatch(/^Error: .*(denied|outside)/i);
-    expect(toolResult()).not.toContain('root:');
+    expect(turn).toMatchObject({ status: 200, reply: 'Not allowed.' });
+    expect(turn.toolResult).toMatch(/^Error: .*(denied|outside)/i);
+    expect(turn.toolResult).not.toContain('root:');
   });
 });

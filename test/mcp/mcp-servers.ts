@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { TestApp } from '../helpers/test-app.js';
 
 const resolvePath = (specifier: string): string => fileURLToPath(import.meta.resolve(specifier));
 
@@ -79,4 +80,40 @@ export async function waitFor(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+export interface ToolTurn {
+  status: number;
+  reply: string;
+  /** The tool message the model read in its next request. */
+  toolResult: string;
+  /** What the fake found wrong with that request (empty: a provider would accept it). */
+  problems: string[];
+}
+
+/** One chat turn on agent `assistant` in which the model calls `tool` with `args`, then answers `reply`. */
+export async function toolTurn(
+  t: TestApp,
+  tool: string,
+  args: Record<string, unknown>,
+  reply = 'done',
+): Promise<ToolTurn> {
+  const fake = t.fake!;
+  fake.script(
+    { tool_calls: [{ name: tool, arguments: JSON.stringify(args) }] },
+    { content: reply },
+  );
+  const res = await t.app.server.inject({
+    method: 'POST',
+    url: '/agents/assistant/chat',
+    payload: { message: `please use ${tool}` },
+  });
+  const last = fake.requests.at(-1)!;
+  const messages = (last.body?.messages ?? []) as { role: string; content: string | null }[];
+  return {
+    status: res.statusCode,
+    reply: res.statusCode === 200 ? res.json<{ reply: string }>().reply : res.body,
+    toolResult: messages.find((m) => m.role === 'tool')?.content ?? '',
+    problems: last.problems,
+  };
 }

@@ -10,17 +10,11 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
-import { CHANGING_SERVER, everythingStdio, waitFor } from './mcp-servers.js';
+import { CHANGING_SERVER, everythingStdio, toolTurn, waitFor } from './mcp-servers.js';
 
 interface WireTool {
   function: { name: string; description: string; parameters: Record<string, unknown> };
 }
-interface WireMessage {
-  role: string;
-  content: string | null;
-  tool_call_id?: string;
-}
-
 const SECRET = 'sk-very-secret-value-123';
 
 describe('MCP servers over stdio', () => {
@@ -84,12 +78,6 @@ describe('MCP servers over stdio', () => {
   const chat = (message: string, agent = 'assistant') =>
     t.app.server.inject({ method: 'POST', url: `/agents/${agent}/chat`, payload: { message } });
 
-  /** The tool message answering the first call, as the model saw it in the next request. */
-  function toolResult(): string {
-    const messages = t.fake!.requests.at(-1)!.body.messages as WireMessage[];
-    return messages.find((m) => m.role === 'tool')!.content ?? '';
-  }
-
   it('reports each server in GET /health, failures with a reason and no secret', async () => {
     const res = await t.app.server.inject({ method: 'GET', url: '/health' });
     expect(res.statusCode).toBe(200);
@@ -145,35 +133,19 @@ describe('MCP servers over stdio', () => {
   });
 
   it('runs a tool and gives the model its text', async () => {
-    t.fake!.script(
-      { tool_calls: [{ name: 'everything__echo', arguments: '{"message":"over stdio"}' }] },
-      { content: 'done' },
-    );
-    const res = await chat('echo please');
-    expect(res.statusCode).toBe(200);
-    expect(res.json<{ reply: string }>().reply).toBe('done');
-    expect(toolResult()).toBe('Echo: over stdio');
+    const turn = await toolTurn(t, 'everything__echo', { message: 'over stdio' });
+    expect(turn).toMatchObject({ status: 200, reply: 'done', toolResult: 'Echo: over stdio' });
   });
 
   it('summarises images by type and size, and gives structured content once as JSON', async () => {
-    t.fake!.script(
-      { tool_calls: [{ name: 'everything__get-tiny-image', arguments: '{}' }] },
-      { content: 'seen' },
-    );
-    await chat('image');
-    expect(toolResult()).toMatch(/\[image image\/png, \d+ bytes, not shown\]/);
-    expect(toolResult()).toContain("Here's the image you requested:");
+    const image = await toolTurn(t, 'everything__get-tiny-image', {});
+    expect(image.toolResult).toMatch(/\[image image\/png, \d+ bytes, not shown\]/);
+    expect(image.toolResult).toContain("Here's the image you requested:");
 
-    t.fake!.script(
-      {
-        tool_calls: [
-          { name: 'everything__get-structured-content', arguments: '{"location":"Chicago"}' },
-        ],
-      },
-      { content: 'rainy' },
-    );
-    await chat('weather');
-    expect(JSON.parse(toolResult())).toEqual({
+    const weather = await toolTurn(t, 'everything__get-structured-content', {
+      location: 'Chicago',
+    });
+    expect(JSON.parse(weather.toolResult)).toEqual({
       temperature: 36,
       conditions: 'Light rain / drizzle',
       humidity: 82,
@@ -181,38 +153,24 @@ describe('MCP servers over stdio', () => {
   });
 
   it('turns an isError result into a tool error and goes on', async () => {
-    t.fake!.script(
-      { tool_calls: [{ name: 'changing__fail', arguments: '{}' }] },
-      { content: 'sorry' },
-    );
-    const res = await chat('fail');
-    expect(res.statusCode).toBe(200);
-    expect(toolResult()).toContain('the widget is jammed');
-    expect(toolResult()).toMatch(/^Error: /);
+    const turn = await toolTurn(t, 'changing__fail', {}, 'sorry');
+    expect(turn.status).toBe(200);
+    expect(turn.toolResult).toMatch(/^Error: .*the widget is jammed/);
   });
 
   it('a call slower than the server timeoutMs is a tool error; the turn completes', async () => {
-    t.fake!.script(
-      {
-        tool_calls: [
-          { name: 'slow__trigger-long-running-operation', arguments: '{"duration":5,"steps":5}' },
-        ],
-      },
-      { content: 'gave up' },
+    const turn = await toolTurn(
+      t,
+      'slow__trigger-long-running-operation',
+      { duration: 5, steps: 5 },
+      'gave up',
     );
-    const res = await chat('slow');
-    expect(res.statusCode).toBe(200);
-    expect(res.json<{ reply: string }>().reply).toBe('gave up');
-    expect(toolResult()).toMatch(/^Error: .*timed out/i);
+    expect(turn).toMatchObject({ status: 200, reply: 'gave up' });
+    expect(turn.toolResult).toMatch(/^Error: .*timed out/i);
   });
 
   it('refreshes the tools on tools/list_changed', async () => {
-    t.fake!.script(
-      { tool_calls: [{ name: 'changing__add_tool', arguments: '{}' }] },
-      { content: 'added' },
-    );
-    await chat('add');
-    expect(toolResult()).toBe('added extra_4');
+    expect((await toolTurn(t, 'changing__add_tool', {})).toolResult).toBe('added extra_4');
     await waitFor('the new tool', () => t.app.mcp.health()['changing']!.tools === 5);
     t.fake!.reset();
     t.fake!.script({ content: 'now I have it' });
@@ -231,12 +189,9 @@ describe('MCP servers over stdio', () => {
     );
     await waitFor('the reconnect', () => connection.status === 'connected', 15_000);
     expect(connection.pid).not.toBe(firstPid);
-    t.fake!.script(
-      { tool_calls: [{ name: 'everything__echo', arguments: '{"message":"back"}' }] },
-      { content: 'ok' },
+    expect((await toolTurn(t, 'everything__echo', { message: 'back' })).toolResult).toBe(
+      'Echo: back',
     );
-    await chat('echo again');
-    expect(toolResult()).toBe('Echo: back');
   });
 
   it('an agent naming an unconfigured server gets a clear error, not a 500', async () => {
