@@ -49,12 +49,10 @@ export interface McpConnectionOptions {
   readonly onToolsChanged: () => void;
 }
 
-class TimeoutError extends Error {}
-
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TimeoutError(`${what} took longer than ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
@@ -68,6 +66,8 @@ export class McpConnection {
   private failures = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private closing = false;
+  /** Bumped when an attempt is abandoned (time limit), so its late steps undo themselves. */
+  private attempt = 0;
   private stderrTail = '';
   private readonly backoff: McpBackoff;
 
@@ -120,7 +120,7 @@ export class McpConnection {
       return;
     }
     try {
-      await withTimeout(this.open(), this.settings.connectTimeoutMs, 'connecting');
+      await withTimeout(this.open(this.attempt), this.settings.connectTimeoutMs, 'connecting');
       if (this.closing) {
         await this.dispose();
         return;
@@ -133,6 +133,7 @@ export class McpConnection {
       );
       this.options.onToolsChanged();
     } catch (err) {
+      this.attempt += 1;
       await this.dispose();
       this.fail(this.describeFailure(err), true);
     }
@@ -168,21 +169,21 @@ export class McpConnection {
     this.currentStatus = 'closed';
   }
 
-  private async open(): Promise<void> {
+  private async open(attempt: number): Promise<void> {
     if (this.settings.transport === 'stdio') {
-      await this.openWith(this.stdioTransport());
+      await this.openWith(this.stdioTransport(), attempt);
       return;
     }
     const url = new URL(this.settings.url);
     const requestInit = { headers: { ...this.settings.headers } };
     try {
-      await this.openWith(new StreamableHTTPClientTransport(url, { requestInit }));
+      await this.openWith(new StreamableHTTPClientTransport(url, { requestInit }), attempt);
     } catch (streamableError) {
-      if (streamableError instanceof TimeoutError || this.closing) throw streamableError;
+      if (attempt !== this.attempt || this.closing) throw streamableError;
       // Servers from before Streamable HTTP (protocol 2024-11-05) speak SSE.
       await this.dispose();
       try {
-        await this.openWith(new SSEClientTransport(url, { requestInit }));
+        await this.openWith(new SSEClientTransport(url, { requestInit }), attempt);
       } catch (sseError) {
         throw new Error(
           `Streamable HTTP: ${describeError(streamableError)}; SSE fallback: ${describeError(sseError)}`,
@@ -210,7 +211,7 @@ export class McpConnection {
     return transport;
   }
 
-  private async openWith(transport: Transport): Promise<void> {
+  private async openWith(transport: Transport, attempt: number): Promise<void> {
     const client = new Client(
       { name: 'cairn', version: VERSION },
       {
@@ -233,7 +234,13 @@ export class McpConnection {
     this.client = client;
     this.transport = transport;
     await client.connect(transport, { timeout: this.settings.connectTimeoutMs });
-    this.listed = await this.listAll(client);
+    const listed = await this.listAll(client);
+    if (attempt !== this.attempt) {
+      // Abandoned at the time limit while it was still on its way.
+      await client.close().catch(() => undefined);
+      throw new Error('connection attempt abandoned');
+    }
+    this.listed = listed;
     client.onclose = () => {
       if (client !== this.client || this.closing) return;
       this.client = undefined;
