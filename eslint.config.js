@@ -12,6 +12,8 @@ export default tseslint.config(
       'node_modules/**',
       'coverage/**',
       'agents/**/*.js',
+      // Plain-JS fixture servers run by tests as child processes; not in the TS project.
+      'test/fixtures/**/*.mjs',
     ],
   },
   js.configs.recommended,

@@ -31,12 +31,18 @@ import { subagentTool } from './runtime/subagents.js';
 import { TaskRunner } from './runtime/tasks.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
+import { mcpRoutes } from './http/routes/mcp.js';
+import type { McpBackoff } from './mcp/mcp-connection.js';
+import { McpManager } from './mcp/mcp-manager.js';
+import { checkMcpToolEntries } from './mcp/check-agent-tools.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
   logger?: FastifyServerOptions['logger'];
   /** Run scheduled daemon agents (default true; `cairn serve --no-daemons` turns them off). */
   daemons?: boolean;
+  /** Reconnect backoff for MCP servers (tests shorten it). */
+  mcpBackoff?: McpBackoff;
 }
 
 export interface CairnApp {
@@ -46,6 +52,7 @@ export interface CairnApp {
   readonly store: Store;
   readonly tasks: TaskRunner;
   readonly daemons: DaemonScheduler;
+  readonly mcp: McpManager;
   readonly agentProblems: readonly AgentProblem[];
   /** Stops accepting work, waits for running turns, closes the database. */
   close(): Promise<void>;
@@ -73,6 +80,16 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const store = openStore(settings);
   const events = new EventBus(store);
 
+  // The server's logger is created by fastify; model clients log through it.
+  const logTarget: { server?: FastifyInstance } = {};
+  const mcp = new McpManager({
+    servers: settings.mcpServers,
+    log: {
+      info: (message) => logTarget.server?.log.info(message),
+      warn: (message) => logTarget.server?.log.warn(message),
+    },
+    ...(options.mcpBackoff ? { backoff: options.mcpBackoff } : {}),
+  });
   const tools: ToolCatalog = new ToolCatalog({
     builtins: {
       current_time: () => currentTimeTool(),
@@ -82,10 +99,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     },
     // Bound late: the runtime needs the catalog, and subagent tools need the runtime.
     subagent: (caller, name) => subagentTool(runtime, caller, name),
+    mcp,
   });
-
-  // The server's logger is created by fastify; model clients log through it.
-  const logTarget: { server?: FastifyInstance } = {};
+  mcp.onToolsChanged(() => tools.invalidate());
   const modelLogger: ModelLogger = {
     warn: (details, message) => logTarget.server?.log.warn(details, message),
   };
@@ -133,7 +149,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
     logger: options.logger ?? false,
+    ...(mcp.serverNames().length > 0 ? { healthExtras: () => ({ mcp: mcp.health() }) } : {}),
     routes: [
+      (app) => mcpRoutes(app, { runtime, agents: registry }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app) =>
@@ -161,6 +179,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     },
     'cairn ready',
   );
+  await mcp.start();
+  const mcpProblems = checkMcpToolEntries(registry.list(), mcp);
+  for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) server.log.warn(problem);
   for (const agent of registry.list()) {
     // Fail early and visibly on tool lists that cannot be resolved.
     await tools
@@ -177,11 +198,14 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     agentProblems: problems,
     tasks,
     daemons,
+    mcp,
     async close() {
       await daemons.stop();
       await server.close();
       await tasks.drain();
       await runtime.queue.drain();
+      // After the turns: a running turn may still be calling an MCP tool.
+      await mcp.close();
       await store.close();
     },
   };

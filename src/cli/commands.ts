@@ -6,7 +6,10 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { formatProblem, loadAgents } from '../agents/load-agents.js';
-import { loadSettings } from '../config/settings.js';
+import type { AgentConfig } from '../agents/agent-config.js';
+import { loadSettings, type Settings } from '../config/settings.js';
+import { checkMcpToolEntries, usesMcp, type McpToolProblems } from '../mcp/check-agent-tools.js';
+import { McpManager } from '../mcp/mcp-manager.js';
 import { migrate, openDatabase } from '../store/sqlite/open-database.js';
 import { request, streamEvents, type ClientOptions } from './client.js';
 
@@ -40,15 +43,45 @@ export function init(dir = '.'): string[] {
   return created;
 }
 
-/** `cairn agents validate`: prints every problem; returns the exit code. */
-export function validateAgents(): number {
+/**
+ * `cairn agents validate`: prints every problem; returns the exit code. When an
+ * agent names MCP tools, the configured servers are started (once, no retry)
+ * to check that each named server and tool exists.
+ */
+export async function validateAgents(): Promise<number> {
   const settings = loadSettings();
   const { agents, problems } = loadAgents(settings.agentsDir);
-  for (const agent of agents) console.log(`ok    ${agent.name}`);
+  const mcpProblems = usesMcp(agents)
+    ? await checkMcp(settings.mcpServers, agents)
+    : { errors: [], warnings: [] };
+  const failing = new Set(
+    mcpProblems.errors.map((e) => /^agent "([^"]+)"/.exec(e)?.[1]).filter(Boolean),
+  );
+  for (const agent of agents) if (!failing.has(agent.name)) console.log(`ok    ${agent.name}`);
   for (const problem of problems) console.error(`error ${formatProblem(problem)}`);
+  for (const error of mcpProblems.errors) console.error(`error ${error}`);
+  for (const warning of mcpProblems.warnings) console.error(`warn  ${warning}`);
   if (agents.length === 0 && problems.length === 0)
     console.log(`no agents in ${settings.agentsDir}`);
-  return problems.length > 0 ? 1 : 0;
+  return problems.length > 0 || mcpProblems.errors.length > 0 ? 1 : 0;
+}
+
+async function checkMcp(
+  servers: Settings['mcpServers'],
+  agents: readonly AgentConfig[],
+): Promise<McpToolProblems> {
+  // A validation run reports a server's failure; it does not wait for reconnects.
+  const mcp = new McpManager({
+    servers,
+    log: { info: () => undefined, warn: () => undefined },
+    reconnect: false,
+  });
+  try {
+    await mcp.start();
+    return checkMcpToolEntries(agents, mcp);
+  } finally {
+    await mcp.close();
+  }
 }
 
 /** `cairn migrate`: applies pending migrations and reports them. */

@@ -5,6 +5,7 @@ import { CairnError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { ApiError } from './client.js';
 import { chat, compact, init, listSessions, runMigrations, validateAgents } from './commands.js';
+import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
 
 function fail(err: unknown): never {
@@ -45,9 +46,18 @@ program
   .command('agents')
   .description('agent tools')
   .command('validate')
-  .description('check every agents/<name>/agent.json; exit 1 on any problem')
-  .action(() => {
-    process.exitCode = validateAgents();
+  .description(
+    'check every agents/<name>/agent.json (and the MCP servers and tools they name); exit 1 on any problem',
+  )
+  .action(async () => {
+    process.exitCode = await validateAgents().catch(fail);
+  });
+
+program
+  .command('mcp')
+  .description('serve the agents as MCP tools (chat_with_<agent>) on stdin/stdout')
+  .action(async () => {
+    await serveMcpStdio().catch(fail);
   });
 
 program

@@ -7,6 +7,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { CairnError } from '../errors.js';
+import {
+  MCP_SERVERS_SCHEMA,
+  resolveMcpServers,
+  type McpServerFile,
+  type McpServerSettings,
+} from './mcp-servers.js';
 
 export const DEFAULT_PORT = 5050;
 export const DEFAULT_HOST = '127.0.0.1';
@@ -54,6 +60,8 @@ export interface Settings {
     readonly url: string | null;
   };
   readonly models: { readonly main: ModelRoleSettings; readonly compact: ModelRoleSettings };
+  /** MCP tool servers by name (DESIGN §11); empty when cairn.json has none. */
+  readonly mcpServers: Readonly<Record<string, McpServerSettings>>;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -107,6 +115,7 @@ export const CAIRN_JSON_SCHEMA = {
       additionalProperties: false,
       properties: { main: modelRoleSchema, compact: modelRoleSchema },
     },
+    mcpServers: MCP_SERVERS_SCHEMA,
   },
 } as const;
 
@@ -130,6 +139,7 @@ interface CairnJson {
   };
   database?: { path?: string; url?: string | null };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
+  mcpServers?: Record<string, McpServerFile>;
 }
 
 const validateCairnJson = new Ajv({ allErrors: true, strict: true }).compile<CairnJson>(
@@ -248,6 +258,7 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       url: databaseUrl,
     }),
     models: Object.freeze({ main, compact }),
+    mcpServers: resolveMcpServers(file.mcpServers, env, home),
   });
 }
 

@@ -33,6 +33,8 @@ export interface ServerDeps {
   logger: FastifyServerOptions['logger'];
   /** Extra route groups (compaction, tasks, memory) registered by their features. */
   routes?: ((app: FastifyInstance) => void)[];
+  /** Fields features add to `GET /health` (e.g. `mcp`). */
+  healthExtras?: () => Record<string, unknown>;
 }
 
 /** Paths anyone may call, even when an API key is configured. */

@@ -1,13 +1,14 @@
 /**
  * Resolves an agent's `tools` list into a `ToolSet`: built-in names,
- * `agent:<name>` subagents and `./module.js` files inside the agent folder.
- * Module tools are imported once and cached.
+ * `agent:<name>` subagents, `./module.js` files inside the agent folder and
+ * `mcp:<server>[/<tool>]` MCP tools. Module tools are imported once and cached.
  */
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
+import { parseMcpToolSpec, type McpToolSpec } from './mcp-tool-spec.js';
 import type { Tool } from './tool.js';
 import { ToolSet } from './tool-set.js';
 
@@ -16,9 +17,15 @@ export type BuiltinFactory = (agent: AgentConfig) => Tool | Tool[];
 /** Builds the tool that calls agent `name` as a subagent. */
 export type SubagentFactory = (caller: AgentConfig, name: string) => Tool;
 
+/** The tools an `mcp:` entry stands for right now (none while its server is down). */
+export interface McpToolSource {
+  toolsFor(spec: McpToolSpec, agentName: string): Tool[];
+}
+
 export interface ToolCatalogOptions {
   builtins: Readonly<Record<string, BuiltinFactory>>;
   subagent?: SubagentFactory;
+  mcp?: McpToolSource;
 }
 
 function isInside(dir: string, file: string): boolean {
@@ -47,7 +54,7 @@ function assertToolShape(value: unknown, file: string): Tool {
 
 export class ToolCatalog {
   private readonly modules = new Map<string, Promise<Tool>>();
-  private readonly sets = new WeakMap<AgentConfig, Promise<ToolSet>>();
+  private sets = new WeakMap<AgentConfig, Promise<ToolSet>>();
 
   constructor(private readonly options: ToolCatalogOptions) {}
 
@@ -71,10 +78,24 @@ export class ToolCatalog {
     return cached;
   }
 
+  /** Forgets every built set, e.g. when an MCP server's tools changed. */
+  invalidate(): void {
+    this.sets = new WeakMap();
+  }
+
   private async build(agent: AgentConfig): Promise<ToolSet> {
     const tools: Tool[] = [];
     for (const entry of agent.tools) {
-      if (entry.startsWith('agent:')) {
+      const mcpSpec = parseMcpToolSpec(entry);
+      if (mcpSpec) {
+        if (!this.options.mcp) {
+          throw new CairnError(
+            'VALIDATION_ERROR',
+            `Agent "${agent.name}" lists "${entry}", but no MCP servers are configured (cairn.json "mcpServers").`,
+          );
+        }
+        tools.push(...this.options.mcp.toolsFor(mcpSpec, agent.name));
+      } else if (entry.startsWith('agent:')) {
         if (!this.options.subagent) continue;
         tools.push(this.options.subagent(agent, entry.slice('agent:'.length)));
       } else if (entry.startsWith('./')) {

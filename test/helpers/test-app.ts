@@ -29,6 +29,8 @@ export interface TestAppOptions {
   /** Extra cairn.json `server` settings. */
   server?: Record<string, unknown>;
   env?: Record<string, string>;
+  /** cairn.json's `mcpServers`. */
+  mcpServers?: Record<string, unknown>;
   /** Use this fake instead of starting one; pass `null` for the offline model. */
   fake?: FakeLlmServer | null;
   fakeOptions?: Parameters<typeof startFakeLlmServer>[0];
@@ -69,6 +71,7 @@ export function makeHome(options: TestAppOptions, baseURL: string | null): strin
     JSON.stringify({
       server: { port: 0, ...(options.server ?? {}) },
       models: { main, ...(options.compactModel ? { compact: options.compactModel } : {}) },
+      ...(options.mcpServers ? { mcpServers: options.mcpServers } : {}),
     }),
   );
   return home;

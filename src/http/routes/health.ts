@@ -1,8 +1,16 @@
-/** GET /health: liveness, version and database kind. Open even when auth is on. */
+/** GET /health: liveness, version, database kind and features' extras (MCP servers). Open even when auth is on. */
 import type { FastifyInstance } from 'fastify';
 import type { Store } from '../../store/store.js';
 import { VERSION } from '../../version.js';
 
-export function healthRoutes(app: FastifyInstance, deps: { store: Store }): void {
-  app.get('/health', async () => ({ status: 'ok', version: VERSION, database: deps.store.kind }));
+export function healthRoutes(
+  app: FastifyInstance,
+  deps: { store: Store; healthExtras?: () => Record<string, unknown> },
+): void {
+  app.get('/health', async () => ({
+    status: 'ok',
+    version: VERSION,
+    database: deps.store.kind,
+    ...deps.healthExtras?.(),
+  }));
 }

@@ -1,0 +1,41 @@
+/**
+ * `cairn mcp`: Cairn as an MCP server on stdin/stdout, for MCP clients that
+ * start their servers as child processes (desktop assistants, IDEs). Builds the
+ * same app as `cairn serve` without listening; logs go to stderr, since stdout
+ * carries the protocol. Exits when the client closes stdin or on SIGTERM/SIGINT.
+ */
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { buildApp } from '../app.js';
+import { loadSettings } from '../config/settings.js';
+import { createCairnMcpServer } from '../mcp/cairn-mcp-server.js';
+
+export async function serveMcpStdio(): Promise<void> {
+  const settings = loadSettings();
+  const app = await buildApp(settings, {
+    logger: { level: process.env.CAIRN_LOG_LEVEL ?? 'warn', stream: process.stderr },
+    // Scheduled agents belong to the long-running `cairn serve`, not to each client's child.
+    daemons: false,
+  });
+  const server = createCairnMcpServer({
+    runtime: app.runtime,
+    agents: app.runtime.agents,
+    logError: (details, message) => app.server.log.error(details, message),
+  });
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    void server
+      .close()
+      .then(() => app.close())
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+  };
+  server.onclose = stop;
+  process.stdin.on('end', stop);
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  await server.connect(new StdioServerTransport());
+}

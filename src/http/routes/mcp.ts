@@ -1,0 +1,44 @@
+/**
+ * POST /mcp: Cairn as an MCP server over Streamable HTTP (DESIGN §11), behind
+ * the same bearer key as the rest of the API. Stateless: each request gets its
+ * own server and transport, since the conversation state lives in Cairn's
+ * sessions (the tools' `sessionId`), not in an MCP session. GET and DELETE
+ * (server-sent streams, session teardown) are not offered: 405.
+ */
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { createCairnMcpServer, type CairnMcpServerDeps } from '../../mcp/cairn-mcp-server.js';
+
+const METHOD_NOT_ALLOWED = {
+  jsonrpc: '2.0',
+  error: {
+    code: -32000,
+    message: 'Method not allowed: this MCP endpoint is stateless; send requests with POST.',
+  },
+  id: null,
+};
+
+export function mcpRoutes(app: FastifyInstance, deps: CairnMcpServerDeps): void {
+  app.post('/mcp', async (request, reply) => {
+    const server = createCairnMcpServer({
+      ...deps,
+      logError: (details, message) => request.log.error(details, message),
+    });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    reply.raw.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    // The transport writes the response itself.
+    reply.hijack();
+    await transport.handleRequest(request.raw, reply.raw, request.body);
+  });
+  const notAllowed = async (_request: unknown, reply: FastifyReply): Promise<FastifyReply> =>
+    reply.code(405).header('allow', 'POST').send(METHOD_NOT_ALLOWED);
+  app.get('/mcp', notAllowed);
+  app.delete('/mcp', notAllowed);
+}
