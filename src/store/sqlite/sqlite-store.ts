@@ -252,6 +252,9 @@ function prepareStatements(db: SqliteDatabase) {
     finishDaemon: db.prepare(`UPDATE daemon_runs SET last_run_at = @last, next_run_at = @next,
         lease_owner = NULL, lease_expires = NULL
       WHERE agent_name = @agent AND lease_owner = @owner`),
+    releaseDaemonLeases: db.prepare(
+      'UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner IS NOT NULL',
+    ),
     setDaemonNext: db.prepare('UPDATE daemon_runs SET next_run_at = ? WHERE agent_name = ?'),
   };
 }
@@ -652,6 +655,10 @@ export class SqliteStore implements Store {
 
   async findDaemonState(agentName: string): Promise<DaemonState | undefined> {
     return this.stmt.getDaemon.get(agentName) as DaemonState | undefined;
+  }
+
+  async releaseDaemonLeases(): Promise<number> {
+    return guard(() => this.stmt.releaseDaemonLeases.run().changes);
   }
 
   async claimDaemonLease(
