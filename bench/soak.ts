@@ -30,12 +30,12 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { startFakeLlmServer } from '../test/fakes/llm-server.js';
+import { freePort } from '../test/process/spawn-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = join(ROOT, 'dist/cli/main.js');
@@ -58,18 +58,6 @@ function minutesArg(argv: string[]): number {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 function makeSoakHome(baseURL: string): string {
   const home = mkdtempSync(join(tmpdir(), 'cairn-soak-'));

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_MODEL_TIMEOUT_MS } from '../../src/config/settings.js';
-import { startTestApp, type TestApp } from '../helpers/test-app.js';
+import { chatOn, startTestApp, type TestApp } from '../helpers/test-app.js';
 
 const TIMEOUT_MS = 1_000;
 
@@ -51,11 +51,7 @@ describe('a model that stalls after its headers (47)', () => {
     expect(stalled.json().error.code).toBe('LLM_TIMEOUT');
     expect(elapsed).toBeLessThan(DEFAULT_MODEL_TIMEOUT_MS / 4);
 
-    const next = await t.app.server.inject({
-      method: 'POST',
-      url: '/agents/assistant/chat',
-      payload: { message: 'second', sessionId },
-    });
+    const next = await chatOn(t.app, sessionId, 'second');
     expect(next.statusCode).toBe(200);
     expect(next.json().reply).toBe('echo: second');
   });
@@ -75,11 +71,7 @@ describe('a model that stalls after its headers (47)', () => {
     expect(stalled.body).not.toContain('event: done');
     expect(elapsed).toBeLessThan(DEFAULT_MODEL_TIMEOUT_MS / 4);
 
-    const next = await t.app.server.inject({
-      method: 'POST',
-      url: '/agents/assistant/chat',
-      payload: { message: 'second', sessionId },
-    });
+    const next = await chatOn(t.app, sessionId, 'second');
     expect(next.statusCode).toBe(200);
     expect(next.json().reply).toBe('echo: second');
   });
