@@ -29,6 +29,7 @@ import { memoryContext, memoryTools } from './tools/builtins/memory.js';
 import { DaemonScheduler } from './runtime/daemons.js';
 import { subagentTool } from './runtime/subagents.js';
 import { TaskRunner } from './runtime/tasks.js';
+import { recoverAfterRestart } from './runtime/startup-recovery.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
 import { mcpRoutes } from './http/routes/mcp.js';
@@ -165,11 +166,13 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   logTarget.server = server;
 
   for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
-  const interrupted = await store.interruptRunningTasks();
-  if (interrupted > 0)
+  const recovered = await recoverAfterRestart(store);
+  if (recovered.interruptedTasks > 0)
     server.log.warn(
-      `${interrupted} task(s) were running when the server stopped; marked interrupted`,
+      `${recovered.interruptedTasks} task(s) were running when the server stopped; marked interrupted`,
     );
+  if (recovered.closedDaemonSessions > 0 || recovered.releasedDaemonLeases > 0)
+    server.log.warn(recovered, 'closed out daemon ticks that died with the previous process');
   server.log.info(
     {
       agents: registry.list().map((a) => a.name),

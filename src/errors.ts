@@ -25,6 +25,8 @@ export const ERROR_STATUS = {
   INTERNAL: 500,
   LLM_ERROR: 502,
   SERVICE_UNAVAILABLE: 503,
+  /** Another server process holds this SQLite file (raised at start, never over HTTP). */
+  DATABASE_IN_USE: 503,
   LLM_TIMEOUT: 504,
 } as const;
 

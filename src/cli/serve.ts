@@ -6,6 +6,7 @@
 import { buildApp, type CairnApp } from '../app.js';
 import { isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError } from '../errors.js';
+import { acquireProcessLock } from '../store/sqlite/process-lock.js';
 
 export const SHUTDOWN_GRACE_MS = 30_000;
 /** While draining, how often connections that went idle are closed. */
@@ -23,6 +24,10 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       `Refusing to listen on ${settings.server.host} without an API key: anyone on the network could use your agents. Set CAIRN_API_KEY, or bind to 127.0.0.1.`,
     );
   }
+  // Held for the life of the process (the OS frees it when the process dies);
+  // `stop` keeps a reference so it is never garbage-collected early.
+  const lock =
+    settings.database.kind === 'sqlite' ? acquireProcessLock(settings.database.path) : undefined;
   const startedAt = performance.now();
   const app = await buildApp(settings, {
     logger: { level: process.env.CAIRN_LOG_LEVEL ?? 'info' },
@@ -67,7 +72,10 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     reaper.unref();
     app
       .close()
-      .then(() => process.exit(0))
+      .then(() => {
+        lock?.release();
+        process.exit(0);
+      })
       .catch((err: unknown) => {
         app.server.log.error({ message: (err as Error).message }, 'shutdown failed');
         process.exit(1);

@@ -248,7 +248,9 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
         env.CAIRN_PORT !== undefined && env.CAIRN_PORT !== ''
           ? parsePort(env.CAIRN_PORT)
           : (file.server?.port ?? DEFAULT_PORT),
-      apiKey: nonEmpty(env.CAIRN_API_KEY) ?? file.server?.apiKey ?? null,
+      // An empty or blank key is no key: it must not disable auth or the
+      // public-bind guard (RELIABILITY 51).
+      apiKey: nonEmpty(env.CAIRN_API_KEY) ?? nonEmpty(file.server?.apiKey ?? undefined) ?? null,
       bodyLimitBytes: file.server?.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
       rateLimit: file.server?.rateLimit ? Object.freeze({ ...file.server.rateLimit }) : null,
     }),

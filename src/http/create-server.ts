@@ -2,7 +2,6 @@
  * Builds the fastify instance: JSON Schema validation that never coerces JSON
  * bodies, bearer auth, the error envelope, and the routes. Never listens.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { Ajv } from 'ajv';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -11,6 +10,7 @@ import { CairnError } from '../errors.js';
 import type { EventBus } from '../runtime/events.js';
 import type { Runtime } from '../runtime/router.js';
 import type { Store } from '../store/store.js';
+import { clientIdentity, registerAuth } from './auth.js';
 import { errorBody, sendError } from './errors.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
@@ -28,7 +28,7 @@ export interface ServerDeps {
   events: EventBus;
   apiKey: string | null;
   bodyLimitBytes: number;
-  /** Requests per client per window (the client is its bearer token, or its IP); null = none. */
+  /** Requests per client per window (the client is the key holder, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
   logger: FastifyServerOptions['logger'];
   /** Extra route groups (compaction, tasks, memory) registered by their features. */
@@ -39,10 +39,6 @@ export interface ServerDeps {
 
 /** Paths anyone may call, even when an API key is configured. */
 const OPEN_PATHS = new Set(['/health']);
-
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
-}
 
 export function createServer(deps: ServerDeps): FastifyInstance {
   const app = Fastify({
@@ -98,22 +94,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     }
   });
 
-  if (deps.apiKey !== null) {
-    const expected = digest(deps.apiKey);
-    app.addHook('onRequest', async (request) => {
-      if (OPEN_PATHS.has(request.url.split('?')[0] ?? '')) return;
-      const header = request.headers.authorization ?? '';
-      // The scheme name is case-insensitive (RFC 9110 §11.1).
-      const token = /^bearer /i.test(header) ? header.slice('Bearer '.length) : '';
-      // Compare digests so the comparison is constant-time whatever the length.
-      if (!timingSafeEqual(digest(token), expected)) {
-        throw new CairnError(
-          'UNAUTHORIZED',
-          'Missing or wrong API key. Send "Authorization: Bearer <CAIRN_API_KEY>".',
-        );
-      }
-    });
-  }
+  if (deps.apiKey !== null) registerAuth(app, { apiKey: deps.apiKey, openPaths: OPEN_PATHS });
 
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
   app.setNotFoundHandler((request, reply) => {
@@ -131,11 +112,9 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     void app.register(rateLimit, {
       max: deps.rateLimit.max,
       timeWindow: deps.rateLimit.windowMs,
-      // One bucket per API key when clients send one, else per address.
-      keyGenerator: (request) => {
-        const auth = request.headers.authorization;
-        return auth ? `key:${digest(auth).toString('hex')}` : `ip:${request.ip}`;
-      },
+      // One bucket for the key holder, else one per address: never per
+      // header spelling, which a client could vary at will (RELIABILITY 52).
+      keyGenerator: clientIdentity,
       allowList: (request) => OPEN_PATHS.has(request.url.split('?')[0] ?? ''),
       errorResponseBuilder: (_request, context) =>
         new CairnError(

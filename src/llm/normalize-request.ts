@@ -3,7 +3,8 @@
  * built it. It repairs the wire copy so a provider never sees an invalid
  * sequence: missing tool results are filled with an "interrupted" error,
  * orphan tool results are dropped, empty texts are never sent, and tool-call
- * ids longer than providers accept are shortened consistently on both sides.
+ * ids longer than providers accept are shortened consistently on both sides,
+ * and tool-call arguments that are not a JSON object are replayed as `{}`.
  * Pure: the caller decides which repairs to persist.
  */
 import { createHash } from 'node:crypto';
@@ -36,6 +37,22 @@ export function normalizeToolCallId(id: string): string {
   return `call_${createHash('sha256').update(id).digest('base64url').slice(0, 32)}`;
 }
 
+/**
+ * Arguments as a provider accepts them on replay: a JSON object text. What the
+ * model sent that is not one (`{"key":`, `""`, `[1]`) is replayed as `{}`; the
+ * call's error result already told the model what was wrong, and the stored
+ * raw text stays for the record (RELIABILITY 48).
+ */
+export function wireArguments(raw: string): string {
+  try {
+    const value: unknown = JSON.parse(raw);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return raw;
+  } catch {
+    // not JSON: replaced below
+  }
+  return '{}';
+}
+
 function isBlank(text: string | null | undefined): boolean {
   return text === null || text === undefined || text.trim() === '';
 }
@@ -54,7 +71,7 @@ export function normalizeOutgoing(messages: readonly ChatMessage[]): ChatMessage
       const calls = message.tool_calls.map((c) => ({
         ...c,
         id: normalizeToolCallId(c.id),
-        function: { ...c.function },
+        function: { ...c.function, arguments: wireArguments(c.function.arguments) },
       }));
       // Collect the results that follow, keeping the first per open call.
       const results = new Map<string, ChatMessage>();

@@ -7,6 +7,7 @@
  */
 import OpenAI from 'openai';
 import type {
+  ChatCompletion,
   ChatCompletionChunk,
   ChatCompletionCreateParamsBase,
   ChatCompletionMessageParam,
@@ -306,10 +307,27 @@ export class OpenAIModel implements ModelClient {
   }
 
   private async completeOnce(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
-    const completion = await this.client.chat.completions.create(
-      { ...this.params(request), stream: false },
-      signal ? { signal } : {},
+    // The SDK's timeout ends at the headers; a body that stalls after them
+    // would hold the turn (and the session's queue) forever. This deadline
+    // bounds the whole call, body included (RELIABILITY 47).
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () =>
+        deadline.abort(new OpenAI.APIConnectionTimeoutError({ message: 'model call timed out' })),
+      this.role.timeoutMs,
     );
+    let completion: ChatCompletion;
+    try {
+      completion = await this.client.chat.completions.create(
+        { ...this.params(request), stream: false },
+        { signal: signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal },
+      );
+    } catch (err) {
+      if (deadline.signal.aborted && !signal?.aborted) throw deadline.signal.reason;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
     const choice = completion.choices[0];
     if (!choice) throw new CairnError('LLM_ERROR', 'The model returned no choices.');
     const message: ChatMessage = { role: 'assistant', content: choice.message.content ?? null };

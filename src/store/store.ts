@@ -268,6 +268,8 @@ export interface Store {
     lastRunAt: Date,
     nextRunAt: Date | null,
   ): Promise<boolean>;
+  /** Frees every daemon lease (at start-up, when their holders are known dead); returns how many. */
+  releaseDaemonLeases(): Promise<number>;
   /** Records when the next tick is due (at start-up and after schedule changes). */
   setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void>;
 

@@ -40,6 +40,12 @@ export interface FakeReply {
   delayMs?: number;
   /** Never answer (until the server is closed). */
   hang?: boolean;
+  /**
+   * Send `200` and the headers, then the first bytes of the body (`{"id":"x",`,
+   * or `data: {"id":"x",` for a stream), then go silent: a provider that stalls
+   * mid-body (RELIABILITY 47).
+   */
+  stallMidBody?: boolean;
   /** Streaming only: send the first chunk, then go silent. */
   stallAfterFirstChunk?: boolean;
   /** Streaming only: end the stream cleanly with no finish_reason, no usage and no `[DONE]`. */
@@ -237,6 +243,12 @@ export async function startFakeLlmServer(
     for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
     if (reply.status !== undefined) {
       sendJson(res, reply.status, reply.errorBody ?? defaultErrorBody(reply.status));
+      return;
+    }
+    if (reply.stallMidBody) {
+      const stream = body.stream === true;
+      res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
+      res.write(stream ? 'data: {"id":"x",' : '{"id":"x",'); // then nothing: close() destroys the socket
       return;
     }
     const completion = buildCompletion(body, reply, requestNumber);

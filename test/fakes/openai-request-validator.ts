@@ -165,6 +165,14 @@ function sequenceProblems(body: Record<string, unknown>): string[] {
               `${at}: tool call id "${call.id}" is longer than ${MAX_TOOL_CALL_ID_LENGTH} characters`,
             );
           }
+          // OpenAI answers 400 when replayed arguments are not a JSON object
+          // (RELIABILITY 48): a session that replays `{"key":` is dead there.
+          const args = isRecord(call.function) ? call.function.arguments : undefined;
+          if (typeof args === 'string' && !isJsonObjectText(args)) {
+            problems.push(
+              `${at}: tool call "${call.id}" has arguments that are not a JSON object: ${JSON.stringify(args.slice(0, 80))}`,
+            );
+          }
           if (seenToolCallIds.has(call.id))
             problems.push(`${at}: duplicate tool call id "${call.id}"`);
           seenToolCallIds.add(call.id);
@@ -216,6 +224,14 @@ function isBlankContent(content: unknown): boolean {
     );
   }
   return false;
+}
+
+function isJsonObjectText(text: string): boolean {
+  try {
+    return isRecord(JSON.parse(text));
+  } catch {
+    return false;
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

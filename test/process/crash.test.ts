@@ -1,8 +1,8 @@
 /**
  * RELIABILITY 28 — `kill -9` under load. A real `cairn serve` process runs
- * about 40 concurrent chats over 4 shared sessions against the fake model
- * (small random delays), and is SIGKILLed at a random moment; this repeats on
- * the same database, then the server is restarted once more and the stored
+ * concurrent chats over shared sessions against the fake model (small random
+ * delays), and is SIGKILLed at a random moment; this repeats on the same
+ * database (6 times under heavy load, and 100 times with short turns), then the server is restarted once more and the stored
  * histories are checked: every turn that got a 200 is there whole (its user
  * message immediately followed by its reply), turns on one session never
  * interleave, nothing is stored twice, and SQLite's integrity check passes.
@@ -17,19 +17,56 @@ import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 import { makeHome } from '../helpers/test-app.js';
 import { dbPathOf, spawnServer, type ServerProcess } from './spawn-server.js';
 
-const KILL_CYCLES = 6;
-const CONCURRENT_CHATS = 40;
-const SHARED_SESSIONS = 4;
 /**
- * The kill lands at a random moment measured in progress, not wall time (so a
- * slow machine still gets real load): after a random number of turns of the
- * cycle were acknowledged, plus a random few milliseconds.
+ * How hard each kill cycle loads the server. The kill lands at a random
+ * moment measured in progress, not wall time (so a slow machine still gets
+ * real load): after a random number of turns of the cycle were acknowledged,
+ * plus a random few milliseconds; or at the deadline if the cycle has not
+ * reached its turn count by then.
  */
-const KILL_AFTER_TURNS_MIN = 5;
-const KILL_AFTER_TURNS_MAX = 60;
-const KILL_JITTER_MAX_MS = 40;
-/** Kill anyway if the cycle has not reached its turn count by then. */
-const KILL_DEADLINE_MS = 5_000;
+interface CrashProfile {
+  killCycles: number;
+  concurrentChats: number;
+  sharedSessions: number;
+  killAfterTurnsMin: number;
+  killAfterTurnsMax: number;
+  killJitterMaxMs: number;
+  killDeadlineMs: number;
+  /**
+   * No new cycle starts after this much wall time (a cycle is mostly server
+   * start-up, seconds on a loaded machine); at least `minCycles` must run.
+   */
+  budgetMs: number;
+  minCycles: number;
+}
+
+/** Few kills under heavy load: 40 concurrent chats on 4 sessions. */
+const HEAVY: CrashProfile = {
+  killCycles: 6,
+  concurrentChats: 40,
+  sharedSessions: 4,
+  killAfterTurnsMin: 5,
+  killAfterTurnsMax: 60,
+  killJitterMaxMs: 40,
+  killDeadlineMs: 5_000,
+  budgetMs: Infinity,
+  minCycles: 6,
+};
+/**
+ * RELIABILITY 28's 100 kills, with short turns and light load so the run
+ * stays bounded (most of each cycle is the server starting).
+ */
+const HUNDRED_KILLS: CrashProfile = {
+  killCycles: 100,
+  concurrentChats: 6,
+  sharedSessions: 3,
+  killAfterTurnsMin: 1,
+  killAfterTurnsMax: 8,
+  killJitterMaxMs: 20,
+  killDeadlineMs: 2_000,
+  budgetMs: 150_000,
+  minCycles: 20,
+};
 const MAX_FAKE_DELAY_MS = 30;
 
 interface Acknowledged {
@@ -146,7 +183,10 @@ function historyProblems(
   return { problems, unanswered };
 }
 
-describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', () => {
+describe.each([
+  ['6 kills under heavy load', HEAVY],
+  ['100 kills of short turns', HUNDRED_KILLS],
+])('kill -9 under concurrent turns on shared sessions (RELIABILITY 28): %s', (_label, profile) => {
   let fake: FakeLlmServer;
   let home: string;
   let server: ServerProcess | undefined;
@@ -177,11 +217,15 @@ describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', (
     const unacknowledged = new Set<string>();
     const unexpected: string[] = [];
 
-    for (let cycle = 0; cycle < KILL_CYCLES; cycle++) {
+    const startedAt = Date.now();
+    let cycles = 0;
+    for (let cycle = 0; cycle < profile.killCycles; cycle++) {
+      if (Date.now() - startedAt > profile.budgetMs) break;
+      cycles += 1;
       server = await spawnServer({ home });
       const { url } = server;
       if (cycle === 0) {
-        for (let i = 0; i < SHARED_SESSIONS; i++) {
+        for (let i = 0; i < profile.sharedSessions; i++) {
           const created = await postJson<{ session: { id: string } }>(`${url}/sessions`, {
             agentName: 'assistant',
           });
@@ -192,11 +236,11 @@ describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', (
 
       let loading = true;
       let cycleAcks = 0;
-      const killAfterTurns = randomInt(KILL_AFTER_TURNS_MIN, KILL_AFTER_TURNS_MAX);
+      const killAfterTurns = randomInt(profile.killAfterTurnsMin, profile.killAfterTurnsMax);
       let reachedTarget: () => void = () => {};
       const target = new Promise<void>((resolve) => (reachedTarget = resolve));
-      const chats = Array.from({ length: CONCURRENT_CHATS }, async (_, worker) => {
-        const sessionId = sessions[worker % SHARED_SESSIONS]!;
+      const chats = Array.from({ length: profile.concurrentChats }, async (_, worker) => {
+        const sessionId = sessions[worker % profile.sharedSessions]!;
         for (let n = 0; loading; n++) {
           const text = `turn c${cycle}-w${worker}-n${n}`;
           let response: { status: number; json: ChatResponse };
@@ -234,10 +278,10 @@ describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', (
       let deadline: NodeJS.Timeout | undefined;
       await Promise.race([
         target,
-        new Promise((resolve) => (deadline = setTimeout(resolve, KILL_DEADLINE_MS))),
+        new Promise((resolve) => (deadline = setTimeout(resolve, profile.killDeadlineMs))),
       ]);
       clearTimeout(deadline);
-      await sleep(randomInt(0, KILL_JITTER_MAX_MS));
+      await sleep(randomInt(0, profile.killJitterMaxMs));
       const exit = await server.stop('SIGKILL');
       loading = false;
       expect(exit.signal).toBe('SIGKILL');
@@ -246,8 +290,9 @@ describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', (
 
     // The load really ran, and every kill cut turns in flight.
     expect(unexpected).toEqual([]);
-    expect(acknowledged.length).toBeGreaterThanOrEqual(KILL_CYCLES);
-    expect(unacknowledged.size).toBeGreaterThanOrEqual(KILL_CYCLES);
+    expect(cycles).toBeGreaterThanOrEqual(profile.minCycles);
+    expect(acknowledged.length).toBeGreaterThanOrEqual(cycles);
+    expect(unacknowledged.size).toBeGreaterThanOrEqual(cycles);
 
     server = await spawnServer({ home });
     const acknowledgedTexts = new Set(acknowledged.map((a) => a.text));
@@ -262,9 +307,9 @@ describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', (
       );
       problems.push(...result.problems);
       // A kill leaves at most one unanswered turn per session: the one running.
-      if (result.unanswered > KILL_CYCLES) {
+      if (result.unanswered > cycles) {
         problems.push(
-          `${sessionId}: ${result.unanswered} unanswered user messages after ${KILL_CYCLES} kills`,
+          `${sessionId}: ${result.unanswered} unanswered user messages after ${cycles} kills`,
         );
       }
     }
@@ -298,6 +343,10 @@ describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', (
         )
         .all() as { id: string; message_count: number; stored: number }[];
       expect(drift.filter((row) => row.message_count !== row.stored)).toEqual([]);
+      // No row is stuck "running" after the restarts.
+      expect(db.prepare("SELECT COUNT(*) AS n FROM tasks WHERE status = 'running'").get()).toEqual({
+        n: 0,
+      });
       // The full-text index matches the messages table.
       expect(() =>
         db.exec("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')"),
@@ -305,5 +354,5 @@ describe('kill -9 under concurrent turns on shared sessions (RELIABILITY 28)', (
     } finally {
       db.close();
     }
-  }, 180_000);
+  }, 400_000);
 });

@@ -38,6 +38,8 @@ export interface SpawnServerOptions {
   home: string;
   /** Extra environment (e.g. `CAIRN_LOG_LEVEL`). */
   env?: Record<string, string>;
+  /** Run scheduled daemon agents (default false: `--no-daemons`). */
+  daemons?: boolean;
 }
 
 /** The SQLite file a spawned server uses: passed explicitly as CAIRN_DB. */
@@ -72,7 +74,7 @@ function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Starts `cairn serve --no-daemons` and resolves once GET /health answers 200. */
+/** Starts `cairn serve --no-daemons` (or with daemons) and resolves once GET /health answers 200. */
 export async function spawnServer(options: SpawnServerOptions): Promise<ServerProcess> {
   let lastError: Error | undefined;
   for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
@@ -94,7 +96,8 @@ export async function spawnServer(options: SpawnServerOptions): Promise<ServerPr
 }
 
 function launch(options: SpawnServerOptions, port: number): ServerProcess {
-  const child = spawn(process.execPath, [CLI_PATH, 'serve', '--no-daemons'], {
+  const args = options.daemons ? ['serve'] : ['serve', '--no-daemons'];
+  const child = spawn(process.execPath, [CLI_PATH, ...args], {
     env: {
       ...baseEnv(),
       CAIRN_HOME: options.home,

@@ -1416,6 +1416,22 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.finishDaemonRun('nobody', 'A', at(67_000), null)).toBe(false);
       });
 
+      it('releaseDaemonLeases frees every held lease and keeps the schedule', async () => {
+        await store.setDaemonNextRun('ticker', at(60_000));
+        expect(await store.claimDaemonLease('ticker', 'dead', t0, 15 * 60_000)).toBe(true);
+        expect(await store.claimDaemonLease('other', 'dead', t0, 15 * 60_000)).toBe(true);
+        expect(await store.releaseDaemonLeases()).toBe(2);
+        expect(await store.findDaemonState('ticker')).toMatchObject({
+          lease_owner: null,
+          lease_expires: null,
+        });
+        expect(ms((await store.findDaemonState('ticker'))!.next_run_at)).toBe(at(60_000).getTime());
+        // Free now, long before the dead holder's lease would have expired.
+        expect(await store.claimDaemonLease('ticker', 'alive', at(1_000), 60_000)).toBe(true);
+        expect(await store.releaseDaemonLeases()).toBe(1);
+        expect(await store.releaseDaemonLeases()).toBe(0);
+      });
+
       it('lets exactly one of several concurrent claims win', async () => {
         const results = await Promise.all(
           ['A', 'B', 'C', 'D'].map((owner) => store.claimDaemonLease('ticker', owner, t0, 30_000)),

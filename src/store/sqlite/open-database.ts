@@ -9,10 +9,29 @@ import { REQUIRED_COLUMNS, SQLITE_MIGRATIONS, type Migration } from './migration
 
 export type SqliteDatabase = Database.Database;
 
-/** How long a writer waits for another connection's lock before SQLITE_BUSY. */
+/**
+ * How long a write waits in total for another connection's lock before a
+ * retryable 503. The store waits asynchronously, between attempts.
+ */
 export const SQLITE_BUSY_TIMEOUT_MS = 5_000;
+/**
+ * SQLite's own busy_timeout: a synchronous wait that blocks the event loop,
+ * so it is kept tiny (RELIABILITY 56); the store retries after it.
+ */
+export const SQLITE_SYNC_BUSY_TIMEOUT_MS = 10;
+/** First pause between attempts on a busy database; doubles up to 32×. */
+export const BUSY_RETRY_BASE_MS = 5;
 
-export function openDatabase(path: string, options: { migrate?: boolean } = {}): SqliteDatabase {
+/**
+ * Opens `path` and migrates it. Opening may wait out another process's lock
+ * synchronously (nothing is served yet); afterwards `busy_timeout` is
+ * `options.busyTimeoutMs` (default SQLITE_BUSY_TIMEOUT_MS; the server's store
+ * passes SQLITE_SYNC_BUSY_TIMEOUT_MS and waits asynchronously instead).
+ */
+export function openDatabase(
+  path: string,
+  options: { migrate?: boolean; busyTimeoutMs?: number } = {},
+): SqliteDatabase {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
@@ -22,6 +41,7 @@ export function openDatabase(path: string, options: { migrate?: boolean } = {}):
   db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
   db.pragma('foreign_keys = ON');
   if (options.migrate !== false) migrate(db);
+  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS}`);
   return db;
 }
 

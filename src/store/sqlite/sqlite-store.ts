@@ -30,7 +30,13 @@ import type {
   TaskRow,
   TaskStatus,
 } from '../store.js';
-import { openDatabase, type SqliteDatabase } from './open-database.js';
+import {
+  BUSY_RETRY_BASE_MS,
+  openDatabase,
+  SQLITE_BUSY_TIMEOUT_MS,
+  SQLITE_SYNC_BUSY_TIMEOUT_MS,
+  type SqliteDatabase,
+} from './open-database.js';
 
 interface MessageRecord {
   session_id: string;
@@ -120,22 +126,39 @@ export function toFtsQuery(text: string): string | undefined {
     .join(' OR ');
 }
 
-/** Maps SQLite's lock errors to a retryable 503 instead of a crash. */
-function guard<T>(work: () => T): T {
-  try {
-    return work();
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_BUSY_SNAPSHOT') {
-      throw new CairnError(
-        'SERVICE_UNAVAILABLE',
-        'The database is busy. Retry the request shortly.',
-        {
-          cause: err,
-        },
-      );
+function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_BUSY_SNAPSHOT';
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs one synchronous unit of work (a whole transaction), retrying it while
+ * another connection holds the write lock. SQLite's own `busy_timeout` waits
+ * synchronously and would freeze the event loop for every client
+ * (RELIABILITY 56), so it is kept tiny and the waiting happens here, between
+ * attempts, with backoff, up to `budgetMs`; then a retryable 503.
+ */
+async function guard<T>(work: () => T, budgetMs: number): Promise<T> {
+  const deadline = Date.now() + budgetMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return work();
+    } catch (err) {
+      if (!isBusy(err)) throw err;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new CairnError(
+          'SERVICE_UNAVAILABLE',
+          'The database is busy. Retry the request shortly.',
+          {
+            cause: err,
+          },
+        );
+      }
+      await sleep(Math.min(left, BUSY_RETRY_BASE_MS * 2 ** Math.min(attempt, 5)));
     }
-    throw err;
   }
 }
 
@@ -252,6 +275,9 @@ function prepareStatements(db: SqliteDatabase) {
     finishDaemon: db.prepare(`UPDATE daemon_runs SET last_run_at = @last, next_run_at = @next,
         lease_owner = NULL, lease_expires = NULL
       WHERE agent_name = @agent AND lease_owner = @owner`),
+    releaseDaemonLeases: db.prepare(
+      'UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner IS NOT NULL',
+    ),
     setDaemonNext: db.prepare('UPDATE daemon_runs SET next_run_at = ? WHERE agent_name = ?'),
   };
 }
@@ -263,9 +289,16 @@ export class SqliteStore implements Store {
   readonly db: SqliteDatabase;
   private readonly stmt: Statements;
 
-  constructor(path: string) {
-    this.db = openDatabase(path);
+  private readonly busyBudgetMs: number;
+
+  constructor(path: string, options: { busyBudgetMs?: number } = {}) {
+    this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
     this.stmt = prepareStatements(this.db);
+    this.busyBudgetMs = options.busyBudgetMs ?? SQLITE_BUSY_TIMEOUT_MS;
+  }
+
+  private guard<T>(work: () => T): Promise<T> {
+    return guard(work, this.busyBudgetMs);
   }
 
   // ---- sessions -------------------------------------------------------------
@@ -273,7 +306,7 @@ export class SqliteStore implements Store {
   async createSession(input: NewSession): Promise<SessionRow> {
     const id = newId('sess');
     const createdAt = now();
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           this.stmt.insertSession.run({
@@ -306,7 +339,7 @@ export class SqliteStore implements Store {
   }
 
   async resetSession(id: string): Promise<SessionRow | undefined> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           if (this.stmt.getSession.get(id) === undefined) return undefined;
@@ -320,14 +353,14 @@ export class SqliteStore implements Store {
   }
 
   async closeSession(id: string): Promise<SessionRow | undefined> {
-    return guard(() => {
+    return this.guard(() => {
       this.stmt.closeSession.run(now(), id);
       return this.stmt.getSession.get(id) as SessionRow | undefined;
     });
   }
 
   async deleteSession(id: string): Promise<boolean> {
-    return guard(() => this.stmt.deleteSession.run(id).changes > 0);
+    return this.guard(() => this.stmt.deleteSession.run(id).changes > 0);
   }
 
   // ---- messages -------------------------------------------------------------
@@ -337,7 +370,7 @@ export class SqliteStore implements Store {
     messages: ChatMessage[],
     options: AppendOptions = {},
   ): Promise<StoredMessage[]> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => this.insertMessages(sessionId, messages, options, now()))
         .immediate(),
@@ -350,7 +383,7 @@ export class SqliteStore implements Store {
     eventType: string,
     options: AppendOptions = {},
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           const createdAt = now();
@@ -471,7 +504,7 @@ export class SqliteStore implements Store {
   // ---- compaction -----------------------------------------------------------
 
   async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           const before = this.stmt.getSession.get(input.sessionId) as SessionRow | undefined;
@@ -513,7 +546,7 @@ export class SqliteStore implements Store {
   async undoCompaction(
     sessionId: string,
   ): Promise<{ session: SessionRow; restoredSize: number } | undefined> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           const latest = this.stmt.latestCompaction.get(sessionId) as CompactionRow | undefined;
@@ -544,13 +577,13 @@ export class SqliteStore implements Store {
   }
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
-    guard(() => this.stmt.setSuspended.run(suspended ? 1 : 0, sessionId));
+    await this.guard(() => this.stmt.setSuspended.run(suspended ? 1 : 0, sessionId));
   }
 
   // ---- events ---------------------------------------------------------------
 
   async appendEvent(event: NewEvent): Promise<EventRow> {
-    return guard(() => this.insertEvent(event, now()));
+    return this.guard(() => this.insertEvent(event, now()));
   }
 
   private insertEvent(event: NewEvent, createdAt: string): EventRow {
@@ -585,7 +618,7 @@ export class SqliteStore implements Store {
     input: string;
   }): Promise<TaskRow> {
     const id = newId('task');
-    return guard(() => {
+    return this.guard(() => {
       this.stmt.insertTask.run({
         id,
         session_id: input.sessionId,
@@ -625,7 +658,7 @@ export class SqliteStore implements Store {
     const statusList = from.map((_, i) => `@from${i}`).join(', ');
     const params: Record<string, unknown> = { id, updated_at: now(), ...patch };
     from.forEach((status, i) => (params[`from${i}`] = status));
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           const result = this.db
@@ -645,7 +678,7 @@ export class SqliteStore implements Store {
   }
 
   async interruptRunningTasks(): Promise<number> {
-    return guard(() => this.stmt.interruptTasks.run(now()).changes);
+    return this.guard(() => this.stmt.interruptTasks.run(now()).changes);
   }
 
   // ---- daemons --------------------------------------------------------------
@@ -654,13 +687,17 @@ export class SqliteStore implements Store {
     return this.stmt.getDaemon.get(agentName) as DaemonState | undefined;
   }
 
+  async releaseDaemonLeases(): Promise<number> {
+    return this.guard(() => this.stmt.releaseDaemonLeases.run().changes);
+  }
+
   async claimDaemonLease(
     agentName: string,
     owner: string,
     now: Date,
     leaseMs: number,
   ): Promise<boolean> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           this.stmt.ensureDaemon.run(agentName);
@@ -682,7 +719,7 @@ export class SqliteStore implements Store {
     lastRunAt: Date,
     nextRunAt: Date | null,
   ): Promise<boolean> {
-    return guard(
+    return this.guard(
       () =>
         this.stmt.finishDaemon.run({
           agent: agentName,
@@ -694,7 +731,7 @@ export class SqliteStore implements Store {
   }
 
   async setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void> {
-    guard(() =>
+    await this.guard(() =>
       this.db
         .transaction(() => {
           this.stmt.ensureDaemon.run(agentName);
@@ -716,7 +753,7 @@ export class SqliteStore implements Store {
   }
 
   async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           this.stmt.upsertMemory.run({ agent_name: agentName, key, content, now: now() });
@@ -727,7 +764,7 @@ export class SqliteStore implements Store {
   }
 
   async deleteMemory(agentName: string, key: string): Promise<boolean> {
-    return guard(() => this.stmt.deleteMemory.run(agentName, key).changes > 0);
+    return this.guard(() => this.stmt.deleteMemory.run(agentName, key).changes > 0);
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,135 @@
+/**
+ * Bearer authentication and the client identity rate limits key on
+ * (RELIABILITY 38, 52). A request is either the holder of the API key, or an
+ * unauthenticated client known only by its address: how it spells the
+ * `Authorization` header never makes it a different client. Failed
+ * authentication is limited per address whatever `server.rateLimit` says, so
+ * a key cannot be guessed at line speed.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { CairnError } from '../errors.js';
+
+/** Failed authentications allowed per address per window before 429. */
+export const AUTH_FAILURE_LIMIT = 20;
+export const AUTH_FAILURE_WINDOW_MS = 60_000;
+/** Addresses tracked at most; expired windows are swept before this is reached. */
+const MAX_TRACKED_ADDRESSES = 10_000;
+
+/** The identity every request that proved the API key shares. */
+const KEY_HOLDER = 'key';
+
+const identities = new WeakMap<FastifyRequest, string>();
+
+/**
+ * Who a request is, for rate limiting: the key holder once authenticated,
+ * else its address (whatever its Authorization header says).
+ */
+export function clientIdentity(request: FastifyRequest): string {
+  return identities.get(request) ?? `ip:${request.ip}`;
+}
+
+/**
+ * The token of an `Authorization: Bearer <token>` header. The scheme is
+ * case-insensitive (RFC 9110 §11.1) and surrounding blanks are ignored.
+ */
+export function bearerToken(header: string | undefined): string | undefined {
+  const match = /^\s*bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  return match?.[1];
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+interface FailureWindow {
+  count: number;
+  resetAt: number;
+}
+
+/** Counts failed authentications per address in fixed windows. */
+export class AuthFailureLimiter {
+  private readonly windows = new Map<string, FailureWindow>();
+
+  constructor(
+    private readonly options: {
+      max: number;
+      windowMs: number;
+      now?: () => number;
+    } = { max: AUTH_FAILURE_LIMIT, windowMs: AUTH_FAILURE_WINDOW_MS },
+  ) {}
+
+  private now(): number {
+    return this.options.now?.() ?? Date.now();
+  }
+
+  /** Milliseconds until `address` may try again, or undefined if it may now. */
+  blockedForMs(address: string): number | undefined {
+    const window = this.windows.get(address);
+    if (!window) return undefined;
+    const left = window.resetAt - this.now();
+    if (left <= 0) {
+      this.windows.delete(address);
+      return undefined;
+    }
+    return window.count >= this.options.max ? left : undefined;
+  }
+
+  recordFailure(address: string): void {
+    const now = this.now();
+    const window = this.windows.get(address);
+    if (window && window.resetAt > now) {
+      window.count += 1;
+      return;
+    }
+    if (this.windows.size >= MAX_TRACKED_ADDRESSES) this.sweep(now);
+    this.windows.set(address, { count: 1, resetAt: now + this.options.windowMs });
+  }
+
+  private sweep(now: number): void {
+    for (const [address, window] of this.windows)
+      if (window.resetAt <= now) this.windows.delete(address);
+    // Still full: forget the oldest entries rather than grow without bound.
+    for (const address of this.windows.keys()) {
+      if (this.windows.size < MAX_TRACKED_ADDRESSES) break;
+      this.windows.delete(address);
+    }
+  }
+}
+
+export interface AuthOptions {
+  apiKey: string;
+  /** Paths anyone may call (health checks). */
+  openPaths: ReadonlySet<string>;
+  limiter?: AuthFailureLimiter;
+}
+
+/** Adds the bearer check to every route but the open paths. */
+export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
+  const expected = digest(options.apiKey);
+  const limiter = options.limiter ?? new AuthFailureLimiter();
+  app.addHook('onRequest', async (request, reply) => {
+    if (options.openPaths.has(request.url.split('?')[0] ?? '')) return;
+    // A locked-out address is refused before its key is checked: otherwise a
+    // guesser would still learn which guess was right.
+    const blockedMs = limiter.blockedForMs(request.ip);
+    if (blockedMs !== undefined) {
+      const seconds = Math.ceil(blockedMs / 1000);
+      void reply.header('retry-after', String(seconds));
+      throw new CairnError(
+        'RATE_LIMITED',
+        `Too many failed authentication attempts from this address. Retry after ${seconds} s with the right key.`,
+      );
+    }
+    const token = bearerToken(request.headers.authorization) ?? '';
+    // Compare digests so the comparison is constant-time whatever the length.
+    if (!timingSafeEqual(digest(token), expected)) {
+      limiter.recordFailure(request.ip);
+      throw new CairnError(
+        'UNAUTHORIZED',
+        'Missing or wrong API key. Send "Authorization: Bearer <CAIRN_API_KEY>".',
+      );
+    }
+    identities.set(request, KEY_HOLDER);
+  });
+}

@@ -1,0 +1,46 @@
+/**
+ * What a new server process does about the work a dead one left behind
+ * (RELIABILITY 28, 49). `cairn serve` holds the database's process lock
+ * (store/sqlite/process-lock.ts), so at start nothing else runs on this
+ * database: every `running` task, every open daemon session and every daemon
+ * lease belongs to a process that is gone.
+ */
+import type { SessionRow, Store } from '../store/store.js';
+
+const PAGE_SIZE = 200;
+
+export interface RecoveryReport {
+  /** Tasks that were running, now `interrupted` (resumable). */
+  interruptedTasks: number;
+  /** Daemon tick sessions a dead tick left open, now closed. */
+  closedDaemonSessions: number;
+  /** Daemon leases a dead tick held, now free: the daemon ticks on schedule. */
+  releasedDaemonLeases: number;
+}
+
+async function openDaemonSessions(store: Store): Promise<SessionRow[]> {
+  const sessions: SessionRow[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.listSessions({
+      mode: 'daemon',
+      status: 'active',
+      limit: PAGE_SIZE,
+      ...(cursor ? { cursor } : {}),
+    });
+    sessions.push(...page.items);
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
+  return sessions;
+}
+
+/** Closes out what the previous process left running. Call once, before serving. */
+export async function recoverAfterRestart(store: Store): Promise<RecoveryReport> {
+  const deadTicks = await openDaemonSessions(store);
+  const interruptedTasks = await store.interruptRunningTasks();
+  // A daemon session lives for one tick and is closed by it; nobody resumes
+  // a dead tick (the next slot runs the prompt again).
+  for (const session of deadTicks) await store.closeSession(session.id);
+  const releasedDaemonLeases = await store.releaseDaemonLeases();
+  return { interruptedTasks, closedDaemonSessions: deadTicks.length, releasedDaemonLeases };
+}
