@@ -8,9 +8,15 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { buildApp } from '../app.js';
 import { loadSettings } from '../config/settings.js';
 import { createCairnMcpServer } from '../mcp/cairn-mcp-server.js';
+import { acquireProcessLock } from '../store/sqlite/process-lock.js';
 
 export async function serveMcpStdio(): Promise<void> {
   const settings = loadSettings();
+  // Start-up recovery marks running tasks interrupted and frees daemon leases:
+  // beside a running `cairn serve` on the same file that would break its turns,
+  // so `cairn mcp` takes the same one-process lock (use POST /mcp there instead).
+  const lock =
+    settings.database.kind === 'sqlite' ? acquireProcessLock(settings.database.path) : undefined;
   const app = await buildApp(settings, {
     logger: { level: process.env.CAIRN_LOG_LEVEL ?? 'warn', stream: process.stderr },
     // Scheduled agents belong to the long-running `cairn serve`, not to each client's child.
@@ -28,6 +34,7 @@ export async function serveMcpStdio(): Promise<void> {
     void server
       .close()
       .then(() => app.close())
+      .then(() => lock?.release())
       .then(
         () => process.exit(0),
         () => process.exit(1),

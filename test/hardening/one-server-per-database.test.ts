@@ -16,12 +16,12 @@ interface Run {
   stderr: string;
 }
 
-/** `cairn serve` on `home`'s database, as spawnServer runs it, until it exits. */
-function serveOnce(home: string): Promise<Run> {
+/** `cairn serve` (or another command) on `home`'s database, as spawnServer runs it, until it exits. */
+function serveOnce(home: string, args: string[] = ['serve', '--no-daemons']): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [CLI_PATH, 'serve', '--no-daemons'],
+      [CLI_PATH, ...args],
       {
         env: {
           PATH: process.env.PATH ?? '',
@@ -75,6 +75,17 @@ describe('one cairn serve per SQLite file (50)', () => {
     expect((await fetch(`${third.url}/health`)).status).toBe(200);
     // …and it holds the lock in turn.
     expect((await serveOnce(home)).code).toBe(1);
+  });
+
+  it('cairn mcp (stdio) beside a running server is refused too: its start-up recovery would break the server', async () => {
+    home = makeHome({}, null);
+    const first = await spawnServer({ home });
+    servers.push(first);
+    const mcp = await serveOnce(home, ['mcp']);
+    expect(mcp.code).toBe(1);
+    expect(mcp.stderr).toContain(`Another cairn server is already using ${dbPathOf(home)}`);
+    expect(mcp.stdout).toBe('');
+    expect((await fetch(`${first.url}/health`)).status).toBe(200);
   });
 
   it('a server stopped with SIGTERM frees the file for the next one', async () => {
