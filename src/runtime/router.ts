@@ -12,7 +12,7 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
-import type { RunBudget } from '../tools/tool.js';
+import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { EventBus } from './events.js';
 import { runLoop, type LoopEvent, type LoopResult } from './loop.js';
@@ -97,6 +97,8 @@ export interface TurnInput {
   onEvent?: (event: LoopEvent) => void;
   /** Tool-call ids waiting for an answer: not repaired as interrupted. */
   pendingCallIds?: ReadonlySet<string>;
+  /** Tools offered for this turn only, beside the agent's (an API client's own tools). */
+  extraTools?: readonly Tool[];
 }
 
 export interface TurnResult {
@@ -328,7 +330,7 @@ export class Runtime {
     };
 
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
-    const tools = await this.deps.tools.forAgent(agent);
+    const tools = (await this.deps.tools.forAgent(agent)).with(turn.extraTools ?? []);
     const built = await this.buildContext(session, agent);
     const repairs = missingTrailingResults(built.tail, turn.pendingCallIds);
     if (repairs.length > 0) {

@@ -28,6 +28,11 @@ export class ToolSet {
     this.byName = new Map(tools.map((t) => [t.name, t]));
   }
 
+  /** This set plus `extra` (e.g. an OpenAI client's own tools for one turn). */
+  with(extra: readonly Tool[]): ToolSet {
+    return extra.length === 0 ? this : new ToolSet([...this.byName.values(), ...extra]);
+  }
+
   get size(): number {
     return this.byName.size;
   }
