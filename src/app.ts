@@ -31,6 +31,7 @@ import { subagentTool } from './runtime/subagents.js';
 import { TaskRunner } from './runtime/tasks.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
+import { openaiApiRoutes } from './openai-api/routes.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -136,6 +137,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     routes: [
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
+      (app) => openaiApiRoutes(app, { runtime, agents: registry }),
       (app) =>
         compactionRoutes(app, {
           runtime,

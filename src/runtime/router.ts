@@ -99,6 +99,8 @@ export interface TurnInput {
   pendingCallIds?: ReadonlySet<string>;
   /** Tools offered for this turn only, beside the agent's (an API client's own tools). */
   extraTools?: readonly Tool[];
+  /** Overrides the agent's temperature for this turn (an API client's `temperature`). */
+  temperature?: number;
 }
 
 export interface TurnResult {
@@ -369,7 +371,9 @@ export class Runtime {
     const result = await runLoop({
       model: guard ? guard.guardModel(this.deps.model, context) : this.deps.model,
       ...(agent.model !== undefined ? { modelName: agent.model } : {}),
-      ...(agent.temperature !== undefined ? { temperature: agent.temperature } : {}),
+      ...((turn.temperature ?? agent.temperature) !== undefined
+        ? { temperature: turn.temperature ?? agent.temperature }
+        : {}),
       messages,
       tools,
       maxIterations: agent.maxIterations,

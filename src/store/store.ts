@@ -184,7 +184,10 @@ export interface Store {
   createSession(input: NewSession): Promise<SessionRow>;
   findSession(id: string): Promise<SessionRow | undefined>;
   /** The most recently updated session of `agentName` whose visible transcript hashes to `transcriptHash`. */
-  findSessionByTranscript(agentName: string, transcriptHash: string): Promise<SessionRow | undefined>;
+  findSessionByTranscript(
+    agentName: string,
+    transcriptHash: string,
+  ): Promise<SessionRow | undefined>;
   listSessions(filter: SessionFilter): Promise<Page<SessionRow>>;
   /** Deletes the messages, zeroes the token counts and clears every compaction column. */
   resetSession(id: string): Promise<SessionRow | undefined>;

@@ -386,8 +386,7 @@ export class SqliteStore implements Store {
     createdAt: string,
   ): StoredMessage[] {
     const state = this.stmt.appendState.get(sessionId) as
-      | { last_seq: number; transcript_hash: string | null }
-      | undefined;
+      { last_seq: number; transcript_hash: string | null } | undefined;
     let seq = state?.last_seq ?? 0;
     let transcript = state?.transcript_hash ?? null;
     const stored: StoredMessage[] = [];
