@@ -67,6 +67,7 @@ import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { SeedRequest } from './seed.js';
 import { bookkeepingRows, promptTokenRows } from './compaction.js';
 import { serverCostRows } from './server-cost.js';
+import { openaiApiRows } from './openai-api.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -498,6 +499,7 @@ async function main(): Promise<void> {
     // Compaction rows run last, so their seeding and tokenizer do not touch the figures above.
     rows.push(
       ...(await serverCostRows(AIM_SMALL_MS)),
+      ...(await openaiApiRows()),
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),
     );
