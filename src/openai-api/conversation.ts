@@ -104,7 +104,7 @@ export class Conversations {
         expectedHash === null
           ? undefined
           : await this.runtime.store.findSessionByTranscript(agent.name, expectedHash);
-      if (found?.status === 'active') session = found;
+      if (found) session = found;
       else expectedHash = null;
     }
     session ??= await this.seed(agent, parts);

@@ -183,7 +183,7 @@ export interface Store {
   // sessions
   createSession(input: NewSession): Promise<SessionRow>;
   findSession(id: string): Promise<SessionRow | undefined>;
-  /** The most recently updated session of `agentName` whose visible transcript hashes to `transcriptHash`. */
+  /** The most recently updated open session of `agentName` whose visible transcript hashes to `transcriptHash`. */
   findSessionByTranscript(
     agentName: string,
     transcriptHash: string,

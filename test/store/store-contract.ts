@@ -453,6 +453,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const reset = await store.resetSession(newer.id);
         expect(reset?.transcript_hash).toBeNull();
         expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(older.id);
+        await store.closeSession(older.id);
+        expect(await store.findSessionByTranscript('assistant', hash)).toBeUndefined();
         // The chain restarts from empty after the reset.
         await store.appendMessages(newer.id, conversation(1));
         expect((await store.findSession(newer.id))?.transcript_hash).toBe(

@@ -187,9 +187,9 @@ function prepareStatements(db: SqliteDatabase) {
         last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
         epoch = epoch + 1, transcript_hash = NULL, updated_at = @updated_at
       WHERE id = @id`),
-    // The newest session of the agent whose visible transcript has this hash (index sessions_transcript).
+    // The newest open session of the agent whose visible transcript has this hash (index sessions_transcript).
     sessionByTranscript: db.prepare(`SELECT * FROM sessions
-      WHERE agent_name = ? AND transcript_hash = ? ORDER BY updated_at DESC LIMIT 1`),
+      WHERE agent_name = ? AND transcript_hash = ? AND status = 'active' ORDER BY updated_at DESC LIMIT 1`),
     deleteConversation: db.prepare(
       "DELETE FROM messages WHERE session_id = ? AND role <> 'system'",
     ),
