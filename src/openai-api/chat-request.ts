@@ -171,6 +171,16 @@ function readTools(value: unknown): ToolSpec[] {
   });
 }
 
+/** `temperature` as OpenAI accepts it (0–2), or null when absent. */
+export function readTemperature(value: unknown): number | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'number' || value < 0 || value > 2)
+    throw new InvalidRequestError('temperature must be a number from 0 to 2.', {
+      param: 'temperature',
+    });
+  return value;
+}
+
 /** Validates and reads a chat-completions request body. */
 export function readChatCompletionRequest(body: unknown): ChatCompletionInput {
   if (!isRecord(body))
@@ -185,12 +195,7 @@ export function readChatCompletionRequest(body: unknown): ChatCompletionInput {
   if (!Array.isArray(body.messages) || body.messages.length === 0)
     throw new InvalidRequestError('messages must be a non-empty array.', { param: 'messages' });
   rejectUnhonourable(body);
-  if (
-    body.temperature !== undefined &&
-    body.temperature !== null &&
-    typeof body.temperature !== 'number'
-  )
-    throw new InvalidRequestError('temperature must be a number.', { param: 'temperature' });
+  const temperature = readTemperature(body.temperature);
   const options = isRecord(body.stream_options) ? body.stream_options : {};
   return {
     agentName: body.model,
@@ -198,6 +203,6 @@ export function readChatCompletionRequest(body: unknown): ChatCompletionInput {
     clientTools: readTools(body.tools),
     stream: body.stream === true,
     includeUsage: options.include_usage === true,
-    ...(typeof body.temperature === 'number' ? { temperature: body.temperature } : {}),
+    ...(temperature !== null ? { temperature } : {}),
   };
 }

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ChatMessage, TokenUsage } from '../llm/messages.js';
 import type { Runtime } from '../runtime/router.js';
 import type { SessionRow } from '../store/store.js';
-import { contentText } from './chat-request.js';
+import { contentText, readTemperature } from './chat-request.js';
 import type { ConversationResult, Conversations } from './conversation.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
@@ -104,12 +104,6 @@ function readResponsesRequest(body: unknown): ResponsesInput {
   )
     throw new InvalidRequestError('instructions must be a string.', { param: 'instructions' });
   if (
-    body.temperature !== undefined &&
-    body.temperature !== null &&
-    typeof body.temperature !== 'number'
-  )
-    throw new InvalidRequestError('temperature must be a number.', { param: 'temperature' });
-  if (
     body.previous_response_id !== undefined &&
     body.previous_response_id !== null &&
     typeof body.previous_response_id !== 'string'
@@ -131,7 +125,7 @@ function readResponsesRequest(body: unknown): ResponsesInput {
     previousResponseId:
       typeof body.previous_response_id === 'string' ? body.previous_response_id : null,
     stream: body.stream === true,
-    temperature: typeof body.temperature === 'number' ? body.temperature : null,
+    temperature: readTemperature(body.temperature),
     metadata,
   };
 }

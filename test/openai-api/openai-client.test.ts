@@ -450,6 +450,7 @@ describe('errors in OpenAI shape', () => {
         tools: [{ type: 'function', function: { name: 'ok', parameters: { type: 'nonsense' } } }],
       },
       { model: 'assistant', messages: [{ role: 'user', content: 'x' }], temperature: 'hot' },
+      { model: 'assistant', messages: [{ role: 'user', content: 'x' }], temperature: 5 },
     ];
     for (const body of cases) {
       const res = await raw('/chat/completions', body);
