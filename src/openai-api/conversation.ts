@@ -214,7 +214,9 @@ export class Conversations {
         };
       case 'waiting': {
         // ask_user, as in a native chat: the question is the reply, and the
-        // call gets its result now so the history stays valid.
+        // call gets its result now so the history stays valid. The question is
+        // also stored as the assistant's text: a client shows it as the reply
+        // and resends it, and the transcript hash must match what it resends.
         const answered = await this.runtime.store.appendMessagesWithEvents(
           session.id,
           [
@@ -224,6 +226,7 @@ export class Conversations {
               name: 'ask_user',
               content: ASK_USER_IN_CHAT_RESULT,
             },
+            { role: 'assistant', content: turn.result.question },
           ],
           'message.created',
         );

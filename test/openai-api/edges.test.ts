@@ -90,6 +90,17 @@ describe('/v1 limits and edge cases', () => {
     expect(res.json().choices[0].message.content).toBe('Which city?');
     expect(res.json().choices[0].finish_reason).toBe('stop');
     expect(schemaProblems('CreateChatCompletionResponse', res.json())).toEqual([]);
+    // A UI resends the question as the assistant's reply: the same session goes on.
+    const next = await complete(harness, {
+      model: 'assistant',
+      messages: [
+        { role: 'user', content: 'weather' },
+        { role: 'assistant', content: 'Which city?' },
+        { role: 'user', content: 'Oslo' },
+      ],
+    });
+    expect(next.headers['x-cairn-session-id']).toBe(res.headers['x-cairn-session-id']);
+    expect(harness.fake!.requests[1]!.problems).toEqual([]);
   });
 
   it('a new user message instead of client tool results closes the open calls as interrupted', async () => {
