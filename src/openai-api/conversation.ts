@@ -94,6 +94,8 @@ export class Conversations {
     const agent = this.runtime.agents.get(request.agentName);
     const parts = splitPosted(request.messages);
     const extraTools = clientTools(request.clientTools);
+    // A clash with the agent's tool names is a 400 before any session is created.
+    await this.runtime.toolsFor(agent, extraTools);
     let session: SessionRow | undefined;
     let expectedHash: string | null = null;
     if (request.sessionId !== undefined) {

@@ -14,6 +14,7 @@ import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
+import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './events.js';
 import { runLoop, type LoopEvent, type LoopResult } from './loop.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
@@ -256,6 +257,11 @@ export class Runtime {
     };
   }
 
+  /** The tools a turn of `agent` gets, plus `extra` (names must not clash); throws before anything is stored. */
+  async toolsFor(agent: AgentConfig, extra: readonly Tool[] = []): Promise<ToolSet> {
+    return (await this.deps.tools.forAgent(agent)).with(extra);
+  }
+
   /** The session, checked to belong to `agent` and to be open. */
   async usableSession(id: string, agent: AgentConfig): Promise<SessionRow> {
     const session = await this.getSession(id);
@@ -332,7 +338,7 @@ export class Runtime {
     };
 
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
-    const tools = (await this.deps.tools.forAgent(agent)).with(turn.extraTools ?? []);
+    const tools = await this.toolsFor(agent, turn.extraTools);
     const built = await this.buildContext(session, agent);
     const repairs = missingTrailingResults(built.tail, turn.pendingCallIds);
     if (repairs.length > 0) {

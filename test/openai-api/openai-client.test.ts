@@ -378,6 +378,8 @@ describe('client-side tools', () => {
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as ApiError).message).toContain('current_time');
+    const sessions = await harness.app.store.listSessions({ agentName: 'assistant', limit: 500 });
+    expect(sessions.items.every((row) => row.message_count > 1)).toBe(true);
   });
 });
 
