@@ -77,8 +77,9 @@ export function chatCompletionRoutes(
     const signal = disconnectSignal(reply);
 
     if (!input.stream) {
+      // Set before the turn runs, so a failed turn's error still names its session.
+      void reply.header(SESSION_HEADER, prepared.session.id);
       const result = await prepared.run({ stream: false, signal });
-      void reply.header(SESSION_HEADER, result.sessionId);
       return chatCompletion(id, created, model, result);
     }
 

@@ -224,13 +224,14 @@ export function responseRoutes(
     });
 
     if (!input.stream) {
+      // Set before the turn runs, so a failed turn's error still names its session.
+      void reply.header(SESSION_HEADER, prepared.session.id);
       let fields: ResponseFields | undefined;
       const result = await prepared.run({
         stream: false,
         signal,
         onStart: (session) => (fields = fieldsAt(session)),
       });
-      void reply.header(SESSION_HEADER, result.sessionId);
       return responseObject(fields!, result.reply, result.usage);
     }
 

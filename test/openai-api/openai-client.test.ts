@@ -481,6 +481,8 @@ describe('errors in OpenAI shape', () => {
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as ApiError).status).toBe(502);
     expect((err as ApiError).type).toBe('server_error');
+    // The turn's user message was stored: the error names the session it is in.
+    expect((err as ApiError).headers?.get('x-cairn-session-id')).toMatch(/^sess_/);
 
     fake().script({ status: 500 });
     const stream = await client.chat.completions.create({
