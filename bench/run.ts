@@ -69,6 +69,7 @@ import { bookkeepingRows, promptTokenRows } from './compaction.js';
 import { serverCostRows } from './server-cost.js';
 import { startScript } from './child-script.js';
 import { growingConversationRows } from './growing-conversation.js';
+import { openaiApiRows } from './openai-api.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -480,6 +481,7 @@ async function main(): Promise<void> {
     rows.push(
       ...(await serverCostRows(AIM_SMALL_MS)),
       ...(await growingConversationRows(baseURL)),
+      ...(await openaiApiRows()),
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),
     );

@@ -36,6 +36,7 @@ import { mcpRoutes } from './http/routes/mcp.js';
 import type { McpBackoff } from './mcp/mcp-connection.js';
 import { McpManager } from './mcp/mcp-manager.js';
 import { checkMcpToolEntries } from './mcp/check-agent-tools.js';
+import { openaiApiRoutes } from './openai-api/routes.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -155,6 +156,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => mcpRoutes(app, { runtime, agents: registry }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
+      (app) => openaiApiRoutes(app, { runtime, agents: registry }),
       (app) =>
         compactionRoutes(app, {
           runtime,

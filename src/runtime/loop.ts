@@ -9,7 +9,7 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient, ModelResponse } from '../llm/model-client.js';
 import type { ToolContext } from '../tools/tool.js';
-import { isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
+import { isOutsideAnswer, isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import { EMPTY_TOOL_RESULT, normalizeOutgoing } from '../llm/normalize-request.js';
 
@@ -47,7 +47,9 @@ export interface LoopOptions {
 
 export type LoopResult =
   | { kind: 'answer'; reply: string; usage: TokenUsage }
-  | { kind: 'waiting'; question: string; callId: string; usage: TokenUsage };
+  | { kind: 'waiting'; question: string; callId: string; usage: TokenUsage }
+  /** Calls whose results come from outside (an API client); the turn's other calls ran. */
+  | { kind: 'outside'; reply: string; calls: ToolCall[]; usage: TokenUsage };
 
 interface ToolOutcome {
   content: string;
@@ -55,6 +57,8 @@ interface ToolOutcome {
   /** The call itself was wrong (unknown tool, arguments not matching the schema). */
   invalidCall?: boolean;
   waitFor?: string;
+  /** The call is answered from outside the loop (no result is stored now). */
+  outside?: boolean;
 }
 
 function stringifyResult(value: unknown): string {
@@ -157,12 +161,17 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       (a, b) => Number(a.function.name === 'ask_user') - Number(b.function.name === 'ask_user'),
     );
     let invalidCalls = false;
+    const outside: ToolCall[] = [];
     for (const call of ordered) {
       options.onEvent?.({ type: 'tool_call', call });
       const outcome = await runTool(call, options);
       invalidCalls ||= outcome.invalidCall === true;
       if (outcome.waitFor !== undefined) {
         return { kind: 'waiting', question: outcome.waitFor, callId: call.id, usage };
+      }
+      if (outcome.outside) {
+        outside.push(call);
+        continue;
       }
       const result: ChatMessage = {
         role: 'tool',
@@ -182,6 +191,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       if (signal?.aborted) await persistCancelled(ordered, messages, options);
       signal?.throwIfAborted();
     }
+    if (outside.length > 0) return { kind: 'outside', reply: text, calls: outside, usage };
     badRounds = invalidCalls ? badRounds + 1 : 0;
     checkCorrections();
   }
@@ -247,6 +257,7 @@ async function runTool(call: ToolCall, options: LoopOptions): Promise<ToolOutcom
       cancelled,
     ]);
     if (isWaitForUser(value)) return { content: '', isError: false, waitFor: value.question };
+    if (isOutsideAnswer(value)) return { content: '', isError: false, outside: true };
     const content = stringifyResult(value);
     return { content: content.trim() === '' ? EMPTY_TOOL_RESULT : content, isError: false };
   } catch (err) {

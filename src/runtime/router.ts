@@ -12,8 +12,9 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
-import type { RunBudget } from '../tools/tool.js';
+import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
+import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './events.js';
 import { runLoop, type LoopEvent, type LoopResult } from './loop.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
@@ -97,6 +98,10 @@ export interface TurnInput {
   onEvent?: (event: LoopEvent) => void;
   /** Tool-call ids waiting for an answer: not repaired as interrupted. */
   pendingCallIds?: ReadonlySet<string>;
+  /** Tools offered for this turn only, beside the agent's (an API client's own tools). */
+  extraTools?: readonly Tool[];
+  /** Overrides the agent's temperature for this turn (an API client's `temperature`). */
+  temperature?: number;
 }
 
 export interface TurnResult {
@@ -252,6 +257,11 @@ export class Runtime {
     };
   }
 
+  /** The tools a turn of `agent` gets, plus `extra` (names must not clash); throws before anything is stored. */
+  async toolsFor(agent: AgentConfig, extra: readonly Tool[] = []): Promise<ToolSet> {
+    return (await this.deps.tools.forAgent(agent)).with(extra);
+  }
+
   /** The session, checked to belong to `agent` and to be open. */
   async usableSession(id: string, agent: AgentConfig): Promise<SessionRow> {
     const session = await this.getSession(id);
@@ -328,7 +338,7 @@ export class Runtime {
     };
 
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
-    const tools = await this.deps.tools.forAgent(agent);
+    const tools = await this.toolsFor(agent, turn.extraTools);
     const built = await this.buildContext(session, agent);
     const repairs = missingTrailingResults(built.tail, turn.pendingCallIds);
     if (repairs.length > 0) {
@@ -367,7 +377,9 @@ export class Runtime {
     const result = await runLoop({
       model: guard ? guard.guardModel(this.deps.model, context) : this.deps.model,
       ...(agent.model !== undefined ? { modelName: agent.model } : {}),
-      ...(agent.temperature !== undefined ? { temperature: agent.temperature } : {}),
+      ...((turn.temperature ?? agent.temperature) !== undefined
+        ? { temperature: turn.temperature ?? agent.temperature }
+        : {}),
       messages,
       tools,
       maxIterations: agent.maxIterations,

@@ -43,6 +43,8 @@ export interface SessionRow {
   epoch: number;
   /** The highest seq this session ever used; seqs are never reused, even after a reset. */
   last_seq: number;
+  /** Hash chain head of the visible transcript (src/store/transcript-hash.ts); null while it is empty. */
+  transcript_hash: string | null;
 }
 
 export interface NewSession {
@@ -181,6 +183,11 @@ export interface Store {
   // sessions
   createSession(input: NewSession): Promise<SessionRow>;
   findSession(id: string): Promise<SessionRow | undefined>;
+  /** The most recently updated open session of `agentName` whose visible transcript hashes to `transcriptHash`. */
+  findSessionByTranscript(
+    agentName: string,
+    transcriptHash: string,
+  ): Promise<SessionRow | undefined>;
   listSessions(filter: SessionFilter): Promise<Page<SessionRow>>;
   /** Deletes the messages, zeroes the token counts and clears every compaction column. */
   resetSession(id: string): Promise<SessionRow | undefined>;

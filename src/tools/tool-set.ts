@@ -4,6 +4,7 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { ToolSpec } from '../llm/messages.js';
+import { CairnError } from '../errors.js';
 import type { Tool } from './tool.js';
 
 const ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false, useDefaults: true });
@@ -26,6 +27,19 @@ export class ToolSet {
 
   constructor(tools: readonly Tool[]) {
     this.byName = new Map(tools.map((t) => [t.name, t]));
+  }
+
+  /** This set plus `extra` (e.g. an OpenAI client's own tools for one turn); names must not clash. */
+  with(extra: readonly Tool[]): ToolSet {
+    if (extra.length === 0) return this;
+    const clash = extra.find((t) => this.byName.has(t.name));
+    if (clash) {
+      throw new CairnError(
+        'VALIDATION_ERROR',
+        `The tool name "${clash.name}" is already one of the agent's tools. Rename your tool.`,
+      );
+    }
+    return new ToolSet([...this.byName.values(), ...extra]);
   }
 
   get size(): number {

@@ -50,6 +50,25 @@ export function waitForUser(question: string): WaitForUser {
   return { [WAIT_FOR_USER]: true, question };
 }
 
+const OUTSIDE_ANSWER = Symbol('cairn.outsideAnswer');
+
+/**
+ * Returned by a tool that Cairn does not run itself (an OpenAI client's own
+ * tool): the loop runs the turn's other calls, then stops with this call open;
+ * its result arrives with a later request.
+ */
+export interface OutsideAnswer {
+  readonly [OUTSIDE_ANSWER]: true;
+}
+
+export function outsideAnswer(): OutsideAnswer {
+  return { [OUTSIDE_ANSWER]: true };
+}
+
+export function isOutsideAnswer(value: unknown): value is OutsideAnswer {
+  return typeof value === 'object' && value !== null && OUTSIDE_ANSWER in value;
+}
+
 export function isWaitForUser(value: unknown): value is WaitForUser {
   return typeof value === 'object' && value !== null && WAIT_FOR_USER in value;
 }

@@ -149,6 +149,7 @@ describe('SqliteStore on SQLite', () => {
         ['getSession', 'sessions', [session.id]],
         ['listMemory', 'memory', ['assistant', 100]],
         ['latestCompaction', 'compactions', [session.id]],
+        ['sessionByTranscript', 'sessions', ['assistant', 'hash']],
       ];
       for (const [name, table, params] of others) {
         const text = planOf(name, ...params).join('\n');

@@ -12,6 +12,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import type { ChatMessage, StoredMessage } from '../../src/llm/messages.js';
+import { transcriptHash } from '../../src/store/transcript-hash.js';
 import type {
   NewCompaction,
   NewSession,
@@ -403,6 +404,62 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
 
       it('returns undefined for an unknown session', async () => {
         expect(await store.resetSession('sess_doesnotexist')).toBeUndefined();
+      });
+    });
+
+    describe('findSessionByTranscript', () => {
+      it('finds the session whose whole visible transcript has the hash, and only that one', async () => {
+        const session = await newSession();
+        await store.appendMessages(session.id, [
+          { role: 'user', content: 'hello' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'c1', type: 'function', function: { name: 't', arguments: '{}' } }],
+          },
+          { role: 'tool', tool_call_id: 'c1', name: 't', content: 'result' },
+          { role: 'assistant', content: 'hi there' },
+        ]);
+        // Tool calls, tool results and system messages are not part of the visible transcript.
+        const visible: ChatMessage[] = [
+          { role: 'user', content: 'hello' },
+          { role: 'assistant', content: 'hi there' },
+        ];
+        const hash = transcriptHash(visible)!;
+        const row = await store.findSession(session.id);
+        expect(row?.transcript_hash).toBe(hash);
+        expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(session.id);
+        // A prefix of the transcript, another agent, or another text: no match.
+        expect(
+          await store.findSessionByTranscript('assistant', transcriptHash(visible.slice(0, 1))!),
+        ).toBeUndefined();
+        expect(await store.findSessionByTranscript('other', hash)).toBeUndefined();
+        expect(
+          await store.findSessionByTranscript(
+            'assistant',
+            transcriptHash([visible[0]!, { role: 'assistant', content: 'hi there!' }])!,
+          ),
+        ).toBeUndefined();
+      });
+
+      it('prefers the most recently updated of two identical transcripts; a reset clears the hash', async () => {
+        const older = await newSession();
+        await store.appendMessages(older.id, conversation(2));
+        await tick();
+        const newer = await newSession();
+        await store.appendMessages(newer.id, conversation(2));
+        const hash = transcriptHash(conversation(2))!;
+        expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(newer.id);
+        const reset = await store.resetSession(newer.id);
+        expect(reset?.transcript_hash).toBeNull();
+        expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(older.id);
+        await store.closeSession(older.id);
+        expect(await store.findSessionByTranscript('assistant', hash)).toBeUndefined();
+        // The chain restarts from empty after the reset.
+        await store.appendMessages(newer.id, conversation(1));
+        expect((await store.findSession(newer.id))?.transcript_hash).toBe(
+          transcriptHash(conversation(1)),
+        );
       });
     });
 

@@ -37,6 +37,7 @@ import {
   SQLITE_SYNC_BUSY_TIMEOUT_MS,
   type SqliteDatabase,
 } from './open-database.js';
+import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
 
 interface MessageRecord {
   session_id: string;
@@ -169,12 +170,13 @@ function prepareStatements(db: SqliteDatabase) {
       (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count)
       VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
     getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
-    lastSeq: db.prepare('SELECT last_seq FROM sessions WHERE id = ?').pluck(),
-    insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars)
-      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars)`),
+    appendState: db.prepare('SELECT last_seq, transcript_hash FROM sessions WHERE id = ?'),
+    insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash)
+      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @transcript_hash)`),
     bumpSession: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count,
         last_seq = @last_seq,
+        transcript_hash = @transcript_hash,
         input_tokens = input_tokens + @input_tokens,
         output_tokens = output_tokens + @output_tokens,
         last_prompt_tokens = COALESCE(@prompt_tokens, last_prompt_tokens),
@@ -206,8 +208,11 @@ function prepareStatements(db: SqliteDatabase) {
         input_tokens = 0, output_tokens = 0,
         compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
-        epoch = epoch + 1, updated_at = @updated_at
+        epoch = epoch + 1, transcript_hash = NULL, updated_at = @updated_at
       WHERE id = @id`),
+    // The newest open session of the agent whose visible transcript has this hash (index sessions_transcript).
+    sessionByTranscript: db.prepare(`SELECT * FROM sessions
+      WHERE agent_name = ? AND transcript_hash = ? AND status = 'active' ORDER BY updated_at DESC LIMIT 1`),
     deleteConversation: db.prepare(
       "DELETE FROM messages WHERE session_id = ? AND role <> 'system'",
     ),
@@ -352,6 +357,13 @@ export class SqliteStore implements Store {
     );
   }
 
+  async findSessionByTranscript(
+    agentName: string,
+    transcriptHash: string,
+  ): Promise<SessionRow | undefined> {
+    return this.stmt.sessionByTranscript.get(agentName, transcriptHash) as SessionRow | undefined;
+  }
+
   async closeSession(id: string): Promise<SessionRow | undefined> {
     return this.guard(() => {
       this.stmt.closeSession.run(now(), id);
@@ -406,7 +418,10 @@ export class SqliteStore implements Store {
     options: AppendOptions,
     createdAt: string,
   ): StoredMessage[] {
-    let seq = (this.stmt.lastSeq.get(sessionId) as number | undefined) ?? 0;
+    const state = this.stmt.appendState.get(sessionId) as
+      { last_seq: number; transcript_hash: string | null } | undefined;
+    let seq = state?.last_seq ?? 0;
+    let transcript = state?.transcript_hash ?? null;
     const stored: StoredMessage[] = [];
     for (const message of messages) {
       seq += 1;
@@ -420,7 +435,14 @@ export class SqliteStore implements Store {
         name: message.name ?? null,
         created_at: createdAt,
       };
-      this.stmt.insertMessage.run({ ...record, chars: messageChars(message) });
+      // The chain advances at write time, so matching a transcript never scans messages.
+      const visible = isVisible(message);
+      if (visible) transcript = nextTranscriptHash(transcript, message);
+      this.stmt.insertMessage.run({
+        ...record,
+        chars: messageChars(message),
+        transcript_hash: visible ? transcript : null,
+      });
       stored.push(toStoredMessage(record));
     }
     this.stmt.bumpSession.run({
@@ -432,6 +454,7 @@ export class SqliteStore implements Store {
       // The reported prompt covered everything before the reply just stored.
       prompt_seq: seq - messages.length,
       last_seq: seq,
+      transcript_hash: transcript,
       updated_at: createdAt,
     });
     return stored;

@@ -1,0 +1,243 @@
+/**
+ * One OpenAI-style request as a Cairn turn (DESIGN §10): finds the session the
+ * posted messages continue (the `X-Cairn-Session-Id` header, else the hash of
+ * their visible transcript, else a new session seeded with them), then runs
+ * the posted user turn or client tool results through the runtime, with the
+ * client's tools offered beside the agent's.
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import type { ChatMessage, TokenUsage, ToolCall, ToolSpec } from '../llm/messages.js';
+import { missingTrailingResults } from '../llm/normalize-request.js';
+import { ASK_USER_IN_CHAT_RESULT, type Runtime } from '../runtime/router.js';
+import type { SessionRow } from '../store/store.js';
+import { transcriptHash } from '../store/transcript-hash.js';
+import { clientTools } from './client-tools.js';
+import { InvalidRequestError } from './errors.js';
+
+export interface ConversationRequest {
+  agentName: string;
+  /** The posted messages, system messages included. */
+  messages: ChatMessage[];
+  /** An explicit session (header or `previous_response_id`). */
+  sessionId?: string;
+  clientTools: ToolSpec[];
+  temperature?: number;
+}
+
+export interface ConversationRunOptions {
+  stream: boolean;
+  signal: AbortSignal;
+  onDelta?: (text: string) => void;
+  /** Called once the session's queue slot is held, before the turn stores anything. */
+  onStart?: (session: SessionRow) => void;
+}
+
+export interface ConversationResult {
+  sessionId: string;
+  /** `tool_calls`: the turn stopped on calls to the client's tools, listed in `calls`. */
+  finish: 'stop' | 'tool_calls';
+  reply: string;
+  calls: ToolCall[];
+  usage: TokenUsage;
+  /** Seq of the stored assistant message that carries the reply. */
+  replySeq: number;
+}
+
+/** A resolved request: its session, and the turn to run on it once the session's queue slot is ours. */
+export interface PreparedConversation {
+  readonly session: SessionRow;
+  run(options: ConversationRunOptions): Promise<ConversationResult>;
+}
+
+interface PostedParts {
+  /** The client's system messages: stored after the agent's prompt in a new session. */
+  instructions: ChatMessage[];
+  /** Everything before the new input. */
+  history: ChatMessage[];
+  /** The final user message, or the trailing tool results. */
+  input: ChatMessage[];
+}
+
+function splitPosted(messages: readonly ChatMessage[]): PostedParts {
+  const instructions = messages.filter((m) => m.role === 'system');
+  const conversation = messages.filter((m) => m.role !== 'system');
+  const last = conversation[conversation.length - 1];
+  if (last?.role === 'user') {
+    if (last.content === null || last.content.trim() === '')
+      throw new InvalidRequestError('The last user message is empty.', { param: 'messages' });
+    return { instructions, history: conversation.slice(0, -1), input: [last] };
+  }
+  if (last?.role === 'tool') {
+    let start = conversation.length;
+    while (start > 0 && conversation[start - 1]!.role === 'tool') start -= 1;
+    return {
+      instructions,
+      history: conversation.slice(0, start),
+      input: conversation.slice(start),
+    };
+  }
+  throw new InvalidRequestError(
+    'The last message must be a user message, or tool messages answering the tool_calls of the previous response.',
+    { param: 'messages' },
+  );
+}
+
+export class Conversations {
+  constructor(private readonly runtime: Runtime) {}
+
+  /**
+   * Resolves the session (creating and seeding one if nothing matches)
+   * without running the turn, so a streamed reply can send the session header
+   * before the first token.
+   */
+  async prepare(request: ConversationRequest): Promise<PreparedConversation> {
+    const agent = this.runtime.agents.get(request.agentName);
+    const parts = splitPosted(request.messages);
+    const extraTools = clientTools(request.clientTools);
+    // A clash with the agent's tool names is a 400 before any session is created.
+    await this.runtime.toolsFor(agent, extraTools);
+    let session: SessionRow | undefined;
+    let expectedHash: string | null = null;
+    if (request.sessionId !== undefined) {
+      session = await this.runtime.usableSession(request.sessionId, agent);
+    } else {
+      expectedHash = transcriptHash(parts.history);
+      const found =
+        expectedHash === null
+          ? undefined
+          : await this.runtime.store.findSessionByTranscript(agent.name, expectedHash);
+      if (found) session = found;
+      else expectedHash = null;
+    }
+    session ??= await this.seed(agent, parts);
+
+    const sessionId = session.id;
+    return {
+      session,
+      run: (options) =>
+        this.runtime.queue.run(sessionId, async () => {
+          const current = await this.runtime.usableSession(sessionId, agent);
+          if (expectedHash !== null && current.transcript_hash !== expectedHash) {
+            throw new InvalidRequestError(
+              'The conversation moved on while this request waited (another request continued it). Resend with the current history.',
+              { status: 409, code: 'conversation_conflict', param: 'messages' },
+            );
+          }
+          await this.runtime.rejectIfTaskWaiting(sessionId);
+          const input =
+            parts.input[0]?.role === 'tool'
+              ? await this.answers(current, parts.input)
+              : parts.input;
+          options.onStart?.(current);
+          return this.runTurn(current, agent, input, extraTools, request, options);
+        }),
+    };
+  }
+
+  /** A new chat session holding the client's instructions and history after the agent's prompt. */
+  private async seed(agent: AgentConfig, parts: PostedParts): Promise<SessionRow> {
+    const session = await this.runtime.createSession({ agentName: agent.name, mode: 'chat' });
+    const opening = [...parts.instructions, ...parts.history];
+    if (opening.length === 0) return session;
+    const written = await this.runtime.store.appendMessagesWithEvents(
+      session.id,
+      opening,
+      'message.created',
+    );
+    this.runtime.events.publish(written.events);
+    return (await this.runtime.store.findSession(session.id)) ?? session;
+  }
+
+  /** The posted tool results, checked against the calls the session waits on, with their tool names. */
+  private async answers(session: SessionRow, results: ChatMessage[]): Promise<ChatMessage[]> {
+    const { tail } = await this.runtime.store.loadContext(session.id, session.compact_seq);
+    const open = new Map(
+      missingTrailingResults(tail).map((m) => [m.tool_call_id ?? '', m.name ?? '']),
+    );
+    const answered = new Set<string>();
+    return results.map((result) => {
+      const id = result.tool_call_id ?? '';
+      if (!open.has(id) || answered.has(id)) {
+        const waiting = [...open.keys()].filter((k) => !answered.has(k));
+        throw new InvalidRequestError(
+          `The tool message for call "${id}" answers a call this session is not waiting for (${
+            waiting.length > 0
+              ? `it waits for: ${waiting.join(', ')}`
+              : 'it waits for no tool results'
+          }). Send a user message, or results for the tool_calls of the last response only.`,
+          { param: 'messages', code: 'tool_call_not_waiting' },
+        );
+      }
+      answered.add(id);
+      return { role: 'tool', tool_call_id: id, name: open.get(id) ?? '', content: result.content };
+    });
+  }
+
+  private async runTurn(
+    session: SessionRow,
+    agent: AgentConfig,
+    input: ChatMessage[],
+    extraTools: ReturnType<typeof clientTools>,
+    request: ConversationRequest,
+    options: ConversationRunOptions,
+  ): Promise<ConversationResult> {
+    const turn = await this.runtime.runTurn({
+      session,
+      agent,
+      input,
+      extraTools,
+      stream: options.stream,
+      signal: options.signal,
+      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      ...(input[0]?.role === 'tool'
+        ? { pendingCallIds: new Set(input.map((m) => m.tool_call_id ?? '')) }
+        : {}),
+      ...(options.onDelta
+        ? {
+            onEvent: (event) => {
+              if (event.type === 'delta') options.onDelta?.(event.text);
+            },
+          }
+        : {}),
+    });
+    const lastAssistant = [...turn.stored].reverse().find((m) => m.role === 'assistant');
+    const base = {
+      sessionId: session.id,
+      usage: turn.result.usage,
+      replySeq: lastAssistant?.seq ?? session.last_seq,
+    };
+    switch (turn.result.kind) {
+      case 'outside':
+        return {
+          ...base,
+          finish: 'tool_calls',
+          reply: turn.result.reply,
+          calls: turn.result.calls,
+        };
+      case 'waiting': {
+        // ask_user, as in a native chat: the question is the reply, and the
+        // call gets its result now so the history stays valid. The question is
+        // also stored as the assistant's text: a client shows it as the reply
+        // and resends it, and the transcript hash must match what it resends.
+        const answered = await this.runtime.store.appendMessagesWithEvents(
+          session.id,
+          [
+            {
+              role: 'tool',
+              tool_call_id: turn.result.callId,
+              name: 'ask_user',
+              content: ASK_USER_IN_CHAT_RESULT,
+            },
+            { role: 'assistant', content: turn.result.question },
+          ],
+          'message.created',
+        );
+        this.runtime.events.publish(answered.events);
+        options.onDelta?.(turn.result.question);
+        return { ...base, finish: 'stop', reply: turn.result.question, calls: [] };
+      }
+      case 'answer':
+        return { ...base, finish: 'stop', reply: turn.result.reply, calls: [] };
+    }
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * The OpenAI-compatible API under `/v1` (DESIGN §10), registered as one
+ * fastify plugin so that everything failing under `/v1` — auth, rate limit,
+ * bad JSON, unknown routes — answers in OpenAI's error shape, while the rest
+ * of the API keeps Cairn's.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { AgentRegistry } from '../agents/agent-registry.js';
+import type { Runtime } from '../runtime/router.js';
+import { chatCompletionRoutes } from './chat-completions.js';
+import { Conversations } from './conversation.js';
+import { InvalidRequestError, sendOpenAIError } from './errors.js';
+import { modelRoutes } from './models.js';
+import { responseRoutes } from './responses.js';
+
+export interface OpenAIApiDeps {
+  runtime: Runtime;
+  agents: AgentRegistry;
+}
+
+/** Registers `/v1/*` on `app` (call it from the composition root's route list). */
+export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void {
+  const conversations = new Conversations(deps.runtime);
+  const startedAt = Math.floor(Date.now() / 1000);
+  void app.register(
+    async (v1) => {
+      v1.setErrorHandler((err, request, reply) => sendOpenAIError(err, request, reply));
+      v1.setNotFoundHandler((request, reply) =>
+        sendOpenAIError(
+          new InvalidRequestError(
+            `Invalid URL (${request.method} ${request.url.split('?')[0]}): Cairn serves /v1/models, /v1/chat/completions and /v1/responses.`,
+            { status: 404, code: 'unknown_url' },
+          ),
+          request,
+          reply,
+        ),
+      );
+      modelRoutes(v1, { agents: deps.agents, startedAt });
+      chatCompletionRoutes(v1, { conversations });
+      responseRoutes(v1, { conversations, runtime: deps.runtime });
+    },
+    { prefix: '/v1' },
+  );
+}
