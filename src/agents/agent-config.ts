@@ -20,7 +20,12 @@ export interface AgentConfig {
   readonly tools: readonly string[];
   readonly maxIterations: number;
   readonly temperature?: number;
-  readonly memory: { readonly enabled: boolean; readonly maxChars: number };
+  readonly memory: {
+    readonly enabled: boolean;
+    readonly maxChars: number;
+    /** False: the model may search notes but not save or delete them. */
+    readonly write: boolean;
+  };
   readonly defaultCompaction: {
     readonly compactionCount: number;
     readonly autoThreshold?: number;

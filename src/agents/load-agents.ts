@@ -31,7 +31,7 @@ interface AgentFile {
   tools?: string[];
   maxIterations?: number;
   temperature?: number;
-  memory?: { enabled?: boolean; maxChars?: number };
+  memory?: { enabled?: boolean; maxChars?: number; write?: boolean };
   defaultCompaction?: {
     compactionCount?: number;
     autoThreshold?: number;
@@ -198,6 +198,7 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
     memory: {
       enabled: data.memory?.enabled ?? false,
       maxChars: data.memory?.maxChars ?? DEFAULT_MEMORY_MAX_CHARS,
+      write: data.memory?.write ?? true,
     },
     defaultCompaction: {
       compactionCount: compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,

@@ -69,7 +69,7 @@ describe('loadAgents', () => {
       system: 'You help.',
       tools: [],
       maxIterations: DEFAULT_MAX_ITERATIONS,
-      memory: { enabled: false, maxChars: 4000 },
+      memory: { enabled: false, maxChars: 4000, write: true },
       defaultCompaction: {
         compactionCount: DEFAULT_COMPACT_COUNT,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
@@ -92,7 +92,7 @@ describe('loadAgents', () => {
         tools: ['current_time', 'agent:helper', './tools/weather.js', './t.mjs'],
         maxIterations: 100,
         temperature: 0.2,
-        memory: { enabled: true, maxChars: 100 },
+        memory: { enabled: true, maxChars: 100, write: false },
         defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
         daemon: { every: '10m', prompt: 'Check.' },
       }),
@@ -102,7 +102,7 @@ describe('loadAgents', () => {
     expect(agents[0]).toMatchObject({
       model: 'gpt-4o-mini',
       temperature: 0.2,
-      memory: { enabled: true, maxChars: 100 },
+      memory: { enabled: true, maxChars: 100, write: false },
       defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
       daemon: { every: '10m', prompt: 'Check.' },
     });
@@ -204,6 +204,11 @@ describe('agent.json rules', () => {
       'memory.enabled not boolean',
       { system: 'x', memory: { enabled: 'yes' } },
       [['/memory/enabled', 'type']],
+    ],
+    [
+      'memory.write not boolean',
+      { system: 'x', memory: { write: 'no' } },
+      [['/memory/write', 'type']],
     ],
     [
       'memory.maxChars 99',

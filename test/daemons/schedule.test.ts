@@ -14,7 +14,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     system: 'You run on a schedule.',
     tools: [],
     maxIterations: 3,
-    memory: { enabled: false, maxChars: 4000 },
+    memory: { enabled: false, maxChars: 4000, write: true },
     defaultCompaction: { compactionCount: 50, maxSummaryChars: 12_000 },
     ...(daemon ? { daemon } : {}),
     dir: '/nonexistent',
