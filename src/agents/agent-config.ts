@@ -17,7 +17,10 @@ export interface AgentConfig {
   readonly model?: string;
   /** Resolved: the inline text or the contents of `systemFile`. */
   readonly system: string;
+  /** Tool specs as listed (the `tool` of an object entry): built-in, `agent:<name>` or `./module.js`. */
   readonly tools: readonly string[];
+  /** The specs of `tools` whose calls need a person's approval (`"approval": "required"`). */
+  readonly toolsNeedingApproval: readonly string[];
   readonly maxIterations: number;
   readonly temperature?: number;
   readonly memory: {

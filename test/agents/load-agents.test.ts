@@ -68,6 +68,7 @@ describe('loadAgents', () => {
       description: '',
       system: 'You help.',
       tools: [],
+      toolsNeedingApproval: [],
       maxIterations: DEFAULT_MAX_ITERATIONS,
       memory: { enabled: false, maxChars: 4000, write: true },
       defaultCompaction: {

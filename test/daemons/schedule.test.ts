@@ -13,6 +13,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     description: '',
     system: 'You run on a schedule.',
     tools: [],
+    toolsNeedingApproval: [],
     maxIterations: 3,
     memory: { enabled: false, maxChars: 4000, write: true },
     defaultCompaction: { compactionCount: 50, maxSummaryChars: 12_000 },

@@ -1,6 +1,7 @@
 /** The ordered list of SQLite migrations. Append only. */
 import * as m001 from './001-initial.js';
 import * as m002 from './002-session-last-seq.js';
+import * as m003 from './003-task-pending-approval.js';
 
 export interface Migration {
   readonly version: number;
@@ -8,7 +9,7 @@ export interface Migration {
   readonly up: string;
 }
 
-export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002];
+export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m003];
 
 /**
  * Columns that must exist whatever path a database took to get here (the
@@ -26,4 +27,6 @@ export const REQUIRED_COLUMNS: readonly { table: string; column: string; definit
   { table: 'sessions', column: 'compaction_suspended', definition: 'INTEGER NOT NULL DEFAULT 0' },
   { table: 'sessions', column: 'epoch', definition: 'INTEGER NOT NULL DEFAULT 0' },
   { table: 'messages', column: 'chars', definition: 'INTEGER' },
+  { table: 'tasks', column: 'pending_tool', definition: 'TEXT' },
+  { table: 'tasks', column: 'pending_arguments', definition: 'TEXT' },
 ];
