@@ -110,6 +110,32 @@ describe('loadAgents', () => {
     expect(Object.isFrozen(agents[0]?.daemon)).toBe(true);
   });
 
+  it('reads tool entries with approval: specs in tools, the guarded ones listed apart', () => {
+    writeAgent(
+      'a',
+      minimal('a', {
+        tools: [
+          'current_time',
+          { tool: './tools/x.js', approval: 'required' },
+          { tool: 'ask_user' },
+        ],
+      }),
+    );
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(problems).toEqual([]);
+    expect(agents[0]).toMatchObject({
+      tools: ['current_time', './tools/x.js', 'ask_user'],
+      toolsNeedingApproval: ['./tools/x.js'],
+    });
+  });
+
+  it('rejects a tool listed twice, once as a string and once as an object', () => {
+    writeAgent('a', minimal('a', { tools: ['current_time', { tool: 'current_time' }] }));
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(agents).toEqual([]);
+    expect(problems.map((p) => [p.pointer, p.rule])).toEqual([['/tools/1', 'duplicate-tool']]);
+  });
+
   it('accepts a cron daemon', () => {
     expect(problemsOf({ system: 'x', daemon: { cron: '0 9 * * 1-5', prompt: 'Go.' } })).toEqual([]);
   });
@@ -194,6 +220,27 @@ describe('agent.json rules', () => {
       [['/tools/0', 'pattern']],
     ],
     ['duplicate tools', { system: 'x', tools: ['a', 'a'] }, [['/tools', 'uniqueItems']]],
+    [
+      'a tool entry with an unknown approval',
+      { system: 'x', tools: [{ tool: 'a', approval: 'sometimes' }] },
+      [['/tools/0/approval', 'enum']],
+    ],
+    [
+      'a tool entry object without tool',
+      { system: 'x', tools: [{ approval: 'required' }] },
+      [['/tools/0', 'required']],
+    ],
+    [
+      'a tool entry object with an unknown property',
+      { system: 'x', tools: [{ tool: 'a', ask: true }] },
+      [['/tools/0', 'additionalProperties']],
+    ],
+    [
+      'a tool entry object with a bad spec',
+      { system: 'x', tools: [{ tool: 'Bad Tool', approval: 'required' }] },
+      [['/tools/0/tool', 'pattern']],
+    ],
+    ['a tool entry of the wrong type', { system: 'x', tools: [3] }, [['/tools/0', 'type']]],
     [
       'maxIterations not an integer',
       { system: 'x', maxIterations: 1.5 },
