@@ -171,10 +171,10 @@ describe('compaction under concurrency', () => {
     expect(summaryRequests()).toHaveLength(1);
     for (const res of results) {
       expect(res.statusCode, res.body).toBe(200);
-      expect(res.json()).toEqual(results[0]!.json());
+      expect(res.json()).toEqual(results[0].json());
     }
     const state = await session(id);
-    expect(results[0]!.json()).toMatchObject({
+    expect(results[0].json()).toMatchObject({
       compactedCount: 6,
       newSize: 6,
       alreadyUpToDate: false,
