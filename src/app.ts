@@ -132,6 +132,10 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     apiKey: settings.server.apiKey,
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
+    streamLimits: {
+      maxStreams: settings.server.maxStreams,
+      maxBufferedBytes: settings.server.streamBufferBytes,
+    },
     logger: options.logger ?? false,
     routes: [
       (app) => taskRoutes(app, { tasks, store }),

@@ -17,6 +17,8 @@ import { chatRoutes } from './routes/chat.js';
 import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { StreamGate, type StreamLimits } from './stream-gate.js';
+import { DEFAULT_MAX_STREAMS, DEFAULT_STREAM_BUFFER_BYTES } from '../config/settings.js';
 
 /** A request that takes longer than this to arrive in full is dropped (slow-loris). */
 export const REQUEST_TIMEOUT_MS = 60_000;
@@ -31,6 +33,8 @@ export interface ServerDeps {
   /** Requests per client per window (the client is its bearer token, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
   logger: FastifyServerOptions['logger'];
+  /** Limits on event streams (default: 200 streams, 1 MiB queued per stream). */
+  streamLimits?: StreamLimits;
   /** Extra route groups (compaction, tasks, memory) registered by their features. */
   routes?: ((app: FastifyInstance) => void)[];
 }
@@ -143,13 +147,20 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     });
   }
 
+  // One gate for every kind of stream: the cap is on open connections.
+  const streams = new StreamGate(
+    deps.streamLimits ?? {
+      maxStreams: DEFAULT_MAX_STREAMS,
+      maxBufferedBytes: DEFAULT_STREAM_BUFFER_BYTES,
+    },
+  );
   // Routes register after the limiter, so its hook covers every one of them.
   void app.register(async (api) => {
     healthRoutes(api, deps);
     agentRoutes(api, deps);
-    chatRoutes(api, deps);
+    chatRoutes(api, { ...deps, streams });
     sessionRoutes(api, deps);
-    eventRoutes(api, deps);
+    eventRoutes(api, { ...deps, streams });
     for (const register of deps.routes ?? []) register(api);
   });
   return app;
