@@ -136,6 +136,27 @@ describe('tool approval', () => {
     for (const r of fake().requests) expect(r.problems).toEqual([]);
   });
 
+  it('two decisions at once: exactly one wins, and the tool runs once', async () => {
+    const before = runs().length;
+    const task = await waitingTask('/twice');
+    fake().script({ content: 'Done once.' });
+    const results = await Promise.all([
+      inject('POST', `/tasks/${task.id}/approve`),
+      inject('POST', `/tasks/${task.id}/approve`),
+      inject('POST', `/tasks/${task.id}/deny`),
+    ]);
+    expect(results.map((r) => r.statusCode).sort()).toEqual([200, 409, 409]);
+    for (const r of results.filter((res) => res.statusCode === 409)) {
+      expect(r.json().error.code).toBe('TASK_NOT_WAITING');
+    }
+    const done = (await inject('GET', `/tasks/${task.id}`)).json().task as TaskRow;
+    const finished = await t.app.tasks.wait(done.id);
+    expect(finished.status).toBe('completed');
+    // Whichever decision won, the call ran at most once, and only if approved.
+    const denied = results[2].statusCode === 200;
+    expect(runs().slice(before)).toEqual(denied ? [] : ['/twice']);
+  });
+
   it('deny gives the model the refusal and the reason; the tool never runs', async () => {
     const before = runs().length;
     const task = await waitingTask('/etc/passwd');
