@@ -65,10 +65,10 @@ export class SseStream {
     });
   }
 
+  /** Ends the stream. Its slot is given back on `close`, once the client has what was queued. */
   end(): void {
     if (!this.isClosed) this.reply.raw.end();
     this.closed = true;
-    this.release();
   }
 
   private write(text: string): void {

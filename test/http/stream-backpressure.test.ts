@@ -115,7 +115,73 @@ describe('event streams with clients that do not read', () => {
     });
   }
 
+  it('a streamed chat whose client stops reading is dropped, and the session stays usable', async () => {
+    t.fake!.reset();
+    // A long streamed reply: far more than the stream's buffer.
+    t.fake!.script({ content: 'y'.repeat(8 * 1024 * 1024) });
+    const socket = connect({ port, host: '127.0.0.1' });
+    sockets.push(socket);
+    const payload = JSON.stringify({ message: 'talk a lot', stream: true });
+    socket.write(
+      `POST /agents/assistant/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`,
+    );
+    await new Promise<void>((resolve) =>
+      socket.once('data', () => {
+        socket.pause();
+        resolve();
+      }),
+    );
+    const sessionId = await (async () => {
+      let id: string | undefined;
+      await until(async () => {
+        const list = JSON.parse((await get('/sessions?agentName=assistant')).body) as {
+          sessions: { id: string }[];
+        };
+        id = list.sessions[0]?.id;
+        return id !== undefined;
+      }, 'the chat session');
+      return id!;
+    })();
+    // The session is free again for the next turn.
+    t.fake!.script({ content: 'short' });
+    await until(async () => {
+      const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const body = JSON.stringify({ message: 'again', sessionId });
+        const req = httpRequest(
+          {
+            port,
+            host: '127.0.0.1',
+            path: '/agents/assistant/chat',
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+          },
+          (r) => {
+            let text = '';
+            r.setEncoding('utf8');
+            r.on('data', (c: string) => (text += c));
+            r.on('end', () => resolve({ status: r.statusCode ?? 0, body: text }));
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+      return res.status === 200 && (JSON.parse(res.body) as { reply: string }).reply === 'short';
+    }, 'a chat on the session after the drop');
+    // The dropped stream gave its slot back (a client that does not read would
+    // otherwise hold it until it read everything): every slot is free again.
+    await until(async () => {
+      const probes = [];
+      for (let n = 0; n < MAX_STREAMS; n++) probes.push(await reader());
+      const ok = probes.every((p) => p.res.statusCode === 200);
+      for (const p of probes) p.res.destroy();
+      return ok;
+    }, 'every stream slot to be free');
+    expect((await get('/health')).status).toBe(200);
+    socket.destroy();
+  });
+
   it('caps open streams, drops the client that stops reading, and serves the rest', async () => {
+    t.fake!.reset();
     await nonReader();
     const good = await reader();
     const third = await reader();
