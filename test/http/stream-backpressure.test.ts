@@ -92,9 +92,9 @@ describe('event streams with clients that do not read', () => {
     });
   }
 
-  function postChatStream(): Promise<{ status: number; body: string }> {
+  /** POST /agents/assistant/chat with `payload`; resolves with the whole response. */
+  function postChat(payload: object): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
-      const payload = JSON.stringify({ message: 'hi', stream: true });
       const req = httpRequest(
         {
           port,
@@ -111,7 +111,7 @@ describe('event streams with clients that do not read', () => {
         },
       );
       req.on('error', reject);
-      req.end(payload);
+      req.end(JSON.stringify(payload));
     });
   }
 
@@ -145,26 +145,7 @@ describe('event streams with clients that do not read', () => {
     // The session is free again for the next turn.
     t.fake!.script({ content: 'short' });
     await until(async () => {
-      const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const body = JSON.stringify({ message: 'again', sessionId });
-        const req = httpRequest(
-          {
-            port,
-            host: '127.0.0.1',
-            path: '/agents/assistant/chat',
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-          },
-          (r) => {
-            let text = '';
-            r.setEncoding('utf8');
-            r.on('data', (c: string) => (text += c));
-            r.on('end', () => resolve({ status: r.statusCode ?? 0, body: text }));
-          },
-        );
-        req.on('error', reject);
-        req.end(body);
-      });
+      const res = await postChat({ message: 'again', sessionId });
       return res.status === 200 && (JSON.parse(res.body) as { reply: string }).reply === 'short';
     }, 'a chat on the session after the drop');
     // The dropped stream gave its slot back (a client that does not read would
@@ -191,7 +172,7 @@ describe('event streams with clients that do not read', () => {
     expect(refused.status).toBe(503);
     expect(JSON.parse(refused.body).error.code).toBe('SERVICE_UNAVAILABLE');
     expect(JSON.parse(refused.body).error.message).toContain('server.maxStreams');
-    const chat = await postChatStream();
+    const chat = await postChat({ message: 'hi', stream: true });
     expect(chat.status).toBe(503);
     expect(t.fake!.requests).toHaveLength(0);
     expect((await get('/health')).status).toBe(200);
