@@ -150,13 +150,17 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     apiKey: settings.server.apiKey,
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
+    streamLimits: {
+      maxStreams: settings.server.maxStreams,
+      maxBufferedBytes: settings.server.streamBufferBytes,
+    },
     logger: options.logger ?? false,
     ...(mcp.serverNames().length > 0 ? { healthExtras: () => ({ mcp: mcp.health() }) } : {}),
     routes: [
       (app) => mcpRoutes(app, { runtime, agents: registry }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
-      (app) => openaiApiRoutes(app, { runtime, agents: registry }),
+      (app, { streams }) => openaiApiRoutes(app, { runtime, agents: registry, streams }),
       (app) =>
         compactionRoutes(app, {
           runtime,

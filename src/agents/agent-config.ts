@@ -17,10 +17,18 @@ export interface AgentConfig {
   readonly model?: string;
   /** Resolved: the inline text or the contents of `systemFile`. */
   readonly system: string;
+  /** Tool specs as listed (the `tool` of an object entry): built-in, `agent:<name>` or `./module.js`. */
   readonly tools: readonly string[];
+  /** The specs of `tools` whose calls need a person's approval (`"approval": "required"`). */
+  readonly toolsNeedingApproval: readonly string[];
   readonly maxIterations: number;
   readonly temperature?: number;
-  readonly memory: { readonly enabled: boolean; readonly maxChars: number };
+  readonly memory: {
+    readonly enabled: boolean;
+    readonly maxChars: number;
+    /** False: the model may search notes but not save or delete them. */
+    readonly write: boolean;
+  };
   readonly defaultCompaction: {
     readonly compactionCount: number;
     readonly autoThreshold?: number;

@@ -28,10 +28,10 @@ interface AgentFile {
   model?: string;
   system?: string;
   systemFile?: string;
-  tools?: string[];
+  tools?: (string | { tool: string; approval?: 'required' })[];
   maxIterations?: number;
   temperature?: number;
-  memory?: { enabled?: boolean; maxChars?: number };
+  memory?: { enabled?: boolean; maxChars?: number; write?: boolean };
   defaultCompaction?: {
     compactionCount?: number;
     autoThreshold?: number;
@@ -138,12 +138,17 @@ function loadAgent(folderPath: string, folderName: string): LoadResult {
   if (problems.length > 0 || !valid) return { problems };
 
   const dir = fs.realpathSync(folderPath);
-  data.tools?.forEach((tool, i) => {
+  const seen = new Set<string>();
+  data.tools?.map(toolSpecOf).forEach((tool, i) => {
     if (tool.startsWith('./') && resolveInside(dir, tool) === undefined) {
       problems.push(
         problem(`/tools/${i}`, 'path-escape', `"${tool}" resolves outside the agent folder`),
       );
     }
+    if (seen.has(tool)) {
+      problems.push(problem(`/tools/${i}`, 'duplicate-tool', `"${tool}" is listed twice`));
+    }
+    seen.add(tool);
   });
 
   let system = data.system;
@@ -185,6 +190,11 @@ function readJson(file: string): { value: unknown } | { error: string } {
   }
 }
 
+/** The spec string of a `tools` entry (a string, or an object with options). */
+function toolSpecOf(entry: NonNullable<AgentFile['tools']>[number]): string {
+  return typeof entry === 'string' ? entry : entry.tool;
+}
+
 function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfig {
   const compaction = data.defaultCompaction ?? {};
   return deepFreeze({
@@ -192,12 +202,16 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
     description: data.description ?? '',
     ...(data.model !== undefined && { model: data.model }),
     system,
-    tools: [...(data.tools ?? [])],
+    tools: (data.tools ?? []).map(toolSpecOf),
+    toolsNeedingApproval: (data.tools ?? [])
+      .filter((entry) => typeof entry !== 'string' && entry.approval === 'required')
+      .map(toolSpecOf),
     maxIterations: data.maxIterations ?? DEFAULT_MAX_ITERATIONS,
     ...(data.temperature !== undefined && { temperature: data.temperature }),
     memory: {
       enabled: data.memory?.enabled ?? false,
       maxChars: data.memory?.maxChars ?? DEFAULT_MEMORY_MAX_CHARS,
+      write: data.memory?.write ?? true,
     },
     defaultCompaction: {
       compactionCount: compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,
@@ -253,6 +267,8 @@ function schemaProblems(errors: readonly ErrorObject[], file: string): AgentProb
   // required property 'system'" and "... 'systemFile'"); its own message says it all.
   // And once a value has the wrong type, the other rules about it are beside the point.
   const isNoise = (e: ErrorObject): boolean =>
+    // An `if` failure only says which branch failed; that branch's own error says why.
+    e.keyword === 'if' ||
     (e.keyword !== 'type' && wrongTypes.has(e.instancePath)) ||
     oneOfs.some(
       (o) => e.schemaPath.startsWith(`${o.schemaPath}/`) && e.instancePath === o.instancePath,

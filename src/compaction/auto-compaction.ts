@@ -6,7 +6,8 @@
  *   or above `autoThreshold`% of the context window, never covering the
  *   running turn;
  * - a breaker suspends it for the session when a compaction does not bring
- *   the estimate down by 5% or three in a row fail;
+ *   the estimate down by 5% or three in a row fail (having nothing to compact
+ *   before the running turn does not trip it);
  * - a provider context-length error: compact and retry once, then
  *   `compactMessages` for this run, then CONTEXT_OVERFLOW.
  */
@@ -86,10 +87,10 @@ export class AutoCompaction {
         beforeSeq: ctx.turnStartSeq,
       });
       if ('dryRun' in result) return messages;
-      if (result.alreadyUpToDate) {
-        await this.suspend(ctx.session, 'nothing before the running turn can be compacted');
-        return messages;
-      }
+      // Nothing before the running turn to compact (e.g. one oversized first
+      // message) is no reason to trip the breaker: that planning cost no model
+      // call, and the next turn has something to compact (RELIABILITY 55).
+      if (result.alreadyUpToDate) return messages;
       this.failures.delete(sessionId);
       ctx.onCompacted(result);
       const rebuilt = await ctx.rebuild();

@@ -3,7 +3,8 @@
  * `compact` model for the updated summary, then one compare-and-set write.
  * No lock is held while the model writes, so chats go on meanwhile; a
  * compaction that lost a race fails with COMPACTION_CONFLICT and changes
- * nothing. Raw messages are never deleted.
+ * nothing. Concurrent compactions of one session share one flight (step 14).
+ * Raw messages are never deleted.
  */
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { DEFAULT_MAX_SUMMARY_CHARS } from '../agents/agent-config.js';
@@ -57,11 +58,33 @@ export interface CompactionDeps {
 }
 
 export class DefaultCompaction {
+  /** The compaction running for each session; later callers join it (DESIGN §5.1 step 14). */
+  private readonly flights = new Map<string, Promise<CompactResult>>();
+
   constructor(private readonly deps: CompactionDeps) {}
 
+  /**
+   * Compacts one session. A dry run never calls the model, so it runs on its
+   * own; a real compaction joins the one already in flight for the session,
+   * if any, and reports its outcome (result or error): one summary is paid
+   * for, and callers never race each other into COMPACTION_CONFLICT.
+   */
   async run(options: CompactOptions & { dryRun: true }): Promise<DryRunResult>;
   async run(options: CompactOptions): Promise<CompactResult | DryRunResult>;
   async run(options: CompactOptions): Promise<CompactResult | DryRunResult> {
+    if (options.dryRun) return this.runOnce(options);
+    const inFlight = this.flights.get(options.sessionId);
+    if (inFlight) return inFlight;
+    const flight = this.runOnce(options) as Promise<CompactResult>;
+    this.flights.set(options.sessionId, flight);
+    try {
+      return await flight;
+    } finally {
+      this.flights.delete(options.sessionId);
+    }
+  }
+
+  private async runOnce(options: CompactOptions): Promise<CompactResult | DryRunResult> {
     const { store } = this.deps;
     // 1. The session as it is now: the compare-and-set below checks it is unchanged.
     const session = await store.findSession(options.sessionId);

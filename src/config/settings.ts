@@ -17,6 +17,8 @@ import {
 export const DEFAULT_PORT = 5050;
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_BODY_LIMIT_BYTES = 1_048_576;
+export const DEFAULT_MAX_STREAMS = 200;
+export const DEFAULT_STREAM_BUFFER_BYTES = 1_048_576;
 export const DEFAULT_CONTEXT_WINDOW_TOKENS = 32_768;
 export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
 export const DEFAULT_MODEL_MAX_RETRIES = 3;
@@ -53,6 +55,10 @@ export interface Settings {
     readonly bodyLimitBytes: number;
     /** Requests allowed per client per window; null = no limit. */
     readonly rateLimit: { readonly max: number; readonly windowMs: number } | null;
+    /** Event streams (`/events` and streamed chats) open at once; beyond, 503. */
+    readonly maxStreams: number;
+    /** Bytes one stream may queue for a client that does not read before it is dropped. */
+    readonly streamBufferBytes: number;
   };
   readonly database: {
     readonly kind: 'sqlite' | 'postgres';
@@ -103,6 +109,8 @@ export const CAIRN_JSON_SCHEMA = {
             windowMs: { type: 'integer', minimum: 1000 },
           },
         },
+        maxStreams: { type: 'integer', minimum: 1 },
+        streamBufferBytes: { type: 'integer', minimum: 1024 },
       },
     },
     database: {
@@ -136,6 +144,8 @@ interface CairnJson {
     apiKey?: string | null;
     bodyLimitBytes?: number;
     rateLimit?: { max: number; windowMs: number } | null;
+    maxStreams?: number;
+    streamBufferBytes?: number;
   };
   database?: { path?: string; url?: string | null };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
@@ -253,6 +263,8 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       apiKey: nonEmpty(env.CAIRN_API_KEY) ?? nonEmpty(file.server?.apiKey ?? undefined) ?? null,
       bodyLimitBytes: file.server?.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
       rateLimit: file.server?.rateLimit ? Object.freeze({ ...file.server.rateLimit }) : null,
+      maxStreams: file.server?.maxStreams ?? DEFAULT_MAX_STREAMS,
+      streamBufferBytes: file.server?.streamBufferBytes ?? DEFAULT_STREAM_BUFFER_BYTES,
     }),
     database: Object.freeze({
       kind: databaseUrl === null ? 'sqlite' : 'postgres',

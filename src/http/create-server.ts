@@ -17,6 +17,8 @@ import { chatRoutes } from './routes/chat.js';
 import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { StreamGate, type StreamLimits } from './stream-gate.js';
+import { DEFAULT_MAX_STREAMS, DEFAULT_STREAM_BUFFER_BYTES } from '../config/settings.js';
 
 /** A request that takes longer than this to arrive in full is dropped (slow-loris). */
 export const REQUEST_TIMEOUT_MS = 60_000;
@@ -31,8 +33,11 @@ export interface ServerDeps {
   /** Requests per client per window (the client is the key holder, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
   logger: FastifyServerOptions['logger'];
+  /** Limits on event streams (default: 200 streams, 1 MiB queued per stream). */
+  streamLimits?: StreamLimits;
   /** Extra route groups (compaction, tasks, memory) registered by their features. */
-  routes?: ((app: FastifyInstance) => void)[];
+  /** Route modules registered from the composition root; they get the shared stream gate. */
+  routes?: ((app: FastifyInstance, shared: { streams: StreamGate }) => void)[];
   /** Fields features add to `GET /health` (e.g. `mcp`). */
   healthExtras?: () => Record<string, unknown>;
 }
@@ -124,14 +129,21 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     });
   }
 
+  // One gate for every kind of stream: the cap is on open connections.
+  const streams = new StreamGate(
+    deps.streamLimits ?? {
+      maxStreams: DEFAULT_MAX_STREAMS,
+      maxBufferedBytes: DEFAULT_STREAM_BUFFER_BYTES,
+    },
+  );
   // Routes register after the limiter, so its hook covers every one of them.
   void app.register(async (api) => {
     healthRoutes(api, deps);
     agentRoutes(api, deps);
-    chatRoutes(api, deps);
+    chatRoutes(api, { ...deps, streams });
     sessionRoutes(api, deps);
-    eventRoutes(api, deps);
-    for (const register of deps.routes ?? []) register(api);
+    eventRoutes(api, { ...deps, streams });
+    for (const register of deps.routes ?? []) register(api, { streams });
   });
   return app;
 }

@@ -10,6 +10,7 @@ import { readChatCompletionRequest } from './chat-request.js';
 import type { ConversationResult, Conversations } from './conversation.js';
 import { toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
+import type { StreamGate } from '../http/stream-gate.js';
 
 function completionUsage(usage: TokenUsage) {
   return {
@@ -59,7 +60,7 @@ export function chatCompletion(
 
 export function chatCompletionRoutes(
   app: FastifyInstance,
-  deps: { conversations: Conversations },
+  deps: { conversations: Conversations; streams: StreamGate },
 ): void {
   app.post('/chat/completions', async (request, reply) => {
     const input = readChatCompletionRequest(request.body);
@@ -83,7 +84,7 @@ export function chatCompletionRoutes(
       return chatCompletion(id, created, model, result);
     }
 
-    const stream = new OpenAIEventStream(reply, prepared.session.id);
+    const stream = new OpenAIEventStream(reply, deps.streams, prepared.session.id);
     const chunk = (delta: Record<string, unknown>, finishReason: string | null) => ({
       id,
       object: 'chat.completion.chunk',

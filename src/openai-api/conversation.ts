@@ -236,6 +236,19 @@ export class Conversations {
         options.onDelta?.(turn.result.question);
         return { ...base, finish: 'stop', reply: turn.result.question, calls: [] };
       }
+      case 'pending': {
+        // A call that needs a person's approval: as in a native chat, the
+        // turn becomes a waiting task and its question is the reply.
+        const lastUser = [...input].reverse().find((m) => m.role === 'user');
+        const held = await this.runtime.holdForApproval(
+          session,
+          agent,
+          typeof lastUser?.content === 'string' ? lastUser.content : '',
+          turn.result.call,
+        );
+        options.onDelta?.(held.question);
+        return { ...base, finish: 'stop', reply: held.question, calls: [] };
+      }
       case 'answer':
         return { ...base, finish: 'stop', reply: turn.result.reply, calls: [] };
     }

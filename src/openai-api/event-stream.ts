@@ -1,45 +1,32 @@
 /**
- * OpenAI's server-sent events on a hijacked fastify reply: `data: <json>`
- * lines (chat completions, ending with `data: [DONE]`) or `event: <type>` +
- * `data:` pairs (the Responses API). Headers are sent at once, carrying the
- * session id.
+ * OpenAI's server-sent events: `data: <json>` lines (chat completions,
+ * ending with `data: [DONE]`) or `event: <type>` + `data:` pairs (the
+ * Responses API), on the same bounded, capped SseStream as Cairn's own
+ * streams. Headers are sent at once, carrying the session id.
  */
 import type { FastifyReply } from 'fastify';
+import { SseStream } from '../http/sse.js';
+import type { StreamGate } from '../http/stream-gate.js';
 
 export const SESSION_HEADER = 'x-cairn-session-id';
 
 export class OpenAIEventStream {
-  constructor(
-    private readonly reply: FastifyReply,
-    sessionId: string,
-  ) {
-    reply.hijack();
-    reply.raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      [SESSION_HEADER]: sessionId,
-    });
-    reply.raw.flushHeaders();
-  }
+  private readonly stream: SseStream;
 
-  private get closed(): boolean {
-    return this.reply.raw.destroyed || this.reply.raw.writableEnded;
+  /** Takes a stream slot (503 before any byte when none is free); the bounded buffer is SseStream's. */
+  constructor(reply: FastifyReply, gate: StreamGate, sessionId: string) {
+    this.stream = new SseStream(reply, gate, { [SESSION_HEADER]: sessionId });
   }
 
   /** `data: <json>` (or `event: <type>` first when given). */
   send(data: unknown, event?: string): void {
-    if (this.closed) return;
-    const eventLine = event !== undefined ? `event: ${event}\n` : '';
-    this.reply.raw.write(`${eventLine}data: ${JSON.stringify(data)}\n\n`);
+    this.stream.data(data, event);
   }
 
   /** Ends the stream, after `data: [DONE]` when `done` is set (chat completions). */
   end(done: boolean): void {
-    if (this.closed) return;
-    if (done) this.reply.raw.write('data: [DONE]\n\n');
-    this.reply.raw.end();
+    if (done) this.stream.dataText('[DONE]');
+    this.stream.end();
   }
 }
 

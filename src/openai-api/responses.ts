@@ -13,6 +13,7 @@ import { contentText, readTemperature } from './chat-request.js';
 import type { ConversationResult, Conversations } from './conversation.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
+import type { StreamGate } from '../http/stream-gate.js';
 
 interface ResponsesInput {
   agentName: string;
@@ -195,7 +196,7 @@ function messageId(responseIdValue: string): string {
 
 export function responseRoutes(
   app: FastifyInstance,
-  deps: { conversations: Conversations; runtime: Runtime },
+  deps: { conversations: Conversations; runtime: Runtime; streams: StreamGate },
 ): void {
   app.post('/responses', async (request, reply) => {
     const input = readResponsesRequest(request.body);
@@ -235,7 +236,7 @@ export function responseRoutes(
       return responseObject(fields!, result.reply, result.usage);
     }
 
-    const stream = new OpenAIEventStream(reply, prepared.session.id);
+    const stream = new OpenAIEventStream(reply, deps.streams, prepared.session.id);
     let sequence = 0;
     const emit = (type: string, data: Record<string, unknown>): void =>
       stream.send({ type, ...data, sequence_number: sequence++ }, type);

@@ -7,6 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { Runtime } from '../runtime/router.js';
+import type { StreamGate } from '../http/stream-gate.js';
 import { chatCompletionRoutes } from './chat-completions.js';
 import { Conversations } from './conversation.js';
 import { InvalidRequestError, sendOpenAIError } from './errors.js';
@@ -16,6 +17,8 @@ import { responseRoutes } from './responses.js';
 export interface OpenAIApiDeps {
   runtime: Runtime;
   agents: AgentRegistry;
+  /** The server's one stream gate: /v1 streams count against `server.maxStreams` too. */
+  streams: StreamGate;
 }
 
 /** Registers `/v1/*` on `app` (call it from the composition root's route list). */
@@ -36,8 +39,8 @@ export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void
         ),
       );
       modelRoutes(v1, { agents: deps.agents, startedAt });
-      chatCompletionRoutes(v1, { conversations });
-      responseRoutes(v1, { conversations, runtime: deps.runtime });
+      chatCompletionRoutes(v1, { conversations, streams: deps.streams });
+      responseRoutes(v1, { conversations, runtime: deps.runtime, streams: deps.streams });
     },
     { prefix: '/v1' },
   );

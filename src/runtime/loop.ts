@@ -1,7 +1,8 @@
 /**
  * The tool-calling loop: call the model, run the tools it asks for, persist
  * every message the moment it exists, repeat until the model answers in text,
- * a tool asks the user, or `maxIterations` is reached. It gets a plain array
+ * a tool asks the user, a call needs a person's approval, or `maxIterations`
+ * is reached. It gets a plain array
  * of messages and knows nothing of sessions, summaries or compaction; the
  * router's `prepare` hook runs before every model call.
  */
@@ -20,6 +21,9 @@ export const TRUNCATED_TOOL_CALL_NOTE =
 /** How many times in a row the model may be told its tool calls were malformed (RELIABILITY 19). */
 export const MAX_CORRECTION_ROUNDS = 2;
 export const CANCELLED_TOOL_RESULT = 'Error: the tool call was cancelled before it finished.';
+/** The result of calls of a turn that were not run because an earlier call stopped the loop. */
+export const NOT_RUN_TOOL_RESULT =
+  'Not run: another tool call of the same reply is waiting for a person. Call this tool again if you still need it.';
 
 export type LoopEvent =
   | { type: 'delta'; text: string }
@@ -49,7 +53,25 @@ export type LoopResult =
   | { kind: 'answer'; reply: string; usage: TokenUsage }
   | { kind: 'waiting'; question: string; callId: string; usage: TokenUsage }
   /** Calls whose results come from outside (an API client); the turn's other calls ran. */
-  | { kind: 'outside'; reply: string; calls: ToolCall[]; usage: TokenUsage };
+  | { kind: 'outside'; reply: string; calls: ToolCall[]; usage: TokenUsage }
+  /**
+   * Stopped on a call that needs an answer from outside the loop before it
+   * may run (`approval`: a tool marked `approval: "required"`). The call is
+   * stored without a result; whoever continues supplies one.
+   */
+  | { kind: 'pending'; reason: 'approval'; call: ToolCall; usage: TokenUsage };
+
+/** Calls run in this order: plain tools, then those needing approval, then ask_user. */
+function callRank(call: ToolCall, tools: ToolSet): number {
+  if (call.function.name === 'ask_user') return 2;
+  return tools.find(call.function.name)?.approval === 'required' ? 1 : 0;
+}
+
+/** A call to a tool marked `approval: "required"` with valid arguments (invalid ones just fail). */
+function needsApproval(call: ToolCall, tools: ToolSet): boolean {
+  const tool = tools.find(call.function.name);
+  return tool?.approval === 'required' && tools.parseArguments(tool, call.function.arguments).ok;
+}
 
 interface ToolOutcome {
   content: string;
@@ -156,14 +178,24 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
     messages = [...messages, assistant];
     if (calls.length === 0) return { kind: 'answer', reply: text, usage };
 
-    // ask_user runs last so the other calls of the same turn have their results.
-    const ordered = [...calls].sort(
-      (a, b) => Number(a.function.name === 'ask_user') - Number(b.function.name === 'ask_user'),
-    );
+    // Calls that stop the loop (approval, ask_user) run last, so the other
+    // calls of the same turn have their results.
+    const ordered = [...calls].sort((a, b) => callRank(a, tools) - callRank(b, tools));
     let invalidCalls = false;
     const outside: ToolCall[] = [];
-    for (const call of ordered) {
+    for (const [index, call] of ordered.entries()) {
       options.onEvent?.({ type: 'tool_call', call });
+      if (needsApproval(call, tools)) {
+        // Client-side calls seen so far are not sent out either: the turn stops here.
+        const rest = [...outside, ...ordered.slice(index + 1)].map((c): ChatMessage => ({
+          role: 'tool',
+          tool_call_id: c.id,
+          name: c.function.name,
+          content: NOT_RUN_TOOL_RESULT,
+        }));
+        if (rest.length > 0) await options.persist(rest);
+        return { kind: 'pending', reason: 'approval', call, usage };
+      }
       const outcome = await runTool(call, options);
       invalidCalls ||= outcome.invalidCall === true;
       if (outcome.waitFor !== undefined) {
@@ -219,8 +251,28 @@ async function persistCancelled(
   if (missing.length > 0) await options.persist(missing);
 }
 
+/**
+ * Runs one call outside the loop (a call a person approved) and returns its
+ * result message; every failure becomes a result the model can read.
+ */
+export async function runApprovedToolCall(
+  call: ToolCall,
+  options: Pick<LoopOptions, 'tools' | 'toolContext' | 'signal'>,
+): Promise<ChatMessage> {
+  const outcome = await runTool(call, options);
+  return {
+    role: 'tool',
+    tool_call_id: call.id,
+    name: call.function.name,
+    content: outcome.content === '' ? EMPTY_TOOL_RESULT : outcome.content,
+  };
+}
+
 /** Runs one call; every failure becomes a result the model can read. */
-async function runTool(call: ToolCall, options: LoopOptions): Promise<ToolOutcome> {
+async function runTool(
+  call: ToolCall,
+  options: Pick<LoopOptions, 'tools' | 'toolContext' | 'signal'>,
+): Promise<ToolOutcome> {
   const tool = options.tools.find(call.function.name);
   if (!tool) {
     return {

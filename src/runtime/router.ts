@@ -9,14 +9,15 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { TurnContext } from '../compaction/auto-compaction.js';
 import { buildMessagesWithSummary } from '../compaction/build-context.js';
 import { CairnError } from '../errors.js';
-import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
+import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './events.js';
-import { runLoop, type LoopEvent, type LoopResult } from './loop.js';
+import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
+import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
 import { SessionQueue } from './session-queue.js';
 
@@ -80,6 +81,11 @@ export interface ChatResult {
   messages: StoredMessage[];
   usage: TokenUsage;
   compaction: TurnCompactionReport | null;
+  /**
+   * Present when the turn stopped on a tool call that needs a person's
+   * approval: the chat turn became a waiting task (the reply says how to continue).
+   */
+  pendingApproval?: { taskId: string; callId: string; tool: string; arguments: string };
 }
 
 /** Internal: one loop run over a session, shared by chats and tasks. */
@@ -170,6 +176,8 @@ export class Runtime {
           status: 'cancelled',
           error: 'Cancelled: the session was reset.',
           pending_call_id: null,
+          pending_tool: null,
+          pending_arguments: null,
         });
         await this.events.emit('task.cancelled', id, {
           taskId: waiting.id,
@@ -243,8 +251,42 @@ export class Runtime {
         this.events.publish(answered.events);
         return this.envelope(session.id, turn, turn.result.question);
       }
+      if (turn.result.kind === 'pending') {
+        const held = await this.holdForApproval(session, agent, input.message, turn.result.call);
+        return {
+          ...this.envelope(session.id, turn, held.question),
+          pendingApproval: held.pendingApproval,
+        };
+      }
       return this.envelope(session.id, turn, turn.result.reply);
     });
+  }
+
+  /**
+   * A call that needs approval in a chat turn: the turn becomes a waiting
+   * task on this session, continued by POST /tasks/:id/approve|deny.
+   */
+  async holdForApproval(
+    session: SessionRow,
+    agent: AgentConfig,
+    message: string,
+    call: ToolCall,
+  ): Promise<{ question: string; pendingApproval: NonNullable<ChatResult['pendingApproval']> }> {
+    const task = await this.store.createTask({
+      sessionId: session.id,
+      agentName: agent.name,
+      input: message,
+    });
+    const waiting = (await waitForApproval(this, task, call)) ?? task;
+    return {
+      question: waiting.question ?? '',
+      pendingApproval: {
+        taskId: task.id,
+        callId: call.id,
+        tool: call.function.name,
+        arguments: call.function.arguments,
+      },
+    };
   }
 
   private envelope(sessionId: string, turn: TurnResult, reply: string): ChatResult {
@@ -279,6 +321,12 @@ export class Runtime {
 
   async rejectIfTaskWaiting(sessionId: string): Promise<void> {
     const waiting = await this.store.findWaitingTaskForSession(sessionId);
+    if (waiting && pendingApprovalCall(waiting)) {
+      throw new CairnError(
+        'TASK_WAITING',
+        `Task "${waiting.id}" on this session is waiting for a person to approve the tool call "${waiting.pending_tool ?? ''}". Approve it with POST /tasks/${waiting.id}/approve, or deny it with POST /tasks/${waiting.id}/deny.`,
+      );
+    }
     if (waiting) {
       throw new CairnError(
         'TASK_WAITING',
@@ -384,14 +432,7 @@ export class Runtime {
       tools,
       maxIterations: agent.maxIterations,
       persist,
-      toolContext: {
-        sessionId: session.id,
-        agentName: agent.name,
-        store: this.store,
-        depth: turn.depth ?? 0,
-        lineage: [...(turn.lineage ?? []), agent.name],
-        budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
-      },
+      toolContext: this.toolContext(session, agent, turn),
       ...(turn.signal ? { signal: turn.signal } : {}),
       ...(turn.stream !== undefined ? { stream: turn.stream } : {}),
       ...(turn.onEvent ? { onEvent: turn.onEvent } : {}),
@@ -407,6 +448,40 @@ export class Runtime {
         : {}),
     });
     return { result, stored, compaction };
+  }
+
+  /**
+   * Runs a tool call a person approved, on the session it belongs to, and
+   * returns its result message (not stored: it is the input of the turn that
+   * continues). The caller holds the session's queue slot.
+   */
+  async runApprovedCall(input: {
+    session: SessionRow;
+    agent: AgentConfig;
+    call: ToolCall;
+    signal?: AbortSignal;
+  }): Promise<ChatMessage> {
+    const tools = await this.deps.tools.forAgent(input.agent);
+    return runApprovedToolCall(input.call, {
+      tools,
+      toolContext: this.toolContext(input.session, input.agent, {}),
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
+  }
+
+  private toolContext(
+    session: SessionRow,
+    agent: AgentConfig,
+    turn: Pick<TurnInput, 'depth' | 'lineage' | 'budget'>,
+  ) {
+    return {
+      sessionId: session.id,
+      agentName: agent.name,
+      store: this.store,
+      depth: turn.depth ?? 0,
+      lineage: [...(turn.lineage ?? []), agent.name],
+      budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
+    };
   }
 }
 

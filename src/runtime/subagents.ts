@@ -4,6 +4,7 @@
  * (mode `subagent`, `parent_session_id` = the caller's) and returns its final
  * answer. Depth and cycles are checked before anything is spawned.
  */
+import { approvalInSubagentResult } from './approvals.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
@@ -47,6 +48,8 @@ export async function runSubagent(runtime: Runtime, input: SubagentInput): Promi
     if (turn.result.kind === 'waiting') {
       return `The subagent "${agent.name}" needs more information before it can answer: ${turn.result.question}`;
     }
+    if (turn.result.kind === 'pending')
+      return approvalInSubagentResult(agent.name, turn.result.call);
     return turn.result.reply;
   } finally {
     await runtime.closeSession(session.id);

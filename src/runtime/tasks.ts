@@ -2,7 +2,8 @@
  * Tasks (DESIGN §1, §4): a loop run with a goal, tracked in `tasks`. A task
  * runs in the background on its session's queue; it stops in `waiting` when
  * the agent calls `ask_user` and continues when `resumeTask` supplies the
- * answer as that call's result. The task row is the source of truth, so a
+ * answer as that call's result, or when a call needs a person's approval and
+ * continues on `approveTask` / `denyTask`. The task row is the source of truth, so a
  * waiting task survives a restart, and a task that was running when the
  * server died is `interrupted` and resumable.
  */
@@ -10,6 +11,7 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { TaskRow } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
+import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
 import type { Runtime, TurnResult } from './router.js';
 import { SessionQueue } from './session-queue.js';
 
@@ -98,6 +100,12 @@ export class TaskRunner {
         `Task "${before.id}" is waiting for an answer to: ${before.question ?? ''} Send {"answer": "…"}.`,
       );
     }
+    if (pendingApprovalCall(before)) {
+      throw new CairnError(
+        'TASK_NOT_WAITING',
+        `Task "${before.id}" is waiting for approval of a tool call, not for an answer. Use POST /tasks/${before.id}/approve or POST /tasks/${before.id}/deny.`,
+      );
+    }
     const agent = runtime.agents.get(before.agent_name);
     // The compare-and-set on the status makes concurrent resumes safe.
     const task = await runtime.store.transitionTask(before.id, [before.status], {
@@ -139,6 +147,77 @@ export class TaskRunner {
     return task;
   }
 
+  /**
+   * Continues a task waiting for approval: `approve` runs the pending call,
+   * then the loop goes on with its result; `deny` gives the call a result
+   * saying a person refused it (with their reason), and the loop goes on.
+   * 409 TASK_NOT_WAITING unless the task waits for approval; exactly one of
+   * two concurrent decisions wins.
+   */
+  async decideApproval(input: {
+    taskId: string;
+    decision: 'approve' | 'deny';
+    reason?: string;
+  }): Promise<TaskRow> {
+    return this.control.run(input.taskId, () => this.decideLocked(input));
+  }
+
+  private async decideLocked(input: {
+    taskId: string;
+    decision: 'approve' | 'deny';
+    reason?: string;
+  }): Promise<TaskRow> {
+    const { runtime } = this;
+    const before = await this.getTask(input.taskId);
+    const call = pendingApprovalCall(before);
+    if (!call) {
+      throw new CairnError(
+        'TASK_NOT_WAITING',
+        `Task "${before.id}" is ${before.status} and not waiting for approval of a tool call; there is nothing to ${input.decision}.`,
+      );
+    }
+    const agent = runtime.agents.get(before.agent_name);
+    const task = await runtime.store.transitionTask(before.id, ['waiting'], {
+      status: 'running',
+      question: null,
+      error: null,
+      pending_call_id: null,
+      pending_tool: null,
+      pending_arguments: null,
+    });
+    if (!task) {
+      throw new CairnError(
+        'TASK_NOT_WAITING',
+        `Task "${before.id}" was approved, denied or cancelled by another request.`,
+      );
+    }
+    this.start(task, async (signal) => {
+      const session = await runtime.usableSession(task.session_id, agent);
+      const result =
+        input.decision === 'approve'
+          ? await runtime.runApprovedCall({ session, agent, call, signal })
+          : {
+              role: 'tool' as const,
+              tool_call_id: call.id,
+              name: call.function.name,
+              content: deniedResult(input.reason),
+            };
+      return runtime.runTurn({
+        session,
+        agent,
+        input: [result],
+        signal,
+        pendingCallIds: new Set([call.id]),
+      });
+    });
+    await runtime.events.emit(
+      input.decision === 'approve' ? 'task.approved' : 'task.denied',
+      task.session_id,
+      { taskId: task.id, tool: call.function.name },
+    );
+    return task;
+  }
+
   /** Cancels a running, waiting or interrupted task; a finished task is returned unchanged. */
   async cancelTask(taskId: string): Promise<TaskRow> {
     // A run that is aborted may still settle as `waiting` (it had just asked
@@ -170,14 +249,17 @@ export class TaskRunner {
         status: 'cancelled',
         error: 'Cancelled by request.',
         pending_call_id: null,
+        pending_tool: null,
+        pending_arguments: null,
       });
       if (row && task.pending_call_id) {
-        // Answer the open ask_user call so the session's history stays valid.
+        // Answer the open call (ask_user, or one awaiting approval) so the
+        // session's history stays valid.
         await runtime.store.appendMessages(task.session_id, [
           {
             role: 'tool',
             tool_call_id: task.pending_call_id,
-            name: 'ask_user',
+            name: task.pending_tool ?? 'ask_user',
             content: CANCELLED_TOOL_RESULT,
           },
         ]);
@@ -228,6 +310,10 @@ export class TaskRunner {
 
   private async settle(task: TaskRow, outcome: TurnResult): Promise<void> {
     const { store, events } = this.runtime;
+    if (outcome.result.kind === 'pending') {
+      await waitForApproval(this.runtime, task, outcome.result.call);
+      return;
+    }
     if (outcome.result.kind === 'waiting') {
       await store.transitionTask(task.id, ['running'], {
         status: 'waiting',

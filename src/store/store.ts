@@ -105,8 +105,12 @@ export interface TaskRow {
   result: string | null;
   question: string | null;
   error: string | null;
-  /** The `ask_user` tool call id a waiting task is waiting on. */
+  /** The tool call id a waiting task is waiting on (`ask_user`, or a call awaiting approval). */
   pending_call_id: string | null;
+  /** Waiting for approval: the name of the tool the pending call wants to run; else null. */
+  pending_tool: string | null;
+  /** Waiting for approval: the pending call's arguments, raw JSON text as the model sent them. */
+  pending_arguments: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -255,7 +259,18 @@ export interface Store {
   transitionTask(
     id: string,
     from: readonly TaskStatus[],
-    patch: Partial<Pick<TaskRow, 'status' | 'result' | 'question' | 'error' | 'pending_call_id'>>,
+    patch: Partial<
+      Pick<
+        TaskRow,
+        | 'status'
+        | 'result'
+        | 'question'
+        | 'error'
+        | 'pending_call_id'
+        | 'pending_tool'
+        | 'pending_arguments'
+      >
+    >,
   ): Promise<TaskRow | undefined>;
   findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
   /** Marks every `running` task `interrupted` (after a crash or shutdown); returns how many. */

@@ -1,7 +1,10 @@
 /**
  * Resolves an agent's `tools` list into a `ToolSet`: built-in names,
  * `agent:<name>` subagents, `./module.js` files inside the agent folder and
- * `mcp:<server>[/<tool>]` MCP tools. Module tools are imported once and cached.
+ * `mcp:<server>[/<tool>]` MCP tools, each through `resolveSpec` (the one place
+ * a new kind of spec plugs in). Entries marked `approval: "required"` (and
+ * modules exporting it) get tools whose calls wait for a person. Module tools
+ * are imported once and cached.
  */
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
@@ -33,8 +36,27 @@ function isInside(dir: string, file: string): boolean {
   return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) && !rel.split(sep).includes('..');
 }
 
+/** The same tool, with every call waiting for a person's approval. */
+function requireApproval(tool: Tool): Tool {
+  if (tool.approval === 'required') return tool;
+  return {
+    name: tool.name,
+    description: tool.description,
+    parameters: tool.parameters,
+    ...(tool.timeoutMs !== undefined ? { timeoutMs: tool.timeoutMs } : {}),
+    approval: 'required',
+    run: (args, ctx) => tool.run(args, ctx),
+  };
+}
+
 function assertToolShape(value: unknown, file: string): Tool {
   const tool = value as Partial<Tool> | undefined;
+  if (tool && tool.approval !== undefined && tool.approval !== 'required') {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `${file}: "approval" must be "required" (or left out), found ${JSON.stringify(tool.approval)}.`,
+    );
+  }
   if (
     !tool ||
     typeof tool.name !== 'string' ||
@@ -85,34 +107,40 @@ export class ToolCatalog {
 
   private async build(agent: AgentConfig): Promise<ToolSet> {
     const tools: Tool[] = [];
-    for (const entry of agent.tools) {
-      const mcpSpec = parseMcpToolSpec(entry);
-      if (mcpSpec) {
-        if (!this.options.mcp) {
-          throw new CairnError(
-            'VALIDATION_ERROR',
-            `Agent "${agent.name}" lists "${entry}", but no MCP servers are configured (cairn.json "mcpServers").`,
-          );
-        }
-        tools.push(...this.options.mcp.toolsFor(mcpSpec, agent.name));
-      } else if (entry.startsWith('agent:')) {
-        if (!this.options.subagent) continue;
-        tools.push(this.options.subagent(agent, entry.slice('agent:'.length)));
-      } else if (entry.startsWith('./')) {
-        tools.push(await this.loadModule(agent, entry));
-      } else {
-        const factory = this.options.builtins[entry];
-        if (!factory) {
-          throw new CairnError(
-            'VALIDATION_ERROR',
-            `Agent "${agent.name}" lists unknown tool "${entry}". Built-in tools: ${this.builtinNames().join(', ')}.`,
-          );
-        }
-        const made = factory(agent);
-        tools.push(...(Array.isArray(made) ? made : [made]));
-      }
+    for (const spec of agent.tools) {
+      const resolved = await this.resolveSpec(agent, spec);
+      const approval = agent.toolsNeedingApproval.includes(spec);
+      tools.push(...resolved.map((tool) => (approval ? requireApproval(tool) : tool)));
     }
     return new ToolSet(tools);
+  }
+
+  /** The tools one spec string of an agent's `tools` list stands for. */
+  private async resolveSpec(agent: AgentConfig, spec: string): Promise<Tool[]> {
+    const mcpSpec = parseMcpToolSpec(spec);
+    if (mcpSpec) {
+      if (!this.options.mcp) {
+        throw new CairnError(
+          'VALIDATION_ERROR',
+          `Agent "${agent.name}" lists "${spec}", but no MCP servers are configured (cairn.json "mcpServers").`,
+        );
+      }
+      return this.options.mcp.toolsFor(mcpSpec, agent.name);
+    }
+    if (spec.startsWith('agent:')) {
+      if (!this.options.subagent) return [];
+      return [this.options.subagent(agent, spec.slice('agent:'.length))];
+    }
+    if (spec.startsWith('./')) return [await this.loadModule(agent, spec)];
+    const factory = this.options.builtins[spec];
+    if (!factory) {
+      throw new CairnError(
+        'VALIDATION_ERROR',
+        `Agent "${agent.name}" lists unknown tool "${spec}". Built-in tools: ${this.builtinNames().join(', ')}.`,
+      );
+    }
+    const made = factory(agent);
+    return Array.isArray(made) ? made : [made];
   }
 
   private loadModule(agent: AgentConfig, entry: string): Promise<Tool> {

@@ -30,6 +30,11 @@ export interface Tool {
   /** JSON Schema of the arguments object; arguments are validated before `run`. */
   readonly parameters: Record<string, unknown>;
   readonly timeoutMs?: number;
+  /**
+   * `required`: the loop never runs a call to this tool on its own; it stops,
+   * and a person approves or denies the call (RELIABILITY 43).
+   */
+  readonly approval?: 'required';
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
 }
 

@@ -68,8 +68,9 @@ describe('loadAgents', () => {
       description: '',
       system: 'You help.',
       tools: [],
+      toolsNeedingApproval: [],
       maxIterations: DEFAULT_MAX_ITERATIONS,
-      memory: { enabled: false, maxChars: 4000 },
+      memory: { enabled: false, maxChars: 4000, write: true },
       defaultCompaction: {
         compactionCount: DEFAULT_COMPACT_COUNT,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
@@ -92,7 +93,7 @@ describe('loadAgents', () => {
         tools: ['current_time', 'agent:helper', './tools/weather.js', './t.mjs'],
         maxIterations: 100,
         temperature: 0.2,
-        memory: { enabled: true, maxChars: 100 },
+        memory: { enabled: true, maxChars: 100, write: false },
         defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
         daemon: { every: '10m', prompt: 'Check.' },
       }),
@@ -102,11 +103,37 @@ describe('loadAgents', () => {
     expect(agents[0]).toMatchObject({
       model: 'gpt-4o-mini',
       temperature: 0.2,
-      memory: { enabled: true, maxChars: 100 },
+      memory: { enabled: true, maxChars: 100, write: false },
       defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
       daemon: { every: '10m', prompt: 'Check.' },
     });
     expect(Object.isFrozen(agents[0]?.daemon)).toBe(true);
+  });
+
+  it('reads tool entries with approval: specs in tools, the guarded ones listed apart', () => {
+    writeAgent(
+      'a',
+      minimal('a', {
+        tools: [
+          'current_time',
+          { tool: './tools/x.js', approval: 'required' },
+          { tool: 'ask_user' },
+        ],
+      }),
+    );
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(problems).toEqual([]);
+    expect(agents[0]).toMatchObject({
+      tools: ['current_time', './tools/x.js', 'ask_user'],
+      toolsNeedingApproval: ['./tools/x.js'],
+    });
+  });
+
+  it('rejects a tool listed twice, once as a string and once as an object', () => {
+    writeAgent('a', minimal('a', { tools: ['current_time', { tool: 'current_time' }] }));
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(agents).toEqual([]);
+    expect(problems.map((p) => [p.pointer, p.rule])).toEqual([['/tools/1', 'duplicate-tool']]);
   });
 
   it('accepts a cron daemon', () => {
@@ -194,6 +221,27 @@ describe('agent.json rules', () => {
     ],
     ['duplicate tools', { system: 'x', tools: ['a', 'a'] }, [['/tools', 'uniqueItems']]],
     [
+      'a tool entry with an unknown approval',
+      { system: 'x', tools: [{ tool: 'a', approval: 'sometimes' }] },
+      [['/tools/0/approval', 'enum']],
+    ],
+    [
+      'a tool entry object without tool',
+      { system: 'x', tools: [{ approval: 'required' }] },
+      [['/tools/0', 'required']],
+    ],
+    [
+      'a tool entry object with an unknown property',
+      { system: 'x', tools: [{ tool: 'a', ask: true }] },
+      [['/tools/0', 'additionalProperties']],
+    ],
+    [
+      'a tool entry object with a bad spec',
+      { system: 'x', tools: [{ tool: 'Bad Tool', approval: 'required' }] },
+      [['/tools/0/tool', 'pattern']],
+    ],
+    ['a tool entry of the wrong type', { system: 'x', tools: [3] }, [['/tools/0', 'type']]],
+    [
       'maxIterations not an integer',
       { system: 'x', maxIterations: 1.5 },
       [['/maxIterations', 'type']],
@@ -204,6 +252,11 @@ describe('agent.json rules', () => {
       'memory.enabled not boolean',
       { system: 'x', memory: { enabled: 'yes' } },
       [['/memory/enabled', 'type']],
+    ],
+    [
+      'memory.write not boolean',
+      { system: 'x', memory: { write: 'no' } },
+      [['/memory/write', 'type']],
     ],
     [
       'memory.maxChars 99',

@@ -188,6 +188,29 @@ describe('automatic compaction', () => {
     expectAllAccepted();
   });
 
+  it('joins a manual compaction already in flight instead of paying for a second summary', async () => {
+    const id = await seeded(conversation(12, 100)); // ~1 250 tokens: over the threshold
+    summaryReply = () => ({ content: `SUMMARY-${++summaryNumber}`, delayMs: 600 });
+    const manual = inject('POST', `/sessions/${id}/compact`);
+    for (let i = 0; i < 500 && summaryRequests().length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(summaryRequests()).toHaveLength(1);
+
+    // The turn's automatic compaction joins the manual one's flight.
+    const envelope = await chat(id, 'after');
+    const done = await manual;
+    expect(done.statusCode, done.body).toBe(200);
+    expect(summaryRequests()).toHaveLength(1);
+    expect(envelope.compaction).toMatchObject({ trigger: 'auto', runs: 1 });
+    expect(envelope.compaction!.newSize).toBe(done.json().newSize);
+    expect(await compactions(id)).toHaveLength(1);
+    // The turn's request was rebuilt from the shared summary.
+    const sent = chatRequests().at(-1)!.body.messages as { role: string; content: string }[];
+    expect(sent[1]).toEqual({ role: 'user', content: `${SUMMARY_PREFIX}SUMMARY-1` });
+    expectAllAccepted();
+  });
+
   it('may run more than once inside one long turn with big tool outputs', async () => {
     // Just under the threshold before the turn; every tool output adds ~500 tokens.
     const id = await seeded(conversation(8, 105));

@@ -1,8 +1,8 @@
 /**
  * defaultCompaction under concurrency (DESIGN §5.1 step 11, §5.3; RELIABILITY
  * 9, 23, 24): compaction holds no lock while the model writes the summary, so
- * chats go on meanwhile; the compare-and-set write makes two compactions at
- * once safe (one lands, the other is a 409 that changed nothing) and lets a
+ * chats go on meanwhile; concurrent compactions of one session share one
+ * summary call (single flight, step 14); the compare-and-set write lets a
  * reset win over a compaction that started before it.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -161,36 +161,53 @@ describe('compaction under concurrency', () => {
     for (const r of fake().requests) expect(r.problems).toEqual([]);
   });
 
-  it('of two compactions at once exactly one lands; the other is a 409 that changed nothing', async () => {
+  it('five compactions at once share one summary call and report the same result, no 409s', async () => {
     const id = await seeded(conversation(12, 200));
-    // Both summaries are slow; the second compaction starts while the first waits for its
-    // summary, and its summary comes back first.
-    const delays = [1_500, 300];
-    fake().setDefault((body) =>
-      isSummaryRequest(body)
-        ? { content: `SUMMARY-${++summaryNumber}`, delayMs: delays[summaryNumber - 1] ?? 0 }
-        : { content: 'ok' },
-    );
     const first = inject('POST', `/sessions/${id}/compact`);
     await until(() => summaryRequests().length === 1, 'the first summary request');
-    const second = inject('POST', `/sessions/${id}/compact`);
-    const [a, b] = await Promise.all([first, second]);
-    expect(summaryRequests()).toHaveLength(2); // both asked the model: no lock while it writes
-    expect(b.statusCode, b.body).toBe(200);
-    expect(a.statusCode, a.body).toBe(409);
-    expect(a.json()).toEqual({
-      error: { code: 'COMPACTION_CONFLICT', message: expect.any(String) },
-    });
+    // Four more while the first waits for its summary (SLOW_SUMMARY_MS).
+    const rest = [1, 2, 3, 4].map(() => inject('POST', `/sessions/${id}/compact`));
+    const results = await Promise.all([first, ...rest]);
+    expect(summaryRequests()).toHaveLength(1);
+    for (const res of results) {
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json()).toEqual(results[0].json());
+    }
     const state = await session(id);
-    expect(state).toEqual(b.json().session);
+    expect(results[0].json()).toMatchObject({
+      compactedCount: 6,
+      newSize: 6,
+      alreadyUpToDate: false,
+      session: state,
+    });
     expect(state).toMatchObject({ compact_size: 6, compact_seq: 7, compaction_count: 1 });
-    expect(state.compact_summary).toBe('SUMMARY-2');
-
+    expect(state.compact_summary).toBe('SUMMARY-1');
     const rows = (await inject('GET', `/sessions/${id}/compactions`)).json().compactions;
     expect(rows).toHaveLength(1);
-    expect(rows[0].summary).toBe(state.compact_summary);
     const events = await t.app.store.listEvents({ afterId: 0, sessionId: id, limit: 100 });
     expect(events.filter((e) => e.type === 'context.defaultCompacted')).toHaveLength(1);
+
+    // The flight is over: the next compaction is a new one with its own summary.
+    const next = await inject('POST', `/sessions/${id}/compact`);
+    expect(next.statusCode, next.body).toBe(200);
+    expect(next.json().alreadyUpToDate).toBe(false);
+    expect(summaryRequests()).toHaveLength(2);
+  });
+
+  it('compactions that join a failing flight all get its error, and nothing changed', async () => {
+    const id = await seeded(conversation(12, 200));
+    fake().setDefault((body) =>
+      isSummaryRequest(body) ? { status: 500, delayMs: SLOW_SUMMARY_MS } : { content: 'ok' },
+    );
+    const first = inject('POST', `/sessions/${id}/compact`);
+    await until(() => summaryRequests().length === 1, 'the summary request');
+    const results = await Promise.all([first, inject('POST', `/sessions/${id}/compact`)]);
+    expect(summaryRequests()).toHaveLength(1);
+    for (const res of results) {
+      expect(res.statusCode, res.body).toBe(502);
+      expect(res.json().error.code).toBe('LLM_ERROR');
+    }
+    expect(await session(id)).toMatchObject({ compact_size: 0, compaction_count: 0 });
   });
 
   it('a reset during a slow compaction wins: the compaction gets a 409 and the session stays reset', async () => {

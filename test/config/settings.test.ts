@@ -59,6 +59,8 @@ describe('loadSettings', () => {
       apiKey: null,
       bodyLimitBytes: DEFAULT_BODY_LIMIT_BYTES,
       rateLimit: null,
+      maxStreams: 200,
+      streamBufferBytes: 1_048_576,
     });
     expect(settings.database).toEqual({
       kind: 'sqlite',
@@ -84,6 +86,8 @@ describe('loadSettings', () => {
         apiKey: null,
         bodyLimitBytes: 2048,
         rateLimit: { max: 100, windowMs: 60000 },
+        maxStreams: 5,
+        streamBufferBytes: 65536,
       },
       database: { path: 'db/here.db' },
       models: {
@@ -105,6 +109,8 @@ describe('loadSettings', () => {
       apiKey: null,
       bodyLimitBytes: 2048,
       rateLimit: { max: 100, windowMs: 60000 },
+      maxStreams: 5,
+      streamBufferBytes: 65536,
     });
     expect(settings.database.path).toBe(join(dir, 'db', 'here.db'));
     expect(settings.models.main).toMatchObject({
@@ -214,11 +220,13 @@ describe('loadSettings', () => {
   it('rejects wrong types and out-of-range values, each reported', () => {
     const err = loadError(
       home({
-        server: { port: 70000 },
+        server: { port: 70000, maxStreams: 0, streamBufferBytes: 100 },
         models: { main: { maxRetries: 'three', profile: 'claude' } },
       }),
     );
     expect(err.message).toContain('/server/port');
+    expect(err.message).toContain('/server/maxStreams');
+    expect(err.message).toContain('/server/streamBufferBytes');
     expect(err.message).toContain('/models/main/maxRetries');
     expect(err.message).toContain('/models/main/profile');
   });

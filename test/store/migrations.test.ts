@@ -125,6 +125,52 @@ describe('migrate', () => {
     expect(migrate(again)).toEqual([]);
   });
 
+  it('003 re-arms sessions suspended only because nothing before the turn could be compacted', () => {
+    const db = openRaw();
+    migrate(
+      db,
+      SQLITE_MIGRATIONS.filter((m) => m.version < 3),
+    );
+    // A database from before 003: migrate() also adds the required columns, so drop 003's.
+    db.exec(
+      'ALTER TABLE tasks DROP COLUMN pending_tool; ALTER TABLE tasks DROP COLUMN pending_arguments;',
+    );
+    const now = new Date().toISOString();
+    const session = db.prepare(
+      `INSERT INTO sessions (id, agent_name, mode, status, created_at, updated_at, compaction_suspended)
+       VALUES (?, 'a', 'chat', 'active', ?, ?, 1)`,
+    );
+    const event = db.prepare(
+      `INSERT INTO events (type, session_id, data, created_at) VALUES ('context.compactionSuspended', ?, ?, ?)`,
+    );
+    session.run('sess_nothing', now, now);
+    event.run(
+      'sess_nothing',
+      JSON.stringify({ reason: 'nothing before the running turn can be compacted' }),
+      now,
+    );
+    session.run('sess_failed', now, now);
+    event.run(
+      'sess_failed',
+      JSON.stringify({ reason: '3 automatic compactions in a row failed' }),
+      now,
+    );
+
+    expect(migrate(db)).toEqual(
+      SQLITE_MIGRATIONS.filter((m) => m.version >= 3).map((m) => m.version),
+    );
+    const suspended = db
+      .prepare('SELECT id, compaction_suspended AS s FROM sessions ORDER BY id')
+      .all();
+    expect(suspended).toEqual([
+      { id: 'sess_failed', s: 1 },
+      { id: 'sess_nothing', s: 0 },
+    ]);
+    expect(columns(db, 'tasks')).toEqual(
+      expect.arrayContaining(['pending_call_id', 'pending_tool', 'pending_arguments']),
+    );
+  });
+
   it('applies migrations in version order whatever the order of the list', () => {
     const db = openRaw();
     const later: Migration = {

@@ -8,6 +8,7 @@ import type { Runtime } from '../../runtime/router.js';
 import { toHttpError } from '../errors.js';
 import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js';
 import { SseStream, wantsEventStream } from '../sse.js';
+import type { StreamGate } from '../stream-gate.js';
 
 interface ChatBody {
   message: string;
@@ -20,7 +21,10 @@ const chatBody = objectSchema(
   ['message'],
 );
 
-export function chatRoutes(app: FastifyInstance, deps: { runtime: Runtime }): void {
+export function chatRoutes(
+  app: FastifyInstance,
+  deps: { runtime: Runtime; streams: StreamGate },
+): void {
   app.post<{ Params: { name: string }; Body: ChatBody }>(
     '/agents/:name/chat',
     { schema: { params: agentParams, body: chatBody } },
@@ -49,7 +53,9 @@ export function chatRoutes(app: FastifyInstance, deps: { runtime: Runtime }): vo
         await deps.runtime.usableSession(sessionId, agent);
         await deps.runtime.rejectIfTaskWaiting(sessionId);
       }
-      const sse = new SseStream(reply);
+      // Takes a stream slot (503 when none is free) before the turn starts,
+      // so a refused stream never runs a turn.
+      const sse = new SseStream(reply, deps.streams);
       try {
         const result = await deps.runtime.runChat({
           ...base,

@@ -9,11 +9,15 @@ import type { EventBus } from '../../runtime/events.js';
 import type { Store } from '../../store/store.js';
 import { objectSchema, SESSION_ID } from '../schemas.js';
 import { SseStream } from '../sse.js';
+import type { StreamGate } from '../stream-gate.js';
 
 const REPLAY_PAGE = 500;
 export const SSE_KEEPALIVE_MS = 15_000;
 
-export function eventRoutes(app: FastifyInstance, deps: { store: Store; events: EventBus }): void {
+export function eventRoutes(
+  app: FastifyInstance,
+  deps: { store: Store; events: EventBus; streams: StreamGate },
+): void {
   // An event stream is never idle, so shutdown ends them; clients reconnect
   // elsewhere with Last-Event-ID and miss nothing.
   const open = new Set<SseStream>();
@@ -39,7 +43,7 @@ export function eventRoutes(app: FastifyInstance, deps: { store: Store; events: 
       const { sessionId } = request.query;
       const header = request.headers['last-event-id'];
       let lastId = typeof header === 'string' ? Number(header) : (request.query.lastEventId ?? 0);
-      const sse = new SseStream(reply);
+      const sse = new SseStream(reply, deps.streams);
       open.add(sse);
       const matches = (e: EventRow): boolean =>
         sessionId === undefined || e.session_id === sessionId;
@@ -70,6 +74,8 @@ export function eventRoutes(app: FastifyInstance, deps: { store: Store; events: 
         for (const event of page) {
           sse.send(event.type, event.data, event.id);
           lastId = event.id;
+          // A long replay goes at the client's pace, never ahead of it.
+          await sse.drained();
         }
         if (page.length < REPLAY_PAGE || sse.isClosed) break;
       }

@@ -1,4 +1,4 @@
-/** Tasks over HTTP: start, read, list, resume with an answer, cancel. */
+/** Tasks over HTTP: start, read, list, resume with an answer, approve or deny a tool call, cancel. */
 import type { FastifyInstance } from 'fastify';
 import type { TaskRunner } from '../../runtime/tasks.js';
 import type { Store, TaskStatus } from '../../store/store.js';
@@ -90,6 +90,34 @@ export function taskRoutes(app: FastifyInstance, deps: { tasks: TaskRunner; stor
       return { task };
     },
   );
+
+  for (const decision of ['approve', 'deny'] as const) {
+    app.post<WithId & { Body: { reason?: string } | undefined; Querystring: { wait: boolean } }>(
+      `/tasks/:id/${decision}`,
+      {
+        schema: {
+          params: taskParams,
+          querystring: waitQuery,
+          body: {
+            anyOf: [
+              { type: 'null' },
+              decision === 'deny' ? objectSchema({ reason: USER_TEXT }) : objectSchema({}),
+            ],
+          },
+        },
+      },
+      async (request) => {
+        const reason = request.body?.reason;
+        let task = await tasks.decideApproval({
+          taskId: request.params.id,
+          decision,
+          ...(reason !== undefined ? { reason } : {}),
+        });
+        if (request.query.wait) task = await tasks.wait(task.id);
+        return { task };
+      },
+    );
+  }
 
   app.post<WithId>('/tasks/:id/cancel', { schema: { params: taskParams } }, async (request) => ({
     task: await tasks.cancelTask(request.params.id),

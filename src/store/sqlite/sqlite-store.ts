@@ -61,6 +61,17 @@ interface EventRecord {
 /** Notes returned by one memory listing or search unless the caller asks for fewer or more. */
 export const MEMORY_PAGE = 100;
 
+/** The task columns `transitionTask` may set (never id, session or timestamps). */
+const TASK_PATCH_COLUMNS: readonly string[] = [
+  'status',
+  'result',
+  'question',
+  'error',
+  'pending_call_id',
+  'pending_tool',
+  'pending_arguments',
+];
+
 const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
 
@@ -672,11 +683,9 @@ export class SqliteStore implements Store {
   async transitionTask(
     id: string,
     from: readonly TaskStatus[],
-    patch: Partial<Pick<TaskRow, 'status' | 'result' | 'question' | 'error' | 'pending_call_id'>>,
+    patch: Parameters<Store['transitionTask']>[2],
   ): Promise<TaskRow | undefined> {
-    const columns = Object.keys(patch).filter((k) =>
-      ['status', 'result', 'question', 'error', 'pending_call_id'].includes(k),
-    );
+    const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
     const assignments = [...columns.map((c) => `${c} = @${c}`), 'updated_at = @updated_at'];
     const statusList = from.map((_, i) => `@from${i}`).join(', ');
     const params: Record<string, unknown> = { id, updated_at: now(), ...patch };

@@ -1,6 +1,7 @@
 /** The ordered list of SQLite migrations. Append only. */
 import * as m001 from './001-initial.js';
 import * as m002 from './002-session-last-seq.js';
+import * as m003 from './003-task-pending-approval.js';
 import * as m004 from './004-transcript-hash.js';
 
 export interface Migration {
@@ -9,7 +10,7 @@ export interface Migration {
   readonly up: string;
 }
 
-export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m004];
+export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004];
 
 /**
  * Columns that must exist whatever path a database took to get here (the
@@ -29,4 +30,6 @@ export const REQUIRED_COLUMNS: readonly { table: string; column: string; definit
   { table: 'messages', column: 'chars', definition: 'INTEGER' },
   { table: 'messages', column: 'transcript_hash', definition: 'TEXT' },
   { table: 'sessions', column: 'transcript_hash', definition: 'TEXT' },
+  { table: 'tasks', column: 'pending_tool', definition: 'TEXT' },
+  { table: 'tasks', column: 'pending_arguments', definition: 'TEXT' },
 ];

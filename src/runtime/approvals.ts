@@ -1,0 +1,62 @@
+/**
+ * Tool approval (RELIABILITY 43): a call to a tool marked
+ * `approval: "required"` stops the loop, and the task waits in `waiting` with
+ * the call on its row (`pending_call_id`, `pending_tool`,
+ * `pending_arguments`) until a person approves or denies it. The row is the
+ * source of truth, so the wait survives a restart. This module owns the texts
+ * and the one transition into that wait; TaskRunner continues the task.
+ */
+import type { ToolCall } from '../llm/messages.js';
+import type { Store, TaskRow } from '../store/store.js';
+import type { EventBus } from './events.js';
+
+/** The question a task waiting for approval shows (task row, events, chat reply). */
+export function approvalQuestion(taskId: string, call: ToolCall): string {
+  return `Approval needed: the agent wants to call the tool "${call.function.name}" with arguments ${call.function.arguments || '{}'}. Approve it with POST /tasks/${taskId}/approve, or deny it with POST /tasks/${taskId}/deny (optional {"reason": "…"}, which the agent sees).`;
+}
+
+/** The tool result the model sees when a person denies its call. */
+export function deniedResult(reason: string | undefined): string {
+  const why = reason?.trim() ? ` Their reason: ${reason.trim()}` : '';
+  return `A person denied this tool call; it was not run.${why} Do not call it again unless asked to; continue without it.`;
+}
+
+/** What a subagent answers when one of its calls needs approval (nobody can give it there). */
+export function approvalInSubagentResult(agentName: string, call: ToolCall): string {
+  return `The subagent "${agentName}" stopped: its call to the tool "${call.function.name}" needs a person's approval, which is not available inside a subagent. Nothing was run.`;
+}
+
+/** Moves a running task to `waiting` on `call`; returns the row, or undefined if it was no longer running. */
+export async function waitForApproval(
+  deps: { store: Store; events: EventBus },
+  task: TaskRow,
+  call: ToolCall,
+): Promise<TaskRow | undefined> {
+  const question = approvalQuestion(task.id, call);
+  const row = await deps.store.transitionTask(task.id, ['running'], {
+    status: 'waiting',
+    question,
+    pending_call_id: call.id,
+    pending_tool: call.function.name,
+    pending_arguments: call.function.arguments,
+  });
+  if (row) {
+    await deps.events.emit('task.waiting', task.session_id, {
+      taskId: task.id,
+      question,
+      approval: { tool: call.function.name, arguments: call.function.arguments },
+    });
+  }
+  return row;
+}
+
+/** The call a task waits on for approval, rebuilt from its row; undefined if it does not. */
+export function pendingApprovalCall(task: TaskRow): ToolCall | undefined {
+  if (task.status !== 'waiting' || task.pending_tool === null || task.pending_call_id === null)
+    return undefined;
+  return {
+    id: task.pending_call_id,
+    type: 'function',
+    function: { name: task.pending_tool, arguments: task.pending_arguments ?? '' },
+  };
+}
