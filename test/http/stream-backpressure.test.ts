@@ -174,6 +174,20 @@ describe('event streams with clients that do not read', () => {
     expect(JSON.parse(refused.body).error.message).toContain('server.maxStreams');
     const chat = await postChat({ message: 'hi', stream: true });
     expect(chat.status).toBe(503);
+    // A streamed /v1 chat completion counts against the same cap, refused in OpenAI's shape.
+    const v1 = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'assistant',
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    });
+    expect(v1.status).toBe(503);
+    const v1Error = ((await v1.json()) as { error: { type: string; message: string } }).error;
+    expect(v1Error.type).toBe('server_error');
+    expect(v1Error.message).toContain('server.maxStreams');
     expect(t.fake!.requests).toHaveLength(0);
     expect((await get('/health')).status).toBe(200);
 
