@@ -31,12 +31,15 @@ import { subagentTool } from './runtime/subagents.js';
 import { TaskRunner } from './runtime/tasks.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
+import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
   logger?: FastifyServerOptions['logger'];
   /** Run scheduled daemon agents (default true; `cairn serve --no-daemons` turns them off). */
   daemons?: boolean;
+  /** The built web console (default: `dist/console/`); not served when it was not built. */
+  consoleDir?: string;
 }
 
 export interface CairnApp {
@@ -124,6 +127,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tasks,
     log: (details, message) => logTarget.server?.log.warn(details, message),
   });
+  const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
   const server = createServer({
     runtime,
     store,
@@ -142,10 +146,15 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
           compaction,
           contextWindow: settings.models.main.contextWindow,
         }),
+      ...(consoleBuilt(consoleDir)
+        ? [(app: FastifyInstance) => consoleRoutes(app, { dir: consoleDir })]
+        : []),
     ],
   });
   logTarget.server = server;
 
+  if (!consoleBuilt(consoleDir))
+    server.log.warn(`web console not built in ${consoleDir}: run npm run build`);
   for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
   const interrupted = await store.interruptRunningTasks();
   if (interrupted > 0)

@@ -12,6 +12,7 @@ import type { EventBus } from '../runtime/events.js';
 import type { Runtime } from '../runtime/router.js';
 import type { Store } from '../store/store.js';
 import { errorBody, sendError } from './errors.js';
+import { isConsolePath } from './routes/console.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
 import { eventRoutes } from './routes/events.js';
@@ -37,6 +38,11 @@ export interface ServerDeps {
 
 /** Paths anyone may call, even when an API key is configured. */
 const OPEN_PATHS = new Set(['/health']);
+
+function isOpenPath(url: string): boolean {
+  const path = url.split('?')[0] ?? '';
+  return OPEN_PATHS.has(path) || isConsolePath(path);
+}
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
@@ -99,7 +105,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   if (deps.apiKey !== null) {
     const expected = digest(deps.apiKey);
     app.addHook('onRequest', async (request) => {
-      if (OPEN_PATHS.has(request.url.split('?')[0] ?? '')) return;
+      if (isOpenPath(request.url)) return;
       const header = request.headers.authorization ?? '';
       // The scheme name is case-insensitive (RFC 9110 §11.1).
       const token = /^bearer /i.test(header) ? header.slice('Bearer '.length) : '';
@@ -134,7 +140,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
         const auth = request.headers.authorization;
         return auth ? `key:${digest(auth).toString('hex')}` : `ip:${request.ip}`;
       },
-      allowList: (request) => OPEN_PATHS.has(request.url.split('?')[0] ?? ''),
+      allowList: (request) => isOpenPath(request.url),
       errorResponseBuilder: (_request, context) =>
         new CairnError(
           'RATE_LIMITED',

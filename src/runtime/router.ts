@@ -284,7 +284,7 @@ export class Runtime {
   async buildContext(
     session: SessionRow,
     agent: AgentConfig,
-  ): Promise<{ messages: ChatMessage[]; tail: StoredMessage[] }> {
+  ): Promise<{ messages: ChatMessage[]; tail: StoredMessage[]; memory: string | undefined }> {
     const { system, tail } = await this.store.loadContext(session.id, session.compact_seq);
     const systemMessages: ChatMessage[] = system.map(toChatMessage);
     const extra = this.deps.systemContext ? await this.deps.systemContext(agent) : undefined;
@@ -296,6 +296,8 @@ export class Runtime {
         session.compact_summary,
       ),
       tail,
+      // The memory block on its own, so the context view can count it apart.
+      memory: extra,
     };
   }
 
