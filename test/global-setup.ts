@@ -1,5 +1,6 @@
 /**
- * Runs once before the suite: compiles src/ into dist/ so the process tests
+ * Runs once before the suite: compiles src/ into dist/ (and the web console
+ * into dist/console/, as `npm run build` does) so the process tests
  * (test/process/) run the real `cairn` bin — `node dist/cli/main.js serve`,
  * what the README and `npm start` use — rather than the TypeScript sources.
  * A build that fails stops the run: process tests against a stale dist/ would
@@ -14,6 +15,7 @@ import { renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { build } from 'vite';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist');
@@ -22,7 +24,7 @@ function errorCode(err: unknown): unknown {
   return (err as { code?: unknown }).code;
 }
 
-export default function setup(): void {
+export default async function setup(): Promise<void> {
   // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
   const staging = join(ROOT, `dist.building-${process.pid}`);
   const retired = join(ROOT, `dist.old-${process.pid}`);
@@ -34,11 +36,16 @@ export default function setup(): void {
       stdio: 'pipe',
       encoding: 'utf8',
     });
+    await build({
+      configFile: join(ROOT, 'console', 'vite.config.ts'),
+      logLevel: 'error',
+      build: { outDir: join(staging, 'console'), emptyOutDir: true },
+    });
   } catch (err) {
     rmSync(staging, { recursive: true, force: true });
     const { stdout, stderr } = err as { stdout?: string; stderr?: string };
     throw new Error(
-      `global setup: \`tsc -p tsconfig.build.json\` failed, so the process tests cannot trust dist/:\n${stdout ?? ''}${stderr ?? ''}`,
+      `global setup: building dist/ (tsc, then the console with vite) failed, so the process tests cannot trust it:\n${stdout ?? ''}${stderr ?? ''}${(err as Error).message}`,
     );
   }
   try {
