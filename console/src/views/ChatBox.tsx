@@ -73,7 +73,10 @@ export function ChatBox(props: {
     } catch (err) {
       setError((err as Error).message);
     } finally {
+      // The turn is in the transcript now; the live panel was for while it ran.
       setBusy(false);
+      setReply('');
+      setTools([]);
       props.onTurnEnd();
     }
   };
