@@ -13,9 +13,14 @@ export interface SseEvent {
 /** Turns text chunks into events, following the SSE framing rules we rely on. */
 export class SseParser {
   private buffer = '';
+  /** A chunk that ends in `\r` may be half of a `\r\n`: wait for the next one. */
+  private pendingCr = false;
 
   feed(chunk: string): SseEvent[] {
-    this.buffer += chunk.replace(/\r\n?/g, '\n');
+    let text = this.pendingCr ? `\r${chunk}` : chunk;
+    this.pendingCr = text.endsWith('\r');
+    if (this.pendingCr) text = text.slice(0, -1);
+    this.buffer += text.replace(/\r\n?/g, '\n');
     const events: SseEvent[] = [];
     let end: number;
     while ((end = this.buffer.indexOf('\n\n')) !== -1) {
