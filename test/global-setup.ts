@@ -15,7 +15,6 @@ import { renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'vite';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist');
@@ -24,7 +23,7 @@ function errorCode(err: unknown): unknown {
   return (err as { code?: unknown }).code;
 }
 
-export default async function setup(): Promise<void> {
+export default function setup(): void {
   // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
   const staging = join(ROOT, `dist.building-${process.pid}`);
   const retired = join(ROOT, `dist.old-${process.pid}`);
@@ -36,11 +35,28 @@ export default async function setup(): Promise<void> {
       stdio: 'pipe',
       encoding: 'utf8',
     });
-    await build({
-      configFile: join(ROOT, 'console', 'vite.config.ts'),
-      logLevel: 'error',
-      build: { outDir: join(staging, 'console'), emptyOutDir: true },
-    });
+    // In a child process of its own, as `npm run build` runs it: vitest sets
+    // NODE_ENV=test, which would give the console a development build.
+    execFileSync(
+      process.execPath,
+      [
+        join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js'),
+        'build',
+        '--config',
+        join(ROOT, 'console', 'vite.config.ts'),
+        '--outDir',
+        join(staging, 'console'),
+        '--emptyOutDir',
+        '--logLevel',
+        'error',
+      ],
+      {
+        cwd: ROOT,
+        stdio: 'pipe',
+        encoding: 'utf8',
+        env: { ...process.env, NODE_ENV: 'production' },
+      },
+    );
   } catch (err) {
     rmSync(staging, { recursive: true, force: true });
     const { stdout, stderr } = err as { stdout?: string; stderr?: string };
