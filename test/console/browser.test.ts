@@ -46,6 +46,15 @@ const AGENT = {
   maxIterations: 6,
 };
 
+/** A daemon agent, for the Daemons page (the server runs with --no-daemons: it never ticks). */
+const TICKER = {
+  name: 'ticker',
+  description: 'Ticks every hour',
+  system: 'You tick.',
+  tools: [],
+  daemon: { every: '1h', prompt: 'Report the hour.' },
+};
+
 /** The fake model's script, chosen by what it is asked. */
 function reply(body: { messages: { role: string; content: unknown }[] }) {
   if (isSummaryRequest(body)) return { content: SUMMARY };
@@ -134,7 +143,10 @@ describe('the console in Chromium', () => {
     fake.setDefault(reply);
     // A small window, so the context bar has something to show.
     home = makeHome(
-      { agents: { assistant: AGENT }, mainModel: { contextWindow: CONTEXT_WINDOW } },
+      {
+        agents: { assistant: AGENT, ticker: TICKER },
+        mainModel: { contextWindow: CONTEXT_WINDOW },
+      },
       fake.baseURL,
     );
     server = await spawnServer({ home });
@@ -151,6 +163,20 @@ describe('the console in Chromium', () => {
   it('chats, compacts, undoes, answers a waiting task and follows a turn sent elsewhere', async () => {
     const { page } = browser;
     await page.goto(`${server.url}/`);
+    await page
+      .getByRole('navigation', { name: 'Agents' })
+      .getByRole('link', { name: 'assistant' })
+      .click();
+    await page.waitForURL(/\/console\/agents\/assistant$/);
+
+    // Memory notes: add one, then delete it.
+    await page.getByRole('textbox', { name: 'Key' }).fill('city');
+    await page.getByRole('textbox', { name: 'Note' }).fill('The user lives in Lyon.');
+    await page.getByRole('button', { name: 'Add note' }).click();
+    await page.getByText('The user lives in Lyon.').waitFor();
+    await page.getByRole('button', { name: 'Delete note city' }).click();
+    await page.getByText('The user lives in Lyon.').waitFor({ state: 'detached' });
+
     await page.getByRole('button', { name: 'New chat' }).click();
     await page.waitForURL(/\/console\/sessions\/sess_/);
     const sessionUrl = page.url();
@@ -224,7 +250,20 @@ describe('the console in Chromium', () => {
     expect(chat.status).toBe(200);
     await page.getByText('Reply to: sent from the API').waitFor();
 
+    // Sessions: the list links to the session; a filter that matches nothing says so.
+    await page.getByRole('link', { name: 'Sessions', exact: true }).click();
+    await page.getByRole('link', { name: sessionId }).waitFor();
+    await page.getByRole('combobox', { name: 'Agent' }).selectOption('ticker');
+    await page.getByText('No sessions match.').waitFor();
+
+    // Daemons: the scheduled agent and its (so far empty) ticks.
+    await page.getByRole('link', { name: 'Daemons' }).click();
+    await page.getByRole('heading', { name: 'ticker' }).waitFor();
+    await page.getByText('Schedule: 1h').waitFor();
+    await page.getByText('No ticks yet.').waitFor();
+
     // Readable on a phone: nothing wider than the screen.
+    await page.goto(sessionUrl);
     await page.setViewportSize({ width: 390, height: 844 });
     await page.getByRole('textbox', { name: 'Message' }).waitFor();
     // A string, evaluated in the page: this file is type-checked without the DOM library.

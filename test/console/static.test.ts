@@ -34,9 +34,12 @@ describe('console static files', () => {
     rmSync(dir, { recursive: true, force: true });
   });
   const get = (url: string) => t.app.server.inject({ url });
+  /** What a browser sends when it loads a page. */
+  const BROWSER = { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' };
+  const getPage = (url: string) => t.app.server.inject({ url, headers: BROWSER });
 
   it('serves the page at / and never lets it be cached', async () => {
-    const res = await get('/');
+    const res = await getPage('/');
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/html/);
     expect(res.headers['cache-control']).toBe('no-cache');
@@ -50,7 +53,7 @@ describe('console static files', () => {
       '/console/sessions/sess_abc',
       '/console/tasks?status=waiting',
     ]) {
-      const res = await get(url);
+      const res = await getPage(url);
       expect(res.statusCode, url).toBe(200);
       expect(res.body, url).toBe(PAGE);
       expect(res.headers['cache-control'], url).toBe('no-cache');
@@ -65,8 +68,20 @@ describe('console static files', () => {
     expect(res.body).toBe(ASSET);
   });
 
+  it('answers an API client (no text/html in Accept) at / with the JSON 404', async () => {
+    for (const headers of [{}, { accept: 'application/json' }, { accept: '*/*' }]) {
+      const res = await t.app.server.inject({ url: '/', headers });
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toMatchObject({ error: { code: 'NOT_FOUND' } });
+    }
+    // An API path that URL rules resolve to `/` stays a JSON error too.
+    const dotted = await t.app.server.inject({ url: '/agents/..' });
+    expect(dotted.statusCode).toBe(404);
+    expect(dotted.json()).toMatchObject({ error: { code: 'NOT_FOUND' } });
+  });
+
   it('answers an unknown asset with the JSON 404, not the page', async () => {
-    const res = await get('/console/assets/missing-123.js');
+    const res = await getPage('/console/assets/missing-123.js');
     expect(res.statusCode).toBe(404);
     expect(res.json()).toMatchObject({ error: { code: 'NOT_FOUND' } });
   });
@@ -108,8 +123,11 @@ describe('console with an API key', () => {
   });
 
   it('serves the page and assets without the key, and still guards the API', async () => {
-    expect((await t.app.server.inject({ url: '/' })).statusCode).toBe(200);
-    expect((await t.app.server.inject({ url: '/console/sessions/sess_x' })).statusCode).toBe(200);
+    const page = { accept: 'text/html' };
+    expect((await t.app.server.inject({ url: '/', headers: page })).statusCode).toBe(200);
+    expect(
+      (await t.app.server.inject({ url: '/console/sessions/sess_x', headers: page })).statusCode,
+    ).toBe(200);
     expect((await t.app.server.inject({ url: ASSET_PATH })).statusCode).toBe(200);
     const api = await t.app.server.inject({ url: '/agents' });
     expect(api.statusCode).toBe(401);
@@ -126,7 +144,7 @@ describe('console not built', () => {
       app: { consoleDir: join(tmpdir(), 'cairn-no-console') },
     });
     try {
-      const res = await t.app.server.inject({ url: '/' });
+      const res = await t.app.server.inject({ url: '/', headers: { accept: 'text/html' } });
       expect(res.statusCode).toBe(404);
       expect(res.json()).toMatchObject({ error: { code: 'NOT_FOUND' } });
     } finally {

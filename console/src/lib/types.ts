@@ -75,7 +75,8 @@ export interface Agent {
   description?: string;
   system?: string;
   tools?: string[];
-  schedule?: unknown;
+  /** Set for a daemon agent: its schedule and the prompt each tick runs. */
+  daemon?: { every?: string; cron?: string; prompt: string };
   [setting: string]: unknown;
 }
 

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 /** Where `npm run build` puts the console, from src/ (tests) and dist/ (the bin) alike. */
 export const DEFAULT_CONSOLE_DIR = fileURLToPath(
@@ -50,15 +50,26 @@ export function consoleRoutes(app: FastifyInstance, deps: { dir: string }): void
     },
   });
 
-  const page = (reply: FastifyReply): FastifyReply =>
-    reply.header('cache-control', NO_CACHE).sendFile('index.html', deps.dir, {
+  // The page goes to browsers (they ask for HTML); an API client that asks
+  // for `/` (or for `/agents/..`, which URL rules turn into `/`) keeps getting
+  // the API's JSON 404.
+  const page = (request: FastifyRequest, reply: FastifyReply): FastifyReply => {
+    if (!(request.headers.accept ?? '').includes('text/html')) {
+      reply.callNotFound();
+      return reply;
+    }
+    return reply.header('cache-control', NO_CACHE).sendFile('index.html', deps.dir, {
       cacheControl: false,
     });
-  app.get('/', async (_request, reply) => page(reply));
-  app.get('/console', async (_request, reply) => page(reply));
+  };
+  app.get('/', async (request, reply) => page(request, reply));
+  app.get('/console', async (request, reply) => page(request, reply));
   // Client-side routes (`/console/sessions/sess_…`) load the page, which routes itself.
   app.get('/console/*', async (request, reply) => {
-    if (request.url.startsWith(ASSETS_PREFIX)) return reply.callNotFound();
-    return page(reply);
+    if (request.url.startsWith(ASSETS_PREFIX)) {
+      reply.callNotFound();
+      return reply;
+    }
+    return page(request, reply);
   });
 }
