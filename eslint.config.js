@@ -14,6 +14,7 @@ export default tseslint.config(
       'agents/**/*.js',
       // Plain-JS fixture servers run by tests as child processes; not in the TS project.
       'test/fixtures/**/*.mjs',
+      'test-artifacts/**',
     ],
   },
   js.configs.recommended,
@@ -48,4 +49,6 @@ export default tseslint.config(
     },
   },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  // Checked by the root tsconfig (Node types); the console's own tsconfig is for the browser.
+  { files: ['console/vite.config.ts'], ...tseslint.configs.disableTypeChecked },
 );

@@ -37,6 +37,7 @@ import type { McpBackoff } from './mcp/mcp-connection.js';
 import { McpManager } from './mcp/mcp-manager.js';
 import { checkMcpToolEntries } from './mcp/check-agent-tools.js';
 import { openaiApiRoutes } from './openai-api/routes.js';
+import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -45,6 +46,8 @@ export interface AppOptions {
   daemons?: boolean;
   /** Reconnect backoff for MCP servers (tests shorten it). */
   mcpBackoff?: McpBackoff;
+  /** The built web console (default: `dist/console/`); not served when it was not built. */
+  consoleDir?: string;
 }
 
 export interface CairnApp {
@@ -142,6 +145,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tasks,
     log: (details, message) => logTarget.server?.log.warn(details, message),
   });
+  const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
   const server = createServer({
     runtime,
     store,
@@ -167,10 +171,15 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
           compaction,
           contextWindow: settings.models.main.contextWindow,
         }),
+      ...(consoleBuilt(consoleDir)
+        ? [(app: FastifyInstance) => consoleRoutes(app, { dir: consoleDir })]
+        : []),
     ],
   });
   logTarget.server = server;
 
+  if (!consoleBuilt(consoleDir))
+    server.log.warn(`web console not built in ${consoleDir}: run npm run build`);
   for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
   const recovered = await recoverAfterRestart(store);
   if (recovered.interruptedTasks > 0)

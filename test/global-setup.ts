@@ -1,5 +1,6 @@
 /**
- * Runs once before the suite: compiles src/ into dist/ so the process tests
+ * Runs once before the suite: compiles src/ into dist/ (and the web console
+ * into dist/console/, as `npm run build` does) so the process tests
  * (test/process/) run the real `cairn` bin — `node dist/cli/main.js serve`,
  * what the README and `npm start` use — rather than the TypeScript sources.
  * A build that fails stops the run: process tests against a stale dist/ would
@@ -34,11 +35,33 @@ export default function setup(): void {
       stdio: 'pipe',
       encoding: 'utf8',
     });
+    // In a child process of its own, as `npm run build` runs it: vitest sets
+    // NODE_ENV=test, which would give the console a development build.
+    execFileSync(
+      process.execPath,
+      [
+        join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js'),
+        'build',
+        '--config',
+        join(ROOT, 'console', 'vite.config.ts'),
+        '--outDir',
+        join(staging, 'console'),
+        '--emptyOutDir',
+        '--logLevel',
+        'error',
+      ],
+      {
+        cwd: ROOT,
+        stdio: 'pipe',
+        encoding: 'utf8',
+        env: { ...process.env, NODE_ENV: 'production' },
+      },
+    );
   } catch (err) {
     rmSync(staging, { recursive: true, force: true });
     const { stdout, stderr } = err as { stdout?: string; stderr?: string };
     throw new Error(
-      `global setup: \`tsc -p tsconfig.build.json\` failed, so the process tests cannot trust dist/:\n${stdout ?? ''}${stderr ?? ''}`,
+      `global setup: building dist/ (tsc, then the console with vite) failed, so the process tests cannot trust it:\n${stdout ?? ''}${stderr ?? ''}${(err as Error).message}`,
     );
   }
   // tsc writes files without the execute bit; a linked `cairn` (npm link) needs it.

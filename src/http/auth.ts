@@ -99,8 +99,8 @@ export class AuthFailureLimiter {
 
 export interface AuthOptions {
   apiKey: string;
-  /** Paths anyone may call (health checks). */
-  openPaths: ReadonlySet<string>;
+  /** True for paths anyone may call (no key needed). */
+  isOpenPath: (path: string) => boolean;
   limiter?: AuthFailureLimiter;
 }
 
@@ -109,7 +109,7 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
   const expected = digest(options.apiKey);
   const limiter = options.limiter ?? new AuthFailureLimiter();
   app.addHook('onRequest', async (request, reply) => {
-    if (options.openPaths.has(request.url.split('?')[0] ?? '')) return;
+    if (options.isOpenPath(request.url.split('?')[0] ?? '')) return;
     // A locked-out address is refused before its key is checked: otherwise a
     // guesser would still learn which guess was right.
     const blockedMs = limiter.blockedForMs(request.ip);

@@ -12,6 +12,7 @@ import type { Runtime } from '../runtime/router.js';
 import type { Store } from '../store/store.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { errorBody, sendError } from './errors.js';
+import { isConsolePath } from './routes/console.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
 import { eventRoutes } from './routes/events.js';
@@ -44,6 +45,10 @@ export interface ServerDeps {
 
 /** Paths anyone may call, even when an API key is configured. */
 const OPEN_PATHS = new Set(['/health']);
+
+function isOpenPath(path: string): boolean {
+  return OPEN_PATHS.has(path) || isConsolePath(path);
+}
 
 export function createServer(deps: ServerDeps): FastifyInstance {
   const app = Fastify({
@@ -99,7 +104,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     }
   });
 
-  if (deps.apiKey !== null) registerAuth(app, { apiKey: deps.apiKey, openPaths: OPEN_PATHS });
+  if (deps.apiKey !== null) registerAuth(app, { apiKey: deps.apiKey, isOpenPath });
 
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
   app.setNotFoundHandler((request, reply) => {
@@ -120,7 +125,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       // One bucket for the key holder, else one per address: never per
       // header spelling, which a client could vary at will (RELIABILITY 52).
       keyGenerator: clientIdentity,
-      allowList: (request) => OPEN_PATHS.has(request.url.split('?')[0] ?? ''),
+      allowList: (request) => isOpenPath(request.url.split('?')[0] ?? ''),
       errorResponseBuilder: (_request, context) =>
         new CairnError(
           'RATE_LIMITED',

@@ -342,7 +342,7 @@ export class Runtime {
   async buildContext(
     session: SessionRow,
     agent: AgentConfig,
-  ): Promise<{ messages: ChatMessage[]; tail: StoredMessage[] }> {
+  ): Promise<{ messages: ChatMessage[]; tail: StoredMessage[]; memory: string | undefined }> {
     const { system, tail } = await this.store.loadContext(session.id, session.compact_seq);
     const systemMessages: ChatMessage[] = system.map(toChatMessage);
     const extra = this.deps.systemContext ? await this.deps.systemContext(agent) : undefined;
@@ -354,6 +354,8 @@ export class Runtime {
         session.compact_summary,
       ),
       tail,
+      // The memory block on its own, so the context view can count it apart.
+      memory: extra,
     };
   }
 

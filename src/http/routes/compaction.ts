@@ -80,14 +80,18 @@ export function compactionRoutes(
       }
       const built = await runtime.buildContext(session, agent);
       const messages = normalizeOutgoing(built.messages);
-      const system = estimateMessagesTokens(messages.filter((m) => m.role === 'system'));
+      // Memory notes travel as a system message; count them apart from the prompt.
+      const memory = built.memory
+        ? estimateMessagesTokens([{ role: 'system', content: built.memory }])
+        : 0;
+      const system = estimateMessagesTokens(messages.filter((m) => m.role === 'system')) - memory;
       const summary = estimateMessagesTokens(
         summaryMessages(session.compact_summary, built.tail[0]),
       );
       const total = estimateMessagesTokens(messages);
       return {
         messages,
-        tokens: { system, summary, raw: total - system - summary, total },
+        tokens: { system, memory, summary, raw: total - system - memory - summary, total },
         contextWindow: deps.contextWindow,
       };
     },

@@ -1,0 +1,95 @@
+/** The shapes the console reads from the HTTP API (DESIGN §6), as stored (snake_case). */
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface Message {
+  seq: number;
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string | null;
+  tool_calls?: ToolCall[] | null;
+  tool_call_id?: string | null;
+  name?: string | null;
+  created_at?: string;
+  compacted: boolean;
+}
+
+export interface Session {
+  id: string;
+  agent_name: string;
+  mode: string;
+  status: 'active' | 'closed';
+  title: string | null;
+  created_at: string;
+  updated_at: string;
+  message_count: number;
+  compact_summary: string | null;
+  compact_size: number;
+  compaction_count: number;
+  compact_seq: number;
+}
+
+export interface Compaction {
+  id: number;
+  from_size: number;
+  to_size: number;
+  summary: string;
+  trigger: 'manual' | 'auto';
+  model: string;
+  created_at: string;
+  undone_at: string | null;
+}
+
+export interface ContextTokens {
+  system: number;
+  /** Memory notes; older servers do not send it (counted in `system` then). */
+  memory?: number;
+  summary: number;
+  raw: number;
+  total: number;
+}
+
+export interface ContextInfo {
+  tokens: ContextTokens;
+  contextWindow: number;
+}
+
+export interface Task {
+  id: string;
+  session_id: string;
+  agent_name: string;
+  status: 'running' | 'waiting' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
+  input: string;
+  result: string | null;
+  question: string | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Agent {
+  name: string;
+  description?: string;
+  system?: string;
+  tools?: string[];
+  /** Set for a daemon agent: its schedule and the prompt each tick runs. */
+  daemon?: { every?: string; cron?: string; prompt: string };
+  [setting: string]: unknown;
+}
+
+export interface MemoryNote {
+  key: string;
+  content: string;
+  updated_at: string;
+}
+
+export interface DryRun {
+  dryRun: true;
+  compactedCount: number;
+  newSize: number;
+  batchChars: number;
+  totalChars: number;
+}

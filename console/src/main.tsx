@@ -1,0 +1,6 @@
+/** Entry point of the web console (DESIGN §13). */
+import { render } from 'preact';
+import { App } from './views/App';
+import './styles.css';
+
+render(<App />, document.getElementById('app')!);

@@ -1,0 +1,137 @@
+/** Agents: their settings, their memory notes (add, delete), and a way to start a chat. */
+import { useState } from 'preact/hooks';
+import { useApi, useLoad, useLiveEvents } from '../lib/hooks';
+import { href, navigate, onLinkClick } from '../lib/router';
+import type { Agent, MemoryNote, Session } from '../lib/types';
+import { ErrorNote } from './ErrorNote';
+
+export function AgentsView({ selected }: { selected: string | undefined }) {
+  const api = useApi();
+  const agents = useLoad(() => api.get<{ agents: Agent[] }>('/agents'), []);
+  const list = agents.data?.agents ?? [];
+  const name = selected ?? list[0]?.name;
+  return (
+    <div class="split">
+      <nav aria-label="Agents" class="side">
+        <h2>Agents</h2>
+        <ErrorNote error={agents.error} />
+        <ul>
+          {list.map((a) => (
+            <li key={a.name}>
+              <a
+                href={href(`agents/${encodeURIComponent(a.name)}`)}
+                onClick={onLinkClick}
+                aria-current={a.name === name ? 'page' : undefined}
+              >
+                {a.name}
+              </a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      {name && <AgentDetail key={name} agent={list.find((a) => a.name === name)} name={name} />}
+    </div>
+  );
+}
+
+function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }) {
+  const api = useApi();
+  const [error, setError] = useState<string>();
+  const notes = useLoad(
+    () => api.get<{ notes: MemoryNote[] }>(`/agents/${encodeURIComponent(name)}/memory`),
+    [name],
+  );
+  useLiveEvents(undefined, notes.reload);
+  const [key, setKey] = useState('');
+  const [content, setContent] = useState('');
+  const memoryUrl = (k: string) =>
+    `/agents/${encodeURIComponent(name)}/memory/${encodeURIComponent(k)}`;
+
+  const newChat = async () => {
+    try {
+      const { session } = await api.post<{ session: Session }>('/sessions', { agentName: name });
+      navigate(href(`sessions/${session.id}`));
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  const addNote = async (e: Event) => {
+    e.preventDefault();
+    try {
+      await api.put(memoryUrl(key.trim()), { content });
+      setKey('');
+      setContent('');
+      notes.reload();
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  const deleteNote = async (k: string) => {
+    try {
+      await api.delete(memoryUrl(k));
+      notes.reload();
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+
+  const { name: _name, description, system, ...settings } = agent ?? { name };
+  return (
+    <section class="main" aria-labelledby="agent-title">
+      <h2 id="agent-title">{name}</h2>
+      {description && <p>{description}</p>}
+      <p>
+        <button type="button" onClick={() => void newChat()}>
+          New chat
+        </button>{' '}
+        <a href={href(`sessions?agentName=${encodeURIComponent(name)}`)} onClick={onLinkClick}>
+          Sessions of {name}
+        </a>
+      </p>
+      <ErrorNote error={error} />
+      <h3>Settings</h3>
+      {system && (
+        <details>
+          <summary>System prompt</summary>
+          <pre>{system}</pre>
+        </details>
+      )}
+      <pre class="settings" aria-label="Settings">
+        {JSON.stringify(settings, null, 2)}
+      </pre>
+      <h3>Memory notes</h3>
+      <ErrorNote error={notes.error} />
+      <ul class="notes">
+        {(notes.data?.notes ?? []).map((n) => (
+          <li key={n.key}>
+            <strong>{n.key}</strong>: {n.content}{' '}
+            <button
+              type="button"
+              aria-label={`Delete note ${n.key}`}
+              onClick={() => void deleteNote(n.key)}
+            >
+              Delete
+            </button>
+          </li>
+        ))}
+        {notes.data?.notes.length === 0 && <li>No notes.</li>}
+      </ul>
+      <form class="note-form" onSubmit={(e) => void addNote(e)}>
+        <label>
+          Key
+          <input
+            value={key}
+            required
+            pattern="\S+"
+            onInput={(e) => setKey(e.currentTarget.value)}
+          />
+        </label>
+        <label>
+          Note
+          <textarea value={content} required onInput={(e) => setContent(e.currentTarget.value)} />
+        </label>
+        <button type="submit">Add note</button>
+      </form>
+    </section>
+  );
+}

@@ -1,0 +1,135 @@
+/**
+ * The chat box: sends a message as a streamed chat turn and shows the reply
+ * as it arrives, with each tool call as it runs and its result when it lands.
+ */
+import { useState } from 'preact/hooks';
+import { useApi } from '../lib/hooks';
+import type { SseEvent } from '../lib/sse';
+
+interface RunningTool {
+  id: string;
+  name: string;
+  arguments: string;
+  result?: string;
+  isError?: boolean;
+}
+
+export function ChatBox(props: {
+  agentName: string;
+  sessionId: string;
+  disabled?: boolean;
+  onTurnEnd: () => void;
+}) {
+  const api = useApi();
+  const [message, setMessage] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [reply, setReply] = useState('');
+  const [tools, setTools] = useState<RunningTool[]>([]);
+  const [error, setError] = useState<string>();
+
+  const onEvent = (event: SseEvent) => {
+    switch (event.event) {
+      case 'delta': {
+        const data = JSON.parse(event.data) as { text: string };
+        setReply((text) => text + data.text);
+        break;
+      }
+      case 'tool_call': {
+        const data = JSON.parse(event.data) as { id: string; name: string; arguments: string };
+        setTools((list) => [...list, { id: data.id, name: data.name, arguments: data.arguments }]);
+        break;
+      }
+      case 'tool_result': {
+        const data = JSON.parse(event.data) as { id: string; content: string; isError: boolean };
+        setTools((list) =>
+          list.map((t) =>
+            t.id === data.id ? { ...t, result: data.content, isError: data.isError } : t,
+          ),
+        );
+        break;
+      }
+      case 'error': {
+        const data = JSON.parse(event.data) as { error?: { message?: string } };
+        setError(data.error?.message ?? 'The turn failed.');
+        break;
+      }
+    }
+  };
+
+  const send = async () => {
+    const text = message.trim();
+    if (text === '' || busy) return;
+    setBusy(true);
+    setReply('');
+    setTools([]);
+    setError(undefined);
+    try {
+      await api.stream(
+        `/agents/${encodeURIComponent(props.agentName)}/chat`,
+        { message: text, sessionId: props.sessionId, stream: true },
+        onEvent,
+      );
+      setMessage('');
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      // The turn is in the transcript now; the live panel was for while it ran.
+      setBusy(false);
+      setReply('');
+      setTools([]);
+      props.onTurnEnd();
+    }
+  };
+
+  return (
+    <section class="chat" aria-label="Chat">
+      {(busy || reply !== '' || tools.length > 0) && (
+        <div class="streaming" aria-live="polite" aria-busy={busy}>
+          {tools.length > 0 && (
+            <ul class="running-tools" aria-label="Tool calls">
+              {tools.map((t) => (
+                <li key={t.id}>
+                  <code>{t.name}</code>{' '}
+                  {t.result === undefined ? 'running…' : t.isError ? 'failed' : 'done'}
+                </li>
+              ))}
+            </ul>
+          )}
+          {busy && <p class="reply-live">{reply || 'Thinking…'}</p>}
+        </div>
+      )}
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          void send();
+        }}
+      >
+        <label for="chat-message" class="visually-hidden">
+          Message
+        </label>
+        <textarea
+          id="chat-message"
+          value={message}
+          rows={2}
+          placeholder="Message (Enter sends, Shift+Enter for a new line)"
+          disabled={props.disabled}
+          onInput={(e) => setMessage(e.currentTarget.value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+              e.preventDefault();
+              void send();
+            }
+          }}
+        />
+        <button type="submit" disabled={busy || props.disabled}>
+          Send
+        </button>
+      </form>
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}

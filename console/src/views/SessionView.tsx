@@ -1,0 +1,191 @@
+/**
+ * One session: the context bar, compaction (preview, compact now, history,
+ * undo), the transcript with the compacted prefix set apart, and the chat box.
+ * Follows the session's events, so turns sent elsewhere appear live.
+ */
+import { useState } from 'preact/hooks';
+import { ContextBar } from '../components/ContextBar';
+import { Transcript } from '../components/Transcript';
+import type { Api } from '../lib/api';
+import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
+import type { Compaction, ContextInfo, DryRun, Message, Session } from '../lib/types';
+import { ChatBox } from './ChatBox';
+import { ErrorNote } from './ErrorNote';
+
+const MESSAGE_PAGE = 1000;
+
+async function loadMessages(api: Api, id: string): Promise<Message[]> {
+  const all: Message[] = [];
+  for (let afterSeq = 0; ;) {
+    const { messages } = await api.get<{ messages: Message[] }>(
+      `/sessions/${id}/messages?afterSeq=${afterSeq}&limit=${MESSAGE_PAGE}`,
+    );
+    all.push(...messages);
+    if (messages.length < MESSAGE_PAGE) return all;
+    afterSeq = messages[messages.length - 1]!.seq;
+  }
+}
+
+interface SessionData {
+  session: Session;
+  messages: Message[];
+  context: ContextInfo | undefined;
+  compactions: Compaction[];
+}
+
+export function SessionView({ id }: { id: string }) {
+  const api = useApi();
+  const loaded = useLoad<SessionData>(async () => {
+    const [{ session }, messages, context, { compactions }] = await Promise.all([
+      api.get<{ session: Session }>(`/sessions/${id}`),
+      loadMessages(api, id),
+      // A session whose agent is gone has no next call to describe.
+      api.get<ContextInfo>(`/sessions/${id}/context`).catch(() => undefined),
+      api.get<{ compactions: Compaction[] }>(`/sessions/${id}/compactions`),
+    ]);
+    return { session, messages, context, compactions };
+  }, [id]);
+  const live = useLiveEvents(id, loaded.reload);
+  const data = loaded.data;
+  if (!data) {
+    return (
+      <section class="main">
+        <ErrorNote error={loaded.error} />
+        {!loaded.error && <p>Loading…</p>}
+      </section>
+    );
+  }
+  const { session } = data;
+  return (
+    <div class="session">
+      <section class="main" aria-labelledby="session-title">
+        <h2 id="session-title">{session.title ?? session.id}</h2>
+        <p class="meta">
+          {session.agent_name} · {session.mode} · {session.status} · {session.message_count}{' '}
+          messages · <span class={`live-${live}`}>{live === 'live' ? 'live' : live}</span>
+        </p>
+        <ErrorNote error={loaded.error} />
+        <Transcript
+          messages={data.messages}
+          compactSize={session.compact_size}
+          summary={session.compact_summary}
+        />
+        <ChatBox
+          agentName={session.agent_name}
+          sessionId={session.id}
+          disabled={session.status === 'closed'}
+          onTurnEnd={loaded.reload}
+        />
+      </section>
+      <aside class="side-panel" aria-label="Context and compaction">
+        {data.context && <ContextBar context={data.context} />}
+        <CompactPanel session={session} compactions={data.compactions} onChange={loaded.reload} />
+      </aside>
+    </div>
+  );
+}
+
+function CompactPanel(props: {
+  session: Session;
+  compactions: Compaction[];
+  onChange: () => void;
+}) {
+  const api = useApi();
+  const [instructions, setInstructions] = useState('');
+  const [preview, setPreview] = useState<DryRun>();
+  const [note, setNote] = useState<string>();
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const url = `/sessions/${props.session.id}/compact`;
+  const options = () => (instructions.trim() ? { instructions: instructions.trim() } : {});
+
+  const act = async (action: () => Promise<void>) => {
+    setBusy(true);
+    setError(undefined);
+    setNote(undefined);
+    try {
+      await action();
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const dryRun = () =>
+    act(async () => setPreview(await api.post<DryRun>(url, { dryRun: true, ...options() })));
+  const compact = () =>
+    act(async () => {
+      const result = await api.post<{
+        compactedCount: number;
+        newSize: number;
+        alreadyUpToDate: boolean;
+      }>(url, options());
+      setPreview(undefined);
+      setNote(
+        result.alreadyUpToDate
+          ? 'Nothing to compact: already up to date.'
+          : `Compacted ${result.compactedCount} messages; the summary now covers ${result.newSize}.`,
+      );
+      props.onChange();
+    });
+  const undo = () =>
+    act(async () => {
+      const result = await api.post<{ restoredSize: number }>(`${url}/undo`);
+      setNote(`Undone: the summary now covers ${result.restoredSize} messages.`);
+      props.onChange();
+    });
+
+  return (
+    <section class="compaction" aria-label="Compaction">
+      <h3>Compaction</h3>
+      <label>
+        Instructions (optional)
+        <textarea
+          value={instructions}
+          rows={2}
+          maxLength={4000}
+          onInput={(e) => setInstructions(e.currentTarget.value)}
+        />
+      </label>
+      <p class="buttons">
+        <button type="button" disabled={busy} onClick={() => void dryRun()}>
+          Preview
+        </button>{' '}
+        <button type="button" disabled={busy} onClick={() => void compact()}>
+          Compact now
+        </button>
+      </p>
+      {preview && (
+        <p class="preview" role="status">
+          Preview: would compact {preview.compactedCount} messages (summary would cover{' '}
+          {preview.newSize}); {preview.batchChars.toLocaleString('en-US')} of{' '}
+          {preview.totalChars.toLocaleString('en-US')} characters.
+        </p>
+      )}
+      {note && (
+        <p role="status" class="note">
+          {note}
+        </p>
+      )}
+      <ErrorNote error={error} />
+      <h4>History</h4>
+      <ol class="history">
+        {props.compactions.map((c) => (
+          <li key={c.id} class={c.undone_at ? 'undone' : ''}>
+            {new Date(c.created_at).toLocaleString()} · {c.trigger} · {c.from_size} → {c.to_size}{' '}
+            messages
+            {c.undone_at ? ' · undone' : ''}
+          </li>
+        ))}
+        {props.compactions.length === 0 && <li>No compactions yet.</li>}
+      </ol>
+      <button
+        type="button"
+        disabled={busy || props.session.compact_size === 0}
+        onClick={() => void undo()}
+      >
+        Undo last compaction
+      </button>
+    </section>
+  );
+}

@@ -1,0 +1,338 @@
+/**
+ * The console in a real browser (DESIGN §13): Debian's Chromium driven by
+ * playwright-core against a real `cairn serve` child process and the fake
+ * model. Clicks through chat → compact → divider and summary → undo → answer
+ * a waiting task → a turn sent through the API appears live; then the key
+ * prompt of a server with an API key. No page errors, and no request leaves
+ * the server's origin. Screenshots go to test-artifacts/console/.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
+import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { makeHome } from '../helpers/test-app.js';
+import { spawnServer, type ServerProcess } from '../process/spawn-server.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ARTIFACTS = join(ROOT, 'test-artifacts', 'console');
+const CHROMIUM = process.env.CAIRN_CHROMIUM ?? '/usr/bin/chromium';
+/** Headless, and quiet: no update checks, sync or other traffic of the browser's own. */
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-default-apps',
+  '--disable-extensions',
+];
+/** Generous: the machine running the suite may be busy; nothing here measures speed. */
+const UI_TIMEOUT_MS = 20_000;
+const FLOW_TIMEOUT_MS = 180_000;
+/** Installing chromium on a fresh machine (scripts/ensure-chromium.sh) takes a while. */
+const SETUP_TIMEOUT_MS = 600_000;
+const SUMMARY = 'The user asked for the time; the assistant said it was noon.';
+const API_KEY = 'console-test-key';
+const CONTEXT_WINDOW = 1024;
+const TOOL_FOLLOW_UP_DELAY_MS = 1_000;
+
+const AGENT = {
+  name: 'assistant',
+  description: 'Console test agent',
+  system: 'You are a test assistant.',
+  tools: ['current_time', 'ask_user'],
+  maxIterations: 6,
+};
+
+/** A daemon agent, for the Daemons page (the server runs with --no-daemons: it never ticks). */
+const TICKER = {
+  name: 'ticker',
+  description: 'Ticks every hour',
+  system: 'You tick.',
+  tools: [],
+  daemon: { every: '1h', prompt: 'Report the hour.' },
+};
+
+/** The fake model's script, chosen by what it is asked. */
+function reply(body: { messages: { role: string; content: unknown }[] }) {
+  if (isSummaryRequest(body)) return { content: SUMMARY };
+  const last = body.messages.at(-1)!;
+  if (last.role === 'tool') {
+    // A pause after the tool ran, so the chat box shows the call while the turn is still open.
+    return { content: `Tool said: ${String(last.content)}`, delayMs: TOOL_FOLLOW_UP_DELAY_MS };
+  }
+  const text = String(last.content);
+  if (text.includes('what time'))
+    return { tool_calls: [{ name: 'current_time', arguments: '{}' }] };
+  if (text.includes('weather')) {
+    return {
+      tool_calls: [{ name: 'ask_user', arguments: JSON.stringify({ question: 'Which city?' }) }],
+    };
+  }
+  return { content: `Reply to: ${text}` };
+}
+
+interface Browser {
+  context: BrowserContext;
+  page: Page;
+  pageErrors: string[];
+  foreignRequests: string[];
+  close(): Promise<void>;
+}
+
+/** A fresh Chromium profile watching for page errors and requests to any other origin. */
+async function openBrowser(origin: string): Promise<Browser> {
+  const profile = mkdtempSync(join(tmpdir(), 'cairn-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(UI_TIMEOUT_MS);
+  const pageErrors: string[] = [];
+  const foreignRequests: string[] = [];
+  page.on('pageerror', (err) => pageErrors.push(err.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !message.text().includes('401')) {
+      pageErrors.push(message.text());
+    }
+  });
+  context.on('request', (request) => {
+    const url = request.url();
+    if (!url.startsWith(`${origin}/`) && !url.startsWith('data:')) foreignRequests.push(url);
+  });
+  return {
+    context,
+    page,
+    pageErrors,
+    foreignRequests,
+    async close() {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+interface TaskBody {
+  task: { id: string; status: string };
+}
+
+async function postJson<T>(url: string, body: unknown): Promise<{ status: number; json: T }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as T };
+}
+
+describe('the console in Chromium', () => {
+  let fake: FakeLlmServer;
+  let home: string;
+  let server: ServerProcess;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    execFileSync('bash', [join(ROOT, 'scripts', 'ensure-chromium.sh')], { stdio: 'inherit' });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    fake = await startFakeLlmServer();
+    fake.setDefault(reply);
+    // A small window, so the context bar has something to show.
+    home = makeHome(
+      {
+        agents: { assistant: AGENT, ticker: TICKER },
+        mainModel: { contextWindow: CONTEXT_WINDOW },
+      },
+      fake.baseURL,
+    );
+    server = await spawnServer({ home });
+    browser = await openBrowser(server.url);
+  }, SETUP_TIMEOUT_MS);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop('SIGTERM');
+    await fake?.close();
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  it(
+    'chats, compacts, undoes, answers a waiting task and follows a turn sent elsewhere',
+    async () => {
+      const { page } = browser;
+      await page.goto(`${server.url}/`);
+      await page
+        .getByRole('navigation', { name: 'Agents' })
+        .getByRole('link', { name: 'assistant' })
+        .click();
+      await page.waitForURL(/\/console\/agents\/assistant$/);
+
+      // Memory notes: add one, then delete it.
+      await page.getByRole('textbox', { name: 'Key' }).fill('city');
+      await page.getByRole('textbox', { name: 'Note' }).fill('The user lives in Lyon.');
+      await page.getByRole('button', { name: 'Add note' }).click();
+      await page.getByText('The user lives in Lyon.').waitFor();
+      await page.getByRole('button', { name: 'Delete note city' }).click();
+      await page.getByText('The user lives in Lyon.').waitFor({ state: 'detached' });
+
+      await page.getByRole('button', { name: 'New chat' }).click();
+      await page.waitForURL(/\/console\/sessions\/sess_/);
+      const sessionUrl = page.url();
+      const sessionId = sessionUrl.split('/').at(-1)!;
+
+      // Chat: a tool call, then the streamed reply.
+      const send = async (text: string, answer: string | RegExp) => {
+        await page.getByRole('textbox', { name: 'Message' }).fill(text);
+        await page.getByRole('button', { name: 'Send' }).click();
+        await page.getByText(answer, { exact: true }).waitFor();
+      };
+      await page.getByRole('textbox', { name: 'Message' }).fill('what time is it?');
+      await page.getByRole('textbox', { name: 'Message' }).press('Enter');
+      // The tool call shows up in the chat box while the turn runs.
+      await page.getByRole('list', { name: 'Tool calls' }).getByText('current_time').waitFor();
+      await page.getByText(/^Tool said: /).waitFor();
+      await expect(page.getByText('Tool call: current_time').count()).resolves.toBeGreaterThan(0);
+      for (let i = 1; i <= 3; i++)
+        await send(`message number ${i}`, `Reply to: message number ${i}`);
+
+      // Preview, then compact with instructions.
+      await page.getByRole('button', { name: 'Preview' }).click();
+      await page.getByText(/^Preview: would compact \d+ messages/).waitFor();
+      await page.getByRole('textbox', { name: 'Instructions (optional)' }).fill('Keep the times.');
+      await page.getByRole('button', { name: 'Compact now' }).click();
+      const divider = page.getByText(/^Summary covers \d+ messages$/);
+      await divider.waitFor();
+      await page.getByText(SUMMARY).waitFor();
+      const summaryCall = fake.requests.filter((r) => isSummaryRequest(r.body)).at(-1)!;
+      expect(JSON.stringify(summaryCall.body)).toContain('Keep the times.');
+      await expect(page.getByRole('meter', { name: 'Context window used' }).count()).resolves.toBe(
+        1,
+      );
+      await page.screenshot({ path: join(ARTIFACTS, 'session-compacted.png'), fullPage: true });
+
+      // The compacted prefix is folded behind the divider and opens with the keyboard.
+      const firstQuestion = page.getByText('what time is it?', { exact: true });
+      expect(await firstQuestion.isVisible()).toBe(false);
+      await divider.focus();
+      await page.keyboard.press('Enter');
+      await firstQuestion.waitFor();
+
+      // Undo: the divider and the summary go away.
+      await page.getByRole('button', { name: 'Undo last compaction' }).click();
+      await divider.waitFor({ state: 'detached' });
+      await page.getByText(/^Undone: the summary now covers 0 messages\.$/).waitFor();
+
+      // A waiting task: its question, an answer box, and the task completes.
+      const started = await postJson<TaskBody>(`${server.url}/agents/assistant/tasks?wait=true`, {
+        input: 'what is the weather?',
+      });
+      expect(started.status).toBe(201);
+      expect(started.json.task.status).toBe('waiting');
+      await page.getByRole('link', { name: 'Tasks' }).click();
+      await page.getByText('Which city?').waitFor();
+      await page.getByRole('textbox', { name: 'Answer' }).fill('Paris');
+      await page.getByRole('button', { name: 'Answer' }).click();
+      await page.getByText('Tool said: Paris').waitFor();
+      await page.screenshot({ path: join(ARTIFACTS, 'tasks.png'), fullPage: true });
+      const task = (await (
+        await fetch(`${server.url}/tasks/${started.json.task.id}`)
+      ).json()) as TaskBody;
+      expect(task.task.status).toBe('completed');
+
+      // Live: a turn sent through the API shows up in the open session view.
+      await page.goBack();
+      await page.waitForURL(sessionUrl);
+      await page.getByText('Reply to: message number 3').waitFor();
+      await page.locator('.live-live').waitFor();
+      const chat = await postJson<{ reply: string }>(`${server.url}/agents/assistant/chat`, {
+        message: 'sent from the API',
+        sessionId,
+      });
+      expect(chat.status).toBe(200);
+      await page.getByText('Reply to: sent from the API').waitFor();
+
+      // Sessions: the list links to the session; a filter that matches nothing says so.
+      await page.getByRole('link', { name: 'Sessions', exact: true }).click();
+      await page.getByRole('link', { name: sessionId }).waitFor();
+      await page.getByRole('combobox', { name: 'Agent' }).selectOption('ticker');
+      await page.getByText('No sessions match.').waitFor();
+
+      // Daemons: the scheduled agent and its (so far empty) ticks.
+      await page.getByRole('link', { name: 'Daemons' }).click();
+      await page.getByRole('heading', { name: 'ticker' }).waitFor();
+      await page.getByText('Schedule: 1h').waitFor();
+      await page.getByText('No ticks yet.').waitFor();
+
+      // Readable on a phone: nothing wider than the screen.
+      await page.goto(sessionUrl);
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.getByRole('textbox', { name: 'Message' }).waitFor();
+      // A string, evaluated in the page: this file is type-checked without the DOM library.
+      const overflow = await page.evaluate<number>(
+        'document.documentElement.scrollWidth - document.documentElement.clientWidth',
+      );
+      expect(overflow).toBeLessThanOrEqual(0);
+      await page.screenshot({ path: join(ARTIFACTS, 'session-phone.png'), fullPage: true });
+
+      expect(browser.pageErrors).toEqual([]);
+      expect(browser.foreignRequests).toEqual([]);
+    },
+    FLOW_TIMEOUT_MS,
+  );
+});
+
+describe('the console against a server with an API key', () => {
+  let home: string;
+  let server: ServerProcess;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    execFileSync('bash', [join(ROOT, 'scripts', 'ensure-chromium.sh')], { stdio: 'inherit' });
+    home = makeHome({ agents: { assistant: AGENT } }, null);
+    server = await spawnServer({ home, env: { CAIRN_API_KEY: API_KEY } });
+    browser = await openBrowser(server.url);
+  }, SETUP_TIMEOUT_MS);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop('SIGTERM');
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  it(
+    'asks for the key once, says when it is wrong, and keeps it for the tab',
+    async () => {
+      const { page } = browser;
+      await page.goto(`${server.url}/console/agents`);
+      const field = page.getByLabel('API key');
+      await field.fill('not-the-key');
+      await page.getByRole('button', { name: 'Unlock' }).click();
+      await page.getByRole('alert').filter({ hasText: 'Wrong API key' }).waitFor();
+
+      await field.fill(API_KEY);
+      await page.getByRole('button', { name: 'Unlock' }).click();
+      await page.getByRole('button', { name: 'New chat' }).waitFor();
+      expect(await page.evaluate("sessionStorage.getItem('cairn.apiKey')")).toBe(API_KEY);
+
+      // A reload keeps the key: no second prompt; the live stream carries it too.
+      await page.reload();
+      await page.getByRole('button', { name: 'New chat' }).click();
+      await page.waitForURL(/\/console\/sessions\/sess_/);
+      await page.locator('.live-live').waitFor();
+      expect(await page.getByLabel('API key').count()).toBe(0);
+      await page.screenshot({ path: join(ARTIFACTS, 'with-key.png') });
+
+      expect(browser.pageErrors).toEqual([]);
+      expect(browser.foreignRequests).toEqual([]);
+    },
+    FLOW_TIMEOUT_MS,
+  );
+});
