@@ -8,7 +8,6 @@ import { AgentRegistry } from './agents/agent-registry.js';
 import { formatProblem, loadAgents } from './agents/load-agents.js';
 import type { AgentProblem } from './agents/agent-config.js';
 import type { ModelRoleSettings, Settings } from './config/settings.js';
-import { describeModelRole } from './config/settings.js';
 import { CairnError } from './errors.js';
 import { createServer } from './http/create-server.js';
 import { compactionRoutes } from './http/routes/compaction.js';
@@ -21,11 +20,10 @@ import { EventBus } from './runtime/events.js';
 import { Runtime } from './runtime/router.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
-import { currentTimeTool } from './tools/builtins/current-time.js';
-import { historySearchTool } from './tools/builtins/history-search.js';
+import { builtinTools } from './tools/builtins/index.js';
+import { checkAgentTools } from './agents/check-agent-tools.js';
 import { ToolCatalog } from './tools/tool-catalog.js';
-import { askUserTool } from './tools/builtins/ask-user.js';
-import { memoryContext, memoryTools } from './tools/builtins/memory.js';
+import { memoryContext } from './tools/builtins/memory.js';
 import { DaemonScheduler } from './runtime/daemons.js';
 import { subagentTool } from './runtime/subagents.js';
 import { TaskRunner } from './runtime/tasks.js';
@@ -69,17 +67,12 @@ function openStore(settings: Settings): Store {
 
 export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
   const { agents, problems } = loadAgents(settings.agentsDir);
-  const registry = new AgentRegistry(agents);
+  const registry = new AgentRegistry(agents, problems);
   const store = openStore(settings);
   const events = new EventBus(store);
 
   const tools: ToolCatalog = new ToolCatalog({
-    builtins: {
-      current_time: () => currentTimeTool(),
-      history_search: () => historySearchTool(),
-      ask_user: () => askUserTool(),
-      memory: (agent) => memoryTools(agent),
-    },
+    builtins: builtinTools(),
     // Bound late: the runtime needs the catalog, and subagent tools need the runtime.
     subagent: (caller, name) => subagentTool(runtime, caller, name),
   });
@@ -152,21 +145,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     server.log.warn(
       `${interrupted} task(s) were running when the server stopped; marked interrupted`,
     );
-  server.log.info(
-    {
-      agents: registry.list().map((a) => a.name),
-      database: settings.database.kind === 'sqlite' ? settings.database.path : 'postgres',
-      mainModel: describeModelRole(settings.models.main),
-      compactModel: describeModelRole(settings.models.compact),
-    },
-    'cairn ready',
-  );
-  for (const agent of registry.list()) {
-    // Fail early and visibly on tool lists that cannot be resolved.
-    await tools
-      .forAgent(agent)
-      .catch((err: unknown) => server.log.warn(`agent "${agent.name}": ${(err as Error).message}`));
-  }
+  // Fail early and visibly on tool lists that cannot be resolved (the same check as `cairn agents validate`).
+  for (const problem of await checkAgentTools(registry.list(), (agent) => tools.forAgent(agent)))
+    server.log.warn(formatProblem(problem));
   if (options.daemons !== false) await daemons.start();
 
   return {

@@ -4,11 +4,13 @@
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline/promises';
+import { checkAgentTools } from '../agents/check-agent-tools.js';
 import { formatProblem, loadAgents } from '../agents/load-agents.js';
+import { builtinTools } from '../tools/builtins/index.js';
+import { ToolCatalog } from '../tools/tool-catalog.js';
 import { loadSettings } from '../config/settings.js';
 import { migrate, openDatabase } from '../store/sqlite/open-database.js';
-import { request, streamEvents, type ClientOptions } from './client.js';
+import { CliUsageError, request, type ClientOptions } from './client.js';
 
 const DEMO_AGENT = {
   $schema: '../../schemas/agent.json',
@@ -40,11 +42,19 @@ export function init(dir = '.'): string[] {
   return created;
 }
 
-/** `cairn agents validate`: prints every problem; returns the exit code. */
-export function validateAgents(): number {
+/**
+ * `cairn agents validate`: the server's start-up checks (schema, paths, and
+ * every tool resolving), each problem printed; returns the exit code.
+ */
+export async function validateAgents(): Promise<number> {
   const settings = loadSettings();
-  const { agents, problems } = loadAgents(settings.agentsDir);
-  for (const agent of agents) console.log(`ok    ${agent.name}`);
+  const { agents, problems: fileProblems } = loadAgents(settings.agentsDir);
+  const catalog = new ToolCatalog({ builtins: builtinTools() });
+  const toolProblems = await checkAgentTools(agents, (agent) => catalog.forAgent(agent));
+  const problems = [...fileProblems, ...toolProblems];
+  const broken = new Set(toolProblems.map((p) => p.file));
+  for (const agent of agents)
+    if (!broken.has(join(agent.dir, 'agent.json'))) console.log(`ok    ${agent.name}`);
   for (const problem of problems) console.error(`error ${formatProblem(problem)}`);
   if (agents.length === 0 && problems.length === 0)
     console.log(`no agents in ${settings.agentsDir}`);
@@ -107,6 +117,11 @@ export async function compact(
   sessionId: string,
   options: ClientOptions & { dryRun?: boolean; undo?: boolean; instructions?: string },
 ): Promise<void> {
+  if (options.undo && (options.dryRun || options.instructions !== undefined)) {
+    throw new CliUsageError(
+      `--undo cannot be combined with ${options.dryRun ? '--dry-run' : '--instructions'}: undo restores the previous summary; run either \`cairn compact <id> --undo\` or \`cairn compact <id> --dry-run\`.`,
+    );
+  }
   const path = `/sessions/${encodeURIComponent(sessionId)}/compact${options.undo ? '/undo' : ''}`;
   const body = options.undo
     ? undefined
@@ -116,49 +131,4 @@ export async function compact(
       };
   const result = await request(options, 'POST', path, body);
   console.log(JSON.stringify(result, null, 2));
-}
-
-/** `cairn chat <agent> [--session id]`: an interactive, streamed chat. */
-export async function chat(
-  agent: string,
-  options: ClientOptions & { session?: string },
-): Promise<void> {
-  const rl = createInterface({ input: process.stdin, output: process.stdout });
-  let sessionId = options.session;
-  console.log(
-    `chatting with ${agent}${sessionId ? ` in ${sessionId}` : ''} — empty line or Ctrl-D to quit`,
-  );
-  try {
-    for (;;) {
-      let line: string;
-      try {
-        line = await rl.question('> ');
-      } catch {
-        break; // stdin closed
-      }
-      if (line.trim() === '') break;
-      for await (const { event, data } of streamEvents(
-        options,
-        `/agents/${encodeURIComponent(agent)}/chat`,
-        {
-          message: line,
-          ...(sessionId ? { sessionId } : {}),
-        },
-      )) {
-        const payload = data as Record<string, unknown>;
-        if (event === 'session') sessionId = String(payload.sessionId);
-        else if (event === 'delta') process.stdout.write(String(payload.text));
-        else if (event === 'tool_call')
-          process.stdout.write(`\n[tool ${String(payload.name)}(${String(payload.arguments)})]\n`);
-        else if (event === 'error') {
-          const error = payload.error as { code: string; message: string };
-          process.stdout.write(`\nerror ${error.code}: ${error.message}`);
-        }
-      }
-      process.stdout.write('\n');
-    }
-  } finally {
-    rl.close();
-    if (sessionId) console.log(`session: ${sessionId}`);
-  }
 }

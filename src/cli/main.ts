@@ -3,18 +3,17 @@
 import { Command } from 'commander';
 import { CairnError } from '../errors.js';
 import { VERSION } from '../version.js';
-import { ApiError } from './client.js';
-import { chat, compact, init, listSessions, runMigrations, validateAgents } from './commands.js';
+import { chat } from './chat.js';
+import { ApiError, CliUsageError, UnreachableError } from './client.js';
+import { compact, init, listSessions, runMigrations, validateAgents } from './commands.js';
 import { serve } from './serve.js';
 
 function fail(err: unknown): never {
   if (err instanceof ApiError || err instanceof CairnError)
     console.error(`error ${err.code}: ${err.message}`);
-  else if (err instanceof TypeError && /fetch failed/.test(err.message)) {
-    console.error(
-      'error: could not reach the Cairn server. Is `cairn serve` running? (set CAIRN_URL or --url)',
-    );
-  } else console.error(`error: ${(err as Error).message}`);
+  else if (err instanceof CliUsageError || err instanceof UnreachableError)
+    console.error(`error: ${err.message}`);
+  else console.error(`error: ${(err as Error).message}`);
   process.exit(1);
 }
 
@@ -46,8 +45,8 @@ program
   .description('agent tools')
   .command('validate')
   .description('check every agents/<name>/agent.json; exit 1 on any problem')
-  .action(() => {
-    process.exitCode = validateAgents();
+  .action(async () => {
+    process.exitCode = await validateAgents().catch(fail);
   });
 
 program
