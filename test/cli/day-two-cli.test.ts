@@ -1,0 +1,259 @@
+/**
+ * The CLI bugs of issue 11, reproduced with the compiled bin in child
+ * processes against a real server: chat never drops a line and exits 0 at end
+ * of input, shows questions, tool calls and results and automatic
+ * compactions; contradicting flags are refused; `agents validate` runs the
+ * start-up tool checks; start-up and network errors are one line that says
+ * what to fix.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
+import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `cairn …` with only the variables we pass; `stdin` is written and closed. */
+function cairn(args: string[], env: Record<string, string>, stdin = ''): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      [CLI_PATH, ...args],
+      { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 20_000 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+    child.stdin?.end(stdin);
+  });
+}
+
+interface StoredMessage {
+  role: string;
+  content: string | null;
+}
+
+const ASKING_AGENT = {
+  ...TEST_AGENT,
+  name: 'asker',
+  tools: ['ask_user', 'current_time'],
+};
+const AUTO_AGENT = {
+  ...TEST_AGENT,
+  name: 'auto',
+  defaultCompaction: { autoThreshold: 50 },
+};
+/** About `n` tokens of text. */
+const words = (n: number, tag: string): string => `${tag} ${'word '.repeat(n)}`.trim();
+
+describe('cairn chat against a running server', () => {
+  let fake: FakeLlmServer;
+  let home: string;
+  let server: ServerProcess;
+  beforeAll(async () => {
+    fake = await startFakeLlmServer();
+    home = makeHome(
+      {
+        agents: { assistant: TEST_AGENT, asker: ASKING_AGENT, auto: AUTO_AGENT },
+        mainModel: { contextWindow: 2_000 },
+      },
+      fake.baseURL,
+    );
+    server = await spawnServer({ home });
+  });
+  afterAll(async () => {
+    await server.stop('SIGTERM');
+    await fake.close();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  async function userMessages(sessionId: string): Promise<string[]> {
+    const res = await fetch(`${server.url}/sessions/${sessionId}/messages`);
+    const body = (await res.json()) as { messages: StoredMessage[] };
+    return body.messages.filter((m) => m.role === 'user').map((m) => String(m.content));
+  }
+  const sessionOf = (stdout: string): string => /session: (sess_\w+)/.exec(stdout)?.[1] ?? '';
+
+  it('sends every piped line in order and exits 0 at end of input', async () => {
+    fake.reset();
+    fake.setDefault(() => ({ content: 'ok' }));
+    const run = await cairn(['chat', 'assistant'], { CAIRN_URL: server.url }, 'one\n\ntwo\nthree');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(await userMessages(sessionOf(run.stdout))).toEqual(['one', 'two', 'three']);
+  });
+
+  it('exits 0 with nothing sent when stdin is already at end of input', async () => {
+    fake.reset();
+    const run = await cairn(['chat', 'assistant'], { CAIRN_URL: server.url }, '');
+    expect(run.code).toBe(0);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('queues a line typed while a reply is still running and sends it next', async () => {
+    fake.reset();
+    fake.script({ content: 'slow answer', delayMs: 800 }, { content: 'second answer' });
+    const child = spawn(process.execPath, [CLI_PATH, 'chat', 'assistant'], {
+      env: { PATH: process.env.PATH ?? '', CAIRN_URL: server.url },
+    });
+    let stdout = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    child.stdin.write('first\n');
+    // The first reply is being produced now: type the next line meanwhile.
+    await expect.poll(() => fake.requests.length, { timeout: 10_000 }).toBe(1);
+    child.stdin.write('second\n');
+    child.stdin.end();
+    expect(await exited).toBe(0);
+    expect(stdout).toContain('slow answer');
+    expect(stdout).toContain('second answer');
+    expect(await userMessages(sessionOf(stdout))).toEqual(['first', 'second']);
+  });
+
+  it('shows tool calls, their results and a question asked with ask_user', async () => {
+    fake.reset();
+    fake.script(
+      { tool_calls: [{ name: 'current_time', arguments: '{}' }] },
+      { tool_calls: [{ name: 'ask_user', arguments: '{"question":"Which city do you mean?"}' }] },
+      { content: 'Lisbon it is.' },
+    );
+    const run = await cairn(['chat', 'asker'], { CAIRN_URL: server.url }, 'weather?\nLisbon\n');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('[tool current_time({})]');
+    expect(run.stdout).toMatch(/\[result current_time: .+\]/);
+    expect(run.stdout).toContain('[question] Which city do you mean?');
+    expect(run.stdout).toContain('Lisbon it is.');
+  });
+
+  it('says when an automatic compaction ran during the turn', async () => {
+    fake.reset();
+    fake.setDefault(() => ({ content: 'Noted.' }));
+    // Three turns of ~250 tokens stay under 50% of 2 000; the fourth crosses it.
+    let sessionId: string | undefined;
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${server.url}/agents/auto/chat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ message: words(250, `m${i}`), ...(sessionId ? { sessionId } : {}) }),
+      });
+      const body = (await res.json()) as { sessionId: string; compaction: unknown };
+      expect(body.compaction).toBeNull();
+      sessionId = body.sessionId;
+    }
+    const run = await cairn(
+      ['chat', 'auto', '--session', sessionId!],
+      { CAIRN_URL: server.url },
+      `${words(300, 'last')}\n`,
+    );
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/\[compacted \d+ earlier messages automatically/);
+  });
+
+  it('accepts --url without a scheme', async () => {
+    const run = await cairn(['sessions', '--url', server.url.replace('http://', '')], {});
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('sess_');
+  });
+});
+
+describe('CLI errors that say what to fix', () => {
+  it('names the URL it tried when nothing answers', async () => {
+    const run = await cairn(['sessions', '--url', '127.0.0.1:1'], {});
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('http://127.0.0.1:1');
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('explains a URL that is not http(s)', async () => {
+    const run = await cairn(['sessions', '--url', 'ftp://example.org'], {});
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('not an http(s) URL');
+  });
+
+  it('refuses --dry-run with --undo before sending anything', async () => {
+    // No server at this URL: the refusal must come first, so nothing is tried.
+    const run = await cairn(['compact', 'sess_abc', '--dry-run', '--undo'], {
+      CAIRN_URL: 'http://127.0.0.1:1',
+    });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('--undo cannot be combined with --dry-run');
+  });
+
+  it('serve on a port in use: one line naming the port and CAIRN_PORT, exit 1, never "ready"', async () => {
+    const blocker: Server = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const address = blocker.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    const home = makeHome({}, null);
+    try {
+      const run = await cairn(['serve', '--no-daemons'], {
+        CAIRN_HOME: home,
+        CAIRN_PORT: String(port),
+        CAIRN_LOG_LEVEL: 'info',
+      });
+      expect(run.code).toBe(1);
+      expect(run.stdout).not.toContain('ready');
+      const lines = run.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain(`port ${port}`);
+      expect(lines[0]).toContain('CAIRN_PORT');
+      expect(lines[0]).not.toMatch(/\n\s+at /);
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve));
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('agents validate fails an agent whose tool module does not exist, as start-up does', async () => {
+    const home = makeHome(
+      {
+        agents: {
+          assistant: TEST_AGENT,
+          tooly: { ...TEST_AGENT, name: 'tooly', tools: ['./tools/missing.js'] },
+          unknown: { ...TEST_AGENT, name: 'unknown', tools: ['no_such_builtin'] },
+        },
+      },
+      null,
+    );
+    try {
+      const run = await cairn(['agents', 'validate'], { CAIRN_HOME: home });
+      expect(run.code).toBe(1);
+      expect(run.stdout).toMatch(/ok\s+assistant/);
+      expect(run.stdout).not.toMatch(/ok\s+tooly/);
+      expect(run.stdout).not.toMatch(/ok\s+unknown/);
+      expect(run.stderr).toContain('./tools/missing.js does not exist');
+      expect(run.stderr).toContain('unknown tool "no_such_builtin"');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('agents validate accepts a working tool module', async () => {
+    const home = makeHome(
+      { agents: { tooly: { ...TEST_AGENT, name: 'tooly', tools: ['./tools/echo.js'] } } },
+      null,
+    );
+    mkdirSync(join(home, 'agents/tooly/tools'), { recursive: true });
+    writeFileSync(
+      join(home, 'agents/tooly/tools/echo.js'),
+      `export default { name: 'echo', description: 'Echo.', parameters: { type: 'object' }, async run(a) { return JSON.stringify(a); } };\n`,
+    );
+    try {
+      const run = await cairn(['agents', 'validate'], { CAIRN_HOME: home });
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/ok\s+tooly/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
