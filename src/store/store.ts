@@ -43,6 +43,9 @@ export interface SessionRow {
   epoch: number;
   /** The highest seq this session ever used; seqs are never reused, even after a reset. */
   last_seq: number;
+  /** Tokens the summary calls of this session's compactions read and wrote (summed). */
+  compaction_input_tokens: number;
+  compaction_output_tokens: number;
 }
 
 export interface NewSession {
@@ -122,6 +125,9 @@ export interface CompactionRow {
   model: string;
   input_chars: number;
   summary_chars: number;
+  /** Token usage of this compaction's summary call (0 when the model reported none). */
+  input_tokens: number;
+  output_tokens: number;
   created_at: string;
   /** Set when `POST /sessions/:id/compact/undo` reverted this compaction. */
   undone_at: string | null;
@@ -139,6 +145,9 @@ export interface NewCompaction {
   trigger: 'manual' | 'auto';
   model: string;
   inputChars: number;
+  /** Token usage of the summary call (default 0: not reported). */
+  inputTokens?: number;
+  outputTokens?: number;
 }
 
 export interface MemoryNote {

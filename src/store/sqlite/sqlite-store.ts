@@ -181,6 +181,7 @@ function prepareStatements(db: SqliteDatabase) {
     resetSession: db.prepare(`UPDATE sessions SET
         message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
         input_tokens = 0, output_tokens = 0,
+        compaction_input_tokens = 0, compaction_output_tokens = 0,
         compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
         epoch = epoch + 1, updated_at = @updated_at
@@ -194,14 +195,16 @@ function prepareStatements(db: SqliteDatabase) {
     casCompaction: db.prepare(`UPDATE sessions SET
         compact_summary = @summary, compact_size = @to_size, compact_seq = @to_seq,
         compaction_count = compaction_count + 1,
+        compaction_input_tokens = compaction_input_tokens + @input_tokens,
+        compaction_output_tokens = compaction_output_tokens + @output_tokens,
         compaction_suspended = CASE WHEN @trigger = 'manual' THEN 0 ELSE compaction_suspended END,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = @updated_at
       WHERE id = @id AND compact_size = @expected_size AND epoch = COALESCE(@expected_epoch, epoch)`),
     insertCompaction: db.prepare(`INSERT INTO compactions
       (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-       input_chars, summary_chars, created_at)
+       input_chars, summary_chars, input_tokens, output_tokens, created_at)
       VALUES (@session_id, @from_size, @to_size, @from_seq, @to_seq, @previous_summary, @summary,
-       @trigger, @model, @input_chars, @summary_chars, @created_at)`),
+       @trigger, @model, @input_chars, @summary_chars, @input_tokens, @output_tokens, @created_at)`),
     latestCompaction: db.prepare(
       'SELECT * FROM compactions WHERE session_id = ? ORDER BY id DESC LIMIT 1',
     ),
@@ -487,6 +490,8 @@ export class SqliteStore implements Store {
             trigger: input.trigger,
             expected_size: input.expectedSize,
             expected_epoch: input.expectedEpoch ?? null,
+            input_tokens: input.inputTokens ?? 0,
+            output_tokens: input.outputTokens ?? 0,
             updated_at: createdAt,
           });
           if (result.changes === 0) return undefined;
@@ -502,6 +507,8 @@ export class SqliteStore implements Store {
             model: input.model,
             input_chars: input.inputChars,
             summary_chars: input.summary.length,
+            input_tokens: input.inputTokens ?? 0,
+            output_tokens: input.outputTokens ?? 0,
             created_at: createdAt,
           });
           return this.stmt.getSession.get(input.sessionId) as SessionRow;

@@ -1,6 +1,7 @@
 /** The ordered list of SQLite migrations. Append only. */
 import * as m001 from './001-initial.js';
 import * as m002 from './002-session-last-seq.js';
+import * as m005 from './005-compaction-cost.js';
 
 export interface Migration {
   readonly version: number;
@@ -8,7 +9,7 @@ export interface Migration {
   readonly up: string;
 }
 
-export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002];
+export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m005];
 
 /**
  * Columns that must exist whatever path a database took to get here (the
@@ -26,4 +27,16 @@ export const REQUIRED_COLUMNS: readonly { table: string; column: string; definit
   { table: 'sessions', column: 'compaction_suspended', definition: 'INTEGER NOT NULL DEFAULT 0' },
   { table: 'sessions', column: 'epoch', definition: 'INTEGER NOT NULL DEFAULT 0' },
   { table: 'messages', column: 'chars', definition: 'INTEGER' },
+  { table: 'compactions', column: 'input_tokens', definition: 'INTEGER NOT NULL DEFAULT 0' },
+  { table: 'compactions', column: 'output_tokens', definition: 'INTEGER NOT NULL DEFAULT 0' },
+  {
+    table: 'sessions',
+    column: 'compaction_input_tokens',
+    definition: 'INTEGER NOT NULL DEFAULT 0',
+  },
+  {
+    table: 'sessions',
+    column: 'compaction_output_tokens',
+    definition: 'INTEGER NOT NULL DEFAULT 0',
+  },
 ];
