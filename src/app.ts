@@ -29,6 +29,7 @@ import { subagentTool } from './runtime/subagents.js';
 import { TaskRunner } from './runtime/tasks.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
+import { sessionTransferRoutes } from './http/routes/session-transfer.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -129,6 +130,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     routes: [
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
+      (app) => sessionTransferRoutes(app, { agents: registry, store }),
       (app) =>
         compactionRoutes(app, {
           runtime,

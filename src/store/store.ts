@@ -58,6 +58,31 @@ export interface NewSession {
   systemPrompt: string;
 }
 
+/** `PATCH /sessions/:id`: the fields a client may change after creation. */
+export interface SessionEdit {
+  title?: string | null;
+  compactCount?: number;
+}
+
+/**
+ * A session row as an export carries it, written under a new id by an import.
+ * Counters that follow from the messages (message_count, last_seq) are
+ * recomputed by the store as the messages arrive.
+ */
+export type ImportedSession = Omit<
+  SessionRow,
+  'id' | 'message_count' | 'last_seq' | 'epoch' | 'parent_session_id'
+>;
+
+/** A message as an export carries it: its seq and time are kept. */
+export interface ImportedMessage extends ChatMessage {
+  seq: number;
+  created_at: string;
+}
+
+/** A compaction row as an export carries it (its id and session are new). */
+export type ImportedCompaction = Omit<CompactionRow, 'id' | 'session_id'>;
+
 export interface SessionFilter {
   agentName?: string;
   status?: SessionStatus;
@@ -195,6 +220,18 @@ export interface Store {
   resetSession(id: string): Promise<SessionRow | undefined>;
   closeSession(id: string): Promise<SessionRow | undefined>;
   deleteSession(id: string): Promise<boolean>;
+  /** Changes title and/or compact_count; undefined if there is no such session. */
+  updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined>;
+
+  // import (POST /sessions/import): a session row, then its messages and compactions in batches
+  /** Writes `session` under a new id, with no messages yet; returns the id. */
+  createImportedSession(session: ImportedSession): Promise<string>;
+  /** Appends messages keeping their seq (increasing, after the last one) and time. */
+  appendImportedMessages(sessionId: string, messages: readonly ImportedMessage[]): Promise<void>;
+  appendImportedCompactions(
+    sessionId: string,
+    compactions: readonly ImportedCompaction[],
+  ): Promise<void>;
 
   // messages
   /** Appends messages in order in one transaction; returns them as stored. */

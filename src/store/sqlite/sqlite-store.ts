@@ -29,6 +29,10 @@ import type {
   Store,
   TaskRow,
   TaskStatus,
+  ImportedCompaction,
+  ImportedMessage,
+  ImportedSession,
+  SessionEdit,
 } from '../store.js';
 import { openDatabase, type SqliteDatabase } from './open-database.js';
 
@@ -146,6 +150,29 @@ function prepareStatements(db: SqliteDatabase) {
       (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count)
       VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
     getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
+    updateSession: db.prepare(`UPDATE sessions SET
+        title = CASE WHEN @set_title THEN @title ELSE title END,
+        compact_count = COALESCE(@compact_count, compact_count),
+        updated_at = @updated_at
+      WHERE id = @id`),
+    insertImportedSession: db.prepare(`INSERT INTO sessions
+      (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
+       input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
+       compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
+       compaction_input_tokens, compaction_output_tokens)
+      VALUES (@id, @agent_name, @mode, @status, @title, NULL, @created_at, @updated_at,
+       @input_tokens, @output_tokens, @compact_summary, @compact_size, @compact_count,
+       @compaction_count, @compact_seq, @last_prompt_tokens, @last_prompt_seq,
+       @compaction_suspended, @compaction_input_tokens, @compaction_output_tokens)`),
+    bumpImported: db.prepare(`UPDATE sessions SET
+        message_count = message_count + @count, last_seq = MAX(last_seq, @last_seq)
+      WHERE id = @id`),
+    insertImportedCompaction: db.prepare(`INSERT INTO compactions
+      (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
+       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
+      VALUES (@session_id, @from_size, @to_size, @from_seq, @to_seq, @previous_summary, @summary,
+       @trigger, @model, @input_chars, @summary_chars, @input_tokens, @output_tokens, @created_at,
+       @undone_at)`),
     lastSeq: db.prepare('SELECT last_seq FROM sessions WHERE id = ?').pluck(),
     insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars)
       VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars)`),
@@ -290,6 +317,70 @@ export class SqliteStore implements Store {
           });
           this.insertMessages(id, [{ role: 'system', content: input.systemPrompt }], {}, createdAt);
           return this.stmt.getSession.get(id) as SessionRow;
+        })
+        .immediate(),
+    );
+  }
+
+  async updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined> {
+    return guard(() => {
+      this.stmt.updateSession.run({
+        id,
+        set_title: edit.title !== undefined ? 1 : 0,
+        title: edit.title ?? null,
+        compact_count: edit.compactCount ?? null,
+        updated_at: now(),
+      });
+      return this.stmt.getSession.get(id) as SessionRow | undefined;
+    });
+  }
+
+  async createImportedSession(session: ImportedSession): Promise<string> {
+    const id = newId('sess');
+    guard(() => this.stmt.insertImportedSession.run({ ...session, id }));
+    return id;
+  }
+
+  async appendImportedMessages(
+    sessionId: string,
+    messages: readonly ImportedMessage[],
+  ): Promise<void> {
+    if (messages.length === 0) return;
+    guard(() =>
+      this.db
+        .transaction(() => {
+          for (const message of messages) {
+            this.stmt.insertMessage.run({
+              session_id: sessionId,
+              seq: message.seq,
+              role: message.role,
+              content: message.content,
+              tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
+              tool_call_id: message.tool_call_id ?? null,
+              name: message.name ?? null,
+              created_at: message.created_at,
+              chars: messageChars(message),
+            });
+          }
+          this.stmt.bumpImported.run({
+            id: sessionId,
+            count: messages.length,
+            last_seq: messages[messages.length - 1]!.seq,
+          });
+        })
+        .immediate(),
+    );
+  }
+
+  async appendImportedCompactions(
+    sessionId: string,
+    compactions: readonly ImportedCompaction[],
+  ): Promise<void> {
+    guard(() =>
+      this.db
+        .transaction(() => {
+          for (const c of compactions)
+            this.stmt.insertImportedCompaction.run({ ...c, session_id: sessionId });
         })
         .immediate(),
     );
