@@ -7,6 +7,7 @@ import { chat } from './chat.js';
 import { ApiError, CliUsageError, UnreachableError } from './client.js';
 import { compact, init, listSessions, runMigrations, validateAgents } from './commands.js';
 import { serve } from './serve.js';
+import { exportSession, importSessionFile } from './session-transfer.js';
 
 function fail(err: unknown): never {
   if (err instanceof ApiError || err instanceof CairnError)
@@ -58,14 +59,32 @@ program
     await chat(agent, options).catch(fail);
   });
 
-program
+const sessions = program
   .command('sessions')
-  .description('list recent sessions on a running server')
+  .description('list recent sessions on a running server (or export / import one)')
   .option('--agent <name>', 'only this agent')
   .option('--limit <n>', 'how many', '20')
   .option('--url <url>', 'server URL')
   .action(async (options: { agent?: string; limit?: string; url?: string }) => {
     await listSessions(options).catch(fail);
+  });
+
+sessions
+  .command('export <sessionId>')
+  .description('write a session as NDJSON (messages, summary, compaction history)')
+  .option('-o, --output <file>', 'write to this file instead of stdout')
+  // --url is the parent's option (commander gives it to `sessions` wherever it is typed).
+  .action(async (sessionId: string, options: { output?: string }, command: Command) => {
+    const { url } = command.optsWithGlobals<{ url?: string }>();
+    await exportSession(sessionId, { ...options, ...(url ? { url } : {}) }).catch(fail);
+  });
+
+sessions
+  .command('import <file>')
+  .description('import a session exported with `cairn sessions export`; prints its new id')
+  .action(async (file: string, _options: unknown, command: Command) => {
+    const { url } = command.optsWithGlobals<{ url?: string }>();
+    await importSessionFile(file, url ? { url } : {}).catch(fail);
   });
 
 program

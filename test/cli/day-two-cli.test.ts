@@ -7,7 +7,7 @@
  * what to fix.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,13 +27,31 @@ function cairn(args: string[], env: Record<string, string>, stdin = ''): Promise
     const child = execFile(
       process.execPath,
       [CLI_PATH, ...args],
-      { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 20_000 },
+      {
+        env: { PATH: process.env.PATH ?? '', ...env },
+        timeout: 20_000,
+        maxBuffer: 64 * 1024 * 1024,
+      },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
         resolve({ code, stdout, stderr });
       },
     );
     child.stdin?.end(stdin);
+  });
+}
+
+/** Runs `cairn …` under `script`, so its stdout and stderr are a terminal; returns what it printed. */
+function cairnOnTerminal(args: string[]): Promise<string> {
+  const command = [process.execPath, CLI_PATH, ...args].map((a) => `'${a}'`).join(' ');
+  return new Promise((resolve, reject) => {
+    execFile(
+      'script',
+      ['-qec', command, '/dev/null'],
+      { env: { PATH: process.env.PATH ?? '' }, timeout: 30_000, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout) =>
+        error ? reject(new Error(`${error.message}\n${stdout}`)) : resolve(stdout),
+    );
   });
 }
 
@@ -156,6 +174,78 @@ describe('cairn chat against a running server', () => {
     );
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/\[compacted \d+ earlier messages automatically/);
+  });
+
+  it('sessions export and import: a large session round-trips with a progress bar on a terminal', async () => {
+    // A session of 1 200 messages (~1.3 MB), written as an export file by hand.
+    const now = new Date().toISOString();
+    const lines = [
+      JSON.stringify({
+        type: 'session',
+        format: 'cairn.session',
+        version: 1,
+        session: {
+          agent_name: 'assistant',
+          mode: 'chat',
+          status: 'active',
+          title: 'big',
+          created_at: now,
+          updated_at: now,
+        },
+      }),
+      ...Array.from({ length: 1_200 }, (_, i) =>
+        JSON.stringify({
+          type: 'message',
+          message: {
+            seq: i + 1,
+            role: i === 0 ? 'system' : i % 2 === 1 ? 'user' : 'assistant',
+            content: `line ${i} ${'x'.repeat(1_000)}`,
+            created_at: now,
+          },
+        }),
+      ),
+    ];
+    const source = join(home, 'big.ndjson');
+    writeFileSync(source, `${lines.join('\n')}\n`);
+
+    // Under `script`, stderr is a terminal: the bar is drawn.
+    const imported = await cairnOnTerminal(['sessions', 'import', source, '--url', server.url]);
+    expect(imported).toMatch(/\[#+\.*\] \d+% \d+\/\d+ bytes/);
+    const id = /imported .* as (sess_\w+) \(1200 messages\)/.exec(imported)?.[1];
+    expect(id).toBeDefined();
+
+    const target = join(home, 'copy.ndjson');
+    const exported = await cairnOnTerminal([
+      'sessions',
+      'export',
+      id!,
+      '-o',
+      target,
+      '--url',
+      server.url,
+    ]);
+    expect(exported).toMatch(/\[#+\] 100% 1199\/1200 messages|\[#+\.*\] \d+% \d+\/1200 messages/);
+    expect(exported).toContain(`exported 1200 messages of ${id}`);
+    const copy = readFileSync(target, 'utf8').trimEnd().split('\n');
+    expect(copy).toHaveLength(1_201);
+    expect(copy.slice(1).map((l) => JSON.parse(l).message.content)).toEqual(
+      lines.slice(1).map((l) => JSON.parse(l).message.content),
+    );
+
+    // Piped (no terminal): no bar, the NDJSON on stdout.
+    const piped = await cairn(['sessions', 'export', id!], { CAIRN_URL: server.url });
+    expect(piped.code).toBe(0);
+    expect(piped.stdout.trimEnd().split('\n')).toHaveLength(1_201);
+    expect(piped.stderr).not.toContain('[#');
+  });
+
+  it('sessions import of a missing file says which file', async () => {
+    const run = await cairn(['sessions', 'import', join(home, 'nope.ndjson')], {
+      CAIRN_URL: server.url,
+    });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('nope.ndjson');
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
   });
 
   it('accepts --url without a scheme', async () => {
