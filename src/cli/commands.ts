@@ -2,7 +2,7 @@
  * The CLI commands other than `serve`: init, agents validate, chat, sessions,
  * compact, migrate. Each prints for people and exits non-zero on failure.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { checkAgentTools } from '../agents/check-agent-tools.js';
 import { formatProblem, loadAgents } from '../agents/load-agents.js';
@@ -22,7 +22,15 @@ const DEMO_AGENT = {
   defaultCompaction: { compactionCount: 50, autoThreshold: 80 },
 };
 
-/** `cairn init [dir]`: a project folder with cairn.json and a demo agent. */
+/** The schema shipped with Cairn (src/cli/ and dist/cli/ are both two levels below the root). */
+const AGENT_SCHEMA_URL = new URL('../../schemas/agent.json', import.meta.url);
+
+/**
+ * `cairn init [dir]`: a project folder with cairn.json, a demo agent and a copy
+ * of the agent schema at schemas/agent.json, so the agent's `$schema`
+ * (`../../schemas/agent.json`) resolves from the new folder and editors can
+ * autocomplete. Returns the files created.
+ */
 export function init(dir = '.'): string[] {
   const home = resolve(dir);
   const created: string[] = [];
@@ -32,14 +40,29 @@ export function init(dir = '.'): string[] {
     created.push(path);
   };
   mkdirSync(join(home, 'agents', 'assistant'), { recursive: true });
+  mkdirSync(join(home, 'schemas'), { recursive: true });
+  write(join(home, 'schemas', 'agent.json'), readFileSync(AGENT_SCHEMA_URL, 'utf8'));
   write(
     join(home, 'cairn.json'),
     `${JSON.stringify({ server: { host: '127.0.0.1', port: 5050 }, database: { path: 'data/cairn.db' } }, null, 2)}\n`,
   );
-  const agent = { ...DEMO_AGENT } as Partial<typeof DEMO_AGENT>;
-  delete agent.$schema;
-  write(join(home, 'agents', 'assistant', 'agent.json'), `${JSON.stringify(agent, null, 2)}\n`);
+  write(
+    join(home, 'agents', 'assistant', 'agent.json'),
+    `${JSON.stringify(DEMO_AGENT, null, 2)}\n`,
+  );
   return created;
+}
+
+/** What to type after `cairn init dir`: three commands, run in the new folder. */
+export function nextSteps(dir = '.'): string {
+  const home = resolve(dir);
+  const here = home === process.cwd();
+  return [
+    `next${here ? '' : ` (in ${home}, or with CAIRN_HOME=${home})`}:`,
+    '  cairn agents validate    # check the agent files',
+    '  cairn serve              # start the server on http://127.0.0.1:5050 (leave it running)',
+    '  cairn chat assistant     # in another terminal: talk to the demo agent',
+  ].join('\n');
 }
 
 /**

@@ -5,7 +5,14 @@ import { CairnError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { chat } from './chat.js';
 import { ApiError, CliUsageError, UnreachableError } from './client.js';
-import { compact, init, listSessions, runMigrations, validateAgents } from './commands.js';
+import {
+  compact,
+  init,
+  listSessions,
+  nextSteps,
+  runMigrations,
+  validateAgents,
+} from './commands.js';
 import { serve } from './serve.js';
 import { exportSession, importSessionFile } from './session-transfer.js';
 
@@ -39,6 +46,7 @@ program
     console.log(
       created.length ? created.map((f) => `created ${f}`).join('\n') : 'nothing to do: files exist',
     );
+    console.log(nextSteps(dir));
   });
 
 program

@@ -7,9 +7,10 @@
  * what to fix.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
@@ -252,6 +253,34 @@ describe('cairn chat against a running server', () => {
     const run = await cairn(['sessions', '--url', server.url.replace('http://', '')], {});
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('sess_');
+  });
+});
+
+describe('cairn init', () => {
+  it('writes a $schema that resolves from the new folder and prints the next three commands', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-init-'));
+    try {
+      const run = await cairn(['init', join(dir, 'project')], {});
+      expect(run.code).toBe(0);
+      const agentFile = join(dir, 'project', 'agents', 'assistant', 'agent.json');
+      const agent = JSON.parse(readFileSync(agentFile, 'utf8')) as { $schema: string };
+      const schemaPath = resolve(dirname(agentFile), agent.$schema);
+      expect(existsSync(schemaPath)).toBe(true);
+      // The copy is the schema the server validates with.
+      expect(readFileSync(schemaPath, 'utf8')).toBe(
+        readFileSync(new URL('../../schemas/agent.json', import.meta.url), 'utf8'),
+      );
+      const commands = run.stdout.split('\n').filter((l) => /^\s+cairn /.test(l));
+      expect(commands.map((l) => l.trim().split(/\s+#/)[0]!.trim())).toEqual([
+        'cairn agents validate',
+        'cairn serve',
+        'cairn chat assistant',
+      ]);
+      const valid = await cairn(['agents', 'validate'], { CAIRN_HOME: join(dir, 'project') });
+      expect(valid.code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
