@@ -12,6 +12,7 @@ import type { EventBus } from '../runtime/events.js';
 import type { Runtime } from '../runtime/router.js';
 import type { Store } from '../store/store.js';
 import { errorBody, sendError } from './errors.js';
+import { registerOpenApi } from './openapi.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
 import { eventRoutes } from './routes/events.js';
@@ -143,6 +144,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     });
   }
 
+  // Before the routes: the OpenAPI document is collected as routes are added.
+  registerOpenApi(app);
   // Routes register after the limiter, so its hook covers every one of them.
   void app.register(async (api) => {
     healthRoutes(api, deps);
