@@ -17,6 +17,7 @@ import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
 import { EventBus } from './runtime/events.js';
+import { eventLogger } from './runtime/event-log.js';
 import { Runtime } from './runtime/router.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
@@ -140,6 +141,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     ],
   });
   logTarget.server = server;
+  events.observe(eventLogger((details, message) => server.log.info(details, message)));
 
   for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
   const interrupted = await store.interruptRunningTasks();

@@ -7,6 +7,7 @@ import { buildApp, type CairnApp } from '../app.js';
 import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError } from '../errors.js';
 import { CliUsageError } from './client.js';
+import { chooseLogFormat, loggerOptions } from './log-format.js';
 
 export const SHUTDOWN_GRACE_MS = 30_000;
 /** While draining, how often connections that went idle are closed. */
@@ -26,7 +27,11 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
   }
   const startedAt = performance.now();
   const app = await buildApp(settings, {
-    logger: { level: process.env.CAIRN_LOG_LEVEL ?? 'info' },
+    logger: loggerOptions(
+      chooseLogFormat(process.env, process.stdout.isTTY === true),
+      process.env.CAIRN_LOG_LEVEL ?? 'info',
+      process.stdout.isTTY === true,
+    ),
     daemons: options.daemons,
   });
   let address: string;

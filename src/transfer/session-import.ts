@@ -186,8 +186,7 @@ function firstError(validate: ValidateFunction): string {
 function parseLine(text: string, lineNo: number): { type?: unknown } {
   try {
     const value = JSON.parse(text) as unknown;
-    if (typeof value === 'object' && value !== null && !Array.isArray(value))
-      return value;
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value;
   } catch (err) {
     throw invalid(lineNo, `not JSON (${describeError(err)})`);
   }
