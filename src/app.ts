@@ -31,6 +31,8 @@ import { TaskRunner } from './runtime/tasks.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
 import { sessionTransferRoutes } from './http/routes/session-transfer.js';
+import { metricsRoutes } from './http/routes/metrics.js';
+import { CairnMetrics } from './metrics/metrics.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -84,11 +86,17 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const modelLogger: ModelLogger = {
     warn: (details, message) => logTarget.server?.log.warn(details, message),
   };
-  const mainModel = createModel(settings.models.main, modelLogger);
+  // Gauges read the runtime and the bus when scraped; both exist by then.
+  const metrics: CairnMetrics = new CairnMetrics({
+    queueDepth: () => runtime.queue.size,
+    openEventStreams: () => events.subscriberCount,
+  });
+  events.observe((event) => metrics.observeEvent(event));
+  const mainModel = metrics.instrumentModel('main', createModel(settings.models.main, modelLogger));
   const compactModel =
     settings.models.compact === settings.models.main
       ? mainModel
-      : createModel(settings.models.compact, modelLogger);
+      : metrics.instrumentModel('compact', createModel(settings.models.compact, modelLogger));
   const compaction = new DefaultCompaction({
     store,
     events,
@@ -132,6 +140,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
+      (app) => metricsRoutes(app, { metrics }),
       (app) =>
         compactionRoutes(app, {
           runtime,
