@@ -32,6 +32,8 @@ import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
 import { sessionTransferRoutes } from './http/routes/session-transfer.js';
 import { metricsRoutes } from './http/routes/metrics.js';
+import { agentReloadRoutes } from './http/routes/agents.js';
+import { AgentReloader } from './agents/agent-reloader.js';
 import { CairnMetrics } from './metrics/metrics.js';
 
 export interface AppOptions {
@@ -39,6 +41,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Run scheduled daemon agents (default true; `cairn serve --no-daemons` turns them off). */
   daemons?: boolean;
+  /** Reload agents when agents/ changes (`cairn serve` turns it on; POST /agents/reload works either way). */
+  watchAgents?: boolean;
 }
 
 export interface CairnApp {
@@ -141,6 +145,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
       (app) => metricsRoutes(app, { metrics }),
+      (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),
       (app) =>
         compactionRoutes(app, {
           runtime,
@@ -150,6 +155,13 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     ],
   });
   logTarget.server = server;
+  const agentReloader = new AgentReloader({
+    agentsDir: settings.agentsDir,
+    registry,
+    resolveTools: (agent) => tools.forAgent(agent),
+    log: (details, message) => server.log.info(details, message),
+  });
+  if (options.watchAgents === true) agentReloader.watch();
   events.observe(eventLogger((details, message) => server.log.info(details, message)));
 
   for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
@@ -172,6 +184,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tasks,
     daemons,
     async close() {
+      agentReloader.close();
       await daemons.stop();
       await server.close();
       await tasks.drain();

@@ -7,22 +7,34 @@ import { CairnError } from '../errors.js';
 import { AGENT_NAME_PATTERN, type AgentConfig, type AgentProblem } from './agent-config.js';
 
 export class AgentRegistry {
-  private readonly byName = new Map<string, AgentConfig>();
-  private readonly sorted: readonly AgentConfig[];
+  private byName = new Map<string, AgentConfig>();
+  private sorted: readonly AgentConfig[] = [];
   /** The first problem of each agent folder that failed to load, by folder name. */
-  private readonly invalid = new Map<string, AgentProblem>();
+  private invalid = new Map<string, AgentProblem>();
 
   /** `problems`: what loading reported, so a lookup of a broken agent can say why it is missing. */
   constructor(agents: readonly AgentConfig[], problems: readonly AgentProblem[] = []) {
+    this.replace(agents, problems);
+  }
+
+  /**
+   * Swaps in a freshly loaded set (live reload). Lookups from now on see the
+   * new configs; a turn that already holds a config keeps that version.
+   */
+  replace(agents: readonly AgentConfig[], problems: readonly AgentProblem[] = []): void {
+    const byName = new Map<string, AgentConfig>();
+    const invalid = new Map<string, AgentProblem>();
     for (const problem of problems) {
       const folder = path.basename(path.dirname(problem.file));
-      if (!this.invalid.has(folder)) this.invalid.set(folder, problem);
+      if (!invalid.has(folder)) invalid.set(folder, problem);
     }
     for (const agent of agents) {
-      if (this.byName.has(agent.name))
+      if (byName.has(agent.name))
         throw new CairnError('INTERNAL', `Agent "${agent.name}" is defined twice.`);
-      this.byName.set(agent.name, agent);
+      byName.set(agent.name, agent);
     }
+    this.byName = byName;
+    this.invalid = invalid;
     this.sorted = Object.freeze(
       [...agents].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     );

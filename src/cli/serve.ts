@@ -33,6 +33,7 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       process.stdout.isTTY === true,
     ),
     daemons: options.daemons,
+    watchAgents: true,
   });
   let address: string;
   try {

@@ -44,7 +44,9 @@ describe('compaction cost', () => {
   it('records each summary call on its row and sums them on the session; reset zeroes them', async () => {
     const id = await seedSession(t.app, conversation(8, 20));
     const first = (await inject('POST', `/sessions/${id}/compact`)).json();
-    expect(first).toMatchObject({ alreadyUpToDate: false, input_tokens: 321, output_tokens: 45 });
+    expect(first.alreadyUpToDate).toBe(false);
+    // The manual report keeps its specified shape; the cost is on the session and the row.
+    expect(first).not.toHaveProperty('input_tokens');
     expect(first.session).toMatchObject({
       compaction_input_tokens: 321,
       compaction_output_tokens: 45,
@@ -62,10 +64,11 @@ describe('compaction cost', () => {
     expect(reset).toMatchObject({ compaction_input_tokens: 0, compaction_output_tokens: 0 });
   });
 
-  it('an up-to-date session reports no cost', async () => {
+  it('an up-to-date session costs nothing', async () => {
     const id = await seedSession(t.app, []);
     const res = (await inject('POST', `/sessions/${id}/compact`)).json();
-    expect(res).toMatchObject({ alreadyUpToDate: true, input_tokens: 0, output_tokens: 0 });
+    expect(res.alreadyUpToDate).toBe(true);
+    expect(res.session).toMatchObject({ compaction_input_tokens: 0, compaction_output_tokens: 0 });
   });
 
   it('the chat envelope carries the cost of an automatic compaction', async () => {
