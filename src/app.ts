@@ -8,7 +8,6 @@ import { AgentRegistry } from './agents/agent-registry.js';
 import { formatProblem, loadAgents } from './agents/load-agents.js';
 import type { AgentProblem } from './agents/agent-config.js';
 import type { ModelRoleSettings, Settings } from './config/settings.js';
-import { describeModelRole } from './config/settings.js';
 import { CairnError } from './errors.js';
 import { createServer } from './http/create-server.js';
 import { compactionRoutes } from './http/routes/compaction.js';
@@ -18,14 +17,14 @@ import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
 import { EventBus } from './runtime/events.js';
+import { eventLogger } from './runtime/event-log.js';
 import { Runtime } from './runtime/router.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
-import { currentTimeTool } from './tools/builtins/current-time.js';
-import { historySearchTool } from './tools/builtins/history-search.js';
+import { builtinTools } from './tools/builtins/index.js';
+import { checkAgentTools } from './agents/check-agent-tools.js';
 import { ToolCatalog } from './tools/tool-catalog.js';
-import { askUserTool } from './tools/builtins/ask-user.js';
-import { memoryContext, memoryTools } from './tools/builtins/memory.js';
+import { memoryContext } from './tools/builtins/memory.js';
 import { DaemonScheduler } from './runtime/daemons.js';
 import { subagentTool } from './runtime/subagents.js';
 import { TaskRunner } from './runtime/tasks.js';
@@ -38,6 +37,11 @@ import { McpManager } from './mcp/mcp-manager.js';
 import { checkMcpToolEntries } from './mcp/check-agent-tools.js';
 import { openaiApiRoutes } from './openai-api/routes.js';
 import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
+import { sessionTransferRoutes } from './http/routes/session-transfer.js';
+import { metricsRoutes } from './http/routes/metrics.js';
+import { agentReloadRoutes } from './http/routes/agents.js';
+import { AgentReloader } from './agents/agent-reloader.js';
+import { CairnMetrics } from './metrics/metrics.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -48,6 +52,8 @@ export interface AppOptions {
   mcpBackoff?: McpBackoff;
   /** The built web console (default: `dist/console/`); not served when it was not built. */
   consoleDir?: string;
+  /** Reload agents when agents/ changes (`cairn serve` turns it on; POST /agents/reload works either way). */
+  watchAgents?: boolean;
 }
 
 export interface CairnApp {
@@ -81,7 +87,7 @@ function openStore(settings: Settings): Store {
 
 export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
   const { agents, problems } = loadAgents(settings.agentsDir);
-  const registry = new AgentRegistry(agents);
+  const registry = new AgentRegistry(agents, problems);
   const store = openStore(settings);
   const events = new EventBus(store);
 
@@ -96,12 +102,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     ...(options.mcpBackoff ? { backoff: options.mcpBackoff } : {}),
   });
   const tools: ToolCatalog = new ToolCatalog({
-    builtins: {
-      current_time: () => currentTimeTool(),
-      history_search: () => historySearchTool(),
-      ask_user: () => askUserTool(),
-      memory: (agent) => memoryTools(agent),
-    },
+    builtins: builtinTools(),
     // Bound late: the runtime needs the catalog, and subagent tools need the runtime.
     subagent: (caller, name) => subagentTool(runtime, caller, name),
     mcp,
@@ -110,11 +111,17 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const modelLogger: ModelLogger = {
     warn: (details, message) => logTarget.server?.log.warn(details, message),
   };
-  const mainModel = createModel(settings.models.main, modelLogger);
+  // Gauges read the runtime and the bus when scraped; both exist by then.
+  const metrics: CairnMetrics = new CairnMetrics({
+    queueDepth: () => runtime.queue.size,
+    openEventStreams: () => events.subscriberCount,
+  });
+  events.observe((event) => metrics.observeEvent(event));
+  const mainModel = metrics.instrumentModel('main', createModel(settings.models.main, modelLogger));
   const compactModel =
     settings.models.compact === settings.models.main
       ? mainModel
-      : createModel(settings.models.compact, modelLogger);
+      : metrics.instrumentModel('compact', createModel(settings.models.compact, modelLogger));
   const compaction = new DefaultCompaction({
     store,
     events,
@@ -165,6 +172,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app, { streams }) => openaiApiRoutes(app, { runtime, agents: registry, streams }),
+      (app) => sessionTransferRoutes(app, { agents: registry, store }),
+      (app) => metricsRoutes(app, { metrics }),
+      (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),
       (app) =>
         compactionRoutes(app, {
           runtime,
@@ -177,6 +187,14 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     ],
   });
   logTarget.server = server;
+  const agentReloader = new AgentReloader({
+    agentsDir: settings.agentsDir,
+    registry,
+    resolveTools: (agent) => tools.forAgent(agent),
+    log: (details, message) => server.log.info(details, message),
+  });
+  if (options.watchAgents === true) agentReloader.watch();
+  events.observe(eventLogger((details, message) => server.log.info(details, message)));
 
   if (!consoleBuilt(consoleDir))
     server.log.warn(`web console not built in ${consoleDir}: run npm run build`);
@@ -188,24 +206,12 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     );
   if (recovered.closedDaemonSessions > 0 || recovered.releasedDaemonLeases > 0)
     server.log.warn(recovered, 'closed out daemon ticks that died with the previous process');
-  server.log.info(
-    {
-      agents: registry.list().map((a) => a.name),
-      database: settings.database.kind === 'sqlite' ? settings.database.path : 'postgres',
-      mainModel: describeModelRole(settings.models.main),
-      compactModel: describeModelRole(settings.models.compact),
-    },
-    'cairn ready',
-  );
   await mcp.start();
   const mcpProblems = checkMcpToolEntries(registry.list(), mcp);
   for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) server.log.warn(problem);
-  for (const agent of registry.list()) {
-    // Fail early and visibly on tool lists that cannot be resolved.
-    await tools
-      .forAgent(agent)
-      .catch((err: unknown) => server.log.warn(`agent "${agent.name}": ${(err as Error).message}`));
-  }
+  // Fail early and visibly on tool lists that cannot be resolved (the same check as `cairn agents validate`).
+  for (const problem of await checkAgentTools(registry.list(), (agent) => tools.forAgent(agent)))
+    server.log.warn(formatProblem(problem));
   if (options.daemons !== false) await daemons.start();
 
   return {
@@ -218,6 +224,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     daemons,
     mcp,
     async close() {
+      agentReloader.close();
       await daemons.stop();
       await server.close();
       await tasks.drain();

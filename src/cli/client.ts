@@ -5,12 +5,53 @@ export interface ClientOptions {
   url?: string;
 }
 
+/**
+ * The server's base URL from `--url`, then CAIRN_URL, then cairn.json. A URL
+ * given without a scheme (`127.0.0.1:5300`) means http://; anything else that
+ * is not an http(s) URL is refused with what to type instead.
+ */
 export function serverUrl(options: ClientOptions): string {
-  if (options.url) return options.url.replace(/\/$/, '');
-  if (process.env.CAIRN_URL) return process.env.CAIRN_URL.replace(/\/$/, '');
+  const given = options.url ?? process.env.CAIRN_URL;
+  if (given !== undefined && given !== '') return normalizeServerUrl(given);
   const settings = loadSettings();
   const host = settings.server.host === '0.0.0.0' ? '127.0.0.1' : settings.server.host;
   return `http://${host.includes(':') ? `[${host}]` : host}:${settings.server.port}`;
+}
+
+/** `127.0.0.1:5300` → `http://127.0.0.1:5300`; trailing slashes dropped; a bad URL throws. */
+export function normalizeServerUrl(given: string): string {
+  const trimmed = given.trim();
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `http://${trimmed}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new CliUsageError(
+      `"${given}" is not a server URL. Use e.g. --url http://127.0.0.1:5050 (or set CAIRN_URL).`,
+    );
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new CliUsageError(
+      `"${given}" is not an http(s) URL. Use e.g. --url http://127.0.0.1:5050 (or set CAIRN_URL).`,
+    );
+  }
+  return withScheme.replace(/\/+$/, '');
+}
+
+/** A mistake in how the CLI was called: printed as one line, exit 1. */
+export class CliUsageError extends Error {}
+
+/** The server could not be reached at `url`. */
+export class UnreachableError extends Error {
+  constructor(
+    readonly url: string,
+    cause: unknown,
+  ) {
+    const reason = (cause as { cause?: { code?: string } }).cause?.code;
+    super(
+      `could not reach the Cairn server at ${url}${reason ? ` (${reason})` : ''}. Is \`cairn serve\` running there? (set CAIRN_URL or --url)`,
+    );
+  }
 }
 
 function headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -30,16 +71,30 @@ export class ApiError extends Error {
 
 async function parse(response: Response): Promise<unknown> {
   const text = await response.text();
-  const body: unknown = text === '' ? undefined : JSON.parse(text);
+  let body: unknown;
+  try {
+    body = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
   if (!response.ok) {
     const error = (body as { error?: { code?: string; message?: string } } | undefined)?.error;
     throw new ApiError(
       response.status,
       error?.code ?? 'HTTP_ERROR',
-      error?.message ?? `HTTP ${response.status}`,
+      error?.message ?? `HTTP ${response.status} from ${response.url}`,
     );
   }
   return body;
+}
+
+/** fetch, with a network failure turned into an error naming the URL tried. */
+export async function send(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    throw new UnreachableError(url, err);
+  }
 }
 
 export async function request(
@@ -48,10 +103,33 @@ export async function request(
   path: string,
   body?: unknown,
 ): Promise<unknown> {
-  const response = await fetch(`${serverUrl(options)}${path}`, {
+  const response = await send(`${serverUrl(options)}${path}`, {
     method,
     headers: headers(body !== undefined ? { 'content-type': 'application/json' } : {}),
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return parse(response);
+}
+
+/** GET that hands back the raw response (for streamed downloads); errors as `request`. */
+export async function download(options: ClientOptions, path: string): Promise<Response> {
+  const response = await send(`${serverUrl(options)}${path}`, { headers: headers() });
+  if (!response.ok) await parse(response);
+  return response;
+}
+
+/** POST of a raw body (for streamed uploads); errors as `request`. */
+export async function upload(
+  options: ClientOptions,
+  path: string,
+  contentType: string,
+  body: ReadableStream<Uint8Array> | string,
+): Promise<unknown> {
+  const response = await send(`${serverUrl(options)}${path}`, {
+    method: 'POST',
+    headers: headers({ 'content-type': contentType }),
+    body,
+    ...(typeof body === 'string' ? {} : { duplex: 'half' }),
   });
   return parse(response);
 }
@@ -62,7 +140,7 @@ export async function* streamEvents(
   path: string,
   body: unknown,
 ): AsyncGenerator<{ event: string; data: unknown }> {
-  const response = await fetch(`${serverUrl(options)}${path}`, {
+  const response = await send(`${serverUrl(options)}${path}`, {
     method: 'POST',
     headers: headers({ 'content-type': 'application/json', accept: 'text/event-stream' }),
     body: JSON.stringify(body),

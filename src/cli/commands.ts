@@ -2,16 +2,18 @@
  * The CLI commands other than `serve`: init, agents validate, chat, sessions,
  * compact, migrate. Each prints for people and exits non-zero on failure.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline/promises';
+import { checkAgentTools } from '../agents/check-agent-tools.js';
 import { formatProblem, loadAgents } from '../agents/load-agents.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { loadSettings, type Settings } from '../config/settings.js';
-import { checkMcpToolEntries, usesMcp, type McpToolProblems } from '../mcp/check-agent-tools.js';
+import { checkMcpToolEntries, usesMcp } from '../mcp/check-agent-tools.js';
 import { McpManager } from '../mcp/mcp-manager.js';
+import { builtinTools } from '../tools/builtins/index.js';
+import { ToolCatalog } from '../tools/tool-catalog.js';
 import { migrate, openDatabase } from '../store/sqlite/open-database.js';
-import { request, streamEvents, type ClientOptions } from './client.js';
+import { CliUsageError, request, type ClientOptions } from './client.js';
 
 const DEMO_AGENT = {
   $schema: '../../schemas/agent.json',
@@ -23,7 +25,15 @@ const DEMO_AGENT = {
   defaultCompaction: { compactionCount: 50, autoThreshold: 80 },
 };
 
-/** `cairn init [dir]`: a project folder with cairn.json and a demo agent. */
+/** The schema shipped with Cairn (src/cli/ and dist/cli/ are both two levels below the root). */
+const AGENT_SCHEMA_URL = new URL('../../schemas/agent.json', import.meta.url);
+
+/**
+ * `cairn init [dir]`: a project folder with cairn.json, a demo agent and a copy
+ * of the agent schema at schemas/agent.json, so the agent's `$schema`
+ * (`../../schemas/agent.json`) resolves from the new folder and editors can
+ * autocomplete. Returns the files created.
+ */
 export function init(dir = '.'): string[] {
   const home = resolve(dir);
   const created: string[] = [];
@@ -33,31 +43,55 @@ export function init(dir = '.'): string[] {
     created.push(path);
   };
   mkdirSync(join(home, 'agents', 'assistant'), { recursive: true });
+  mkdirSync(join(home, 'schemas'), { recursive: true });
+  write(join(home, 'schemas', 'agent.json'), readFileSync(AGENT_SCHEMA_URL, 'utf8'));
   write(
     join(home, 'cairn.json'),
     `${JSON.stringify({ server: { host: '127.0.0.1', port: 5050 }, database: { path: 'data/cairn.db' } }, null, 2)}\n`,
   );
-  const agent = { ...DEMO_AGENT } as Partial<typeof DEMO_AGENT>;
-  delete agent.$schema;
-  write(join(home, 'agents', 'assistant', 'agent.json'), `${JSON.stringify(agent, null, 2)}\n`);
+  write(
+    join(home, 'agents', 'assistant', 'agent.json'),
+    `${JSON.stringify(DEMO_AGENT, null, 2)}\n`,
+  );
   return created;
 }
 
+/** What to type after `cairn init dir`: three commands, run in the new folder. */
+export function nextSteps(dir = '.'): string {
+  const home = resolve(dir);
+  const here = home === process.cwd();
+  return [
+    `next${here ? '' : ` (in ${home}, or with CAIRN_HOME=${home})`}:`,
+    '  cairn agents validate    # check the agent files',
+    '  cairn serve              # start the server on http://127.0.0.1:5050 (leave it running)',
+    '  cairn chat assistant     # in another terminal: talk to the demo agent',
+  ].join('\n');
+}
+
 /**
- * `cairn agents validate`: prints every problem; returns the exit code. When an
- * agent names MCP tools, the configured servers are started (once, no retry)
- * to check that each named server and tool exists.
+ * `cairn agents validate`: the server's start-up checks (schema, paths, the
+ * MCP servers and tools named, and every tool resolving), each problem
+ * printed; returns the exit code. When an agent names MCP tools, the
+ * configured servers are started (once, no retry).
  */
 export async function validateAgents(): Promise<number> {
   const settings = loadSettings();
-  const { agents, problems } = loadAgents(settings.agentsDir);
-  const mcpProblems = usesMcp(agents)
-    ? await checkMcp(settings.mcpServers, agents)
-    : { errors: [], warnings: [] };
-  const failing = new Set(
+  const { agents, problems: fileProblems } = loadAgents(settings.agentsDir);
+  const { mcpProblems, toolProblems } = await withMcp(settings.mcpServers, agents, async (mcp) => {
+    const catalog = new ToolCatalog({ builtins: builtinTools(), ...(mcp ? { mcp } : {}) });
+    return {
+      mcpProblems: mcp ? checkMcpToolEntries(agents, mcp) : { errors: [], warnings: [] },
+      toolProblems: await checkAgentTools(agents, (agent) => catalog.forAgent(agent)),
+    };
+  });
+  const problems = [...fileProblems, ...toolProblems];
+  const broken = new Set(toolProblems.map((p) => p.file));
+  const mcpBroken = new Set(
     mcpProblems.errors.map((e) => /^agent "([^"]+)"/.exec(e)?.[1]).filter(Boolean),
   );
-  for (const agent of agents) if (!failing.has(agent.name)) console.log(`ok    ${agent.name}`);
+  for (const agent of agents)
+    if (!broken.has(join(agent.dir, 'agent.json')) && !mcpBroken.has(agent.name))
+      console.log(`ok    ${agent.name}`);
   for (const problem of problems) console.error(`error ${formatProblem(problem)}`);
   for (const error of mcpProblems.errors) console.error(`error ${error}`);
   for (const warning of mcpProblems.warnings) console.error(`warn  ${warning}`);
@@ -66,10 +100,13 @@ export async function validateAgents(): Promise<number> {
   return problems.length > 0 || mcpProblems.errors.length > 0 ? 1 : 0;
 }
 
-async function checkMcp(
+/** Runs `check` with the MCP servers started when an agent names MCP tools (none otherwise). */
+async function withMcp<T>(
   servers: Settings['mcpServers'],
   agents: readonly AgentConfig[],
-): Promise<McpToolProblems> {
+  check: (mcp: McpManager | undefined) => Promise<T>,
+): Promise<T> {
+  if (!usesMcp(agents)) return check(undefined);
   // A validation run reports a server's failure; it does not wait for reconnects.
   const mcp = new McpManager({
     servers,
@@ -78,7 +115,7 @@ async function checkMcp(
   });
   try {
     await mcp.start();
-    return checkMcpToolEntries(agents, mcp);
+    return await check(mcp);
   } finally {
     await mcp.close();
   }
@@ -140,6 +177,11 @@ export async function compact(
   sessionId: string,
   options: ClientOptions & { dryRun?: boolean; undo?: boolean; instructions?: string },
 ): Promise<void> {
+  if (options.undo && (options.dryRun || options.instructions !== undefined)) {
+    throw new CliUsageError(
+      `--undo cannot be combined with ${options.dryRun ? '--dry-run' : '--instructions'}: undo restores the previous summary; run either \`cairn compact <id> --undo\` or \`cairn compact <id> --dry-run\`.`,
+    );
+  }
   const path = `/sessions/${encodeURIComponent(sessionId)}/compact${options.undo ? '/undo' : ''}`;
   const body = options.undo
     ? undefined
@@ -149,49 +191,4 @@ export async function compact(
       };
   const result = await request(options, 'POST', path, body);
   console.log(JSON.stringify(result, null, 2));
-}
-
-/** `cairn chat <agent> [--session id]`: an interactive, streamed chat. */
-export async function chat(
-  agent: string,
-  options: ClientOptions & { session?: string },
-): Promise<void> {
-  const rl = createInterface({ input: process.stdin, output: process.stdout });
-  let sessionId = options.session;
-  console.log(
-    `chatting with ${agent}${sessionId ? ` in ${sessionId}` : ''} — empty line or Ctrl-D to quit`,
-  );
-  try {
-    for (;;) {
-      let line: string;
-      try {
-        line = await rl.question('> ');
-      } catch {
-        break; // stdin closed
-      }
-      if (line.trim() === '') break;
-      for await (const { event, data } of streamEvents(
-        options,
-        `/agents/${encodeURIComponent(agent)}/chat`,
-        {
-          message: line,
-          ...(sessionId ? { sessionId } : {}),
-        },
-      )) {
-        const payload = data as Record<string, unknown>;
-        if (event === 'session') sessionId = String(payload.sessionId);
-        else if (event === 'delta') process.stdout.write(String(payload.text));
-        else if (event === 'tool_call')
-          process.stdout.write(`\n[tool ${String(payload.name)}(${String(payload.arguments)})]\n`);
-        else if (event === 'error') {
-          const error = payload.error as { code: string; message: string };
-          process.stdout.write(`\nerror ${error.code}: ${error.message}`);
-        }
-      }
-      process.stdout.write('\n');
-    }
-  } finally {
-    rl.close();
-    if (sessionId) console.log(`session: ${sessionId}`);
-  }
 }

@@ -3,19 +3,26 @@
 import { Command } from 'commander';
 import { CairnError } from '../errors.js';
 import { VERSION } from '../version.js';
-import { ApiError } from './client.js';
-import { chat, compact, init, listSessions, runMigrations, validateAgents } from './commands.js';
+import { chat } from './chat.js';
+import { ApiError, CliUsageError, UnreachableError } from './client.js';
+import {
+  compact,
+  init,
+  listSessions,
+  nextSteps,
+  runMigrations,
+  validateAgents,
+} from './commands.js';
 import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
+import { exportSession, importSessionFile } from './session-transfer.js';
 
 function fail(err: unknown): never {
   if (err instanceof ApiError || err instanceof CairnError)
     console.error(`error ${err.code}: ${err.message}`);
-  else if (err instanceof TypeError && /fetch failed/.test(err.message)) {
-    console.error(
-      'error: could not reach the Cairn server. Is `cairn serve` running? (set CAIRN_URL or --url)',
-    );
-  } else console.error(`error: ${(err as Error).message}`);
+  else if (err instanceof CliUsageError || err instanceof UnreachableError)
+    console.error(`error: ${err.message}`);
+  else console.error(`error: ${(err as Error).message}`);
   process.exit(1);
 }
 
@@ -40,6 +47,7 @@ program
     console.log(
       created.length ? created.map((f) => `created ${f}`).join('\n') : 'nothing to do: files exist',
     );
+    console.log(nextSteps(dir));
   });
 
 program
@@ -69,14 +77,32 @@ program
     await chat(agent, options).catch(fail);
   });
 
-program
+const sessions = program
   .command('sessions')
-  .description('list recent sessions on a running server')
+  .description('list recent sessions on a running server (or export / import one)')
   .option('--agent <name>', 'only this agent')
   .option('--limit <n>', 'how many', '20')
   .option('--url <url>', 'server URL')
   .action(async (options: { agent?: string; limit?: string; url?: string }) => {
     await listSessions(options).catch(fail);
+  });
+
+sessions
+  .command('export <sessionId>')
+  .description('write a session as NDJSON (messages, summary, compaction history)')
+  .option('-o, --output <file>', 'write to this file instead of stdout')
+  // --url is the parent's option (commander gives it to `sessions` wherever it is typed).
+  .action(async (sessionId: string, options: { output?: string }, command: Command) => {
+    const { url } = command.optsWithGlobals<{ url?: string }>();
+    await exportSession(sessionId, { ...options, ...(url ? { url } : {}) }).catch(fail);
+  });
+
+sessions
+  .command('import <file>')
+  .description('import a session exported with `cairn sessions export`; prints its new id')
+  .action(async (file: string, _options: unknown, command: Command) => {
+    const { url } = command.optsWithGlobals<{ url?: string }>();
+    await importSessionFile(file, url ? { url } : {}).catch(fail);
   });
 
 program

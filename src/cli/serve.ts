@@ -4,9 +4,11 @@
  * period, and the process exits 0.
  */
 import { buildApp, type CairnApp } from '../app.js';
-import { isLoopbackHost, loadSettings } from '../config/settings.js';
+import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError } from '../errors.js';
 import { acquireProcessLock } from '../store/sqlite/process-lock.js';
+import { CliUsageError } from './client.js';
+import { chooseLogFormat, loggerOptions } from './log-format.js';
 
 export const SHUTDOWN_GRACE_MS = 30_000;
 /** While draining, how often connections that went idle are closed. */
@@ -30,16 +32,35 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     settings.database.kind === 'sqlite' ? acquireProcessLock(settings.database.path) : undefined;
   const startedAt = performance.now();
   const app = await buildApp(settings, {
-    logger: { level: process.env.CAIRN_LOG_LEVEL ?? 'info' },
+    logger: loggerOptions(
+      chooseLogFormat(process.env, process.stdout.isTTY === true),
+      process.env.CAIRN_LOG_LEVEL ?? 'info',
+      process.stdout.isTTY === true,
+    ),
     daemons: options.daemons,
+    watchAgents: true,
   });
-  const address = await app.server.listen({
-    host: settings.server.host,
-    port: settings.server.port,
-  });
+  let address: string;
+  try {
+    address = await app.server.listen({
+      host: settings.server.host,
+      port: settings.server.port,
+    });
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    throw listenError(err, settings.server.host, settings.server.port);
+  }
+  // Logged only once the port is ours, so "ready" is never followed by a bind error.
   app.server.log.info(
-    { address, startupMs: Math.round(performance.now() - startedAt) },
-    `listening on ${address}`,
+    {
+      address,
+      startupMs: Math.round(performance.now() - startedAt),
+      agents: app.runtime.agents.list().map((a) => a.name),
+      database: settings.database.kind === 'sqlite' ? settings.database.path : 'postgres',
+      mainModel: describeModelRole(settings.models.main),
+      compactModel: describeModelRole(settings.models.compact),
+    },
+    `cairn ready, listening on ${address}`,
   );
 
   let stopping = false;
@@ -84,4 +105,25 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
   return app;
+}
+
+/** A bind failure as one line that says how to fix it (the code stays in it for scripts). */
+function listenError(err: unknown, host: string, port: number): Error {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') {
+    return new CliUsageError(
+      `port ${port} on ${host} is already in use (EADDRINUSE). Stop the program using it, or choose another port with CAIRN_PORT (or server.port in cairn.json).`,
+    );
+  }
+  if (code === 'EACCES') {
+    return new CliUsageError(
+      `not allowed to listen on port ${port} (EACCES): ports below 1024 need privileges. Choose another port with CAIRN_PORT (or server.port in cairn.json).`,
+    );
+  }
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
+    return new CliUsageError(
+      `cannot listen on host ${host} (${code}): it is not an address of this machine. Set CAIRN_HOST (or server.host in cairn.json), e.g. 127.0.0.1.`,
+    );
+  }
+  return err as Error;
 }

@@ -37,7 +37,12 @@ export interface TurnContext {
   /** The context rebuilt from the store (system, summary, tail). */
   rebuild(): Promise<ChatMessage[]>;
   /** Told about every compaction that ran during the turn. */
-  onCompacted(result: { compactedCount: number; newSize: number }): void;
+  onCompacted(result: {
+    compactedCount: number;
+    newSize: number;
+    input_tokens: number;
+    output_tokens: number;
+  }): void;
 }
 
 export interface AutoCompactionDeps {

@@ -38,6 +38,9 @@ export interface CompactResult {
   newSize: number;
   alreadyUpToDate: boolean;
   session: SessionRow;
+  /** Token usage of this compaction's summary call (0 and 0 when nothing was compacted). */
+  input_tokens: number;
+  output_tokens: number;
 }
 
 export interface DryRunResult {
@@ -102,6 +105,8 @@ export class DefaultCompaction {
       newSize: session.compact_size,
       alreadyUpToDate: true,
       session,
+      input_tokens: 0,
+      output_tokens: 0,
     });
 
     // 2–8. Plan over metadata only (no contents), so 100 000 messages stay cheap.
@@ -149,7 +154,11 @@ export class DefaultCompaction {
       ...(options.instructions !== undefined ? { instructions: options.instructions } : {}),
       maxSummaryChars,
     });
-    const newSummary = await this.summarize(messages, maxTokens, maxSummaryChars);
+    const { summary: newSummary, usage } = await this.summarize(
+      messages,
+      maxTokens,
+      maxSummaryChars,
+    );
 
     // 11. Compare-and-set: lands only if nobody compacted or reset meanwhile.
     const last = metas[request.cutoff - 1]!;
@@ -163,6 +172,8 @@ export class DefaultCompaction {
       trigger: options.trigger,
       model: this.deps.model.model,
       inputChars: request.inputChars,
+      inputTokens: usage.input_tokens,
+      outputTokens: usage.output_tokens,
     });
     if (!updated) {
       throw new CairnError(
@@ -183,6 +194,7 @@ export class DefaultCompaction {
       newSize: updated.compact_size,
       alreadyUpToDate: false,
       session: updated,
+      ...usage,
     };
   }
 
@@ -231,7 +243,7 @@ export class DefaultCompaction {
       used += entry.length;
     }
     const request = summaryRequest({ previousSummary, transcript, maxSummaryChars });
-    const summary = await this.summarize(request.messages, request.maxTokens, maxSummaryChars);
+    const { summary } = await this.summarize(request.messages, request.maxTokens, maxSummaryChars);
     await this.deps.events.emit('context.compacted', sessionId, {
       messageCount: messages.length,
       summaryChars: summary.length,
@@ -300,7 +312,7 @@ export class DefaultCompaction {
     messages: ChatMessage[],
     maxTokens: number,
     maxSummaryChars: number,
-  ): Promise<string> {
+  ): Promise<{ summary: string; usage: { input_tokens: number; output_tokens: number } }> {
     let response;
     try {
       response = await this.deps.model.complete({
@@ -323,6 +335,13 @@ export class DefaultCompaction {
         'LLM returned an empty summary; nothing was changed. Try again, or use another compact model.',
       );
     }
-    return capSummary(text, maxSummaryChars);
+    return {
+      summary: capSummary(text, maxSummaryChars),
+      // A provider that reports no usage costs nothing we can count.
+      usage: {
+        input_tokens: response.usage?.prompt_tokens ?? 0,
+        output_tokens: response.usage?.completion_tokens ?? 0,
+      },
+    };
   }
 }

@@ -13,6 +13,7 @@ import type { Store } from '../store/store.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
+import { registerOpenApi } from './openapi.js';
 import { agentRoutes } from './routes/agents.js';
 import { chatRoutes } from './routes/chat.js';
 import { eventRoutes } from './routes/events.js';
@@ -141,6 +142,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       maxBufferedBytes: DEFAULT_STREAM_BUFFER_BYTES,
     },
   );
+  // Before the routes: the OpenAPI document is collected as routes are added.
+  registerOpenApi(app);
   // Routes register after the limiter, so its hook covers every one of them.
   void app.register(async (api) => {
     healthRoutes(api, deps);

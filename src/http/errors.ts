@@ -6,6 +6,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { CairnError, type ErrorCode } from '../errors.js';
+import { describeValidation } from './validation-message.js';
 
 export interface ErrorBody {
   error: { code: ErrorCode; message: string };
@@ -21,16 +22,7 @@ export function toHttpError(err: unknown, requestId: string): [number, ErrorBody
   const fastifyError = err as Partial<FastifyError>;
   if (fastifyError.validation) {
     const where = fastifyError.validationContext ?? 'request';
-    const details = fastifyError.validation
-      .map((v) => {
-        const path = v.instancePath || '';
-        const extra =
-          v.keyword === 'additionalProperties'
-            ? ` "${String((v.params as { additionalProperty?: string }).additionalProperty)}"`
-            : '';
-        return `${where}${path} ${v.message ?? 'is invalid'}${extra}`;
-      })
-      .join('; ');
+    const details = describeValidation(where, fastifyError.validation);
     return [400, errorBody('VALIDATION_ERROR', details)];
   }
   switch (fastifyError.code) {

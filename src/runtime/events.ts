@@ -9,6 +9,8 @@ export type EventListener = (event: EventRow) => void;
 
 export class EventBus {
   private readonly listeners = new Set<EventListener>();
+  /** In-process observers (the event log, metrics): not client streams, so not in subscriberCount. */
+  private readonly observers = new Set<EventListener>();
 
   constructor(private readonly store: Store) {}
 
@@ -29,7 +31,7 @@ export class EventBus {
   /** Hands events that are already stored (e.g. with their messages) to live subscribers. */
   publish(events: readonly EventRow[]): void {
     for (const event of events) {
-      for (const listener of this.listeners) {
+      for (const listener of [...this.observers, ...this.listeners]) {
         try {
           listener(event);
         } catch {
@@ -44,6 +46,12 @@ export class EventBus {
     return () => this.listeners.delete(listener);
   }
 
+  /** Like `subscribe`, for the server's own observers (logging, metrics), for its whole life. */
+  observe(listener: EventListener): void {
+    this.observers.add(listener);
+  }
+
+  /** Live client subscriptions (open event streams). */
   get subscriberCount(): number {
     return this.listeners.size;
   }

@@ -27,6 +27,9 @@ export interface TurnCompactionReport {
   runs: number;
   compactedCount: number;
   newSize: number;
+  /** Token usage of the turn's summary calls, summed. */
+  input_tokens: number;
+  output_tokens: number;
 }
 
 /** The hook automatic compaction plugs into (implemented by `AutoCompaction`). */
@@ -420,6 +423,8 @@ export class Runtime {
           runs: (compaction?.runs ?? 0) + 1,
           compactedCount: (compaction?.compactedCount ?? 0) + done.compactedCount,
           newSize: done.newSize,
+          input_tokens: (compaction?.input_tokens ?? 0) + done.input_tokens,
+          output_tokens: (compaction?.output_tokens ?? 0) + done.output_tokens,
         };
       },
     });

@@ -33,6 +33,13 @@ export class SessionQueue {
     return this.depth.has(key);
   }
 
+  /** Pieces of work running or waiting, over all sessions (the metrics' queue depth). */
+  get size(): number {
+    let total = 0;
+    for (const n of this.depth.values()) total += n;
+    return total;
+  }
+
   /** Resolves when every queued piece of work has settled. */
   async drain(): Promise<void> {
     while (this.tails.size > 0) await Promise.all(this.tails.values());

@@ -45,6 +45,9 @@ export interface SessionRow {
   last_seq: number;
   /** Hash chain head of the visible transcript (src/store/transcript-hash.ts); null while it is empty. */
   transcript_hash: string | null;
+  /** Tokens the summary calls of this session's compactions read and wrote (summed). */
+  compaction_input_tokens: number;
+  compaction_output_tokens: number;
 }
 
 export interface NewSession {
@@ -56,6 +59,32 @@ export interface NewSession {
   /** The agent's system prompt, stored as the first message (a snapshot). */
   systemPrompt: string;
 }
+
+/** `PATCH /sessions/:id`: the fields a client may change after creation. */
+export interface SessionEdit {
+  title?: string | null;
+  compactCount?: number;
+}
+
+/**
+ * A session row as an export carries it, written under a new id by an import.
+ * Counters that follow from the messages (message_count, last_seq) are
+ * recomputed by the store as the messages arrive.
+ */
+export type ImportedSession = Omit<
+  SessionRow,
+  // The transcript hash is rebuilt from the imported messages, never taken from the file.
+  'id' | 'message_count' | 'last_seq' | 'epoch' | 'parent_session_id' | 'transcript_hash'
+>;
+
+/** A message as an export carries it: its seq and time are kept. */
+export interface ImportedMessage extends ChatMessage {
+  seq: number;
+  created_at: string;
+}
+
+/** A compaction row as an export carries it (its id and session are new). */
+export type ImportedCompaction = Omit<CompactionRow, 'id' | 'session_id'>;
 
 export interface SessionFilter {
   agentName?: string;
@@ -128,6 +157,9 @@ export interface CompactionRow {
   model: string;
   input_chars: number;
   summary_chars: number;
+  /** Token usage of this compaction's summary call (0 when the model reported none). */
+  input_tokens: number;
+  output_tokens: number;
   created_at: string;
   /** Set when `POST /sessions/:id/compact/undo` reverted this compaction. */
   undone_at: string | null;
@@ -145,6 +177,9 @@ export interface NewCompaction {
   trigger: 'manual' | 'auto';
   model: string;
   inputChars: number;
+  /** Token usage of the summary call (default 0: not reported). */
+  inputTokens?: number;
+  outputTokens?: number;
 }
 
 export interface MemoryNote {
@@ -197,6 +232,18 @@ export interface Store {
   resetSession(id: string): Promise<SessionRow | undefined>;
   closeSession(id: string): Promise<SessionRow | undefined>;
   deleteSession(id: string): Promise<boolean>;
+  /** Changes title and/or compact_count; undefined if there is no such session. */
+  updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined>;
+
+  // import (POST /sessions/import): a session row, then its messages and compactions in batches
+  /** Writes `session` under a new id, with no messages yet; returns the id. */
+  createImportedSession(session: ImportedSession): Promise<string>;
+  /** Appends messages keeping their seq (increasing, after the last one) and time. */
+  appendImportedMessages(sessionId: string, messages: readonly ImportedMessage[]): Promise<void>;
+  appendImportedCompactions(
+    sessionId: string,
+    compactions: readonly ImportedCompaction[],
+  ): Promise<void>;
 
   // messages
   /** Appends messages in order in one transaction; returns them as stored. */

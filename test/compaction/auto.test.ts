@@ -164,6 +164,9 @@ describe('automatic compaction', () => {
       runs: 1,
       compactedCount: expect.any(Number),
       newSize: expect.any(Number),
+      // The summary call's cost (DESIGN §14).
+      input_tokens: expect.any(Number),
+      output_tokens: expect.any(Number),
     });
     expect(envelope.compaction!.compactedCount).toBeGreaterThan(0);
 
@@ -321,6 +324,8 @@ describe('context-overflow recovery', () => {
       runs: 1,
       compactedCount: 8,
       newSize: 8,
+      input_tokens: expect.any(Number),
+      output_tokens: expect.any(Number),
     });
     expect(fake().requests.map((r) => (isSummaryRequest(r.body) ? 'summary' : 'main'))).toEqual([
       'main',

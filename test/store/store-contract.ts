@@ -1023,6 +1023,112 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('compaction cost', () => {
+      it('records the summary call tokens on the row and sums them on the session', async () => {
+        const session = await newSession();
+        await store.appendMessages(session.id, [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+          { role: 'user', content: 'c' },
+          { role: 'assistant', content: 'd' },
+        ]);
+        await store.commitCompaction(
+          compaction(session.id, {
+            expectedSize: 0,
+            toSize: 2,
+            toSeq: 3,
+            inputTokens: 100,
+            outputTokens: 10,
+          }),
+        );
+        const after = await store.commitCompaction(
+          compaction(session.id, {
+            expectedSize: 2,
+            toSize: 4,
+            toSeq: 5,
+            inputTokens: 50,
+            outputTokens: 5,
+          }),
+        );
+        expect(after).toMatchObject({ compaction_input_tokens: 150, compaction_output_tokens: 15 });
+        const rows = await store.listCompactions(session.id);
+        expect(rows.map((r) => [r.input_tokens, r.output_tokens])).toEqual([
+          [100, 10],
+          [50, 5],
+        ]);
+      });
+    });
+
+    describe('updateSession', () => {
+      it('changes only the fields given; null clears the title; unknown id → undefined', async () => {
+        const session = await newSession({ title: 'Old', compactCount: 40 });
+        const renamed = await store.updateSession(session.id, { title: 'New' });
+        expect(renamed).toMatchObject({ title: 'New', compact_count: 40 });
+        const counted = await store.updateSession(session.id, { compactCount: 12.5 });
+        expect(counted).toMatchObject({ title: 'New', compact_count: 12.5 });
+        expect(await store.updateSession(session.id, { title: null })).toMatchObject({
+          title: null,
+        });
+        expect(await store.updateSession('sess_doesnotexist', { title: 'x' })).toBeUndefined();
+      });
+    });
+
+    describe('session import', () => {
+      it('writes a session under a new id with messages (seq and time kept) and compactions', async () => {
+        const original = await newSession();
+        const id = await store.createImportedSession({
+          ...original,
+          compact_summary: 'S',
+          compact_size: 1,
+          compact_seq: 2,
+          compaction_count: 1,
+        });
+        expect(id).not.toBe(original.id);
+        await store.appendImportedMessages(id, [
+          { seq: 1, role: 'system', content: 'sys', created_at: '2026-01-01T00:00:00.000Z' },
+          { seq: 2, role: 'user', content: 'hello', created_at: '2026-01-01T00:00:01.000Z' },
+        ]);
+        await store.appendImportedMessages(id, [
+          { seq: 5, role: 'assistant', content: 'hi', created_at: '2026-01-01T00:00:02.000Z' },
+        ]);
+        await store.appendImportedCompactions(id, [
+          {
+            from_size: 0,
+            to_size: 1,
+            from_seq: 0,
+            to_seq: 2,
+            previous_summary: null,
+            summary: 'S',
+            trigger: 'manual',
+            model: 'm',
+            input_chars: 5,
+            summary_chars: 1,
+            input_tokens: 3,
+            output_tokens: 1,
+            created_at: '2026-01-01T00:00:03.000Z',
+            undone_at: null,
+          },
+        ]);
+        const copy = await store.findSession(id);
+        expect(copy).toMatchObject({
+          message_count: 3,
+          last_seq: 5,
+          compact_summary: 'S',
+          compact_size: 1,
+          compact_seq: 2,
+        });
+        expect((await allMessages(id)).map((m) => [m.seq, m.created_at])).toEqual([
+          [1, '2026-01-01T00:00:00.000Z'],
+          [2, '2026-01-01T00:00:01.000Z'],
+          [5, '2026-01-01T00:00:02.000Z'],
+        ]);
+        expect(await store.listCompactions(id)).toHaveLength(1);
+        // New messages continue after the imported seqs.
+        const [next] = await store.appendMessages(id, [{ role: 'user', content: 'more' }]);
+        expect(next!.seq).toBe(6);
+      });
+    });
+
     describe('setCompactionSuspended', () => {
       it('sets and clears the breaker; an auto compaction keeps it, a manual one clears it', async () => {
         const session = await newSession();

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AgentConfig } from '../../agents/agent-config.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
-import { agentParams } from '../schemas.js';
+import { agentParams, NO_OPTIONS_BODY } from '../schemas.js';
 
 /** The API view of an agent: its configuration minus where it lives on disk. */
 export function publicAgent(agent: AgentConfig): Omit<AgentConfig, 'dir'> {
@@ -20,4 +20,12 @@ export function agentRoutes(app: FastifyInstance, deps: { agents: AgentRegistry 
       agent: publicAgent(deps.agents.get(request.params.name)),
     }),
   );
+}
+
+/** `POST /agents/reload`: reload agents/*\/agent.json now (the watch does it on changes too). */
+export function agentReloadRoutes(
+  app: FastifyInstance,
+  deps: { reload: () => Promise<{ agents: string[]; problems: string[] }> },
+): void {
+  app.post('/agents/reload', { schema: { body: NO_OPTIONS_BODY } }, async () => deps.reload());
 }

@@ -74,10 +74,14 @@ export function migrate(
   return ran;
 }
 
-/** Adds any required column that is missing; safe to run on every start. */
+/** Adds any missing column of the applied migrations; safe to run on every start. */
 export function ensureColumns(db: SqliteDatabase): string[] {
+  const applied = new Set(
+    db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[],
+  );
   const added: string[] = [];
-  for (const { table, column, definition } of REQUIRED_COLUMNS) {
+  for (const { since, table, column, definition } of REQUIRED_COLUMNS) {
+    if (!applied.has(since)) continue;
     const columns = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[];
     if (columns.length === 0 || columns.some((c) => c.name === column)) continue;
     db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);

@@ -29,6 +29,10 @@ import type {
   Store,
   TaskRow,
   TaskStatus,
+  ImportedCompaction,
+  ImportedMessage,
+  ImportedSession,
+  SessionEdit,
 } from '../store.js';
 import {
   BUSY_RETRY_BASE_MS,
@@ -184,6 +188,30 @@ function prepareStatements(db: SqliteDatabase) {
     appendState: db.prepare('SELECT last_seq, transcript_hash FROM sessions WHERE id = ?'),
     insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash)
       VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @transcript_hash)`),
+    updateSession: db.prepare(`UPDATE sessions SET
+        title = CASE WHEN @set_title THEN @title ELSE title END,
+        compact_count = COALESCE(@compact_count, compact_count),
+        updated_at = @updated_at
+      WHERE id = @id`),
+    insertImportedSession: db.prepare(`INSERT INTO sessions
+      (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
+       input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
+       compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
+       compaction_input_tokens, compaction_output_tokens)
+      VALUES (@id, @agent_name, @mode, @status, @title, NULL, @created_at, @updated_at,
+       @input_tokens, @output_tokens, @compact_summary, @compact_size, @compact_count,
+       @compaction_count, @compact_seq, @last_prompt_tokens, @last_prompt_seq,
+       @compaction_suspended, @compaction_input_tokens, @compaction_output_tokens)`),
+    bumpImported: db.prepare(`UPDATE sessions SET
+        message_count = message_count + @count, last_seq = MAX(last_seq, @last_seq),
+        transcript_hash = @transcript_hash
+      WHERE id = @id`),
+    insertImportedCompaction: db.prepare(`INSERT INTO compactions
+      (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
+       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
+      VALUES (@session_id, @from_size, @to_size, @from_seq, @to_seq, @previous_summary, @summary,
+       @trigger, @model, @input_chars, @summary_chars, @input_tokens, @output_tokens, @created_at,
+       @undone_at)`),
     bumpSession: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count,
         last_seq = @last_seq,
@@ -217,6 +245,7 @@ function prepareStatements(db: SqliteDatabase) {
     resetSession: db.prepare(`UPDATE sessions SET
         message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
         input_tokens = 0, output_tokens = 0,
+        compaction_input_tokens = 0, compaction_output_tokens = 0,
         compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
         epoch = epoch + 1, transcript_hash = NULL, updated_at = @updated_at
@@ -233,14 +262,16 @@ function prepareStatements(db: SqliteDatabase) {
     casCompaction: db.prepare(`UPDATE sessions SET
         compact_summary = @summary, compact_size = @to_size, compact_seq = @to_seq,
         compaction_count = compaction_count + 1,
+        compaction_input_tokens = compaction_input_tokens + @input_tokens,
+        compaction_output_tokens = compaction_output_tokens + @output_tokens,
         compaction_suspended = CASE WHEN @trigger = 'manual' THEN 0 ELSE compaction_suspended END,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = @updated_at
       WHERE id = @id AND compact_size = @expected_size AND epoch = COALESCE(@expected_epoch, epoch)`),
     insertCompaction: db.prepare(`INSERT INTO compactions
       (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-       input_chars, summary_chars, created_at)
+       input_chars, summary_chars, input_tokens, output_tokens, created_at)
       VALUES (@session_id, @from_size, @to_size, @from_seq, @to_seq, @previous_summary, @summary,
-       @trigger, @model, @input_chars, @summary_chars, @created_at)`),
+       @trigger, @model, @input_chars, @summary_chars, @input_tokens, @output_tokens, @created_at)`),
     latestCompaction: db.prepare(
       'SELECT * FROM compactions WHERE session_id = ? ORDER BY id DESC LIMIT 1',
     ),
@@ -336,6 +367,79 @@ export class SqliteStore implements Store {
           });
           this.insertMessages(id, [{ role: 'system', content: input.systemPrompt }], {}, createdAt);
           return this.stmt.getSession.get(id) as SessionRow;
+        })
+        .immediate(),
+    );
+  }
+
+  async updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined> {
+    return this.guard(() => {
+      this.stmt.updateSession.run({
+        id,
+        set_title: edit.title !== undefined ? 1 : 0,
+        title: edit.title ?? null,
+        compact_count: edit.compactCount ?? null,
+        updated_at: now(),
+      });
+      return this.stmt.getSession.get(id) as SessionRow | undefined;
+    });
+  }
+
+  async createImportedSession(session: ImportedSession): Promise<string> {
+    const id = newId('sess');
+    await this.guard(() => this.stmt.insertImportedSession.run({ ...session, id }));
+    return id;
+  }
+
+  async appendImportedMessages(
+    sessionId: string,
+    messages: readonly ImportedMessage[],
+  ): Promise<void> {
+    if (messages.length === 0) return;
+    await this.guard(() =>
+      this.db
+        .transaction(() => {
+          // The visible-transcript chain is rebuilt as the messages go in, so a
+          // client resending the imported history lands in the imported session.
+          const state = this.stmt.appendState.get(sessionId) as
+            { transcript_hash: string | null } | undefined;
+          let transcript = state?.transcript_hash ?? null;
+          for (const message of messages) {
+            const visible = isVisible(message);
+            if (visible) transcript = nextTranscriptHash(transcript, message);
+            this.stmt.insertMessage.run({
+              session_id: sessionId,
+              seq: message.seq,
+              role: message.role,
+              content: message.content,
+              tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
+              tool_call_id: message.tool_call_id ?? null,
+              name: message.name ?? null,
+              created_at: message.created_at,
+              chars: messageChars(message),
+              transcript_hash: visible ? transcript : null,
+            });
+          }
+          this.stmt.bumpImported.run({
+            id: sessionId,
+            count: messages.length,
+            last_seq: messages[messages.length - 1]!.seq,
+            transcript_hash: transcript,
+          });
+        })
+        .immediate(),
+    );
+  }
+
+  async appendImportedCompactions(
+    sessionId: string,
+    compactions: readonly ImportedCompaction[],
+  ): Promise<void> {
+    await this.guard(() =>
+      this.db
+        .transaction(() => {
+          for (const c of compactions)
+            this.stmt.insertImportedCompaction.run({ ...c, session_id: sessionId });
         })
         .immediate(),
     );
@@ -554,6 +658,8 @@ export class SqliteStore implements Store {
             trigger: input.trigger,
             expected_size: input.expectedSize,
             expected_epoch: input.expectedEpoch ?? null,
+            input_tokens: input.inputTokens ?? 0,
+            output_tokens: input.outputTokens ?? 0,
             updated_at: createdAt,
           });
           if (result.changes === 0) return undefined;
@@ -569,6 +675,8 @@ export class SqliteStore implements Store {
             model: input.model,
             input_chars: input.inputChars,
             summary_chars: input.summary.length,
+            input_tokens: input.inputTokens ?? 0,
+            output_tokens: input.outputTokens ?? 0,
             created_at: createdAt,
           });
           return this.stmt.getSession.get(input.sessionId) as SessionRow;

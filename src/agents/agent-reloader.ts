@@ -1,0 +1,97 @@
+/**
+ * Agents live (DESIGN §14): reloads agents/*\/agent.json into the registry
+ * without a restart, on demand (`POST /agents/reload`) or when the folder
+ * changes (a debounced file watch). Each reload runs the start-up checks. A
+ * turn that already started keeps the agent version it got; the next lookup
+ * gets the new one. Tool modules are ES modules, cached by Node once
+ * imported: a changed module file takes a restart.
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { describeError } from '../errors.js';
+import type { AgentProblem } from './agent-config.js';
+import type { AgentRegistry } from './agent-registry.js';
+import type { ResolveTools } from './check-agent-tools.js';
+import { checkAgentTools } from './check-agent-tools.js';
+import { formatProblem, loadAgents } from './load-agents.js';
+
+/** Editors write a file in several steps; wait for them to settle. */
+export const AGENT_WATCH_DEBOUNCE_MS = 300;
+
+export interface ReloadResult {
+  agents: string[];
+  /** One line per problem (file, pointer, message, rule), as `cairn agents validate` prints. */
+  problems: string[];
+}
+
+export interface AgentReloaderDeps {
+  agentsDir: string;
+  registry: AgentRegistry;
+  resolveTools: ResolveTools;
+  log: (details: Record<string, unknown>, message: string) => void;
+}
+
+export class AgentReloader {
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** Reloads run one at a time; a change during one schedules the next. */
+  private running: Promise<ReloadResult> | undefined;
+
+  constructor(private readonly deps: AgentReloaderDeps) {}
+
+  /** Loads and checks every agent, then swaps the set in. */
+  async reload(): Promise<ReloadResult> {
+    const previous = this.running ?? Promise.resolve(undefined);
+    const next = previous.then(
+      () => this.load(),
+      () => this.load(),
+    );
+    this.running = next;
+    return next;
+  }
+
+  private async load(): Promise<ReloadResult> {
+    const { agents, problems } = loadAgents(this.deps.agentsDir);
+    const toolProblems: AgentProblem[] = await checkAgentTools(agents, this.deps.resolveTools);
+    this.deps.registry.replace(agents, problems);
+    const lines = [...problems, ...toolProblems].map(formatProblem);
+    this.deps.log(
+      { agents: agents.map((a) => a.name), problems: lines },
+      `agents reloaded (${agents.length} loaded, ${lines.length} problem(s))`,
+    );
+    return { agents: agents.map((a) => a.name), problems: lines };
+  }
+
+  /** Starts watching the agents folder (no-op if it does not exist yet). */
+  watch(): void {
+    if (this.watcher) return;
+    try {
+      this.watcher = watch(this.deps.agentsDir, { recursive: true }, (_event, file) => {
+        if (file === null || file.endsWith('.json') || !file.includes('.')) this.schedule();
+      });
+      this.watcher.on('error', () => this.close());
+    } catch (err) {
+      this.deps.log(
+        { agentsDir: this.deps.agentsDir, reason: describeError(err) },
+        'agents folder not watched; use POST /agents/reload after changes',
+      );
+    }
+  }
+
+  private schedule(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.reload().catch((err: unknown) =>
+        this.deps.log({ reason: describeError(err) }, 'agent reload failed'),
+      );
+    }, AGENT_WATCH_DEBOUNCE_MS);
+    this.timer.unref();
+  }
+
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+}

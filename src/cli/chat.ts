@@ -1,0 +1,154 @@
+/**
+ * `cairn chat <agent>`: an interactive, streamed chat against a running server.
+ * Every line typed or piped is queued and sent in order, one turn at a time,
+ * so nothing typed while a reply streams is lost; end of input ends the chat
+ * with exit code 0.
+ */
+import { createInterface } from 'node:readline';
+import { streamEvents, type ClientOptions } from './client.js';
+
+/** Tool results longer than this are clipped on screen (the server keeps them whole). */
+const TOOL_RESULT_PREVIEW_CHARS = 200;
+const QUIT_COMMAND = '/quit';
+
+interface DoneEnvelope {
+  reply?: string;
+  compaction?: {
+    runs: number;
+    compactedCount: number;
+    input_tokens?: number;
+    output_tokens?: number;
+  } | null;
+}
+
+/** Lines from stdin, in order; `next()` resolves undefined at end of input. */
+class LineQueue {
+  private readonly lines: string[] = [];
+  private ended = false;
+  private wake: (() => void) | undefined;
+
+  push(line: string): void {
+    this.lines.push(line);
+    this.wake?.();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.wake?.();
+  }
+
+  get waiting(): number {
+    return this.lines.length;
+  }
+
+  async next(): Promise<string | undefined> {
+    while (this.lines.length === 0 && !this.ended) {
+      await new Promise<void>((resolve) => (this.wake = resolve));
+      this.wake = undefined;
+    }
+    return this.lines.shift();
+  }
+}
+
+export async function chat(
+  agent: string,
+  options: ClientOptions & { session?: string },
+): Promise<void> {
+  const interactive = process.stdin.isTTY === true;
+  const rl = createInterface({
+    input: process.stdin,
+    ...(interactive ? { output: process.stdout, terminal: true } : { terminal: false }),
+  });
+  const queue = new LineQueue();
+  rl.on('line', (line) => queue.push(line));
+  rl.on('close', () => queue.end());
+  const prompt = (): void => {
+    if (interactive && queue.waiting === 0) rl.prompt();
+  };
+  rl.setPrompt('> ');
+
+  let sessionId = options.session;
+  console.log(
+    `chatting with ${agent}${sessionId ? ` in ${sessionId}` : ''} — Ctrl-D or ${QUIT_COMMAND} to quit`,
+  );
+  try {
+    prompt();
+    for (let line = await queue.next(); line !== undefined; line = await queue.next()) {
+      if (line.trim() === QUIT_COMMAND) break;
+      // A blank line is not a message (the server would refuse it); skip it.
+      if (line.trim() !== '') sessionId = await turn(agent, line, sessionId, options);
+      prompt();
+    }
+  } finally {
+    rl.close();
+    if (sessionId) console.log(`session: ${sessionId}`);
+  }
+}
+
+/** Sends one message, prints the streamed turn, returns the session id. */
+async function turn(
+  agent: string,
+  message: string,
+  sessionId: string | undefined,
+  options: ClientOptions,
+): Promise<string | undefined> {
+  const out = (text: string): boolean => process.stdout.write(text);
+  let printedText = false;
+  let question: string | undefined;
+  for await (const { event, data } of streamEvents(
+    options,
+    `/agents/${encodeURIComponent(agent)}/chat`,
+    { message, ...(sessionId ? { sessionId } : {}) },
+  )) {
+    const payload = data as Record<string, unknown>;
+    if (event === 'session') sessionId = String(payload.sessionId);
+    else if (event === 'delta') {
+      printedText = true;
+      out(String(payload.text));
+    } else if (event === 'tool_call') {
+      if (payload.name === 'ask_user') {
+        question = askedQuestion(payload.arguments);
+        out(`\n[question] ${question}\n`);
+      } else out(`\n[tool ${String(payload.name)}(${String(payload.arguments)})]\n`);
+    } else if (event === 'tool_result') {
+      out(
+        `[result ${String(payload.name)}${payload.isError === true ? ' (error)' : ''}: ${clip(String(payload.content))}]\n`,
+      );
+    } else if (event === 'done') {
+      const done = payload as DoneEnvelope;
+      // A reply that was not streamed as text (e.g. a question asked with ask_user).
+      if (!printedText && done.reply && done.reply !== question) out(done.reply);
+      if (done.compaction) out(`\n${describeCompaction(done.compaction)}`);
+    } else if (event === 'error') {
+      const error = payload.error as { code: string; message: string };
+      out(`\nerror ${error.code}: ${error.message}`);
+    }
+  }
+  out('\n');
+  return sessionId;
+}
+
+function askedQuestion(args: unknown): string {
+  try {
+    const parsed = JSON.parse(String(args)) as { question?: unknown };
+    if (typeof parsed.question === 'string') return parsed.question;
+  } catch {
+    // Not JSON: show the raw arguments.
+  }
+  return String(args);
+}
+
+function describeCompaction(c: NonNullable<DoneEnvelope['compaction']>): string {
+  const cost =
+    c.input_tokens !== undefined && c.output_tokens !== undefined
+      ? `, ${c.input_tokens} in / ${c.output_tokens} out tokens`
+      : '';
+  return `[compacted ${c.compactedCount} earlier messages automatically (${c.runs} run${c.runs === 1 ? '' : 's'}${cost})]`;
+}
+
+function clip(text: string): string {
+  const flat = text.replace(/\s+/g, ' ');
+  return flat.length > TOOL_RESULT_PREVIEW_CHARS
+    ? `${flat.slice(0, TOOL_RESULT_PREVIEW_CHARS)}…`
+    : flat;
+}

@@ -1,0 +1,41 @@
+/**
+ * How `cairn serve` logs: pino JSON lines by default (for collectors), and
+ * human-readable lines (pino-pretty, in this process, no worker thread) when
+ * stdout is a terminal or CAIRN_LOG_FORMAT=pretty. CAIRN_LOG_FORMAT=json
+ * forces JSON on a terminal too.
+ */
+import type { FastifyServerOptions } from 'fastify';
+import { PinoPretty } from 'pino-pretty';
+import { CairnError } from '../errors.js';
+
+export type LogFormat = 'json' | 'pretty';
+
+/** The format asked for by CAIRN_LOG_FORMAT, else pretty on a terminal. */
+export function chooseLogFormat(env: NodeJS.ProcessEnv, stdoutIsTerminal: boolean): LogFormat {
+  const asked = env.CAIRN_LOG_FORMAT;
+  if (asked === undefined || asked === '') return stdoutIsTerminal ? 'pretty' : 'json';
+  if (asked === 'json' || asked === 'pretty') return asked;
+  throw new CairnError(
+    'VALIDATION_ERROR',
+    `CAIRN_LOG_FORMAT must be "json" or "pretty", not "${asked}".`,
+  );
+}
+
+/** fastify's logger option for `format` at `level`. */
+export function loggerOptions(
+  format: LogFormat,
+  level: string,
+  colorize: boolean,
+): FastifyServerOptions['logger'] {
+  if (format === 'json') return { level };
+  return {
+    level,
+    stream: PinoPretty({
+      colorize,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname',
+      singleLine: true,
+      sync: true,
+    }),
+  };
+}

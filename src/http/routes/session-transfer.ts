@@ -1,0 +1,93 @@
+/**
+ * Day-two session routes (DESIGN §14): `PATCH /sessions/:id` (title,
+ * compactCount), `GET /sessions/:id/export` (NDJSON, streamed) and
+ * `POST /sessions/import` (the same NDJSON, read as it arrives).
+ */
+import { Readable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import type { AgentRegistry } from '../../agents/agent-registry.js';
+import { CairnError } from '../../errors.js';
+import type { Store } from '../../store/store.js';
+import { exportSessionLines } from '../../transfer/session-export.js';
+import { importSession, ndjsonLines } from '../../transfer/session-import.js';
+import { objectSchema, sessionParams } from '../schemas.js';
+
+export const NDJSON = 'application/x-ndjson';
+
+interface EditBody {
+  title?: string | null;
+  compactCount?: number;
+}
+
+export interface SessionTransferDeps {
+  store: Store;
+  agents: AgentRegistry;
+}
+
+export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransferDeps): void {
+  const { store, agents } = deps;
+  type WithId = { Params: { id: string } };
+
+  const getSession = async (id: string) => {
+    const session = await store.findSession(id);
+    if (!session)
+      throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found. Check GET /sessions.`);
+    return session;
+  };
+
+  app.patch<WithId & { Body: EditBody }>(
+    '/sessions/:id',
+    {
+      schema: {
+        params: sessionParams,
+        body: {
+          ...objectSchema({
+            title: { type: ['string', 'null'], maxLength: 500 },
+            compactCount: { type: 'number', minimum: 1, maximum: 99 },
+          }),
+          minProperties: 1,
+        },
+      },
+    },
+    async (request) => {
+      await getSession(request.params.id);
+      const { title, compactCount } = request.body;
+      const session = await store.updateSession(request.params.id, {
+        ...(title !== undefined ? { title } : {}),
+        ...(compactCount !== undefined ? { compactCount } : {}),
+      });
+      if (!session)
+        throw new CairnError('SESSION_NOT_FOUND', `Session "${request.params.id}" not found.`);
+      return { session };
+    },
+  );
+
+  app.get<WithId>(
+    '/sessions/:id/export',
+    { schema: { params: sessionParams } },
+    async (request, reply) => {
+      const session = await getSession(request.params.id);
+      void reply
+        .type(NDJSON)
+        .header('content-disposition', `attachment; filename="${session.id}.ndjson"`);
+      return reply.send(Readable.from(exportSessionLines(store, session)));
+    },
+  );
+
+  // The import body is read as a stream, line by line, so its size is not
+  // bounded by server.bodyLimitBytes (each line is; see IMPORT_MAX_LINE_CHARS).
+  app.addContentTypeParser(NDJSON, (_request, payload, done) => done(null, payload));
+
+  app.post('/sessions/import', async (request, reply) => {
+    if (!(request.body instanceof Readable)) {
+      throw new CairnError(
+        'VALIDATION_ERROR',
+        `Send the export as the body with content-type ${NDJSON} (the output of GET /sessions/:id/export).`,
+      );
+    }
+    const session = await importSession(store, ndjsonLines(request.body), (name) => {
+      agents.get(name);
+    });
+    return reply.code(201).send({ session });
+  });
+}

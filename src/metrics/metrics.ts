@@ -1,0 +1,198 @@
+/**
+ * Prometheus metrics (DESIGN §14), all prefixed `cairn_`, in a registry of
+ * their own (no prom-client global). They are derived from the outside of the
+ * core rather than counted inside it: model calls through a ModelClient
+ * decorator, lifecycle from the EventBus, chat turns from the HTTP layer, and
+ * gauges read when scraped.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ModelClient, ModelRequest, ModelCallOptions } from '../llm/model-client.js';
+import type { EventRow } from '../store/store.js';
+
+export type ModelRole = 'main' | 'compact';
+
+/** Seconds; model calls and turns run from milliseconds to minutes. */
+const LATENCY_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/** Read when /metrics is scraped. */
+export interface MetricsGauges {
+  queueDepth(): number;
+  openEventStreams(): number;
+}
+
+export class CairnMetrics {
+  readonly registry = new Registry();
+  private readonly turns: Counter<'agent' | 'mode' | 'outcome'>;
+  private readonly turnSeconds: Histogram<'agent' | 'mode'>;
+  private readonly modelCalls: Counter<'role' | 'purpose' | 'outcome'>;
+  private readonly modelSeconds: Histogram<'role' | 'purpose'>;
+  private readonly modelTokens: Counter<'role' | 'direction'>;
+  private readonly compactions: Counter<'trigger' | 'outcome'>;
+  private readonly taskTransitions: Counter<'state'>;
+  private readonly daemonTicks: Counter<'agent'>;
+  /** The agent of each task not yet finished (kept while it waits, for its resumed turn). */
+  private readonly taskAgents = new Map<string, string>();
+  /** When each running task's current turn started. */
+  private readonly taskStarted = new Map<string, number>();
+
+  constructor(
+    gauges: MetricsGauges,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    const registers = [this.registry];
+    this.turns = new Counter({
+      name: 'cairn_turns_total',
+      help: 'Turns run (chat requests and task runs), by agent, mode and outcome.',
+      labelNames: ['agent', 'mode', 'outcome'],
+      registers,
+    });
+    this.turnSeconds = new Histogram({
+      name: 'cairn_turn_duration_seconds',
+      help: 'Duration of a turn, by agent and mode.',
+      labelNames: ['agent', 'mode'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    });
+    this.modelCalls = new Counter({
+      name: 'cairn_model_calls_total',
+      help: 'Model calls, by role (main, compact), purpose (chat, summary) and outcome.',
+      labelNames: ['role', 'purpose', 'outcome'],
+      registers,
+    });
+    this.modelSeconds = new Histogram({
+      name: 'cairn_model_call_duration_seconds',
+      help: 'Latency of a model call (retries included), by role and purpose.',
+      labelNames: ['role', 'purpose'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    });
+    this.modelTokens = new Counter({
+      name: 'cairn_model_tokens_total',
+      help: 'Tokens the provider reported, by role and direction (in = prompt, out = completion).',
+      labelNames: ['role', 'direction'],
+      registers,
+    });
+    this.compactions = new Counter({
+      name: 'cairn_compactions_total',
+      help: 'Compactions, by trigger (manual, auto, overflow) and outcome (ok, suspended, undone).',
+      labelNames: ['trigger', 'outcome'],
+      registers,
+    });
+    this.taskTransitions = new Counter({
+      name: 'cairn_task_transitions_total',
+      help: 'Task state changes, by the state entered.',
+      labelNames: ['state'],
+      registers,
+    });
+    this.daemonTicks = new Counter({
+      name: 'cairn_daemon_ticks_total',
+      help: 'Daemon ticks run, by agent.',
+      labelNames: ['agent'],
+      registers,
+    });
+    new Gauge({
+      name: 'cairn_queue_depth',
+      help: 'Turns, resets and closes running or waiting in the per-session queues.',
+      registers,
+      collect() {
+        this.set(gauges.queueDepth());
+      },
+    });
+    new Gauge({
+      name: 'cairn_event_streams_open',
+      help: 'Open GET /events streams.',
+      registers,
+      collect() {
+        this.set(gauges.openEventStreams());
+      },
+    });
+    const running = this.taskStarted;
+    new Gauge({
+      name: 'cairn_tasks_running',
+      help: 'Tasks running in this process.',
+      registers,
+      collect() {
+        this.set(running.size);
+      },
+    });
+  }
+
+  /** The metrics text and its content type, for GET /metrics. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** A ModelClient that counts the calls, latency and tokens of `inner` under `role`. */
+  instrumentModel(role: ModelRole, inner: ModelClient): ModelClient {
+    const { modelCalls, modelTokens, modelSeconds, now } = this;
+    return {
+      get model() {
+        return inner.model;
+      },
+      get contextWindow() {
+        return inner.contextWindow;
+      },
+      async complete(request: ModelRequest, options?: ModelCallOptions) {
+        const labels = { role, purpose: request.purpose };
+        const started = now();
+        try {
+          const response = await inner.complete(request, options);
+          modelCalls.inc({ ...labels, outcome: 'ok' });
+          if (response.usage) {
+            modelTokens.inc({ role, direction: 'in' }, response.usage.prompt_tokens);
+            modelTokens.inc({ role, direction: 'out' }, response.usage.completion_tokens);
+          }
+          return response;
+        } catch (err) {
+          modelCalls.inc({ ...labels, outcome: 'error' });
+          throw err;
+        } finally {
+          modelSeconds.observe(labels, (now() - started) / 1000);
+        }
+      },
+    };
+  }
+
+  /** A chat turn as the HTTP layer saw it. */
+  chatTurn(agent: string, outcome: string, durationMs: number): void {
+    this.turns.inc({ agent, mode: 'chat', outcome });
+    this.turnSeconds.observe({ agent, mode: 'chat' }, durationMs / 1000);
+  }
+
+  /** An EventBus observer: task turns and transitions, compactions, daemon ticks. */
+  observeEvent(event: EventRow): void {
+    const data = event.data;
+    const str = (key: string): string => (typeof data[key] === 'string' ? data[key] : 'unknown');
+    if (event.type.startsWith('task.')) {
+      const state = event.type.slice('task.'.length);
+      this.taskTransitions.inc({ state });
+      this.taskTurn(str('taskId'), state, str('agentName'));
+    } else if (event.type === 'context.defaultCompacted') {
+      this.compactions.inc({ trigger: str('trigger'), outcome: 'ok' });
+    } else if (event.type === 'context.compacted') {
+      this.compactions.inc({ trigger: 'overflow', outcome: 'ok' });
+    } else if (event.type === 'context.compactionSuspended') {
+      this.compactions.inc({ trigger: 'auto', outcome: 'suspended' });
+    } else if (event.type === 'context.compactionUndone') {
+      this.compactions.inc({ trigger: 'manual', outcome: 'undone' });
+    } else if (event.type === 'daemon.tick') {
+      this.daemonTicks.inc({ agent: str('agentName') });
+    }
+  }
+
+  /** A task run is a turn from `started`/`resumed` to the next state it stops in. */
+  private taskTurn(taskId: string, state: string, agentName: string): void {
+    if (state === 'started' || state === 'resumed') {
+      if (agentName !== 'unknown') this.taskAgents.set(taskId, agentName);
+      this.taskStarted.set(taskId, this.now());
+      return;
+    }
+    const agent = this.taskAgents.get(taskId) ?? 'unknown';
+    const startedAt = this.taskStarted.get(taskId);
+    this.taskStarted.delete(taskId);
+    if (state !== 'waiting') this.taskAgents.delete(taskId);
+    if (startedAt === undefined) return;
+    this.turns.inc({ agent, mode: 'task', outcome: state });
+    this.turnSeconds.observe({ agent, mode: 'task' }, (this.now() - startedAt) / 1000);
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * Session export as NDJSON (DESIGN §14): a `session` line, then one `message`
+ * line per stored message in seq order, then one `compaction` line per row of
+ * the compaction history. Messages are read page by page, so a session of any
+ * size streams in bounded memory.
+ */
+import type { StoredMessage } from '../llm/messages.js';
+import type { CompactionRow, SessionRow, Store } from '../store/store.js';
+
+/** The `format` of the session line; an import refuses anything else. */
+export const EXPORT_FORMAT = 'cairn.session';
+export const EXPORT_VERSION = 1;
+/** Messages read per page while exporting. */
+const EXPORT_PAGE = 500;
+
+export type ExportStore = Pick<Store, 'listMessages' | 'listCompactions'>;
+
+/** The lines of the export of `session`, each ending in a newline. */
+export async function* exportSessionLines(
+  store: ExportStore,
+  session: SessionRow,
+): AsyncGenerator<string> {
+  yield line({ type: 'session', format: EXPORT_FORMAT, version: EXPORT_VERSION, session });
+  let afterSeq = 0;
+  for (;;) {
+    const page = await store.listMessages(session.id, { afterSeq, limit: EXPORT_PAGE });
+    for (const message of page) yield line({ type: 'message', message: exported(message) });
+    if (page.length < EXPORT_PAGE) break;
+    afterSeq = page[page.length - 1]!.seq;
+  }
+  for (const compaction of await store.listCompactions(session.id)) {
+    yield line({ type: 'compaction', compaction: withoutIds(compaction) });
+  }
+}
+
+function line(value: unknown): string {
+  return `${JSON.stringify(value)}\n`;
+}
+
+/** A message without its session id (an import gives it a new one). */
+function exported(message: StoredMessage): Omit<StoredMessage, 'session_id'> {
+  const { session_id: _sessionId, ...rest } = message;
+  return rest;
+}
+
+function withoutIds(row: CompactionRow): Omit<CompactionRow, 'id' | 'session_id'> {
+  const { id: _id, session_id: _sessionId, ...rest } = row;
+  return rest;
+}

@@ -1,0 +1,102 @@
+/**
+ * Agents live (DESIGN §14): POST /agents/reload and the debounced file watch
+ * add, change and remove agents without a restart; a running turn keeps the
+ * agent version it started with.
+ */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+
+describe('agents live', () => {
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  const writeAgent = (home: string, name: string, config: Record<string, unknown>): void => {
+    mkdirSync(join(home, 'agents', name), { recursive: true });
+    writeFileSync(join(home, 'agents', name, 'agent.json'), JSON.stringify(config));
+  };
+
+  it('POST /agents/reload adds, changes and removes agents and reports problems', async () => {
+    t = await startTestApp({ fake: null });
+    const app = t.app.server;
+    writeAgent(t.home, 'helper', { ...TEST_AGENT, name: 'helper', description: 'v1' });
+    writeAgent(t.home, 'broken', { ...TEST_AGENT, name: 'broken', maxIterations: 0 });
+    const res = await app.inject({ method: 'POST', url: '/agents/reload' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().agents).toEqual(['assistant', 'helper']);
+    expect(res.json().problems).toHaveLength(1);
+    expect(res.json().problems[0]).toContain('/maxIterations');
+    expect(
+      (await app.inject({ method: 'GET', url: '/agents/helper' })).json().agent.description,
+    ).toBe('v1');
+    const broken = await app.inject({ method: 'GET', url: '/agents/broken' });
+    expect(broken.json().error.message).toContain('agents/broken/agent.json is invalid');
+
+    writeAgent(t.home, 'helper', { ...TEST_AGENT, name: 'helper', description: 'v2' });
+    await app.inject({ method: 'POST', url: '/agents/reload' });
+    expect(
+      (await app.inject({ method: 'GET', url: '/agents/helper' })).json().agent.description,
+    ).toBe('v2');
+
+    rmSync(join(t.home, 'agents', 'helper'), { recursive: true });
+    await app.inject({ method: 'POST', url: '/agents/reload' });
+    expect((await app.inject({ method: 'GET', url: '/agents/helper' })).statusCode).toBe(404);
+  });
+
+  it('refuses a body on reload', async () => {
+    t = await startTestApp({ fake: null });
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/reload',
+      payload: { all: true },
+    });
+    expect(res.statusCode).toBe(400);
+  });
+
+  it('a running turn keeps the agent version it started with; the next turn gets the new one', async () => {
+    t = await startTestApp({ agents: { assistant: { ...TEST_AGENT, model: 'model-v1' } } });
+    const fake = t.fake!;
+    fake.script(
+      { tool_calls: [{ name: 'current_time', arguments: '{}' }], delayMs: 1_000 },
+      { content: 'first turn done' },
+      { content: 'second turn done' },
+    );
+    const turn = t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'what time is it?' },
+    });
+    await expect.poll(() => fake.requests.length).toBe(1);
+    writeAgent(t.home, 'assistant', { ...TEST_AGENT, model: 'model-v2' });
+    await t.app.server.inject({ method: 'POST', url: '/agents/reload' });
+    const first = await turn;
+    expect(first.statusCode).toBe(200);
+    const second = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'again', sessionId: first.json().sessionId },
+    });
+    expect(second.statusCode).toBe(200);
+    expect(fake.requests.map((r) => r.body.model)).toEqual(['model-v1', 'model-v1', 'model-v2']);
+  });
+
+  it('the file watch picks up a new agent without a request', async () => {
+    t = await startTestApp({ fake: null, app: { watchAgents: true } });
+    const home = t.home;
+    writeAgent(home, 'watched', { ...TEST_AGENT, name: 'watched' });
+    await expect
+      .poll(
+        async () =>
+          (await t!.app.server.inject({ method: 'GET', url: '/agents/watched' })).statusCode,
+        {
+          timeout: 10_000,
+          interval: 100,
+        },
+      )
+      .toBe(200);
+  });
+});

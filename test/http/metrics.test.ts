@@ -1,0 +1,126 @@
+/**
+ * GET /metrics (DESIGN §14): Prometheus text with the `cairn_` metrics,
+ * moved by real chats, tasks and compactions against the fake model; behind
+ * the API key.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
+import { seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
+
+/** The value of one sample line, e.g. `cairn_turns_total{agent="assistant",…}`; 0 if absent. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`)))
+      return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return 0;
+}
+
+describe('GET /metrics', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+    t.fake!.setDefault((body) =>
+      isSummaryRequest(body)
+        ? { content: 'A summary.', usage: { prompt_tokens: 40, completion_tokens: 8 } }
+        : { content: 'ok', usage: { prompt_tokens: 100, completion_tokens: 7 } },
+    );
+  });
+  afterAll(() => t.close());
+
+  const scrape = async (): Promise<string> => {
+    const res = await t.app.server.inject({ method: 'GET', url: '/metrics' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toContain('text/plain');
+    return res.body;
+  };
+
+  it('counts chat turns, model calls, tokens by role, tasks and compactions', async () => {
+    const before = await scrape();
+    const chat = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'hello' },
+    });
+    expect(chat.statusCode).toBe(200);
+    const bad = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: '  ' },
+    });
+    expect(bad.statusCode).toBe(400);
+    const task = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/tasks?wait=true',
+      payload: { input: 'do it' },
+    });
+    expect(task.statusCode).toBe(201);
+    const id = await seedSession(t.app, [
+      { role: 'user', content: 'one two three four five' },
+      { role: 'assistant', content: 'six seven eight nine ten' },
+      { role: 'user', content: 'eleven twelve' },
+      { role: 'assistant', content: 'thirteen' },
+    ]);
+    expect(
+      (await t.app.server.inject({ method: 'POST', url: `/sessions/${id}/compact` })).statusCode,
+    ).toBe(200);
+
+    const after = await scrape();
+    const delta = (name: string, labels: Record<string, string> = {}) =>
+      sample(after, name, labels) - sample(before, name, labels);
+    expect(delta('cairn_turns_total', { agent: 'assistant', mode: 'chat', outcome: 'ok' })).toBe(1);
+    expect(delta('cairn_turns_total', { agent: 'assistant', mode: 'chat', outcome: 'error' })).toBe(
+      1,
+    );
+    expect(
+      delta('cairn_turns_total', { agent: 'assistant', mode: 'task', outcome: 'completed' }),
+    ).toBe(1);
+    expect(delta('cairn_turn_duration_seconds_count', { agent: 'assistant', mode: 'chat' })).toBe(
+      2,
+    );
+    expect(delta('cairn_model_calls_total', { role: 'main', purpose: 'chat', outcome: 'ok' })).toBe(
+      2,
+    );
+    expect(
+      delta('cairn_model_calls_total', { role: 'main', purpose: 'summary', outcome: 'ok' }),
+    ).toBe(1);
+    expect(
+      delta('cairn_model_call_duration_seconds_count', { role: 'main', purpose: 'chat' }),
+    ).toBe(2);
+    expect(delta('cairn_model_tokens_total', { role: 'main', direction: 'in' })).toBe(240);
+    expect(delta('cairn_model_tokens_total', { role: 'main', direction: 'out' })).toBe(22);
+    expect(delta('cairn_compactions_total', { trigger: 'manual', outcome: 'ok' })).toBe(1);
+    expect(delta('cairn_task_transitions_total', { state: 'started' })).toBe(1);
+    expect(delta('cairn_task_transitions_total', { state: 'completed' })).toBe(1);
+    for (const gauge of ['cairn_queue_depth', 'cairn_event_streams_open', 'cairn_tasks_running'])
+      expect(after).toMatch(new RegExp(`^${gauge} 0$`, 'm'));
+  });
+
+  it('counts a failed model call as an error', async () => {
+    const before = await scrape();
+    t.fake!.script({ status: 400 });
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'fail please' },
+    });
+    expect(res.statusCode).toBeGreaterThanOrEqual(400);
+    const after = await scrape();
+    const labels = { role: 'main', purpose: 'chat', outcome: 'error' };
+    expect(sample(after, 'cairn_model_calls_total', labels)).toBe(
+      sample(before, 'cairn_model_calls_total', labels) + 1,
+    );
+  });
+
+  it('is behind the API key', async () => {
+    const locked = await startTestApp({ fake: null, env: { CAIRN_API_KEY: 'k'.repeat(32) } });
+    try {
+      expect((await locked.app.server.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(
+        401,
+      );
+    } finally {
+      await locked.close();
+    }
+  });
+});
