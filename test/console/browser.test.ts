@@ -50,6 +50,15 @@ const AGENT = {
   maxIterations: 6,
 };
 
+/** An agent whose one tool needs a person's approval before it runs. */
+const GUARDED = {
+  name: 'guarded',
+  description: 'Asks before it acts',
+  system: 'You tell the time, with permission.',
+  tools: [{ tool: 'current_time', approval: 'required' }],
+  maxIterations: 4,
+};
+
 /** A daemon agent, for the Daemons page (the server runs with --no-daemons: it never ticks). */
 const TICKER = {
   name: 'ticker',
@@ -148,7 +157,7 @@ describe('the console in Chromium', () => {
     // A small window, so the context bar has something to show.
     home = makeHome(
       {
-        agents: { assistant: AGENT, ticker: TICKER },
+        agents: { assistant: AGENT, ticker: TICKER, guarded: GUARDED },
         mainModel: { contextWindow: CONTEXT_WINDOW },
       },
       fake.baseURL,
@@ -246,6 +255,28 @@ describe('the console in Chromium', () => {
         await fetch(`${server.url}/tasks/${started.json.task.id}`)
       ).json()) as TaskBody;
       expect(task.task.status).toBe('completed');
+
+      // A task waiting for approval: the call is shown, Approve runs it.
+      const guarded = await postJson<TaskBody>(`${server.url}/agents/guarded/tasks?wait=true`, {
+        input: 'what time is it?',
+      });
+      expect(guarded.json.task.status).toBe('waiting');
+      await page.getByRole('button', { name: 'Approve' }).waitFor();
+      await page.getByText(/Approval needed: current_time/).waitFor();
+      await page.screenshot({ path: join(ARTIFACTS, 'approval.png'), fullPage: true });
+      await page.getByRole('button', { name: 'Approve' }).click();
+      await page.getByRole('button', { name: 'Approve' }).waitFor({ state: 'detached' });
+      await expect
+        .poll(
+          async () =>
+            (
+              (await (
+                await fetch(`${server.url}/tasks/${guarded.json.task.id}`)
+              ).json()) as TaskBody
+            ).task.status,
+          { timeout: UI_TIMEOUT_MS },
+        )
+        .toBe('completed');
 
       // Live: a turn sent through the API shows up in the open session view.
       await page.goBack();

@@ -66,6 +66,9 @@ export interface Task {
   result: string | null;
   question: string | null;
   error: string | null;
+  /** Set while the task waits for a person to approve this tool call (with its arguments). */
+  pending_tool?: string | null;
+  pending_arguments?: string | null;
   created_at: string;
   updated_at: string;
 }

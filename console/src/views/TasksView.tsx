@@ -1,4 +1,7 @@
-/** Tasks: their status, and for a waiting task its question with a box to answer it. */
+/**
+ * Tasks: their status, and for a waiting task its question with a box to
+ * answer it, or the tool call it waits on with Approve and Deny.
+ */
 import { useState } from 'preact/hooks';
 import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
 import { href, onLinkClick } from '../lib/router';
@@ -43,8 +46,11 @@ export function TasksView() {
 function TaskItem({ task, onChange }: { task: Task; onChange: () => void }) {
   const api = useApi();
   const [answer, setAnswer] = useState('');
+  const [reason, setReason] = useState('');
   const [error, setError] = useState<string>();
   const answerId = `answer-${task.id}`;
+  const reasonId = `reason-${task.id}`;
+  const approval = task.status === 'waiting' && task.pending_tool ? task.pending_tool : undefined;
   const act = async (path: string, body?: unknown) => {
     setError(undefined);
     try {
@@ -66,7 +72,28 @@ function TaskItem({ task, onChange }: { task: Task; onChange: () => void }) {
       <p class="input">{task.input}</p>
       {task.result && <p class="result">{task.result}</p>}
       {task.error && <p class="error">{task.error}</p>}
-      {task.status === 'waiting' && (
+      {approval !== undefined && (
+        <form class="approval" onSubmit={(e) => e.preventDefault()}>
+          <p class="question">
+            Approval needed: <code>{approval}</code> with arguments{' '}
+            <code>{task.pending_arguments || '{}'}</code>
+          </p>
+          <label for={reasonId}>Reason (optional, the agent sees it when you deny)</label>
+          <input id={reasonId} value={reason} onInput={(e) => setReason(e.currentTarget.value)} />
+          <button type="button" onClick={() => void act(`/tasks/${task.id}/approve`)}>
+            Approve
+          </button>{' '}
+          <button
+            type="button"
+            onClick={() =>
+              void act(`/tasks/${task.id}/deny`, reason.trim() ? { reason: reason.trim() } : {})
+            }
+          >
+            Deny
+          </button>
+        </form>
+      )}
+      {task.status === 'waiting' && approval === undefined && (
         <form
           class="answer"
           onSubmit={(e) => {
