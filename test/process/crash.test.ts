@@ -53,8 +53,9 @@ const HEAVY: CrashProfile = {
   minCycles: 6,
 };
 /**
- * RELIABILITY 28's 100 kills, with short turns and light load so the run
- * stays bounded (most of each cycle is the server starting).
+ * RELIABILITY 28's 100 kills, every one of them, with short turns and light
+ * load so the run stays bounded (most of each cycle is the server starting:
+ * about 1 s on a quiet machine, 3 s on a loaded one).
  */
 const HUNDRED_KILLS: CrashProfile = {
   killCycles: 100,
@@ -64,8 +65,8 @@ const HUNDRED_KILLS: CrashProfile = {
   killAfterTurnsMax: 8,
   killJitterMaxMs: 20,
   killDeadlineMs: 2_000,
-  budgetMs: 150_000,
-  minCycles: 20,
+  budgetMs: Infinity,
+  minCycles: 100,
 };
 const MAX_FAKE_DELAY_MS = 30;
 
@@ -354,5 +355,5 @@ describe.each([
     } finally {
       db.close();
     }
-  }, 400_000);
+  }, 600_000);
 });
