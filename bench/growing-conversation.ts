@@ -25,6 +25,7 @@ import type * as AppModule from '../src/app.js';
 import type * as SettingsModule from '../src/config/settings.js';
 import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { startScript } from './child-script.js';
+import { percentile, trimTail } from './compacted-tail.js';
 import type { SeedRequest } from './seed.js';
 
 const SIZES = [100, 1_000, 10_000, 100_000] as const;
@@ -53,21 +54,11 @@ interface SizeStats {
 
 function summarise(latencies: number[], cpuMicros: number): SizeStats {
   const sorted = [...latencies].sort((a, b) => a - b);
-  const at = (p: number): number =>
-    sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1))]!;
-  return { median: at(0.5), p95: at(0.95), cpuMs: cpuMicros / 1000 / sorted.length };
-}
-
-/** Moves the pointer so only the last TAIL_MESSAGES raw messages stay uncompacted. */
-function trimTail(store: SqliteStore, sessionId: string): void {
-  const maxSeq = store.db
-    .prepare('SELECT MAX(seq) FROM messages WHERE session_id = ?')
-    .pluck()
-    .get(sessionId) as number;
-  const compactSeq = maxSeq - TAIL_MESSAGES;
-  store.db
-    .prepare('UPDATE sessions SET compact_seq = ?, compact_size = ? WHERE id = ?')
-    .run(compactSeq, compactSeq - 1, sessionId);
+  return {
+    median: percentile(sorted, 50),
+    p95: percentile(sorted, 95),
+    cpuMs: cpuMicros / 1000 / sorted.length,
+  };
 }
 
 export async function growingConversationRows(baseURL: string): Promise<string[][]> {
@@ -110,7 +101,7 @@ export async function growingConversationRows(baseURL: string): Promise<string[]
 
     for (let i = 0; i < WARMUP_TURNS; i++) {
       await turn(warm!, `warm-up ${i}`);
-      if (i % BATCH === BATCH - 1) trimTail(store, warm!);
+      if (i % BATCH === BATCH - 1) trimTail(store, warm!, TAIL_MESSAGES);
     }
     const latencies: number[][] = SIZES.map(() => []);
     const cpu: number[] = SIZES.map(() => 0);
@@ -126,7 +117,7 @@ export async function growingConversationRows(baseURL: string): Promise<string[]
         }
         const spent = process.cpuUsage(cpuBefore);
         cpu[i]! += spent.user + spent.system;
-        trimTail(store, sessionId);
+        trimTail(store, sessionId, TAIL_MESSAGES);
       }
     }
 

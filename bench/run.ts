@@ -68,6 +68,7 @@ import type { SeedRequest } from './seed.js';
 import { bookkeepingRows, promptTokenRows } from './compaction.js';
 import { serverCostRows } from './server-cost.js';
 import { startScript } from './child-script.js';
+import { percentile, trimTail } from './compacted-tail.js';
 import { growingConversationRows } from './growing-conversation.js';
 import { openaiApiRows } from './openai-api.js';
 
@@ -117,12 +118,6 @@ async function idleMemory(): Promise<Memory> {
 
 const memoryCell = (m: Memory): string =>
   `${m.rssMb.toFixed(1)} MB (JS heap ${m.heapUsedMb.toFixed(1)} MB)`;
-
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const index = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
-  return sorted[Math.max(0, index)]!;
-}
 
 interface Stats {
   turns: number;
@@ -221,19 +216,6 @@ async function runLoad(
 
 // ---- scenarios ----------------------------------------------------------------
 
-/** Moves the compaction pointer so only the last TAIL_MESSAGES raw messages stay uncompacted. */
-function trimTail(store: SqliteStore, sessionId: string): void {
-  const maxSeq = store.db
-    .prepare('SELECT MAX(seq) FROM messages WHERE session_id = ?')
-    .pluck()
-    .get(sessionId) as number;
-  const compactSeq = maxSeq - TAIL_MESSAGES;
-  // seq 1 is the system prompt, so compact_seq - 1 conversation messages are covered.
-  store.db
-    .prepare('UPDATE sessions SET compact_seq = ?, compact_size = ? WHERE id = ?')
-    .run(compactSeq, compactSeq - 1, sessionId);
-}
-
 /**
  * Fails the bench unless the next model call on `sessionId` would carry only
  * the system prompt, the summary pair and the short tail: otherwise the
@@ -278,7 +260,7 @@ async function historyRun(
         latencies[i]!.push(await chatTurn(port, sessionId, `history question ${round}.${turn}`));
       }
       elapsed[i]! += performance.now() - started;
-      trimTail(store, sessionId);
+      trimTail(store, sessionId, TAIL_MESSAGES);
     }
   }
   return latencies.map((l, i) => stats(l, elapsed[i]!));

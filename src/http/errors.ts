@@ -61,8 +61,18 @@ export function toHttpError(err: unknown, requestId: string): [number, ErrorBody
   ];
 }
 
-export function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
-  const [status, body] = toHttpError(err, request.id);
+/**
+ * Sends `err` as an error response: logs a 5xx (code and message only, never
+ * a body or stack), adds the auth challenge to a 401. `shape` maps the error
+ * to `[status, body]` (Cairn's envelope by default; `/v1` passes OpenAI's).
+ */
+export function sendError(
+  err: unknown,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  shape: (err: unknown, requestId: string) => [number, unknown] = toHttpError,
+): void {
+  const [status, body] = shape(err, request.id);
   if (status >= 500) {
     request.log.error(
       { err: { code: (err as { code?: unknown }).code, message: (err as Error).message } },

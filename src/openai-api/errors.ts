@@ -5,7 +5,7 @@
  * module only reshapes the body.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { toHttpError } from '../http/errors.js';
+import { sendError, toHttpError } from '../http/errors.js';
 
 export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -77,13 +77,5 @@ export function toOpenAIError(err: unknown, requestId: string): [number, OpenAIE
 
 /** Sends `err` as an OpenAI error response (logging 5xx without details in the body). */
 export function sendOpenAIError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
-  const [status, body] = toOpenAIError(err, request.id);
-  if (status >= 500) {
-    request.log.error(
-      { err: { code: (err as { code?: unknown }).code, message: (err as Error).message } },
-      'request failed',
-    );
-  }
-  if (status === 401) void reply.header('www-authenticate', 'Bearer realm="cairn"');
-  void reply.code(status).send(body);
+  sendError(err, request, reply, toOpenAIError);
 }

@@ -1,0 +1,26 @@
+/**
+ * Helpers the latency rows share: keeping a seeded session's raw tail short
+ * between measured batches (what compaction does in steady state), and
+ * reading percentiles.
+ */
+import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+
+/** Moves the compaction pointer so only the last `tail` raw messages stay uncompacted. */
+export function trimTail(store: SqliteStore, sessionId: string, tail: number): void {
+  const maxSeq = store.db
+    .prepare('SELECT MAX(seq) FROM messages WHERE session_id = ?')
+    .pluck()
+    .get(sessionId) as number;
+  const compactSeq = maxSeq - tail;
+  // seq 1 is the system prompt, so compact_seq - 1 conversation messages are covered.
+  store.db
+    .prepare('UPDATE sessions SET compact_seq = ?, compact_size = ? WHERE id = ?')
+    .run(compactSeq, compactSeq - 1, sessionId);
+}
+
+/** The p-th percentile (0–100) of an ascending array; NaN when empty. */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const index = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
+  return sorted[Math.max(0, index)]!;
+}
