@@ -12,7 +12,7 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { EventBus } from '../runtime/events.js';
-import type { SessionRow, Store } from '../store/store.js';
+import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { planCut, safeBoundaries } from './cut.js';
 import { capSummary, CHARS_PER_TOKEN, summaryRequest, transcriptEntry } from './prompt.js';
 
@@ -53,7 +53,7 @@ export interface DryRunResult {
 }
 
 export interface CompactionDeps {
-  store: Store;
+  store: SessionStore & MessageLog & CompactionStore;
   events: EventBus;
   agents: AgentRegistry;
   /** The `compact` role (falls back to `main`). */

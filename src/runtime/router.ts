@@ -484,7 +484,8 @@ export class Runtime {
     return {
       sessionId: session.id,
       agentName: agent.name,
-      store: this.store,
+      history: this.store,
+      memory: this.store,
       depth: turn.depth ?? 0,
       lineage: [...(turn.lineage ?? []), agent.name],
       budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },

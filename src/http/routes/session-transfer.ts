@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import { CairnError } from '../../errors.js';
-import type { Store } from '../../store/store.js';
+import type { CompactionStore, MessageLog, SessionStore } from '../../store/store.js';
 import { exportSessionLines } from '../../transfer/session-export.js';
 import { importSession, ndjsonLines } from '../../transfer/session-import.js';
 import { objectSchema, sessionParams } from '../schemas.js';
@@ -20,7 +20,7 @@ interface EditBody {
 }
 
 export interface SessionTransferDeps {
-  store: Store;
+  store: SessionStore & MessageLog & CompactionStore;
   agents: AgentRegistry;
 }
 
