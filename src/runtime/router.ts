@@ -12,6 +12,7 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
+import { requireSession } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
@@ -158,14 +159,7 @@ export class Runtime {
 
   /** The session, or 404 `SESSION_NOT_FOUND`. */
   async getSession(id: string): Promise<SessionRow> {
-    const session = await this.store.findSession(id);
-    if (!session) {
-      throw new CairnError(
-        'SESSION_NOT_FOUND',
-        `Session "${id}" not found. List sessions with GET /sessions.`,
-      );
-    }
-    return session;
+    return requireSession(await this.store.findSession(id), id);
   }
 
   /** Waits for the session's running turns, then clears its conversation and compaction state. */
@@ -187,8 +181,7 @@ export class Runtime {
           reason: 'session reset',
         });
       }
-      const session = await this.store.resetSession(id);
-      if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found.`);
+      const session = requireSession(await this.store.resetSession(id), id);
       await this.events.emit('session.reset', id, {});
       return session;
     });
@@ -197,8 +190,7 @@ export class Runtime {
   async closeSession(id: string): Promise<SessionRow> {
     await this.getSession(id);
     return this.queue.run(id, async () => {
-      const session = await this.store.closeSession(id);
-      if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found.`);
+      const session = requireSession(await this.store.closeSession(id), id);
       await this.events.emit('session.closed', id, {});
       return session;
     });
