@@ -20,7 +20,7 @@ import type { EventBus } from './events.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
-import { SessionQueue } from './session-queue.js';
+import { KeyedQueue } from './keyed-queue.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -53,7 +53,7 @@ export interface RuntimeDeps {
   model: ModelClient;
   tools: ToolCatalog;
   events: EventBus;
-  queue?: SessionQueue;
+  queue?: KeyedQueue;
   contextGuard?: ContextGuard;
   /** Adds memory notes or other build-time context to the system messages. */
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
@@ -124,7 +124,7 @@ export class Runtime {
   readonly store: Store;
   readonly agents: AgentRegistry;
   readonly events: EventBus;
-  readonly queue: SessionQueue;
+  readonly queue: KeyedQueue;
   readonly log: RuntimeDeps['log'];
   private readonly deps: RuntimeDeps;
 
@@ -133,7 +133,7 @@ export class Runtime {
     this.store = deps.store;
     this.agents = deps.agents;
     this.events = deps.events;
-    this.queue = deps.queue ?? new SessionQueue();
+    this.queue = deps.queue ?? new KeyedQueue();
     this.log = deps.log;
   }
 
