@@ -18,7 +18,7 @@ import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
 import type { EventBus } from '../runtime/events.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
-import type { SessionRow, Store } from '../store/store.js';
+import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { buildMessagesWithSummary } from './build-context.js';
 import type { DefaultCompaction } from './default-compaction.js';
 
@@ -46,7 +46,7 @@ export interface TurnContext {
 }
 
 export interface AutoCompactionDeps {
-  store: Store;
+  store: SessionStore & MessageLog & CompactionStore;
   events: EventBus;
   compaction: DefaultCompaction;
   /** Context window of the main model, in tokens. */

@@ -12,7 +12,8 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { EventBus } from '../runtime/events.js';
-import type { SessionRow, Store } from '../store/store.js';
+import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
+import { requireSession } from '../store/session-not-found.js';
 import { planCut, safeBoundaries } from './cut.js';
 import { capSummary, CHARS_PER_TOKEN, summaryRequest, transcriptEntry } from './prompt.js';
 
@@ -53,7 +54,7 @@ export interface DryRunResult {
 }
 
 export interface CompactionDeps {
-  store: Store;
+  store: SessionStore & MessageLog & CompactionStore;
   events: EventBus;
   agents: AgentRegistry;
   /** The `compact` role (falls back to `main`). */
@@ -90,9 +91,7 @@ export class DefaultCompaction {
   private async runOnce(options: CompactOptions): Promise<CompactResult | DryRunResult> {
     const { store } = this.deps;
     // 1. The session as it is now: the compare-and-set below checks it is unchanged.
-    const session = await store.findSession(options.sessionId);
-    if (!session)
-      throw new CairnError('SESSION_NOT_FOUND', `Session "${options.sessionId}" not found.`);
+    const session = requireSession(await store.findSession(options.sessionId), options.sessionId);
     if (session.status === 'closed') {
       throw new CairnError(
         'SESSION_CLOSED',
@@ -202,8 +201,7 @@ export class DefaultCompaction {
   async undo(
     sessionId: string,
   ): Promise<{ sessionId: string; restoredSize: number; session: SessionRow }> {
-    const session = await this.deps.store.findSession(sessionId);
-    if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${sessionId}" not found.`);
+    requireSession(await this.deps.store.findSession(sessionId), sessionId);
     const undone = await this.deps.store.undoCompaction(sessionId);
     if (!undone) {
       throw new CairnError(

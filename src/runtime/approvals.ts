@@ -7,7 +7,7 @@
  * and the one transition into that wait; TaskRunner continues the task.
  */
 import type { ToolCall } from '../llm/messages.js';
-import type { Store, TaskRow } from '../store/store.js';
+import type { TaskRow, TaskStore } from '../store/store.js';
 import type { EventBus } from './events.js';
 
 /** The question a task waiting for approval shows (task row, events, chat reply). */
@@ -28,7 +28,7 @@ export function approvalInSubagentResult(agentName: string, call: ToolCall): str
 
 /** Moves a running task to `waiting` on `call`; returns the row, or undefined if it was no longer running. */
 export async function waitForApproval(
-  deps: { store: Store; events: EventBus },
+  deps: { store: Pick<TaskStore, 'transitionTask'>; events: EventBus },
   task: TaskRow,
   call: ToolCall,
 ): Promise<TaskRow | undefined> {

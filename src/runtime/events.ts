@@ -3,7 +3,7 @@
  * `GET /events` can replay it with `Last-Event-ID`) and then handed to live
  * subscribers.
  */
-import type { EventRow, Store } from '../store/store.js';
+import type { EventLog, EventRow } from '../store/store.js';
 
 export type EventListener = (event: EventRow) => void;
 
@@ -12,7 +12,7 @@ export class EventBus {
   /** In-process observers (the event log, metrics): not client streams, so not in subscriberCount. */
   private readonly observers = new Set<EventListener>();
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Pick<EventLog, 'appendEvent'>) {}
 
   async emit(
     type: string,

@@ -12,6 +12,7 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
+import { requireSession } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
@@ -19,7 +20,7 @@ import type { EventBus } from './events.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
-import { SessionQueue } from './session-queue.js';
+import { KeyedQueue } from './keyed-queue.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -52,7 +53,7 @@ export interface RuntimeDeps {
   model: ModelClient;
   tools: ToolCatalog;
   events: EventBus;
-  queue?: SessionQueue;
+  queue?: KeyedQueue;
   contextGuard?: ContextGuard;
   /** Adds memory notes or other build-time context to the system messages. */
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
@@ -123,7 +124,7 @@ export class Runtime {
   readonly store: Store;
   readonly agents: AgentRegistry;
   readonly events: EventBus;
-  readonly queue: SessionQueue;
+  readonly queue: KeyedQueue;
   readonly log: RuntimeDeps['log'];
   private readonly deps: RuntimeDeps;
 
@@ -132,7 +133,7 @@ export class Runtime {
     this.store = deps.store;
     this.agents = deps.agents;
     this.events = deps.events;
-    this.queue = deps.queue ?? new SessionQueue();
+    this.queue = deps.queue ?? new KeyedQueue();
     this.log = deps.log;
   }
 
@@ -158,14 +159,7 @@ export class Runtime {
 
   /** The session, or 404 `SESSION_NOT_FOUND`. */
   async getSession(id: string): Promise<SessionRow> {
-    const session = await this.store.findSession(id);
-    if (!session) {
-      throw new CairnError(
-        'SESSION_NOT_FOUND',
-        `Session "${id}" not found. List sessions with GET /sessions.`,
-      );
-    }
-    return session;
+    return requireSession(await this.store.findSession(id), id);
   }
 
   /** Waits for the session's running turns, then clears its conversation and compaction state. */
@@ -187,8 +181,7 @@ export class Runtime {
           reason: 'session reset',
         });
       }
-      const session = await this.store.resetSession(id);
-      if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found.`);
+      const session = requireSession(await this.store.resetSession(id), id);
       await this.events.emit('session.reset', id, {});
       return session;
     });
@@ -197,8 +190,7 @@ export class Runtime {
   async closeSession(id: string): Promise<SessionRow> {
     await this.getSession(id);
     return this.queue.run(id, async () => {
-      const session = await this.store.closeSession(id);
-      if (!session) throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found.`);
+      const session = requireSession(await this.store.closeSession(id), id);
       await this.events.emit('session.closed', id, {});
       return session;
     });
@@ -484,7 +476,8 @@ export class Runtime {
     return {
       sessionId: session.id,
       agentName: agent.name,
-      store: this.store,
+      history: this.store,
+      memory: this.store,
       depth: turn.depth ?? 0,
       lineage: [...(turn.lineage ?? []), agent.name],
       budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },

@@ -5,7 +5,12 @@
  * database: every `running` task, every open daemon session and every daemon
  * lease belongs to a process that is gone.
  */
-import type { SessionRow, Store } from '../store/store.js';
+import type { DaemonLeaseStore, SessionRow, SessionStore, TaskStore } from '../store/store.js';
+
+/** The parts of the store that recovery touches. */
+type RecoveryStore = Pick<SessionStore, 'listSessions' | 'closeSession'> &
+  Pick<TaskStore, 'interruptRunningTasks'> &
+  Pick<DaemonLeaseStore, 'releaseDaemonLeases'>;
 
 const PAGE_SIZE = 200;
 
@@ -18,7 +23,7 @@ export interface RecoveryReport {
   releasedDaemonLeases: number;
 }
 
-async function openDaemonSessions(store: Store): Promise<SessionRow[]> {
+async function openDaemonSessions(store: RecoveryStore): Promise<SessionRow[]> {
   const sessions: SessionRow[] = [];
   let cursor: string | undefined;
   do {
@@ -35,7 +40,7 @@ async function openDaemonSessions(store: Store): Promise<SessionRow[]> {
 }
 
 /** Closes out what the previous process left running. Call once, before serving. */
-export async function recoverAfterRestart(store: Store): Promise<RecoveryReport> {
+export async function recoverAfterRestart(store: RecoveryStore): Promise<RecoveryReport> {
   const deadTicks = await openDaemonSessions(store);
   const interruptedTasks = await store.interruptRunningTasks();
   // A daemon session lives for one tick and is closed by it; nobody resumes

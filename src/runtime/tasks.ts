@@ -13,7 +13,7 @@ import type { TaskRow } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
 import type { Runtime, TurnResult } from './router.js';
-import { SessionQueue } from './session-queue.js';
+import { KeyedQueue } from './keyed-queue.js';
 
 export const RESUME_AFTER_INTERRUPTION =
   'Continue the task where you left off. (It was interrupted by a server restart; tool calls that were running then have no known outcome.)';
@@ -37,7 +37,7 @@ const CANCEL_ROUNDS = 3;
 export class TaskRunner {
   private readonly running = new Map<string, Running>();
   /** Per-task lock for resume and cancel (a FIFO keyed by task id). */
-  private readonly control = new SessionQueue();
+  private readonly control = new KeyedQueue();
 
   constructor(private readonly runtime: Runtime) {}
 

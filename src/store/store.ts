@@ -1,7 +1,10 @@
 /**
- * The storage seam. Everything Cairn persists goes through `Store`; SQLite
- * implements it today and Postgres can implement it next without touching the
- * runtime. Each method is one unit of work: implementations commit it in one
+ * The storage seam. Everything Cairn persists goes through `Store`, the
+ * intersection of one small interface per kind of record (sessions, message
+ * log, compactions, tasks, daemon leases, events, memory); consumers are typed
+ * with only the parts they use, so a second dialect can implement and test the
+ * parts one by one. SQLite implements it today and Postgres can implement it
+ * next without touching the runtime. Each method is one unit of work: implementations commit it in one
  * transaction before the returned promise resolves, so callers never hold a
  * transaction across an `await`.
  */
@@ -216,10 +219,8 @@ export interface HistoryHit {
   snippet: string;
 }
 
-export interface Store {
-  readonly kind: 'sqlite' | 'postgres';
-
-  // sessions
+/** Session rows: create, find, list, edit, reset, close, delete. */
+export interface SessionStore {
   createSession(input: NewSession): Promise<SessionRow>;
   findSession(id: string): Promise<SessionRow | undefined>;
   /** The most recently updated open session of `agentName` whose visible transcript hashes to `transcriptHash`. */
@@ -234,18 +235,12 @@ export interface Store {
   deleteSession(id: string): Promise<boolean>;
   /** Changes title and/or compact_count; undefined if there is no such session. */
   updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined>;
-
-  // import (POST /sessions/import): a session row, then its messages and compactions in batches
-  /** Writes `session` under a new id, with no messages yet; returns the id. */
+  /** Import: writes `session` under a new id, with no messages yet; returns the id. */
   createImportedSession(session: ImportedSession): Promise<string>;
-  /** Appends messages keeping their seq (increasing, after the last one) and time. */
-  appendImportedMessages(sessionId: string, messages: readonly ImportedMessage[]): Promise<void>;
-  appendImportedCompactions(
-    sessionId: string,
-    compactions: readonly ImportedCompaction[],
-  ): Promise<void>;
+}
 
-  // messages
+/** The append-only message log of each session, and its full-text index. */
+export interface MessageLog {
   /** Appends messages in order in one transaction; returns them as stored. */
   appendMessages(
     sessionId: string,
@@ -278,8 +273,12 @@ export interface Store {
   listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
   /** Full-text search over every raw message of a session, compacted ones included. */
   searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]>;
+  /** Import: appends messages keeping their seq (increasing, after the last one) and time. */
+  appendImportedMessages(sessionId: string, messages: readonly ImportedMessage[]): Promise<void>;
+}
 
-  // compaction
+/** Compaction rows and the compaction columns of a session. */
+export interface CompactionStore {
   /** Compare-and-set: applies only where compact_size still equals expectedSize. */
   commitCompaction(input: NewCompaction): Promise<SessionRow | undefined>;
   /** Restores the state before the latest compaction if it is still the latest; undefined on conflict. */
@@ -288,12 +287,21 @@ export interface Store {
   ): Promise<{ session: SessionRow; restoredSize: number } | undefined>;
   listCompactions(sessionId: string): Promise<CompactionRow[]>;
   setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void>;
+  /** Import: appends compaction rows as an export carries them. */
+  appendImportedCompactions(
+    sessionId: string,
+    compactions: readonly ImportedCompaction[],
+  ): Promise<void>;
+}
 
-  // events
+/** The event log that `GET /events` pages through. */
+export interface EventLog {
   appendEvent(event: NewEvent): Promise<EventRow>;
   listEvents(options: { afterId: number; sessionId?: string; limit: number }): Promise<EventRow[]>;
+}
 
-  // tasks
+/** Task rows and their status transitions. */
+export interface TaskStore {
   createTask(input: { sessionId: string; agentName: string; input: string }): Promise<TaskRow>;
   findTask(id: string): Promise<TaskRow | undefined>;
   listTasks(filter: {
@@ -322,8 +330,10 @@ export interface Store {
   findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
   /** Marks every `running` task `interrupted` (after a crash or shutdown); returns how many. */
   interruptRunningTasks(): Promise<number>;
+}
 
-  // daemons
+/** Daemon schedule state and the per-agent tick lease. */
+export interface DaemonLeaseStore {
   findDaemonState(agentName: string): Promise<DaemonState | undefined>;
   /**
    * Takes the agent's tick lease if it is free or expired; false when another
@@ -341,12 +351,31 @@ export interface Store {
   releaseDaemonLeases(): Promise<number>;
   /** Records when the next tick is due (at start-up and after schedule changes). */
   setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void>;
+}
 
-  // memory
+/** Agent memory notes. */
+export interface MemoryStore {
   /** The newest notes, or the best full-text matches of `query`; at most `limit` (default 100). */
   listMemory(agentName: string, query?: string, limit?: number): Promise<MemoryNote[]>;
   putMemory(agentName: string, key: string, content: string): Promise<MemoryNote>;
   deleteMemory(agentName: string, key: string): Promise<boolean>;
+}
 
+/**
+ * Everything a dialect implements: the composition root holds one `Store`
+ * and hands each consumer only the parts it uses. Import (POST /sessions/import)
+ * writes a session row, then its messages and compactions in batches, through
+ * the import methods of the three parts.
+ */
+export interface Store
+  extends
+    SessionStore,
+    MessageLog,
+    CompactionStore,
+    EventLog,
+    TaskStore,
+    DaemonLeaseStore,
+    MemoryStore {
+  readonly kind: 'sqlite' | 'postgres';
   close(): Promise<void>;
 }

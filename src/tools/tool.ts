@@ -3,7 +3,10 @@
  * `Tool`. A tool returns text (or JSON-serialisable data); throwing is fine —
  * the loop turns errors into tool results the model can read.
  */
-import type { Store } from '../store/store.js';
+import type { MemoryStore, MessageLog } from '../store/store.js';
+
+/** The one read of the message log a tool may make: `history_search`. */
+export type HistorySearch = Pick<MessageLog, 'searchHistory'>;
 
 /** Default per-call limit; a tool may set its own `timeoutMs`. */
 export const TOOL_TIMEOUT_MS = 30_000;
@@ -15,7 +18,9 @@ export interface ToolContext {
   readonly callId: string;
   /** Aborted when the call times out or the turn is cancelled. */
   readonly signal: AbortSignal;
-  readonly store: Store;
+  /** Tools see two narrow ports, never the whole store. */
+  readonly history: HistorySearch;
+  readonly memory: MemoryStore;
   /** How many subagent levels sit above this session (0 for a top-level session). */
   readonly depth: number;
   /** Agent names from the top-level session down to this one, for cycle checks. */

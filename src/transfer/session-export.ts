@@ -5,7 +5,7 @@
  * size streams in bounded memory.
  */
 import type { StoredMessage } from '../llm/messages.js';
-import type { CompactionRow, SessionRow, Store } from '../store/store.js';
+import type { CompactionRow, CompactionStore, MessageLog, SessionRow } from '../store/store.js';
 
 /** The `format` of the session line; an import refuses anything else. */
 export const EXPORT_FORMAT = 'cairn.session';
@@ -13,7 +13,8 @@ export const EXPORT_VERSION = 1;
 /** Messages read per page while exporting. */
 const EXPORT_PAGE = 500;
 
-export type ExportStore = Pick<Store, 'listMessages' | 'listCompactions'>;
+export type ExportStore = Pick<MessageLog, 'listMessages'> &
+  Pick<CompactionStore, 'listCompactions'>;
 
 /** The lines of the export of `session`, each ending in a newline. */
 export async function* exportSessionLines(

@@ -12,8 +12,10 @@ import type {
   ImportedCompaction,
   ImportedMessage,
   ImportedSession,
+  CompactionStore,
+  MessageLog,
   SessionRow,
-  Store,
+  SessionStore,
 } from '../store/store.js';
 import { EXPORT_FORMAT, EXPORT_VERSION } from './session-export.js';
 
@@ -23,13 +25,11 @@ const IMPORT_BATCH = 500;
 export const IMPORT_MAX_LINE_CHARS = 16 * 1024 * 1024;
 
 export type ImportStore = Pick<
-  Store,
-  | 'createImportedSession'
-  | 'appendImportedMessages'
-  | 'appendImportedCompactions'
-  | 'deleteSession'
-  | 'findSession'
->;
+  SessionStore,
+  'createImportedSession' | 'deleteSession' | 'findSession'
+> &
+  Pick<MessageLog, 'appendImportedMessages'> &
+  Pick<CompactionStore, 'appendImportedCompactions'>;
 
 const INT = { type: 'integer', minimum: 0 } as const;
 const TEXT = { type: 'string' } as const;

@@ -40,12 +40,32 @@ describeStoreContract('SqliteStore', async () => {
 });
 
 describe('the Store contract suite', () => {
-  it('exercises every method of the Store interface', () => {
+  it('exercises every method of the Store interface and of each part it extends', () => {
     const source = fs.readFileSync(path.join(SRC_DIR, 'store/store.ts'), 'utf8');
-    const body = /export interface Store \{([\s\S]*?)\n\}/.exec(source)?.[1];
-    expect(body).toBeDefined();
-    const methods = [...body!.matchAll(/^\s{2}(\w+)\(/gm)].map((m) => m[1]!);
-    expect(methods.length).toBeGreaterThan(20);
+    const store = /export interface Store\s+extends([^{]*)\{([\s\S]*?)\n\}/.exec(source);
+    expect(store).not.toBeNull();
+    const parts = store![1]!.split(',').map((name) => name.trim());
+    expect(parts).toEqual([
+      'SessionStore',
+      'MessageLog',
+      'CompactionStore',
+      'EventLog',
+      'TaskStore',
+      'DaemonLeaseStore',
+      'MemoryStore',
+    ]);
+    const bodies = [
+      store![2]!,
+      ...parts.map((part) => {
+        const body = new RegExp(`export interface ${part} \\{([\\s\\S]*?)\\n\\}`).exec(source)?.[1];
+        expect(body, part).toBeDefined();
+        return body!;
+      }),
+    ];
+    const methods = bodies.flatMap((body) =>
+      [...body.matchAll(/^\s{2}(\w+)\(/gm)].map((m) => m[1]!),
+    );
+    expect(methods.length).toBeGreaterThan(30);
     const contract = fs.readFileSync(
       fileURLToPath(new URL('./store-contract.ts', import.meta.url)),
       'utf8',

@@ -105,1579 +105,1615 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       expect(['sqlite', 'postgres']).toContain(store.kind);
     });
 
-    // ---- sessions -----------------------------------------------------------
+    describe('SessionStore', () => {
+      describe('createSession / findSession', () => {
+        it('creates an active session with zeroed counters and the system prompt as seq 1', async () => {
+          const session = await newSession({ title: 'First', compactCount: 40 });
+          expect(session).toMatchObject({
+            agent_name: 'assistant',
+            mode: 'chat',
+            status: 'active',
+            title: 'First',
+            parent_session_id: null,
+            input_tokens: 0,
+            output_tokens: 0,
+            compact_summary: null,
+            compact_size: 0,
+            compact_count: 40,
+            compaction_count: 0,
+            compact_seq: 0,
+            last_prompt_tokens: null,
+            last_prompt_seq: null,
+            compaction_suspended: 0,
+          });
+          expect(session.id).toMatch(/^sess_[A-Za-z0-9]+$/);
+          expect(Number.isNaN(ms(session.created_at))).toBe(false);
+          expect(ms(session.updated_at)).toBeGreaterThanOrEqual(ms(session.created_at));
 
-    describe('createSession / findSession', () => {
-      it('creates an active session with zeroed counters and the system prompt as seq 1', async () => {
-        const session = await newSession({ title: 'First', compactCount: 40 });
-        expect(session).toMatchObject({
-          agent_name: 'assistant',
-          mode: 'chat',
-          status: 'active',
-          title: 'First',
-          parent_session_id: null,
-          input_tokens: 0,
-          output_tokens: 0,
-          compact_summary: null,
-          compact_size: 0,
-          compact_count: 40,
-          compaction_count: 0,
-          compact_seq: 0,
-          last_prompt_tokens: null,
-          last_prompt_seq: null,
-          compaction_suspended: 0,
+          const messages = await allMessages(session.id);
+          expect(messages).toHaveLength(1);
+          expect(messages[0]).toMatchObject({
+            session_id: session.id,
+            seq: 1,
+            role: 'system',
+            content: 'You are a test assistant.',
+          });
+          expect(session.message_count).toBe(messages.length);
+          expect(await store.findSession(session.id)).toEqual(session);
         });
-        expect(session.id).toMatch(/^sess_[A-Za-z0-9]+$/);
-        expect(Number.isNaN(ms(session.created_at))).toBe(false);
-        expect(ms(session.updated_at)).toBeGreaterThanOrEqual(ms(session.created_at));
 
-        const messages = await allMessages(session.id);
-        expect(messages).toHaveLength(1);
-        expect(messages[0]).toMatchObject({
-          session_id: session.id,
-          seq: 1,
-          role: 'system',
-          content: 'You are a test assistant.',
+        it('snapshots compact_count exactly, fractions included', async () => {
+          for (const compactCount of [33.3, 12.5, 66.67, 1, 99, 0.1 + 0.2]) {
+            const session = await newSession({ compactCount });
+            expect(session.compact_count).toBe(compactCount);
+            expect((await store.findSession(session.id))?.compact_count).toBe(compactCount);
+          }
         });
-        expect(session.message_count).toBe(messages.length);
-        expect(await store.findSession(session.id)).toEqual(session);
+
+        it('gives every session its own id', async () => {
+          const ids = new Set<string>();
+          for (let i = 0; i < 20; i++) ids.add((await newSession()).id);
+          expect(ids.size).toBe(20);
+        });
+
+        it('stores the parent of a subagent session and a null title by default', async () => {
+          const parent = await newSession();
+          const child = await newSession({
+            agentName: 'researcher',
+            mode: 'subagent',
+            parentSessionId: parent.id,
+          });
+          expect(child).toMatchObject({
+            parent_session_id: parent.id,
+            title: null,
+            mode: 'subagent',
+          });
+        });
+
+        it('returns undefined for an unknown session', async () => {
+          expect(await store.findSession('sess_doesnotexist')).toBeUndefined();
+        });
       });
 
-      it('snapshots compact_count exactly, fractions included', async () => {
-        for (const compactCount of [33.3, 12.5, 66.67, 1, 99, 0.1 + 0.2]) {
-          const session = await newSession({ compactCount });
-          expect(session.compact_count).toBe(compactCount);
-          expect((await store.findSession(session.id))?.compact_count).toBe(compactCount);
+      describe('listSessions', () => {
+        async function sessionsForFilters() {
+          const parent = await newSession({ agentName: 'assistant', mode: 'chat' });
+          const child1 = await newSession({
+            agentName: 'researcher',
+            mode: 'subagent',
+            parentSessionId: parent.id,
+          });
+          const child2 = await newSession({
+            agentName: 'researcher',
+            mode: 'subagent',
+            parentSessionId: parent.id,
+          });
+          const task = await newSession({ agentName: 'assistant', mode: 'task' });
+          const daemon = await newSession({ agentName: 'ticker', mode: 'daemon' });
+          await store.closeSession(daemon.id);
+          const other = await newSession({ agentName: 'researcher', mode: 'chat' });
+          return { parent, child1, child2, task, daemon, other };
         }
-      });
 
-      it('gives every session its own id', async () => {
-        const ids = new Set<string>();
-        for (let i = 0; i < 20; i++) ids.add((await newSession()).id);
-        expect(ids.size).toBe(20);
-      });
-
-      it('stores the parent of a subagent session and a null title by default', async () => {
-        const parent = await newSession();
-        const child = await newSession({
-          agentName: 'researcher',
-          mode: 'subagent',
-          parentSessionId: parent.id,
-        });
-        expect(child).toMatchObject({
-          parent_session_id: parent.id,
-          title: null,
-          mode: 'subagent',
-        });
-      });
-
-      it('returns undefined for an unknown session', async () => {
-        expect(await store.findSession('sess_doesnotexist')).toBeUndefined();
-      });
-    });
-
-    describe('listSessions', () => {
-      async function sessionsForFilters() {
-        const parent = await newSession({ agentName: 'assistant', mode: 'chat' });
-        const child1 = await newSession({
-          agentName: 'researcher',
-          mode: 'subagent',
-          parentSessionId: parent.id,
-        });
-        const child2 = await newSession({
-          agentName: 'researcher',
-          mode: 'subagent',
-          parentSessionId: parent.id,
-        });
-        const task = await newSession({ agentName: 'assistant', mode: 'task' });
-        const daemon = await newSession({ agentName: 'ticker', mode: 'daemon' });
-        await store.closeSession(daemon.id);
-        const other = await newSession({ agentName: 'researcher', mode: 'chat' });
-        return { parent, child1, child2, task, daemon, other };
-      }
-
-      async function idsOf(filter: Parameters<Store['listSessions']>[0]): Promise<string[]> {
-        const page = await store.listSessions(filter);
-        expect(page.nextCursor).toBeNull();
-        return page.items.map((s) => s.id).sort();
-      }
-
-      it('filters by agentName, status, mode and parentSessionId, alone and combined', async () => {
-        const s = await sessionsForFilters();
-        const sorted = (...rows: SessionRow[]) => rows.map((r) => r.id).sort();
-
-        expect(await idsOf({ limit: 100 })).toEqual(
-          sorted(s.parent, s.child1, s.child2, s.task, s.daemon, s.other),
-        );
-        expect(await idsOf({ agentName: 'researcher', limit: 100 })).toEqual(
-          sorted(s.child1, s.child2, s.other),
-        );
-        expect(await idsOf({ status: 'closed', limit: 100 })).toEqual(sorted(s.daemon));
-        expect(await idsOf({ status: 'active', limit: 100 })).toEqual(
-          sorted(s.parent, s.child1, s.child2, s.task, s.other),
-        );
-        expect(await idsOf({ mode: 'subagent', limit: 100 })).toEqual(sorted(s.child1, s.child2));
-        expect(await idsOf({ parentSessionId: s.parent.id, limit: 100 })).toEqual(
-          sorted(s.child1, s.child2),
-        );
-        expect(await idsOf({ agentName: 'assistant', mode: 'task', limit: 100 })).toEqual(
-          sorted(s.task),
-        );
-        expect(
-          await idsOf({ agentName: 'researcher', mode: 'chat', status: 'active', limit: 100 }),
-        ).toEqual(sorted(s.other));
-        expect(await idsOf({ agentName: 'nobody', limit: 100 })).toEqual([]);
-      });
-
-      it('returns full rows, newest first', async () => {
-        const first = await newSession({ title: 'older' });
-        await tick();
-        const second = await newSession({ title: 'newer' });
-        const page = await store.listSessions({ limit: 10 });
-        expect(page.items.map((r) => r.id)).toEqual([second.id, first.id]);
-        expect(page.items[0]).toEqual(await store.findSession(second.id));
-      });
-
-      it('pages with a cursor covering every row exactly once, for any page size', async () => {
-        const created: string[] = [];
-        for (let i = 0; i < 9; i++) {
-          created.push((await newSession({ agentName: i % 3 === 0 ? 'odd' : 'even' })).id);
+        async function idsOf(filter: Parameters<Store['listSessions']>[0]): Promise<string[]> {
+          const page = await store.listSessions(filter);
+          expect(page.nextCursor).toBeNull();
+          return page.items.map((s) => s.id).sort();
         }
-        const all = await store.listSessions({ limit: 100 });
-        expect(all.items).toHaveLength(9);
-        for (let i = 1; i < all.items.length; i++) {
-          expect(ms(all.items[i - 1]!.created_at)).toBeGreaterThanOrEqual(
-            ms(all.items[i]!.created_at),
+
+        it('filters by agentName, status, mode and parentSessionId, alone and combined', async () => {
+          const s = await sessionsForFilters();
+          const sorted = (...rows: SessionRow[]) => rows.map((r) => r.id).sort();
+
+          expect(await idsOf({ limit: 100 })).toEqual(
+            sorted(s.parent, s.child1, s.child2, s.task, s.daemon, s.other),
           );
-        }
+          expect(await idsOf({ agentName: 'researcher', limit: 100 })).toEqual(
+            sorted(s.child1, s.child2, s.other),
+          );
+          expect(await idsOf({ status: 'closed', limit: 100 })).toEqual(sorted(s.daemon));
+          expect(await idsOf({ status: 'active', limit: 100 })).toEqual(
+            sorted(s.parent, s.child1, s.child2, s.task, s.other),
+          );
+          expect(await idsOf({ mode: 'subagent', limit: 100 })).toEqual(sorted(s.child1, s.child2));
+          expect(await idsOf({ parentSessionId: s.parent.id, limit: 100 })).toEqual(
+            sorted(s.child1, s.child2),
+          );
+          expect(await idsOf({ agentName: 'assistant', mode: 'task', limit: 100 })).toEqual(
+            sorted(s.task),
+          );
+          expect(
+            await idsOf({ agentName: 'researcher', mode: 'chat', status: 'active', limit: 100 }),
+          ).toEqual(sorted(s.other));
+          expect(await idsOf({ agentName: 'nobody', limit: 100 })).toEqual([]);
+        });
 
-        for (const limit of [1, 2, 4, 8, 9, 10]) {
+        it('returns full rows, newest first', async () => {
+          const first = await newSession({ title: 'older' });
+          await tick();
+          const second = await newSession({ title: 'newer' });
+          const page = await store.listSessions({ limit: 10 });
+          expect(page.items.map((r) => r.id)).toEqual([second.id, first.id]);
+          expect(page.items[0]).toEqual(await store.findSession(second.id));
+        });
+
+        it('pages with a cursor covering every row exactly once, for any page size', async () => {
+          const created: string[] = [];
+          for (let i = 0; i < 9; i++) {
+            created.push((await newSession({ agentName: i % 3 === 0 ? 'odd' : 'even' })).id);
+          }
+          const all = await store.listSessions({ limit: 100 });
+          expect(all.items).toHaveLength(9);
+          for (let i = 1; i < all.items.length; i++) {
+            expect(ms(all.items[i - 1]!.created_at)).toBeGreaterThanOrEqual(
+              ms(all.items[i]!.created_at),
+            );
+          }
+
+          for (const limit of [1, 2, 4, 8, 9, 10]) {
+            const seen: string[] = [];
+            let cursor: string | undefined;
+            let pages = 0;
+            for (;;) {
+              const page = await store.listSessions({ limit, cursor });
+              pages += 1;
+              expect(page.items.length).toBeLessThanOrEqual(limit);
+              seen.push(...page.items.map((r) => r.id));
+              if (page.nextCursor === null) break;
+              expect(page.items).toHaveLength(limit);
+              cursor = page.nextCursor;
+              expect(pages).toBeLessThan(20);
+            }
+            expect(seen).toEqual(all.items.map((r) => r.id));
+            expect(pages).toBe(Math.max(1, Math.ceil(9 / limit)));
+          }
+          expect([...created].sort()).toEqual(all.items.map((r) => r.id).sort());
+        });
+
+        it('pages within a filter', async () => {
+          const wanted: string[] = [];
+          for (let i = 0; i < 7; i++) {
+            const row = await newSession({ agentName: i % 2 === 0 ? 'alpha' : 'beta' });
+            if (row.agent_name === 'alpha') wanted.push(row.id);
+          }
           const seen: string[] = [];
           let cursor: string | undefined;
-          let pages = 0;
-          for (;;) {
-            const page = await store.listSessions({ limit, cursor });
-            pages += 1;
-            expect(page.items.length).toBeLessThanOrEqual(limit);
+          do {
+            const page = await store.listSessions({ agentName: 'alpha', limit: 3, cursor });
             seen.push(...page.items.map((r) => r.id));
-            if (page.nextCursor === null) break;
-            expect(page.items).toHaveLength(limit);
-            cursor = page.nextCursor;
-            expect(pages).toBeLessThan(20);
-          }
-          expect(seen).toEqual(all.items.map((r) => r.id));
-          expect(pages).toBe(Math.max(1, Math.ceil(9 / limit)));
-        }
-        expect([...created].sort()).toEqual(all.items.map((r) => r.id).sort());
-      });
+            cursor = page.nextCursor ?? undefined;
+          } while (cursor !== undefined);
+          expect(new Set(seen).size).toBe(seen.length);
+          expect(seen.sort()).toEqual(wanted.sort());
+        });
 
-      it('pages within a filter', async () => {
-        const wanted: string[] = [];
-        for (let i = 0; i < 7; i++) {
-          const row = await newSession({ agentName: i % 2 === 0 ? 'alpha' : 'beta' });
-          if (row.agent_name === 'alpha') wanted.push(row.id);
-        }
-        const seen: string[] = [];
-        let cursor: string | undefined;
-        do {
-          const page = await store.listSessions({ agentName: 'alpha', limit: 3, cursor });
-          seen.push(...page.items.map((r) => r.id));
-          cursor = page.nextCursor ?? undefined;
-        } while (cursor !== undefined);
-        expect(new Set(seen).size).toBe(seen.length);
-        expect(seen.sort()).toEqual(wanted.sort());
-      });
+        it('does not repeat or skip rows when sessions are created between pages', async () => {
+          const original: string[] = [];
+          for (let i = 0; i < 6; i++) original.push((await newSession()).id);
+          const seen: string[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await store.listSessions({ limit: 2, cursor });
+            seen.push(...page.items.map((r) => r.id));
+            await newSession();
+            cursor = page.nextCursor ?? undefined;
+          } while (cursor !== undefined);
+          expect(new Set(seen).size).toBe(seen.length);
+          for (const id of original) expect(seen).toContain(id);
+        });
 
-      it('does not repeat or skip rows when sessions are created between pages', async () => {
-        const original: string[] = [];
-        for (let i = 0; i < 6; i++) original.push((await newSession()).id);
-        const seen: string[] = [];
-        let cursor: string | undefined;
-        do {
-          const page = await store.listSessions({ limit: 2, cursor });
-          seen.push(...page.items.map((r) => r.id));
+        it('rejects a cursor it did not make with VALIDATION_ERROR', async () => {
           await newSession();
-          cursor = page.nextCursor ?? undefined;
-        } while (cursor !== undefined);
-        expect(new Set(seen).size).toBe(seen.length);
-        for (const id of original) expect(seen).toContain(id);
-      });
-
-      it('rejects a cursor it did not make with VALIDATION_ERROR', async () => {
-        await newSession();
-        const bad = [
-          'not-a-cursor',
-          '',
-          '%%%',
-          Buffer.from('{"a":1}').toString('base64url'),
-          Buffer.from('[1,2]').toString('base64url'),
-          Buffer.from('["only-one"]').toString('base64url'),
-        ];
-        for (const cursor of bad) {
-          await expectCairnError(store.listSessions({ limit: 10, cursor }), 'VALIDATION_ERROR');
-        }
-      });
-    });
-
-    describe('resetSession', () => {
-      it('deletes the conversation, zeroes tokens and clears every compaction column and row', async () => {
-        const session = await newSession({ compactCount: 33.3 });
-        await store.appendMessages(session.id, conversation(8, 'pelican'), {
-          usage: { input_tokens: 120, output_tokens: 45 },
-          promptTokens: 100,
-        });
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5 }),
-        );
-        await store.setCompactionSuspended(session.id, true);
-        const before = (await store.findSession(session.id))!;
-        expect(before).toMatchObject({ compaction_count: 1, compact_size: 4, input_tokens: 120 });
-
-        const reset = await store.resetSession(session.id);
-        expect(reset).toMatchObject({
-          id: session.id,
-          status: 'active',
-          input_tokens: 0,
-          output_tokens: 0,
-          compact_summary: null,
-          compact_size: 0,
-          compact_seq: 0,
-          compaction_count: 0,
-          compaction_suspended: 0,
-          last_prompt_tokens: null,
-          last_prompt_seq: null,
-          compact_count: 33.3,
-          agent_name: 'assistant',
-        });
-        expect(reset?.epoch).toBeGreaterThan(before.epoch);
-        expect(await store.findSession(session.id)).toEqual(reset);
-
-        const messages = await allMessages(session.id);
-        expect(messages.map((m) => [m.seq, m.role, m.content])).toEqual([
-          [1, 'system', 'You are a test assistant.'],
-        ]);
-        expect(reset?.message_count).toBe(messages.length);
-        expect(await store.listCompactions(session.id)).toEqual([]);
-        expect(await store.undoCompaction(session.id)).toBeUndefined();
-        expect(await store.searchHistory(session.id, 'pelican', 10)).toEqual([]);
-        expect((await store.loadContext(session.id, 0)).tail).toEqual([]);
-      });
-
-      it('keeps later system messages and lets the conversation start again', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, [
-          { role: 'user', content: 'hello' },
-          { role: 'system', content: 'Extra instructions.' },
-          { role: 'assistant', content: 'hi' },
-        ]);
-        await store.resetSession(session.id);
-        const { system, tail } = await store.loadContext(session.id, 0);
-        expect(system.map((m) => m.content)).toEqual([
-          'You are a test assistant.',
-          'Extra instructions.',
-        ]);
-        expect(tail).toEqual([]);
-
-        const [added] = await store.appendMessages(session.id, [
-          { role: 'user', content: 'again' },
-        ]);
-        expect(added!.seq).toBeGreaterThan(Math.max(...system.map((m) => m.seq)));
-        expect((await store.loadContext(session.id, 0)).tail.map((m) => m.content)).toEqual([
-          'again',
-        ]);
-        expect((await store.findSession(session.id))?.message_count).toBe(
-          (await allMessages(session.id)).length,
-        );
-      });
-
-      it('never reuses a seq: messages after a reset continue past every earlier seq', async () => {
-        const session = await newSession();
-        const before = await store.appendMessages(session.id, conversation(6, 'heron'));
-        const highest = before.at(-1)!.seq;
-        await store.resetSession(session.id);
-        const [next] = await store.appendMessages(session.id, [{ role: 'user', content: 'after' }]);
-        expect(next!.seq).toBe(highest + 1);
-        // A client paging from its last seen seq still finds the new message.
-        const page = await store.listMessages(session.id, { afterSeq: highest, limit: 10 });
-        expect(page.map((m) => m.content)).toEqual(['after']);
-      });
-
-      it('returns undefined for an unknown session', async () => {
-        expect(await store.resetSession('sess_doesnotexist')).toBeUndefined();
-      });
-    });
-
-    describe('findSessionByTranscript', () => {
-      it('finds the session whose whole visible transcript has the hash, and only that one', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, [
-          { role: 'user', content: 'hello' },
-          {
-            role: 'assistant',
-            content: null,
-            tool_calls: [{ id: 'c1', type: 'function', function: { name: 't', arguments: '{}' } }],
-          },
-          { role: 'tool', tool_call_id: 'c1', name: 't', content: 'result' },
-          { role: 'assistant', content: 'hi there' },
-        ]);
-        // Tool calls, tool results and system messages are not part of the visible transcript.
-        const visible: ChatMessage[] = [
-          { role: 'user', content: 'hello' },
-          { role: 'assistant', content: 'hi there' },
-        ];
-        const hash = transcriptHash(visible)!;
-        const row = await store.findSession(session.id);
-        expect(row?.transcript_hash).toBe(hash);
-        expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(session.id);
-        // A prefix of the transcript, another agent, or another text: no match.
-        expect(
-          await store.findSessionByTranscript('assistant', transcriptHash(visible.slice(0, 1))!),
-        ).toBeUndefined();
-        expect(await store.findSessionByTranscript('other', hash)).toBeUndefined();
-        expect(
-          await store.findSessionByTranscript(
-            'assistant',
-            transcriptHash([visible[0]!, { role: 'assistant', content: 'hi there!' }])!,
-          ),
-        ).toBeUndefined();
-      });
-
-      it('prefers the most recently updated of two identical transcripts; a reset clears the hash', async () => {
-        const older = await newSession();
-        await store.appendMessages(older.id, conversation(2));
-        await tick();
-        const newer = await newSession();
-        await store.appendMessages(newer.id, conversation(2));
-        const hash = transcriptHash(conversation(2))!;
-        expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(newer.id);
-        const reset = await store.resetSession(newer.id);
-        expect(reset?.transcript_hash).toBeNull();
-        expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(older.id);
-        await store.closeSession(older.id);
-        expect(await store.findSessionByTranscript('assistant', hash)).toBeUndefined();
-        // The chain restarts from empty after the reset.
-        await store.appendMessages(newer.id, conversation(1));
-        expect((await store.findSession(newer.id))?.transcript_hash).toBe(
-          transcriptHash(conversation(1)),
-        );
-      });
-    });
-
-    describe('closeSession / deleteSession', () => {
-      it('closes a session and keeps its messages', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(2));
-        await tick();
-        const closed = await store.closeSession(session.id);
-        expect(closed).toMatchObject({ id: session.id, status: 'closed' });
-        expect(ms(closed!.updated_at)).toBeGreaterThan(ms(session.updated_at));
-        expect(await store.findSession(session.id)).toEqual(closed);
-        expect(await allMessages(session.id)).toHaveLength(3);
-        expect(await store.closeSession('sess_doesnotexist')).toBeUndefined();
-      });
-
-      it('deletes a session with its messages, tasks and compactions', async () => {
-        const session = await newSession();
-        const keep = await newSession();
-        await store.appendMessages(session.id, conversation(4, 'walrus'));
-        await store.appendMessages(keep.id, conversation(2, 'walrus'));
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 3 }),
-        );
-        const task = await store.createTask({
-          sessionId: session.id,
-          agentName: 'assistant',
-          input: 'go',
-        });
-
-        expect(await store.deleteSession(session.id)).toBe(true);
-        expect(await store.findSession(session.id)).toBeUndefined();
-        expect(await allMessages(session.id)).toEqual([]);
-        expect(await store.loadContext(session.id, 0)).toEqual({ system: [], tail: [] });
-        expect(await store.listCompactions(session.id)).toEqual([]);
-        expect(await store.findTask(task.id)).toBeUndefined();
-        expect(await store.searchHistory(session.id, 'walrus', 10)).toEqual([]);
-        expect(await store.deleteSession(session.id)).toBe(false);
-
-        // The other session is untouched.
-        expect(await allMessages(keep.id)).toHaveLength(3);
-        expect((await store.searchHistory(keep.id, 'walrus', 10)).length).toBe(2);
-      });
-
-      it('deleting a parent keeps its subagent sessions, detached', async () => {
-        const parent = await newSession();
-        const child = await newSession({ mode: 'subagent', parentSessionId: parent.id });
-        expect(await store.deleteSession(parent.id)).toBe(true);
-        expect((await store.findSession(child.id))?.parent_session_id).toBeNull();
-      });
-    });
-
-    // ---- messages -----------------------------------------------------------
-
-    describe('appendMessages', () => {
-      it('assigns increasing seq across calls and returns the messages as stored', async () => {
-        const session = await newSession();
-        const first = await store.appendMessages(session.id, conversation(3));
-        expect(first.map((m) => m.seq)).toEqual([2, 3, 4]);
-        for (const m of first) {
-          expect(m.session_id).toBe(session.id);
-          expect(Number.isNaN(ms(m.created_at))).toBe(false);
-        }
-        const second = await store.appendMessages(session.id, conversation(2, 'more'));
-        expect(second.map((m) => m.seq)).toEqual([5, 6]);
-        expect(second.map((m) => m.content)).toEqual(['more 0', 'more 1']);
-        expect((await allMessages(session.id)).slice(1)).toEqual([...first, ...second]);
-      });
-
-      it('keeps seq per session', async () => {
-        const a = await newSession();
-        const b = await newSession();
-        await store.appendMessages(a.id, conversation(3));
-        const [inB] = await store.appendMessages(b.id, conversation(1));
-        expect(inB!.seq).toBe(2);
-      });
-
-      it('updates message_count, token counts and updated_at', async () => {
-        const session = await newSession();
-        await tick();
-        await store.appendMessages(session.id, conversation(2), {
-          usage: { input_tokens: 100, output_tokens: 20 },
-        });
-        const afterFirst = (await store.findSession(session.id))!;
-        expect(afterFirst).toMatchObject({
-          message_count: 3,
-          input_tokens: 100,
-          output_tokens: 20,
-        });
-        expect(ms(afterFirst.updated_at)).toBeGreaterThan(ms(session.updated_at));
-
-        await tick();
-        await store.appendMessages(session.id, conversation(1), {
-          usage: { input_tokens: 7, output_tokens: 3 },
-        });
-        await store.appendMessages(session.id, conversation(1));
-        const afterMore = (await store.findSession(session.id))!;
-        expect(afterMore).toMatchObject({
-          message_count: 5,
-          input_tokens: 107,
-          output_tokens: 23,
-        });
-        expect(ms(afterMore.updated_at)).toBeGreaterThan(ms(afterFirst.updated_at));
-        expect(afterMore.message_count).toBe((await allMessages(session.id)).length);
-      });
-
-      it('records the reported prompt tokens with the seq the prompt covered', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, [{ role: 'user', content: 'question' }]);
-        await store.appendMessages(session.id, [{ role: 'assistant', content: 'answer' }], {
-          usage: { input_tokens: 50, output_tokens: 5 },
-          promptTokens: 50,
-        });
-        expect(await store.findSession(session.id)).toMatchObject({
-          last_prompt_tokens: 50,
-          last_prompt_seq: 2,
-        });
-        // A write without a reported prompt leaves the estimate's base alone.
-        await store.appendMessages(session.id, [{ role: 'user', content: 'next' }]);
-        expect(await store.findSession(session.id)).toMatchObject({
-          last_prompt_tokens: 50,
-          last_prompt_seq: 2,
+          const bad = [
+            'not-a-cursor',
+            '',
+            '%%%',
+            Buffer.from('{"a":1}').toString('base64url'),
+            Buffer.from('[1,2]').toString('base64url'),
+            Buffer.from('["only-one"]').toString('base64url'),
+          ];
+          for (const cursor of bad) {
+            await expectCairnError(store.listSessions({ limit: 10, cursor }), 'VALIDATION_ERROR');
+          }
         });
       });
 
-      it('round-trips tool_calls, tool_call_id and name, and null content', async () => {
-        const session = await newSession();
-        const sent: ChatMessage[] = [
-          { role: 'user', content: 'What time is it in Paris and Tokyo?' },
-          {
-            role: 'assistant',
-            content: null,
-            tool_calls: [
-              {
-                id: 'call_1',
-                type: 'function',
-                function: { name: 'current_time', arguments: '{"tz":"Europe/Paris"}' },
-              },
-              {
-                id: 'call_2',
-                type: 'function',
-                function: { name: 'current_time', arguments: '{"tz":"Asia/Tokyo"}' },
-              },
-            ],
-          },
-          { role: 'tool', tool_call_id: 'call_1', name: 'current_time', content: '10:00' },
-          { role: 'tool', tool_call_id: 'call_2', name: 'current_time', content: '17:00' },
-          {
-            role: 'assistant',
-            content: 'Let me check one more.',
-            tool_calls: [
-              { id: 'call_3', type: 'function', function: { name: 'ask_user', arguments: '' } },
-            ],
-          },
-          { role: 'user', content: 'Ünïcödé ✓ 🧭 "quotes" \'single\' \\ back\nslash' },
-        ];
-        const stored = await store.appendMessages(session.id, sent);
-        const expected = sent.map((m, i) => ({
-          ...m,
-          session_id: session.id,
-          seq: i + 2,
-          created_at: stored[i]!.created_at,
-        }));
-        expect(stored).toEqual(expected);
-        expect((await allMessages(session.id)).slice(1)).toEqual(expected);
-        expect((await store.loadContext(session.id, 0)).tail).toEqual(expected);
-        const plain = (await allMessages(session.id))[1]!;
-        expect('tool_calls' in plain).toBe(false);
-        expect('tool_call_id' in plain).toBe(false);
+      describe('resetSession', () => {
+        it('deletes the conversation, zeroes tokens and clears every compaction column and row', async () => {
+          const session = await newSession({ compactCount: 33.3 });
+          await store.appendMessages(session.id, conversation(8, 'pelican'), {
+            usage: { input_tokens: 120, output_tokens: 45 },
+            promptTokens: 100,
+          });
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5 }),
+          );
+          await store.setCompactionSuspended(session.id, true);
+          const before = (await store.findSession(session.id))!;
+          expect(before).toMatchObject({ compaction_count: 1, compact_size: 4, input_tokens: 120 });
+
+          const reset = await store.resetSession(session.id);
+          expect(reset).toMatchObject({
+            id: session.id,
+            status: 'active',
+            input_tokens: 0,
+            output_tokens: 0,
+            compact_summary: null,
+            compact_size: 0,
+            compact_seq: 0,
+            compaction_count: 0,
+            compaction_suspended: 0,
+            last_prompt_tokens: null,
+            last_prompt_seq: null,
+            compact_count: 33.3,
+            agent_name: 'assistant',
+          });
+          expect(reset?.epoch).toBeGreaterThan(before.epoch);
+          expect(await store.findSession(session.id)).toEqual(reset);
+
+          const messages = await allMessages(session.id);
+          expect(messages.map((m) => [m.seq, m.role, m.content])).toEqual([
+            [1, 'system', 'You are a test assistant.'],
+          ]);
+          expect(reset?.message_count).toBe(messages.length);
+          expect(await store.listCompactions(session.id)).toEqual([]);
+          expect(await store.undoCompaction(session.id)).toBeUndefined();
+          expect(await store.searchHistory(session.id, 'pelican', 10)).toEqual([]);
+          expect((await store.loadContext(session.id, 0)).tail).toEqual([]);
+        });
+
+        it('keeps later system messages and lets the conversation start again', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'hello' },
+            { role: 'system', content: 'Extra instructions.' },
+            { role: 'assistant', content: 'hi' },
+          ]);
+          await store.resetSession(session.id);
+          const { system, tail } = await store.loadContext(session.id, 0);
+          expect(system.map((m) => m.content)).toEqual([
+            'You are a test assistant.',
+            'Extra instructions.',
+          ]);
+          expect(tail).toEqual([]);
+
+          const [added] = await store.appendMessages(session.id, [
+            { role: 'user', content: 'again' },
+          ]);
+          expect(added!.seq).toBeGreaterThan(Math.max(...system.map((m) => m.seq)));
+          expect((await store.loadContext(session.id, 0)).tail.map((m) => m.content)).toEqual([
+            'again',
+          ]);
+          expect((await store.findSession(session.id))?.message_count).toBe(
+            (await allMessages(session.id)).length,
+          );
+        });
+
+        it('never reuses a seq: messages after a reset continue past every earlier seq', async () => {
+          const session = await newSession();
+          const before = await store.appendMessages(session.id, conversation(6, 'heron'));
+          const highest = before.at(-1)!.seq;
+          await store.resetSession(session.id);
+          const [next] = await store.appendMessages(session.id, [
+            { role: 'user', content: 'after' },
+          ]);
+          expect(next!.seq).toBe(highest + 1);
+          // A client paging from its last seen seq still finds the new message.
+          const page = await store.listMessages(session.id, { afterSeq: highest, limit: 10 });
+          expect(page.map((m) => m.content)).toEqual(['after']);
+        });
+
+        it('returns undefined for an unknown session', async () => {
+          expect(await store.resetSession('sess_doesnotexist')).toBeUndefined();
+        });
       });
 
-      it('stores large contents intact', async () => {
-        const session = await newSession();
-        const big = 'x'.repeat(300_000) + 'end';
-        await store.appendMessages(session.id, [{ role: 'tool', content: big, tool_call_id: 'c' }]);
-        expect((await allMessages(session.id))[1]?.content).toBe(big);
-      });
-
-      it('appending nothing changes nothing', async () => {
-        const session = await newSession();
-        expect(await store.appendMessages(session.id, [])).toEqual([]);
-        expect((await store.findSession(session.id))?.message_count).toBe(1);
-        expect(await allMessages(session.id)).toHaveLength(1);
-      });
-
-      it('is all or nothing: a batch with an invalid message stores none of it', async () => {
-        const session = await newSession();
-        const bad = [
-          { role: 'user', content: 'fine' },
-          { role: 'narrator', content: 'not a role' },
-        ] as unknown as ChatMessage[];
-        await rejectionOf(store.appendMessages(session.id, bad));
-        expect(await allMessages(session.id)).toHaveLength(1);
-        expect(await store.findSession(session.id)).toEqual(session);
-      });
-
-      it('rejects messages for an unknown session', async () => {
-        await rejectionOf(store.appendMessages('sess_doesnotexist', conversation(1)));
-        expect(await allMessages('sess_doesnotexist')).toEqual([]);
-      });
-    });
-
-    describe('listMessages', () => {
-      it('pages by seq with afterSeq (keyset) and never leaks another session', async () => {
-        const session = await newSession();
-        const other = await newSession();
-        await store.appendMessages(session.id, conversation(10));
-        await store.appendMessages(other.id, conversation(10, 'other'));
-
-        const pages: number[][] = [];
-        let afterSeq = 0;
-        for (;;) {
-          const page = await store.listMessages(session.id, { afterSeq, limit: 4 });
-          if (page.length === 0) break;
-          expect(page.length).toBeLessThanOrEqual(4);
-          for (const m of page) expect(m.session_id).toBe(session.id);
-          pages.push(page.map((m) => m.seq));
-          afterSeq = page[page.length - 1]!.seq;
-        }
-        expect(pages).toEqual([
-          [1, 2, 3, 4],
-          [5, 6, 7, 8],
-          [9, 10, 11],
-        ]);
-        expect(await store.listMessages(session.id, { afterSeq: 11, limit: 4 })).toEqual([]);
-        expect(
-          (await store.listMessages(session.id, { afterSeq: 5, limit: 2 })).map((m) => m.content),
-        ).toEqual(['message 4', 'message 5']);
-      });
-    });
-
-    describe('loadContext / listTail / listMessageMeta', () => {
-      async function sessionWithMidSystem(): Promise<SessionRow> {
-        const session = await newSession();
-        await store.appendMessages(session.id, [
-          { role: 'user', content: 'u2' }, // 2
-          { role: 'assistant', content: 'a3' }, // 3
-          { role: 'system', content: 's4' }, // 4
-          { role: 'user', content: 'u5' }, // 5
-          { role: 'assistant', content: 'a6' }, // 6
-        ]);
-        return session;
-      }
-
-      it('loadContext returns every system message and only non-system messages after the seq', async () => {
-        const session = await sessionWithMidSystem();
-        const at = async (afterSeq: number) => {
-          const { system, tail } = await store.loadContext(session.id, afterSeq);
-          return { system: system.map((m) => m.seq), tail: tail.map((m) => m.seq) };
-        };
-        expect(await at(0)).toEqual({ system: [1, 4], tail: [2, 3, 5, 6] });
-        expect(await at(3)).toEqual({ system: [1, 4], tail: [5, 6] });
-        expect(await at(4)).toEqual({ system: [1, 4], tail: [5, 6] });
-        expect(await at(5)).toEqual({ system: [1, 4], tail: [6] });
-        expect(await at(6)).toEqual({ system: [1, 4], tail: [] });
-        const { system } = await store.loadContext(session.id, 6);
-        expect(system[0]).toMatchObject({ role: 'system', content: 'You are a test assistant.' });
-      });
-
-      it('listTail returns the first `limit` non-system messages after the seq', async () => {
-        const session = await sessionWithMidSystem();
-        const seqs = async (afterSeq: number, limit: number) =>
-          (await store.listTail(session.id, afterSeq, limit)).map((m) => m.seq);
-        expect(await seqs(0, 100)).toEqual([2, 3, 5, 6]);
-        expect(await seqs(0, 3)).toEqual([2, 3, 5]);
-        expect(await seqs(3, 1)).toEqual([5]);
-        expect(await seqs(6, 10)).toEqual([]);
-        const [first] = await store.listTail(session.id, 0, 1);
-        expect(first).toEqual((await allMessages(session.id))[1]);
-      });
-
-      it('listMessageMeta gives seq, role, chars and tool call ids of the non-system tail', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, [
-          { role: 'user', content: 'hello' }, // 2
-          { role: 'system', content: 'extra system text' }, // 3
-          {
-            role: 'assistant',
-            content: 'ok',
-            tool_calls: [
-              { id: 'c1', type: 'function', function: { name: 'lookup', arguments: '{"q":1}' } },
-              { id: 'c2', type: 'function', function: { name: 'add', arguments: '{}' } },
-            ],
-          }, // 4
-          { role: 'tool', tool_call_id: 'c1', name: 'lookup', content: 'result one' }, // 5
-          { role: 'tool', tool_call_id: 'c2', name: 'add', content: '' }, // 6
-          { role: 'assistant', content: null, tool_calls: [] }, // 7
-        ]);
-        expect(await store.listMessageMeta(session.id, 0)).toEqual([
-          { seq: 2, role: 'user', chars: 5 },
-          {
-            seq: 4,
-            role: 'assistant',
-            chars: 2 + ('lookup'.length + '{"q":1}'.length) + ('add'.length + '{}'.length),
-            callIds: ['c1', 'c2'],
-          },
-          { seq: 5, role: 'tool', chars: 10, toolCallId: 'c1' },
-          { seq: 6, role: 'tool', chars: 0, toolCallId: 'c2' },
-          { seq: 7, role: 'assistant', chars: 0 },
-        ]);
-        expect((await store.listMessageMeta(session.id, 5)).map((m) => m.seq)).toEqual([6, 7]);
-        expect(await store.listMessageMeta(session.id, 7)).toEqual([]);
-      });
-    });
-
-    describe('searchHistory', () => {
-      async function searchable() {
-        const session = await newSession();
-        const other = await newSession();
-        await store.appendMessages(session.id, [
-          { role: 'user', content: 'The quick brown fox jumps' }, // 2
-          { role: 'assistant', content: 'over the lazy dog' }, // 3
-          {
-            role: 'assistant',
-            content: null,
-            tool_calls: [{ id: 'c', type: 'function', function: { name: 'x', arguments: '{}' } }],
-          }, // 4
-          { role: 'tool', tool_call_id: 'c', name: 'x', content: 'the ocelot result' }, // 5
-        ]);
-        await store.appendMessages(other.id, [
-          { role: 'user', content: 'a quick zebra and a fox' },
-        ]);
-        return { session, other };
-      }
-
-      it('finds words in the messages of that session only', async () => {
-        const { session, other } = await searchable();
-        const fox = await store.searchHistory(session.id, 'fox', 10);
-        expect(fox.map((h) => [h.seq, h.role])).toEqual([[2, 'user']]);
-        expect(fox[0]!.snippet).toContain('fox');
-        expect((await store.searchHistory(session.id, 'ocelot', 10)).map((h) => h.seq)).toEqual([
-          5,
-        ]);
-        expect(await store.searchHistory(session.id, 'zebra', 10)).toEqual([]);
-        expect((await store.searchHistory(other.id, 'zebra', 10)).map((h) => h.seq)).toEqual([2]);
-        expect(await store.searchHistory(session.id, 'nonexistentword', 10)).toEqual([]);
-        expect(
-          (await store.searchHistory(session.id, 'brown fox', 10)).map((h) => h.seq),
-        ).toContain(2);
-        expect((await store.searchHistory(session.id, 'QUICK', 10)).map((h) => h.seq)).toEqual([2]);
-      });
-
-      it('respects the limit', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(6, 'heron'));
-        expect(await store.searchHistory(session.id, 'heron', 100)).toHaveLength(6);
-        expect(await store.searchHistory(session.id, 'heron', 2)).toHaveLength(2);
-      });
-
-      it('searches compacted messages too', async () => {
-        const { session } = await searchable();
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5 }),
-        );
-        expect((await store.searchHistory(session.id, 'fox', 10)).map((h) => h.seq)).toEqual([2]);
-      });
-
-      it('treats FTS syntax characters in the query as text, never throwing', async () => {
-        const { session } = await searchable();
-        const withFox = [
-          '"fox',
-          'fox"',
-          '"fox"',
-          'fox*',
-          '*fox',
-          'NEAR(fox dog)',
-          'NEAR(fox',
-          '(fox OR',
-          'fox AND',
-          'fox NOT',
-          '-fox',
-          '^fox',
-          'fox:',
-          'content:fox',
-          '{fox}',
-          "fox's",
-          'fox\u0000',
-          'fox; DROP TABLE messages; --',
-        ];
-        for (const query of withFox) {
-          const hits = await store.searchHistory(session.id, query, 10);
+      describe('findSessionByTranscript', () => {
+        it('finds the session whose whole visible transcript has the hash, and only that one', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'hello' },
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [
+                { id: 'c1', type: 'function', function: { name: 't', arguments: '{}' } },
+              ],
+            },
+            { role: 'tool', tool_call_id: 'c1', name: 't', content: 'result' },
+            { role: 'assistant', content: 'hi there' },
+          ]);
+          // Tool calls, tool results and system messages are not part of the visible transcript.
+          const visible: ChatMessage[] = [
+            { role: 'user', content: 'hello' },
+            { role: 'assistant', content: 'hi there' },
+          ];
+          const hash = transcriptHash(visible)!;
+          const row = await store.findSession(session.id);
+          expect(row?.transcript_hash).toBe(hash);
+          expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(session.id);
+          // A prefix of the transcript, another agent, or another text: no match.
           expect(
-            hits.map((h) => h.seq),
-            query,
-          ).toContain(2);
-        }
-        for (const query of [
-          '',
-          '   ',
-          '*',
-          '"',
-          '()',
-          'AND',
-          'OR',
-          'NOT',
-          'NEAR',
-          ':',
-          '-',
-          "'",
-        ]) {
-          const hits = await store.searchHistory(session.id, query, 10);
-          expect(Array.isArray(hits), query).toBe(true);
-        }
-        expect(await allMessages(session.id)).toHaveLength(5);
+            await store.findSessionByTranscript('assistant', transcriptHash(visible.slice(0, 1))!),
+          ).toBeUndefined();
+          expect(await store.findSessionByTranscript('other', hash)).toBeUndefined();
+          expect(
+            await store.findSessionByTranscript(
+              'assistant',
+              transcriptHash([visible[0]!, { role: 'assistant', content: 'hi there!' }])!,
+            ),
+          ).toBeUndefined();
+        });
+
+        it('prefers the most recently updated of two identical transcripts; a reset clears the hash', async () => {
+          const older = await newSession();
+          await store.appendMessages(older.id, conversation(2));
+          await tick();
+          const newer = await newSession();
+          await store.appendMessages(newer.id, conversation(2));
+          const hash = transcriptHash(conversation(2))!;
+          expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(newer.id);
+          const reset = await store.resetSession(newer.id);
+          expect(reset?.transcript_hash).toBeNull();
+          expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(older.id);
+          await store.closeSession(older.id);
+          expect(await store.findSessionByTranscript('assistant', hash)).toBeUndefined();
+          // The chain restarts from empty after the reset.
+          await store.appendMessages(newer.id, conversation(1));
+          expect((await store.findSession(newer.id))?.transcript_hash).toBe(
+            transcriptHash(conversation(1)),
+          );
+        });
+      });
+
+      describe('closeSession / deleteSession', () => {
+        it('closes a session and keeps its messages', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(2));
+          await tick();
+          const closed = await store.closeSession(session.id);
+          expect(closed).toMatchObject({ id: session.id, status: 'closed' });
+          expect(ms(closed!.updated_at)).toBeGreaterThan(ms(session.updated_at));
+          expect(await store.findSession(session.id)).toEqual(closed);
+          expect(await allMessages(session.id)).toHaveLength(3);
+          expect(await store.closeSession('sess_doesnotexist')).toBeUndefined();
+        });
+
+        it('deletes a session with its messages, tasks and compactions', async () => {
+          const session = await newSession();
+          const keep = await newSession();
+          await store.appendMessages(session.id, conversation(4, 'walrus'));
+          await store.appendMessages(keep.id, conversation(2, 'walrus'));
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 3 }),
+          );
+          const task = await store.createTask({
+            sessionId: session.id,
+            agentName: 'assistant',
+            input: 'go',
+          });
+
+          expect(await store.deleteSession(session.id)).toBe(true);
+          expect(await store.findSession(session.id)).toBeUndefined();
+          expect(await allMessages(session.id)).toEqual([]);
+          expect(await store.loadContext(session.id, 0)).toEqual({ system: [], tail: [] });
+          expect(await store.listCompactions(session.id)).toEqual([]);
+          expect(await store.findTask(task.id)).toBeUndefined();
+          expect(await store.searchHistory(session.id, 'walrus', 10)).toEqual([]);
+          expect(await store.deleteSession(session.id)).toBe(false);
+
+          // The other session is untouched.
+          expect(await allMessages(keep.id)).toHaveLength(3);
+          expect((await store.searchHistory(keep.id, 'walrus', 10)).length).toBe(2);
+        });
+
+        it('deleting a parent keeps its subagent sessions, detached', async () => {
+          const parent = await newSession();
+          const child = await newSession({ mode: 'subagent', parentSessionId: parent.id });
+          expect(await store.deleteSession(parent.id)).toBe(true);
+          expect((await store.findSession(child.id))?.parent_session_id).toBeNull();
+        });
+      });
+
+      describe('updateSession', () => {
+        it('changes only the fields given; null clears the title; unknown id → undefined', async () => {
+          const session = await newSession({ title: 'Old', compactCount: 40 });
+          const renamed = await store.updateSession(session.id, { title: 'New' });
+          expect(renamed).toMatchObject({ title: 'New', compact_count: 40 });
+          const counted = await store.updateSession(session.id, { compactCount: 12.5 });
+          expect(counted).toMatchObject({ title: 'New', compact_count: 12.5 });
+          expect(await store.updateSession(session.id, { title: null })).toMatchObject({
+            title: null,
+          });
+          expect(await store.updateSession('sess_doesnotexist', { title: 'x' })).toBeUndefined();
+        });
       });
     });
 
-    // ---- compaction ---------------------------------------------------------
+    describe('MessageLog', () => {
+      describe('appendMessages', () => {
+        it('assigns increasing seq across calls and returns the messages as stored', async () => {
+          const session = await newSession();
+          const first = await store.appendMessages(session.id, conversation(3));
+          expect(first.map((m) => m.seq)).toEqual([2, 3, 4]);
+          for (const m of first) {
+            expect(m.session_id).toBe(session.id);
+            expect(Number.isNaN(ms(m.created_at))).toBe(false);
+          }
+          const second = await store.appendMessages(session.id, conversation(2, 'more'));
+          expect(second.map((m) => m.seq)).toEqual([5, 6]);
+          expect(second.map((m) => m.content)).toEqual(['more 0', 'more 1']);
+          expect((await allMessages(session.id)).slice(1)).toEqual([...first, ...second]);
+        });
 
-    describe('commitCompaction / listCompactions', () => {
-      it('applies with the expected size and records the compaction', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(10), { promptTokens: 900 });
-        const updated = await store.commitCompaction(
-          compaction(session.id, {
-            expectedSize: 0,
-            toSize: 4,
-            toSeq: 5,
+        it('keeps seq per session', async () => {
+          const a = await newSession();
+          const b = await newSession();
+          await store.appendMessages(a.id, conversation(3));
+          const [inB] = await store.appendMessages(b.id, conversation(1));
+          expect(inB!.seq).toBe(2);
+        });
+
+        it('updates message_count, token counts and updated_at', async () => {
+          const session = await newSession();
+          await tick();
+          await store.appendMessages(session.id, conversation(2), {
+            usage: { input_tokens: 100, output_tokens: 20 },
+          });
+          const afterFirst = (await store.findSession(session.id))!;
+          expect(afterFirst).toMatchObject({
+            message_count: 3,
+            input_tokens: 100,
+            output_tokens: 20,
+          });
+          expect(ms(afterFirst.updated_at)).toBeGreaterThan(ms(session.updated_at));
+
+          await tick();
+          await store.appendMessages(session.id, conversation(1), {
+            usage: { input_tokens: 7, output_tokens: 3 },
+          });
+          await store.appendMessages(session.id, conversation(1));
+          const afterMore = (await store.findSession(session.id))!;
+          expect(afterMore).toMatchObject({
+            message_count: 5,
+            input_tokens: 107,
+            output_tokens: 23,
+          });
+          expect(ms(afterMore.updated_at)).toBeGreaterThan(ms(afterFirst.updated_at));
+          expect(afterMore.message_count).toBe((await allMessages(session.id)).length);
+        });
+
+        it('records the reported prompt tokens with the seq the prompt covered', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [{ role: 'user', content: 'question' }]);
+          await store.appendMessages(session.id, [{ role: 'assistant', content: 'answer' }], {
+            usage: { input_tokens: 50, output_tokens: 5 },
+            promptTokens: 50,
+          });
+          expect(await store.findSession(session.id)).toMatchObject({
+            last_prompt_tokens: 50,
+            last_prompt_seq: 2,
+          });
+          // A write without a reported prompt leaves the estimate's base alone.
+          await store.appendMessages(session.id, [{ role: 'user', content: 'next' }]);
+          expect(await store.findSession(session.id)).toMatchObject({
+            last_prompt_tokens: 50,
+            last_prompt_seq: 2,
+          });
+        });
+
+        it('round-trips tool_calls, tool_call_id and name, and null content', async () => {
+          const session = await newSession();
+          const sent: ChatMessage[] = [
+            { role: 'user', content: 'What time is it in Paris and Tokyo?' },
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [
+                {
+                  id: 'call_1',
+                  type: 'function',
+                  function: { name: 'current_time', arguments: '{"tz":"Europe/Paris"}' },
+                },
+                {
+                  id: 'call_2',
+                  type: 'function',
+                  function: { name: 'current_time', arguments: '{"tz":"Asia/Tokyo"}' },
+                },
+              ],
+            },
+            { role: 'tool', tool_call_id: 'call_1', name: 'current_time', content: '10:00' },
+            { role: 'tool', tool_call_id: 'call_2', name: 'current_time', content: '17:00' },
+            {
+              role: 'assistant',
+              content: 'Let me check one more.',
+              tool_calls: [
+                { id: 'call_3', type: 'function', function: { name: 'ask_user', arguments: '' } },
+              ],
+            },
+            { role: 'user', content: 'Ünïcödé ✓ 🧭 "quotes" \'single\' \\ back\nslash' },
+          ];
+          const stored = await store.appendMessages(session.id, sent);
+          const expected = sent.map((m, i) => ({
+            ...m,
+            session_id: session.id,
+            seq: i + 2,
+            created_at: stored[i]!.created_at,
+          }));
+          expect(stored).toEqual(expected);
+          expect((await allMessages(session.id)).slice(1)).toEqual(expected);
+          expect((await store.loadContext(session.id, 0)).tail).toEqual(expected);
+          const plain = (await allMessages(session.id))[1]!;
+          expect('tool_calls' in plain).toBe(false);
+          expect('tool_call_id' in plain).toBe(false);
+        });
+
+        it('stores large contents intact', async () => {
+          const session = await newSession();
+          const big = 'x'.repeat(300_000) + 'end';
+          await store.appendMessages(session.id, [
+            { role: 'tool', content: big, tool_call_id: 'c' },
+          ]);
+          expect((await allMessages(session.id))[1]?.content).toBe(big);
+        });
+
+        it('appending nothing changes nothing', async () => {
+          const session = await newSession();
+          expect(await store.appendMessages(session.id, [])).toEqual([]);
+          expect((await store.findSession(session.id))?.message_count).toBe(1);
+          expect(await allMessages(session.id)).toHaveLength(1);
+        });
+
+        it('is all or nothing: a batch with an invalid message stores none of it', async () => {
+          const session = await newSession();
+          const bad = [
+            { role: 'user', content: 'fine' },
+            { role: 'narrator', content: 'not a role' },
+          ] as unknown as ChatMessage[];
+          await rejectionOf(store.appendMessages(session.id, bad));
+          expect(await allMessages(session.id)).toHaveLength(1);
+          expect(await store.findSession(session.id)).toEqual(session);
+        });
+
+        it('rejects messages for an unknown session', async () => {
+          await rejectionOf(store.appendMessages('sess_doesnotexist', conversation(1)));
+          expect(await allMessages('sess_doesnotexist')).toEqual([]);
+        });
+      });
+
+      describe('listMessages', () => {
+        it('pages by seq with afterSeq (keyset) and never leaks another session', async () => {
+          const session = await newSession();
+          const other = await newSession();
+          await store.appendMessages(session.id, conversation(10));
+          await store.appendMessages(other.id, conversation(10, 'other'));
+
+          const pages: number[][] = [];
+          let afterSeq = 0;
+          for (;;) {
+            const page = await store.listMessages(session.id, { afterSeq, limit: 4 });
+            if (page.length === 0) break;
+            expect(page.length).toBeLessThanOrEqual(4);
+            for (const m of page) expect(m.session_id).toBe(session.id);
+            pages.push(page.map((m) => m.seq));
+            afterSeq = page[page.length - 1]!.seq;
+          }
+          expect(pages).toEqual([
+            [1, 2, 3, 4],
+            [5, 6, 7, 8],
+            [9, 10, 11],
+          ]);
+          expect(await store.listMessages(session.id, { afterSeq: 11, limit: 4 })).toEqual([]);
+          expect(
+            (await store.listMessages(session.id, { afterSeq: 5, limit: 2 })).map((m) => m.content),
+          ).toEqual(['message 4', 'message 5']);
+        });
+      });
+
+      describe('loadContext / listTail / listMessageMeta', () => {
+        async function sessionWithMidSystem(): Promise<SessionRow> {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'u2' }, // 2
+            { role: 'assistant', content: 'a3' }, // 3
+            { role: 'system', content: 's4' }, // 4
+            { role: 'user', content: 'u5' }, // 5
+            { role: 'assistant', content: 'a6' }, // 6
+          ]);
+          return session;
+        }
+
+        it('loadContext returns every system message and only non-system messages after the seq', async () => {
+          const session = await sessionWithMidSystem();
+          const at = async (afterSeq: number) => {
+            const { system, tail } = await store.loadContext(session.id, afterSeq);
+            return { system: system.map((m) => m.seq), tail: tail.map((m) => m.seq) };
+          };
+          expect(await at(0)).toEqual({ system: [1, 4], tail: [2, 3, 5, 6] });
+          expect(await at(3)).toEqual({ system: [1, 4], tail: [5, 6] });
+          expect(await at(4)).toEqual({ system: [1, 4], tail: [5, 6] });
+          expect(await at(5)).toEqual({ system: [1, 4], tail: [6] });
+          expect(await at(6)).toEqual({ system: [1, 4], tail: [] });
+          const { system } = await store.loadContext(session.id, 6);
+          expect(system[0]).toMatchObject({ role: 'system', content: 'You are a test assistant.' });
+        });
+
+        it('listTail returns the first `limit` non-system messages after the seq', async () => {
+          const session = await sessionWithMidSystem();
+          const seqs = async (afterSeq: number, limit: number) =>
+            (await store.listTail(session.id, afterSeq, limit)).map((m) => m.seq);
+          expect(await seqs(0, 100)).toEqual([2, 3, 5, 6]);
+          expect(await seqs(0, 3)).toEqual([2, 3, 5]);
+          expect(await seqs(3, 1)).toEqual([5]);
+          expect(await seqs(6, 10)).toEqual([]);
+          const [first] = await store.listTail(session.id, 0, 1);
+          expect(first).toEqual((await allMessages(session.id))[1]);
+        });
+
+        it('listMessageMeta gives seq, role, chars and tool call ids of the non-system tail', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'hello' }, // 2
+            { role: 'system', content: 'extra system text' }, // 3
+            {
+              role: 'assistant',
+              content: 'ok',
+              tool_calls: [
+                { id: 'c1', type: 'function', function: { name: 'lookup', arguments: '{"q":1}' } },
+                { id: 'c2', type: 'function', function: { name: 'add', arguments: '{}' } },
+              ],
+            }, // 4
+            { role: 'tool', tool_call_id: 'c1', name: 'lookup', content: 'result one' }, // 5
+            { role: 'tool', tool_call_id: 'c2', name: 'add', content: '' }, // 6
+            { role: 'assistant', content: null, tool_calls: [] }, // 7
+          ]);
+          expect(await store.listMessageMeta(session.id, 0)).toEqual([
+            { seq: 2, role: 'user', chars: 5 },
+            {
+              seq: 4,
+              role: 'assistant',
+              chars: 2 + ('lookup'.length + '{"q":1}'.length) + ('add'.length + '{}'.length),
+              callIds: ['c1', 'c2'],
+            },
+            { seq: 5, role: 'tool', chars: 10, toolCallId: 'c1' },
+            { seq: 6, role: 'tool', chars: 0, toolCallId: 'c2' },
+            { seq: 7, role: 'assistant', chars: 0 },
+          ]);
+          expect((await store.listMessageMeta(session.id, 5)).map((m) => m.seq)).toEqual([6, 7]);
+          expect(await store.listMessageMeta(session.id, 7)).toEqual([]);
+        });
+      });
+
+      describe('searchHistory', () => {
+        async function searchable() {
+          const session = await newSession();
+          const other = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'The quick brown fox jumps' }, // 2
+            { role: 'assistant', content: 'over the lazy dog' }, // 3
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [{ id: 'c', type: 'function', function: { name: 'x', arguments: '{}' } }],
+            }, // 4
+            { role: 'tool', tool_call_id: 'c', name: 'x', content: 'the ocelot result' }, // 5
+          ]);
+          await store.appendMessages(other.id, [
+            { role: 'user', content: 'a quick zebra and a fox' },
+          ]);
+          return { session, other };
+        }
+
+        it('finds words in the messages of that session only', async () => {
+          const { session, other } = await searchable();
+          const fox = await store.searchHistory(session.id, 'fox', 10);
+          expect(fox.map((h) => [h.seq, h.role])).toEqual([[2, 'user']]);
+          expect(fox[0]!.snippet).toContain('fox');
+          expect((await store.searchHistory(session.id, 'ocelot', 10)).map((h) => h.seq)).toEqual([
+            5,
+          ]);
+          expect(await store.searchHistory(session.id, 'zebra', 10)).toEqual([]);
+          expect((await store.searchHistory(other.id, 'zebra', 10)).map((h) => h.seq)).toEqual([2]);
+          expect(await store.searchHistory(session.id, 'nonexistentword', 10)).toEqual([]);
+          expect(
+            (await store.searchHistory(session.id, 'brown fox', 10)).map((h) => h.seq),
+          ).toContain(2);
+          expect((await store.searchHistory(session.id, 'QUICK', 10)).map((h) => h.seq)).toEqual([
+            2,
+          ]);
+        });
+
+        it('respects the limit', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(6, 'heron'));
+          expect(await store.searchHistory(session.id, 'heron', 100)).toHaveLength(6);
+          expect(await store.searchHistory(session.id, 'heron', 2)).toHaveLength(2);
+        });
+
+        it('searches compacted messages too', async () => {
+          const { session } = await searchable();
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5 }),
+          );
+          expect((await store.searchHistory(session.id, 'fox', 10)).map((h) => h.seq)).toEqual([2]);
+        });
+
+        it('treats FTS syntax characters in the query as text, never throwing', async () => {
+          const { session } = await searchable();
+          const withFox = [
+            '"fox',
+            'fox"',
+            '"fox"',
+            'fox*',
+            '*fox',
+            'NEAR(fox dog)',
+            'NEAR(fox',
+            '(fox OR',
+            'fox AND',
+            'fox NOT',
+            '-fox',
+            '^fox',
+            'fox:',
+            'content:fox',
+            '{fox}',
+            "fox's",
+            'fox\u0000',
+            'fox; DROP TABLE messages; --',
+          ];
+          for (const query of withFox) {
+            const hits = await store.searchHistory(session.id, query, 10);
+            expect(
+              hits.map((h) => h.seq),
+              query,
+            ).toContain(2);
+          }
+          for (const query of [
+            '',
+            '   ',
+            '*',
+            '"',
+            '()',
+            'AND',
+            'OR',
+            'NOT',
+            'NEAR',
+            ':',
+            '-',
+            "'",
+          ]) {
+            const hits = await store.searchHistory(session.id, query, 10);
+            expect(Array.isArray(hits), query).toBe(true);
+          }
+          expect(await allMessages(session.id)).toHaveLength(5);
+        });
+      });
+
+      describe('appendMessagesWithEvents', () => {
+        it('stores the messages and one event per message, in one transaction', async () => {
+          const session = await newSession();
+          const before = await store.listEvents({ afterId: 0, sessionId: session.id, limit: 100 });
+          const written = await store.appendMessagesWithEvents(
+            session.id,
+            [
+              { role: 'user', content: 'hi' },
+              { role: 'assistant', content: 'hello' },
+            ],
+            'message.created',
+            { usage: { input_tokens: 7, output_tokens: 3 } },
+          );
+          expect(written.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+          expect(written.events.map((e) => e.data)).toEqual(
+            written.messages.map((m) => ({ seq: m.seq, role: m.role, sessionId: session.id })),
+          );
+          const listed = await store.listEvents({
+            afterId: before.at(-1)?.id ?? 0,
+            sessionId: session.id,
+            limit: 100,
+          });
+          expect(listed).toEqual(written.events);
+          expect((await store.findSession(session.id))!.input_tokens).toBe(7);
+        });
+
+        it('stores neither messages nor events when one message is invalid', async () => {
+          const session = await newSession();
+          const events = (await store.listEvents({ afterId: 0, limit: 10_000 })).length;
+          await expect(
+            store.appendMessagesWithEvents(
+              session.id,
+              [
+                { role: 'user', content: 'kept?' },
+                { role: 'bogus' as 'user', content: 'no' },
+              ],
+              'message.created',
+            ),
+          ).rejects.toThrow();
+          expect((await store.listEvents({ afterId: 0, limit: 10_000 })).length).toBe(events);
+          const messages = await store.listMessages(session.id, { afterSeq: 0, limit: 10 });
+          expect(messages.map((m) => m.role)).toEqual(['system']);
+        });
+      });
+    });
+
+    describe('CompactionStore', () => {
+      describe('commitCompaction / listCompactions', () => {
+        it('applies with the expected size and records the compaction', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(10), { promptTokens: 900 });
+          const updated = await store.commitCompaction(
+            compaction(session.id, {
+              expectedSize: 0,
+              toSize: 4,
+              toSeq: 5,
+              summary: 'First summary',
+              trigger: 'manual',
+              model: 'summariser-1',
+              inputChars: 321,
+            }),
+          );
+          expect(updated).toMatchObject({
+            id: session.id,
+            compact_summary: 'First summary',
+            compact_size: 4,
+            compact_seq: 5,
+            compaction_count: 1,
+            message_count: 11,
+            last_prompt_tokens: null,
+          });
+          expect(await store.findSession(session.id)).toEqual(updated);
+
+          const rows = await store.listCompactions(session.id);
+          expect(rows).toHaveLength(1);
+          expect(rows[0]).toMatchObject({
+            session_id: session.id,
+            from_size: 0,
+            to_size: 4,
+            from_seq: 0,
+            to_seq: 5,
+            previous_summary: null,
             summary: 'First summary',
             trigger: 'manual',
             model: 'summariser-1',
-            inputChars: 321,
-          }),
-        );
-        expect(updated).toMatchObject({
-          id: session.id,
-          compact_summary: 'First summary',
-          compact_size: 4,
-          compact_seq: 5,
-          compaction_count: 1,
-          message_count: 11,
-          last_prompt_tokens: null,
+            input_chars: 321,
+            summary_chars: 'First summary'.length,
+            undone_at: null,
+          });
+          expect(Number.isNaN(ms(rows[0]!.created_at))).toBe(false);
+
+          const second = await store.commitCompaction(
+            compaction(session.id, {
+              expectedSize: 4,
+              toSize: 8,
+              toSeq: 9,
+              summary: 'Second summary',
+              trigger: 'auto',
+            }),
+          );
+          expect(second).toMatchObject({ compact_size: 8, compact_seq: 9, compaction_count: 2 });
+          const both = await store.listCompactions(session.id);
+          expect(both.map((r) => [r.from_size, r.to_size, r.from_seq, r.to_seq])).toEqual([
+            [0, 4, 0, 5],
+            [4, 8, 5, 9],
+          ]);
+          expect(both[1]).toMatchObject({ previous_summary: 'First summary', trigger: 'auto' });
+          expect(both[1]!.id).toBeGreaterThan(both[0]!.id);
+          // Raw messages are never deleted by compaction.
+          expect(await allMessages(session.id)).toHaveLength(11);
         });
-        expect(await store.findSession(session.id)).toEqual(updated);
 
-        const rows = await store.listCompactions(session.id);
-        expect(rows).toHaveLength(1);
-        expect(rows[0]).toMatchObject({
-          session_id: session.id,
-          from_size: 0,
-          to_size: 4,
-          from_seq: 0,
-          to_seq: 5,
-          previous_summary: null,
-          summary: 'First summary',
-          trigger: 'manual',
-          model: 'summariser-1',
-          input_chars: 321,
-          summary_chars: 'First summary'.length,
-          undone_at: null,
+        it('with a stale expected size changes nothing and returns undefined', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(10));
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5 }),
+          );
+          const before = await store.findSession(session.id);
+          const rowsBefore = await store.listCompactions(session.id);
+
+          for (const expectedSize of [0, 3, 5, 8]) {
+            expect(
+              await store.commitCompaction(
+                compaction(session.id, { expectedSize, toSize: 8, toSeq: 9, summary: 'lost race' }),
+              ),
+            ).toBeUndefined();
+          }
+          expect(await store.findSession(session.id)).toEqual(before);
+          expect(await store.listCompactions(session.id)).toEqual(rowsBefore);
         });
-        expect(Number.isNaN(ms(rows[0]!.created_at))).toBe(false);
 
-        const second = await store.commitCompaction(
-          compaction(session.id, {
-            expectedSize: 4,
-            toSize: 8,
-            toSeq: 9,
-            summary: 'Second summary',
-            trigger: 'auto',
-          }),
-        );
-        expect(second).toMatchObject({ compact_size: 8, compact_seq: 9, compaction_count: 2 });
-        const both = await store.listCompactions(session.id);
-        expect(both.map((r) => [r.from_size, r.to_size, r.from_seq, r.to_seq])).toEqual([
-          [0, 4, 0, 5],
-          [4, 8, 5, 9],
-        ]);
-        expect(both[1]).toMatchObject({ previous_summary: 'First summary', trigger: 'auto' });
-        expect(both[1]!.id).toBeGreaterThan(both[0]!.id);
-        // Raw messages are never deleted by compaction.
-        expect(await allMessages(session.id)).toHaveLength(11);
-      });
-
-      it('with a stale expected size changes nothing and returns undefined', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(10));
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5 }),
-        );
-        const before = await store.findSession(session.id);
-        const rowsBefore = await store.listCompactions(session.id);
-
-        for (const expectedSize of [0, 3, 5, 8]) {
+        it('with a stale epoch (a reset happened since) changes nothing', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(6));
+          const epoch = (await store.findSession(session.id))!.epoch;
+          await store.resetSession(session.id);
+          await store.appendMessages(session.id, conversation(6));
+          const before = await store.findSession(session.id);
           expect(
             await store.commitCompaction(
-              compaction(session.id, { expectedSize, toSize: 8, toSeq: 9, summary: 'lost race' }),
+              compaction(session.id, {
+                expectedSize: 0,
+                expectedEpoch: epoch,
+                toSize: 2,
+                toSeq: 3,
+              }),
             ),
           ).toBeUndefined();
-        }
-        expect(await store.findSession(session.id)).toEqual(before);
-        expect(await store.listCompactions(session.id)).toEqual(rowsBefore);
-      });
+          expect(await store.findSession(session.id)).toEqual(before);
+          expect(await store.listCompactions(session.id)).toEqual([]);
 
-      it('with a stale epoch (a reset happened since) changes nothing', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(6));
-        const epoch = (await store.findSession(session.id))!.epoch;
-        await store.resetSession(session.id);
-        await store.appendMessages(session.id, conversation(6));
-        const before = await store.findSession(session.id);
-        expect(
-          await store.commitCompaction(
-            compaction(session.id, { expectedSize: 0, expectedEpoch: epoch, toSize: 2, toSeq: 3 }),
-          ),
-        ).toBeUndefined();
-        expect(await store.findSession(session.id)).toEqual(before);
-        expect(await store.listCompactions(session.id)).toEqual([]);
-
-        const applied = await store.commitCompaction(
-          compaction(session.id, {
-            expectedSize: 0,
-            expectedEpoch: before!.epoch,
-            toSize: 2,
-            toSeq: 3,
-          }),
-        );
-        expect(applied).toMatchObject({ compact_size: 2, compact_seq: 3 });
-      });
-
-      it('lets exactly one of two concurrent compactions land', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(10));
-        const results = await Promise.all([
-          store.commitCompaction(
-            compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5, summary: 'A' }),
-          ),
-          store.commitCompaction(
-            compaction(session.id, { expectedSize: 0, toSize: 6, toSeq: 7, summary: 'B' }),
-          ),
-        ]);
-        const landed = results.filter((r) => r !== undefined);
-        expect(landed).toHaveLength(1);
-        const rows = await store.listCompactions(session.id);
-        expect(rows).toHaveLength(1);
-        expect((await store.findSession(session.id))?.compact_summary).toBe(rows[0]!.summary);
-      });
-
-      it('returns undefined for an unknown session', async () => {
-        expect(
-          await store.commitCompaction(
-            compaction('sess_doesnotexist', { expectedSize: 0, toSize: 1, toSeq: 2 }),
-          ),
-        ).toBeUndefined();
-        expect(await store.listCompactions('sess_doesnotexist')).toEqual([]);
-      });
-
-      it('lists only the compactions of the given session, oldest first', async () => {
-        const a = await newSession();
-        const b = await newSession();
-        await store.appendMessages(a.id, conversation(6));
-        await store.appendMessages(b.id, conversation(6));
-        await store.commitCompaction(compaction(a.id, { expectedSize: 0, toSize: 2, toSeq: 3 }));
-        await store.commitCompaction(compaction(b.id, { expectedSize: 0, toSize: 2, toSeq: 3 }));
-        await store.commitCompaction(compaction(a.id, { expectedSize: 2, toSize: 4, toSeq: 5 }));
-        const rows = await store.listCompactions(a.id);
-        expect(rows.map((r) => [r.session_id, r.to_size])).toEqual([
-          [a.id, 2],
-          [a.id, 4],
-        ]);
-      });
-    });
-
-    describe('compaction cost', () => {
-      it('records the summary call tokens on the row and sums them on the session', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, [
-          { role: 'user', content: 'a' },
-          { role: 'assistant', content: 'b' },
-          { role: 'user', content: 'c' },
-          { role: 'assistant', content: 'd' },
-        ]);
-        await store.commitCompaction(
-          compaction(session.id, {
-            expectedSize: 0,
-            toSize: 2,
-            toSeq: 3,
-            inputTokens: 100,
-            outputTokens: 10,
-          }),
-        );
-        const after = await store.commitCompaction(
-          compaction(session.id, {
-            expectedSize: 2,
-            toSize: 4,
-            toSeq: 5,
-            inputTokens: 50,
-            outputTokens: 5,
-          }),
-        );
-        expect(after).toMatchObject({ compaction_input_tokens: 150, compaction_output_tokens: 15 });
-        const rows = await store.listCompactions(session.id);
-        expect(rows.map((r) => [r.input_tokens, r.output_tokens])).toEqual([
-          [100, 10],
-          [50, 5],
-        ]);
-      });
-    });
-
-    describe('updateSession', () => {
-      it('changes only the fields given; null clears the title; unknown id → undefined', async () => {
-        const session = await newSession({ title: 'Old', compactCount: 40 });
-        const renamed = await store.updateSession(session.id, { title: 'New' });
-        expect(renamed).toMatchObject({ title: 'New', compact_count: 40 });
-        const counted = await store.updateSession(session.id, { compactCount: 12.5 });
-        expect(counted).toMatchObject({ title: 'New', compact_count: 12.5 });
-        expect(await store.updateSession(session.id, { title: null })).toMatchObject({
-          title: null,
-        });
-        expect(await store.updateSession('sess_doesnotexist', { title: 'x' })).toBeUndefined();
-      });
-    });
-
-    describe('session import', () => {
-      it('writes a session under a new id with messages (seq and time kept) and compactions', async () => {
-        const original = await newSession();
-        const id = await store.createImportedSession({
-          ...original,
-          compact_summary: 'S',
-          compact_size: 1,
-          compact_seq: 2,
-          compaction_count: 1,
-        });
-        expect(id).not.toBe(original.id);
-        await store.appendImportedMessages(id, [
-          { seq: 1, role: 'system', content: 'sys', created_at: '2026-01-01T00:00:00.000Z' },
-          { seq: 2, role: 'user', content: 'hello', created_at: '2026-01-01T00:00:01.000Z' },
-        ]);
-        await store.appendImportedMessages(id, [
-          { seq: 5, role: 'assistant', content: 'hi', created_at: '2026-01-01T00:00:02.000Z' },
-        ]);
-        await store.appendImportedCompactions(id, [
-          {
-            from_size: 0,
-            to_size: 1,
-            from_seq: 0,
-            to_seq: 2,
-            previous_summary: null,
-            summary: 'S',
-            trigger: 'manual',
-            model: 'm',
-            input_chars: 5,
-            summary_chars: 1,
-            input_tokens: 3,
-            output_tokens: 1,
-            created_at: '2026-01-01T00:00:03.000Z',
-            undone_at: null,
-          },
-        ]);
-        const copy = await store.findSession(id);
-        expect(copy).toMatchObject({
-          message_count: 3,
-          last_seq: 5,
-          compact_summary: 'S',
-          compact_size: 1,
-          compact_seq: 2,
-        });
-        expect((await allMessages(id)).map((m) => [m.seq, m.created_at])).toEqual([
-          [1, '2026-01-01T00:00:00.000Z'],
-          [2, '2026-01-01T00:00:01.000Z'],
-          [5, '2026-01-01T00:00:02.000Z'],
-        ]);
-        expect(await store.listCompactions(id)).toHaveLength(1);
-        // New messages continue after the imported seqs.
-        const [next] = await store.appendMessages(id, [{ role: 'user', content: 'more' }]);
-        expect(next!.seq).toBe(6);
-      });
-    });
-
-    describe('setCompactionSuspended', () => {
-      it('sets and clears the breaker; an auto compaction keeps it, a manual one clears it', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(10));
-        await store.setCompactionSuspended(session.id, true);
-        expect((await store.findSession(session.id))?.compaction_suspended).toBe(1);
-        await store.setCompactionSuspended(session.id, false);
-        expect((await store.findSession(session.id))?.compaction_suspended).toBe(0);
-
-        await store.setCompactionSuspended(session.id, true);
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 3, trigger: 'auto' }),
-        );
-        expect((await store.findSession(session.id))?.compaction_suspended).toBe(1);
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 2, toSize: 4, toSeq: 5, trigger: 'manual' }),
-        );
-        expect((await store.findSession(session.id))?.compaction_suspended).toBe(0);
-      });
-    });
-
-    describe('undoCompaction', () => {
-      it('restores the state before the latest compaction, once', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(10));
-        const first = await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5, summary: 'S1' }),
-        );
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 4, toSize: 8, toSeq: 9, summary: 'S2' }),
-        );
-
-        const undone = await store.undoCompaction(session.id);
-        expect(undone?.restoredSize).toBe(4);
-        expect(undone?.session).toMatchObject({
-          compact_summary: 'S1',
-          compact_size: 4,
-          compact_seq: 5,
-          compaction_count: first!.compaction_count,
-        });
-        expect(await store.findSession(session.id)).toEqual(undone?.session);
-        const rows = await store.listCompactions(session.id);
-        expect(rows).toHaveLength(2);
-        expect(rows[0]!.undone_at).toBeNull();
-        expect(Number.isNaN(ms(rows[1]!.undone_at))).toBe(false);
-
-        // A second undo is refused: only the latest compaction can be undone, and S1 is not
-        // the latest one (S2 landed after it).
-        const stateAfterUndo = await store.findSession(session.id);
-        expect(await store.undoCompaction(session.id)).toBeUndefined();
-        expect(await store.findSession(session.id)).toEqual(stateAfterUndo);
-        expect(await store.listCompactions(session.id)).toEqual(rows);
-      });
-
-      it('undoes the only compaction back to no summary', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(4));
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 3 }),
-        );
-        const undone = await store.undoCompaction(session.id);
-        expect(undone?.restoredSize).toBe(0);
-        expect(undone?.session).toMatchObject({
-          compact_summary: null,
-          compact_size: 0,
-          compact_seq: 0,
-          compaction_count: 0,
-        });
-        expect(await store.undoCompaction(session.id)).toBeUndefined();
-      });
-
-      it('after an undo, a new compaction can land and be undone in turn', async () => {
-        const session = await newSession();
-        await store.appendMessages(session.id, conversation(10));
-        await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5, summary: 'S1' }),
-        );
-        await store.undoCompaction(session.id);
-        // A compaction planned before the undo (expecting size 4) lost the race.
-        expect(
-          await store.commitCompaction(
-            compaction(session.id, { expectedSize: 4, toSize: 8, toSeq: 9 }),
-          ),
-        ).toBeUndefined();
-        const again = await store.commitCompaction(
-          compaction(session.id, { expectedSize: 0, toSize: 6, toSeq: 7, summary: 'S1b' }),
-        );
-        expect(again).toMatchObject({ compact_summary: 'S1b', compact_size: 6 });
-        expect(await store.undoCompaction(session.id)).toMatchObject({
-          restoredSize: 0,
-          session: { compact_summary: null, compact_size: 0, compact_seq: 0 },
-        });
-      });
-
-      it('returns undefined when there is nothing to undo', async () => {
-        const session = await newSession();
-        expect(await store.undoCompaction(session.id)).toBeUndefined();
-        expect(await store.undoCompaction('sess_doesnotexist')).toBeUndefined();
-        expect(await store.findSession(session.id)).toEqual(session);
-      });
-    });
-
-    // ---- events -------------------------------------------------------------
-
-    describe('appendMessagesWithEvents', () => {
-      it('stores the messages and one event per message, in one transaction', async () => {
-        const session = await newSession();
-        const before = await store.listEvents({ afterId: 0, sessionId: session.id, limit: 100 });
-        const written = await store.appendMessagesWithEvents(
-          session.id,
-          [
-            { role: 'user', content: 'hi' },
-            { role: 'assistant', content: 'hello' },
-          ],
-          'message.created',
-          { usage: { input_tokens: 7, output_tokens: 3 } },
-        );
-        expect(written.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
-        expect(written.events.map((e) => e.data)).toEqual(
-          written.messages.map((m) => ({ seq: m.seq, role: m.role, sessionId: session.id })),
-        );
-        const listed = await store.listEvents({
-          afterId: before.at(-1)?.id ?? 0,
-          sessionId: session.id,
-          limit: 100,
-        });
-        expect(listed).toEqual(written.events);
-        expect((await store.findSession(session.id))!.input_tokens).toBe(7);
-      });
-
-      it('stores neither messages nor events when one message is invalid', async () => {
-        const session = await newSession();
-        const events = (await store.listEvents({ afterId: 0, limit: 10_000 })).length;
-        await expect(
-          store.appendMessagesWithEvents(
-            session.id,
-            [
-              { role: 'user', content: 'kept?' },
-              { role: 'bogus' as 'user', content: 'no' },
-            ],
-            'message.created',
-          ),
-        ).rejects.toThrow();
-        expect((await store.listEvents({ afterId: 0, limit: 10_000 })).length).toBe(events);
-        const messages = await store.listMessages(session.id, { afterSeq: 0, limit: 10 });
-        expect(messages.map((m) => m.role)).toEqual(['system']);
-      });
-    });
-
-    describe('appendEvent / listEvents', () => {
-      it('appends with increasing ids and lists after an id, optionally for one session', async () => {
-        const a = await newSession();
-        const b = await newSession();
-        const e1 = await store.appendEvent({
-          type: 'session.created',
-          sessionId: a.id,
-          data: { nested: { list: [1, 'two', null, true] }, text: 'ü ✓' },
-        });
-        const e2 = await store.appendEvent({ type: 'daemon.tick', data: { agent: 'ticker' } });
-        const e3 = await store.appendEvent({ type: 'message.created', sessionId: b.id, data: {} });
-        const e4 = await store.appendEvent({
-          type: 'message.created',
-          sessionId: a.id,
-          data: { seq: 2 },
-        });
-
-        expect(e1).toMatchObject({
-          type: 'session.created',
-          session_id: a.id,
-          data: { nested: { list: [1, 'two', null, true] }, text: 'ü ✓' },
-        });
-        expect(e2.session_id).toBeNull();
-        expect(Number.isNaN(ms(e1.created_at))).toBe(false);
-        expect(e2.id).toBeGreaterThan(e1.id);
-        expect(e3.id).toBeGreaterThan(e2.id);
-        expect(e4.id).toBeGreaterThan(e3.id);
-
-        const all = await store.listEvents({ afterId: 0, limit: 100 });
-        expect(all).toEqual([e1, e2, e3, e4]);
-        expect(await store.listEvents({ afterId: e2.id, limit: 100 })).toEqual([e3, e4]);
-        expect(await store.listEvents({ afterId: 0, limit: 2 })).toEqual([e1, e2]);
-        expect(await store.listEvents({ afterId: e4.id, limit: 100 })).toEqual([]);
-        expect(await store.listEvents({ afterId: 0, sessionId: a.id, limit: 100 })).toEqual([
-          e1,
-          e4,
-        ]);
-        expect(await store.listEvents({ afterId: e1.id, sessionId: a.id, limit: 100 })).toEqual([
-          e4,
-        ]);
-        expect(await store.listEvents({ afterId: 0, sessionId: a.id, limit: 1 })).toEqual([e1]);
-        expect(await store.listEvents({ afterId: 0, sessionId: b.id, limit: 100 })).toEqual([e3]);
-        expect(
-          await store.listEvents({ afterId: 0, sessionId: 'sess_doesnotexist', limit: 100 }),
-        ).toEqual([]);
-      });
-    });
-
-    // ---- tasks --------------------------------------------------------------
-
-    describe('tasks', () => {
-      async function taskIn(
-        sessionId: string,
-        agentName = 'assistant',
-        input = 'do it',
-      ): Promise<TaskRow> {
-        return store.createTask({ sessionId, agentName, input });
-      }
-
-      it('createTask starts a running task; findTask returns it', async () => {
-        const session = await newSession({ mode: 'task' });
-        const task = await taskIn(session.id, 'assistant', 'Summarise the report');
-        expect(task).toMatchObject({
-          session_id: session.id,
-          agent_name: 'assistant',
-          status: 'running',
-          input: 'Summarise the report',
-          result: null,
-          question: null,
-          error: null,
-          pending_call_id: null,
-        });
-        expect(task.id).toMatch(/^task_[A-Za-z0-9]+$/);
-        expect(Number.isNaN(ms(task.created_at))).toBe(false);
-        expect(await store.findTask(task.id)).toEqual(task);
-        expect(await store.findTask('task_doesnotexist')).toBeUndefined();
-      });
-
-      it('transitionTask moves only from the allowed statuses', async () => {
-        const session = await newSession({ mode: 'task' });
-        const task = await taskIn(session.id);
-
-        const waiting = await store.transitionTask(task.id, ['running'], {
-          status: 'waiting',
-          question: 'Which city?',
-          pending_call_id: 'call_ask',
-        });
-        expect(waiting).toMatchObject({
-          id: task.id,
-          status: 'waiting',
-          question: 'Which city?',
-          pending_call_id: 'call_ask',
-          input: 'do it',
-        });
-        expect(await store.findTask(task.id)).toEqual(waiting);
-
-        // Not running any more: a transition from running is refused and changes nothing.
-        expect(
-          await store.transitionTask(task.id, ['running'], { status: 'completed', result: 'x' }),
-        ).toBeUndefined();
-        expect(await store.transitionTask(task.id, [], { status: 'failed' })).toBeUndefined();
-        expect(await store.findTask(task.id)).toEqual(waiting);
-
-        const resumed = await store.transitionTask(task.id, ['waiting', 'interrupted'], {
-          status: 'running',
-          question: null,
-          pending_call_id: null,
-        });
-        expect(resumed).toMatchObject({ status: 'running', question: null, pending_call_id: null });
-
-        const done = await store.transitionTask(task.id, ['running'], {
-          status: 'completed',
-          result: 'Paris',
-        });
-        expect(done).toMatchObject({ status: 'completed', result: 'Paris', error: null });
-
-        const failed = await taskIn(session.id);
-        expect(
-          await store.transitionTask(failed.id, ['running'], { status: 'failed', error: 'boom' }),
-        ).toMatchObject({ status: 'failed', error: 'boom' });
-        expect(
-          await store.transitionTask('task_doesnotexist', ['running'], { status: 'failed' }),
-        ).toBeUndefined();
-      });
-
-      it('lets exactly one of several concurrent transitions win', async () => {
-        const session = await newSession({ mode: 'task' });
-        const task = await taskIn(session.id);
-        await store.transitionTask(task.id, ['running'], { status: 'waiting', question: 'q' });
-        const results = await Promise.all(
-          ['a', 'b', 'c', 'd', 'e'].map((answer) =>
-            store.transitionTask(task.id, ['waiting'], { status: 'running', result: answer }),
-          ),
-        );
-        const winners = results.filter((r) => r !== undefined);
-        expect(winners).toHaveLength(1);
-        expect(await store.findTask(task.id)).toEqual(winners[0]);
-      });
-
-      it('findWaitingTaskForSession finds the waiting task of that session only', async () => {
-        const s1 = await newSession({ mode: 'task' });
-        const s2 = await newSession({ mode: 'task' });
-        const running = await taskIn(s1.id);
-        expect(await store.findWaitingTaskForSession(s1.id)).toBeUndefined();
-        const waiting = await taskIn(s1.id);
-        await store.transitionTask(waiting.id, ['running'], { status: 'waiting', question: 'q' });
-        const elsewhere = await taskIn(s2.id);
-        await store.transitionTask(elsewhere.id, ['running'], { status: 'completed' });
-
-        expect((await store.findWaitingTaskForSession(s1.id))?.id).toBe(waiting.id);
-        expect(await store.findWaitingTaskForSession(s2.id)).toBeUndefined();
-        await store.transitionTask(waiting.id, ['waiting'], { status: 'cancelled' });
-        expect(await store.findWaitingTaskForSession(s1.id)).toBeUndefined();
-        expect((await store.findTask(running.id))?.status).toBe('running');
-      });
-
-      it('interruptRunningTasks marks only running tasks interrupted, with an error', async () => {
-        const session = await newSession({ mode: 'task' });
-        const r1 = await taskIn(session.id);
-        const r2 = await taskIn(session.id);
-        const waiting = await taskIn(session.id);
-        const done = await taskIn(session.id);
-        await store.transitionTask(waiting.id, ['running'], { status: 'waiting', question: 'q' });
-        await store.transitionTask(done.id, ['running'], { status: 'completed', result: 'ok' });
-        const waitingBefore = await store.findTask(waiting.id);
-        const doneBefore = await store.findTask(done.id);
-
-        expect(await store.interruptRunningTasks()).toBe(2);
-        for (const id of [r1.id, r2.id]) {
-          const row = await store.findTask(id);
-          expect(row?.status).toBe('interrupted');
-          expect(row?.error).toEqual(expect.any(String));
-          expect(row?.error?.length).toBeGreaterThan(0);
-        }
-        expect(await store.findTask(waiting.id)).toEqual(waitingBefore);
-        expect(await store.findTask(done.id)).toEqual(doneBefore);
-        expect(await store.interruptRunningTasks()).toBe(0);
-
-        // An interrupted task can be resumed.
-        expect(
-          await store.transitionTask(r1.id, ['interrupted'], { status: 'running', error: null }),
-        ).toMatchObject({ status: 'running', error: null });
-      });
-
-      it('listTasks filters by status and agent and pages with a cursor', async () => {
-        const session = await newSession({ mode: 'task' });
-        const created: TaskRow[] = [];
-        for (let i = 0; i < 7; i++) {
-          created.push(await taskIn(session.id, i % 2 === 0 ? 'alpha' : 'beta', `input ${i}`));
-        }
-        await store.transitionTask(created[0]!.id, ['running'], { status: 'completed' });
-        await store.transitionTask(created[3]!.id, ['running'], { status: 'completed' });
-
-        const all = await store.listTasks({ limit: 100 });
-        expect(all.nextCursor).toBeNull();
-        expect(all.items.map((t) => t.id).sort()).toEqual(created.map((t) => t.id).sort());
-        for (let i = 1; i < all.items.length; i++) {
-          expect(ms(all.items[i - 1]!.created_at)).toBeGreaterThanOrEqual(
-            ms(all.items[i]!.created_at),
+          const applied = await store.commitCompaction(
+            compaction(session.id, {
+              expectedSize: 0,
+              expectedEpoch: before!.epoch,
+              toSize: 2,
+              toSeq: 3,
+            }),
           );
+          expect(applied).toMatchObject({ compact_size: 2, compact_seq: 3 });
+        });
+
+        it('lets exactly one of two concurrent compactions land', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(10));
+          const results = await Promise.all([
+            store.commitCompaction(
+              compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5, summary: 'A' }),
+            ),
+            store.commitCompaction(
+              compaction(session.id, { expectedSize: 0, toSize: 6, toSeq: 7, summary: 'B' }),
+            ),
+          ]);
+          const landed = results.filter((r) => r !== undefined);
+          expect(landed).toHaveLength(1);
+          const rows = await store.listCompactions(session.id);
+          expect(rows).toHaveLength(1);
+          expect((await store.findSession(session.id))?.compact_summary).toBe(rows[0]!.summary);
+        });
+
+        it('returns undefined for an unknown session', async () => {
+          expect(
+            await store.commitCompaction(
+              compaction('sess_doesnotexist', { expectedSize: 0, toSize: 1, toSeq: 2 }),
+            ),
+          ).toBeUndefined();
+          expect(await store.listCompactions('sess_doesnotexist')).toEqual([]);
+        });
+
+        it('lists only the compactions of the given session, oldest first', async () => {
+          const a = await newSession();
+          const b = await newSession();
+          await store.appendMessages(a.id, conversation(6));
+          await store.appendMessages(b.id, conversation(6));
+          await store.commitCompaction(compaction(a.id, { expectedSize: 0, toSize: 2, toSeq: 3 }));
+          await store.commitCompaction(compaction(b.id, { expectedSize: 0, toSize: 2, toSeq: 3 }));
+          await store.commitCompaction(compaction(a.id, { expectedSize: 2, toSize: 4, toSeq: 5 }));
+          const rows = await store.listCompactions(a.id);
+          expect(rows.map((r) => [r.session_id, r.to_size])).toEqual([
+            [a.id, 2],
+            [a.id, 4],
+          ]);
+        });
+      });
+
+      describe('compaction cost', () => {
+        it('records the summary call tokens on the row and sums them on the session', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'a' },
+            { role: 'assistant', content: 'b' },
+            { role: 'user', content: 'c' },
+            { role: 'assistant', content: 'd' },
+          ]);
+          await store.commitCompaction(
+            compaction(session.id, {
+              expectedSize: 0,
+              toSize: 2,
+              toSeq: 3,
+              inputTokens: 100,
+              outputTokens: 10,
+            }),
+          );
+          const after = await store.commitCompaction(
+            compaction(session.id, {
+              expectedSize: 2,
+              toSize: 4,
+              toSeq: 5,
+              inputTokens: 50,
+              outputTokens: 5,
+            }),
+          );
+          expect(after).toMatchObject({
+            compaction_input_tokens: 150,
+            compaction_output_tokens: 15,
+          });
+          const rows = await store.listCompactions(session.id);
+          expect(rows.map((r) => [r.input_tokens, r.output_tokens])).toEqual([
+            [100, 10],
+            [50, 5],
+          ]);
+        });
+      });
+
+      describe('setCompactionSuspended', () => {
+        it('sets and clears the breaker; an auto compaction keeps it, a manual one clears it', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(10));
+          await store.setCompactionSuspended(session.id, true);
+          expect((await store.findSession(session.id))?.compaction_suspended).toBe(1);
+          await store.setCompactionSuspended(session.id, false);
+          expect((await store.findSession(session.id))?.compaction_suspended).toBe(0);
+
+          await store.setCompactionSuspended(session.id, true);
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 3, trigger: 'auto' }),
+          );
+          expect((await store.findSession(session.id))?.compaction_suspended).toBe(1);
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 2, toSize: 4, toSeq: 5, trigger: 'manual' }),
+          );
+          expect((await store.findSession(session.id))?.compaction_suspended).toBe(0);
+        });
+      });
+
+      describe('undoCompaction', () => {
+        it('restores the state before the latest compaction, once', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(10));
+          const first = await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5, summary: 'S1' }),
+          );
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 4, toSize: 8, toSeq: 9, summary: 'S2' }),
+          );
+
+          const undone = await store.undoCompaction(session.id);
+          expect(undone?.restoredSize).toBe(4);
+          expect(undone?.session).toMatchObject({
+            compact_summary: 'S1',
+            compact_size: 4,
+            compact_seq: 5,
+            compaction_count: first!.compaction_count,
+          });
+          expect(await store.findSession(session.id)).toEqual(undone?.session);
+          const rows = await store.listCompactions(session.id);
+          expect(rows).toHaveLength(2);
+          expect(rows[0]!.undone_at).toBeNull();
+          expect(Number.isNaN(ms(rows[1]!.undone_at))).toBe(false);
+
+          // A second undo is refused: only the latest compaction can be undone, and S1 is not
+          // the latest one (S2 landed after it).
+          const stateAfterUndo = await store.findSession(session.id);
+          expect(await store.undoCompaction(session.id)).toBeUndefined();
+          expect(await store.findSession(session.id)).toEqual(stateAfterUndo);
+          expect(await store.listCompactions(session.id)).toEqual(rows);
+        });
+
+        it('undoes the only compaction back to no summary', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(4));
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 3 }),
+          );
+          const undone = await store.undoCompaction(session.id);
+          expect(undone?.restoredSize).toBe(0);
+          expect(undone?.session).toMatchObject({
+            compact_summary: null,
+            compact_size: 0,
+            compact_seq: 0,
+            compaction_count: 0,
+          });
+          expect(await store.undoCompaction(session.id)).toBeUndefined();
+        });
+
+        it('after an undo, a new compaction can land and be undone in turn', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, conversation(10));
+          await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 4, toSeq: 5, summary: 'S1' }),
+          );
+          await store.undoCompaction(session.id);
+          // A compaction planned before the undo (expecting size 4) lost the race.
+          expect(
+            await store.commitCompaction(
+              compaction(session.id, { expectedSize: 4, toSize: 8, toSeq: 9 }),
+            ),
+          ).toBeUndefined();
+          const again = await store.commitCompaction(
+            compaction(session.id, { expectedSize: 0, toSize: 6, toSeq: 7, summary: 'S1b' }),
+          );
+          expect(again).toMatchObject({ compact_summary: 'S1b', compact_size: 6 });
+          expect(await store.undoCompaction(session.id)).toMatchObject({
+            restoredSize: 0,
+            session: { compact_summary: null, compact_size: 0, compact_seq: 0 },
+          });
+        });
+
+        it('returns undefined when there is nothing to undo', async () => {
+          const session = await newSession();
+          expect(await store.undoCompaction(session.id)).toBeUndefined();
+          expect(await store.undoCompaction('sess_doesnotexist')).toBeUndefined();
+          expect(await store.findSession(session.id)).toEqual(session);
+        });
+      });
+    });
+
+    describe('import across SessionStore, MessageLog and CompactionStore', () => {
+      describe('session import', () => {
+        it('writes a session under a new id with messages (seq and time kept) and compactions', async () => {
+          const original = await newSession();
+          const id = await store.createImportedSession({
+            ...original,
+            compact_summary: 'S',
+            compact_size: 1,
+            compact_seq: 2,
+            compaction_count: 1,
+          });
+          expect(id).not.toBe(original.id);
+          await store.appendImportedMessages(id, [
+            { seq: 1, role: 'system', content: 'sys', created_at: '2026-01-01T00:00:00.000Z' },
+            { seq: 2, role: 'user', content: 'hello', created_at: '2026-01-01T00:00:01.000Z' },
+          ]);
+          await store.appendImportedMessages(id, [
+            { seq: 5, role: 'assistant', content: 'hi', created_at: '2026-01-01T00:00:02.000Z' },
+          ]);
+          await store.appendImportedCompactions(id, [
+            {
+              from_size: 0,
+              to_size: 1,
+              from_seq: 0,
+              to_seq: 2,
+              previous_summary: null,
+              summary: 'S',
+              trigger: 'manual',
+              model: 'm',
+              input_chars: 5,
+              summary_chars: 1,
+              input_tokens: 3,
+              output_tokens: 1,
+              created_at: '2026-01-01T00:00:03.000Z',
+              undone_at: null,
+            },
+          ]);
+          const copy = await store.findSession(id);
+          expect(copy).toMatchObject({
+            message_count: 3,
+            last_seq: 5,
+            compact_summary: 'S',
+            compact_size: 1,
+            compact_seq: 2,
+          });
+          expect((await allMessages(id)).map((m) => [m.seq, m.created_at])).toEqual([
+            [1, '2026-01-01T00:00:00.000Z'],
+            [2, '2026-01-01T00:00:01.000Z'],
+            [5, '2026-01-01T00:00:02.000Z'],
+          ]);
+          expect(await store.listCompactions(id)).toHaveLength(1);
+          // New messages continue after the imported seqs.
+          const [next] = await store.appendMessages(id, [{ role: 'user', content: 'more' }]);
+          expect(next!.seq).toBe(6);
+        });
+      });
+    });
+
+    describe('EventLog', () => {
+      describe('appendEvent / listEvents', () => {
+        it('appends with increasing ids and lists after an id, optionally for one session', async () => {
+          const a = await newSession();
+          const b = await newSession();
+          const e1 = await store.appendEvent({
+            type: 'session.created',
+            sessionId: a.id,
+            data: { nested: { list: [1, 'two', null, true] }, text: 'ü ✓' },
+          });
+          const e2 = await store.appendEvent({ type: 'daemon.tick', data: { agent: 'ticker' } });
+          const e3 = await store.appendEvent({
+            type: 'message.created',
+            sessionId: b.id,
+            data: {},
+          });
+          const e4 = await store.appendEvent({
+            type: 'message.created',
+            sessionId: a.id,
+            data: { seq: 2 },
+          });
+
+          expect(e1).toMatchObject({
+            type: 'session.created',
+            session_id: a.id,
+            data: { nested: { list: [1, 'two', null, true] }, text: 'ü ✓' },
+          });
+          expect(e2.session_id).toBeNull();
+          expect(Number.isNaN(ms(e1.created_at))).toBe(false);
+          expect(e2.id).toBeGreaterThan(e1.id);
+          expect(e3.id).toBeGreaterThan(e2.id);
+          expect(e4.id).toBeGreaterThan(e3.id);
+
+          const all = await store.listEvents({ afterId: 0, limit: 100 });
+          expect(all).toEqual([e1, e2, e3, e4]);
+          expect(await store.listEvents({ afterId: e2.id, limit: 100 })).toEqual([e3, e4]);
+          expect(await store.listEvents({ afterId: 0, limit: 2 })).toEqual([e1, e2]);
+          expect(await store.listEvents({ afterId: e4.id, limit: 100 })).toEqual([]);
+          expect(await store.listEvents({ afterId: 0, sessionId: a.id, limit: 100 })).toEqual([
+            e1,
+            e4,
+          ]);
+          expect(await store.listEvents({ afterId: e1.id, sessionId: a.id, limit: 100 })).toEqual([
+            e4,
+          ]);
+          expect(await store.listEvents({ afterId: 0, sessionId: a.id, limit: 1 })).toEqual([e1]);
+          expect(await store.listEvents({ afterId: 0, sessionId: b.id, limit: 100 })).toEqual([e3]);
+          expect(
+            await store.listEvents({ afterId: 0, sessionId: 'sess_doesnotexist', limit: 100 }),
+          ).toEqual([]);
+        });
+      });
+    });
+
+    describe('TaskStore', () => {
+      describe('tasks', () => {
+        async function taskIn(
+          sessionId: string,
+          agentName = 'assistant',
+          input = 'do it',
+        ): Promise<TaskRow> {
+          return store.createTask({ sessionId, agentName, input });
         }
 
-        const ids = async (filter: Parameters<Store['listTasks']>[0]) =>
-          (await store.listTasks(filter)).items.map((t) => t.id).sort();
-        expect(await ids({ status: 'completed', limit: 100 })).toEqual(
-          [created[0]!.id, created[3]!.id].sort(),
-        );
-        expect(await ids({ agentName: 'beta', limit: 100 })).toEqual(
-          [created[1]!.id, created[3]!.id, created[5]!.id].sort(),
-        );
-        expect(await ids({ agentName: 'alpha', status: 'running', limit: 100 })).toEqual(
-          [created[2]!.id, created[4]!.id, created[6]!.id].sort(),
-        );
-        expect(await ids({ status: 'failed', limit: 100 })).toEqual([]);
+        it('createTask starts a running task; findTask returns it', async () => {
+          const session = await newSession({ mode: 'task' });
+          const task = await taskIn(session.id, 'assistant', 'Summarise the report');
+          expect(task).toMatchObject({
+            session_id: session.id,
+            agent_name: 'assistant',
+            status: 'running',
+            input: 'Summarise the report',
+            result: null,
+            question: null,
+            error: null,
+            pending_call_id: null,
+          });
+          expect(task.id).toMatch(/^task_[A-Za-z0-9]+$/);
+          expect(Number.isNaN(ms(task.created_at))).toBe(false);
+          expect(await store.findTask(task.id)).toEqual(task);
+          expect(await store.findTask('task_doesnotexist')).toBeUndefined();
+        });
 
-        for (const limit of [1, 2, 3, 7, 8]) {
-          const seen: string[] = [];
+        it('transitionTask moves only from the allowed statuses', async () => {
+          const session = await newSession({ mode: 'task' });
+          const task = await taskIn(session.id);
+
+          const waiting = await store.transitionTask(task.id, ['running'], {
+            status: 'waiting',
+            question: 'Which city?',
+            pending_call_id: 'call_ask',
+          });
+          expect(waiting).toMatchObject({
+            id: task.id,
+            status: 'waiting',
+            question: 'Which city?',
+            pending_call_id: 'call_ask',
+            input: 'do it',
+          });
+          expect(await store.findTask(task.id)).toEqual(waiting);
+
+          // Not running any more: a transition from running is refused and changes nothing.
+          expect(
+            await store.transitionTask(task.id, ['running'], { status: 'completed', result: 'x' }),
+          ).toBeUndefined();
+          expect(await store.transitionTask(task.id, [], { status: 'failed' })).toBeUndefined();
+          expect(await store.findTask(task.id)).toEqual(waiting);
+
+          const resumed = await store.transitionTask(task.id, ['waiting', 'interrupted'], {
+            status: 'running',
+            question: null,
+            pending_call_id: null,
+          });
+          expect(resumed).toMatchObject({
+            status: 'running',
+            question: null,
+            pending_call_id: null,
+          });
+
+          const done = await store.transitionTask(task.id, ['running'], {
+            status: 'completed',
+            result: 'Paris',
+          });
+          expect(done).toMatchObject({ status: 'completed', result: 'Paris', error: null });
+
+          const failed = await taskIn(session.id);
+          expect(
+            await store.transitionTask(failed.id, ['running'], { status: 'failed', error: 'boom' }),
+          ).toMatchObject({ status: 'failed', error: 'boom' });
+          expect(
+            await store.transitionTask('task_doesnotexist', ['running'], { status: 'failed' }),
+          ).toBeUndefined();
+        });
+
+        it('lets exactly one of several concurrent transitions win', async () => {
+          const session = await newSession({ mode: 'task' });
+          const task = await taskIn(session.id);
+          await store.transitionTask(task.id, ['running'], { status: 'waiting', question: 'q' });
+          const results = await Promise.all(
+            ['a', 'b', 'c', 'd', 'e'].map((answer) =>
+              store.transitionTask(task.id, ['waiting'], { status: 'running', result: answer }),
+            ),
+          );
+          const winners = results.filter((r) => r !== undefined);
+          expect(winners).toHaveLength(1);
+          expect(await store.findTask(task.id)).toEqual(winners[0]);
+        });
+
+        it('findWaitingTaskForSession finds the waiting task of that session only', async () => {
+          const s1 = await newSession({ mode: 'task' });
+          const s2 = await newSession({ mode: 'task' });
+          const running = await taskIn(s1.id);
+          expect(await store.findWaitingTaskForSession(s1.id)).toBeUndefined();
+          const waiting = await taskIn(s1.id);
+          await store.transitionTask(waiting.id, ['running'], { status: 'waiting', question: 'q' });
+          const elsewhere = await taskIn(s2.id);
+          await store.transitionTask(elsewhere.id, ['running'], { status: 'completed' });
+
+          expect((await store.findWaitingTaskForSession(s1.id))?.id).toBe(waiting.id);
+          expect(await store.findWaitingTaskForSession(s2.id)).toBeUndefined();
+          await store.transitionTask(waiting.id, ['waiting'], { status: 'cancelled' });
+          expect(await store.findWaitingTaskForSession(s1.id)).toBeUndefined();
+          expect((await store.findTask(running.id))?.status).toBe('running');
+        });
+
+        it('interruptRunningTasks marks only running tasks interrupted, with an error', async () => {
+          const session = await newSession({ mode: 'task' });
+          const r1 = await taskIn(session.id);
+          const r2 = await taskIn(session.id);
+          const waiting = await taskIn(session.id);
+          const done = await taskIn(session.id);
+          await store.transitionTask(waiting.id, ['running'], { status: 'waiting', question: 'q' });
+          await store.transitionTask(done.id, ['running'], { status: 'completed', result: 'ok' });
+          const waitingBefore = await store.findTask(waiting.id);
+          const doneBefore = await store.findTask(done.id);
+
+          expect(await store.interruptRunningTasks()).toBe(2);
+          for (const id of [r1.id, r2.id]) {
+            const row = await store.findTask(id);
+            expect(row?.status).toBe('interrupted');
+            expect(row?.error).toEqual(expect.any(String));
+            expect(row?.error?.length).toBeGreaterThan(0);
+          }
+          expect(await store.findTask(waiting.id)).toEqual(waitingBefore);
+          expect(await store.findTask(done.id)).toEqual(doneBefore);
+          expect(await store.interruptRunningTasks()).toBe(0);
+
+          // An interrupted task can be resumed.
+          expect(
+            await store.transitionTask(r1.id, ['interrupted'], { status: 'running', error: null }),
+          ).toMatchObject({ status: 'running', error: null });
+        });
+
+        it('listTasks filters by status and agent and pages with a cursor', async () => {
+          const session = await newSession({ mode: 'task' });
+          const created: TaskRow[] = [];
+          for (let i = 0; i < 7; i++) {
+            created.push(await taskIn(session.id, i % 2 === 0 ? 'alpha' : 'beta', `input ${i}`));
+          }
+          await store.transitionTask(created[0]!.id, ['running'], { status: 'completed' });
+          await store.transitionTask(created[3]!.id, ['running'], { status: 'completed' });
+
+          const all = await store.listTasks({ limit: 100 });
+          expect(all.nextCursor).toBeNull();
+          expect(all.items.map((t) => t.id).sort()).toEqual(created.map((t) => t.id).sort());
+          for (let i = 1; i < all.items.length; i++) {
+            expect(ms(all.items[i - 1]!.created_at)).toBeGreaterThanOrEqual(
+              ms(all.items[i]!.created_at),
+            );
+          }
+
+          const ids = async (filter: Parameters<Store['listTasks']>[0]) =>
+            (await store.listTasks(filter)).items.map((t) => t.id).sort();
+          expect(await ids({ status: 'completed', limit: 100 })).toEqual(
+            [created[0]!.id, created[3]!.id].sort(),
+          );
+          expect(await ids({ agentName: 'beta', limit: 100 })).toEqual(
+            [created[1]!.id, created[3]!.id, created[5]!.id].sort(),
+          );
+          expect(await ids({ agentName: 'alpha', status: 'running', limit: 100 })).toEqual(
+            [created[2]!.id, created[4]!.id, created[6]!.id].sort(),
+          );
+          expect(await ids({ status: 'failed', limit: 100 })).toEqual([]);
+
+          for (const limit of [1, 2, 3, 7, 8]) {
+            const seen: string[] = [];
+            let cursor: string | undefined;
+            let pages = 0;
+            do {
+              const page = await store.listTasks({ limit, cursor });
+              pages += 1;
+              if (page.nextCursor !== null) expect(page.items).toHaveLength(limit);
+              seen.push(...page.items.map((t) => t.id));
+              cursor = page.nextCursor ?? undefined;
+            } while (cursor !== undefined && pages < 20);
+            expect(seen).toEqual(all.items.map((t) => t.id));
+          }
+
+          const filtered: string[] = [];
           let cursor: string | undefined;
-          let pages = 0;
           do {
-            const page = await store.listTasks({ limit, cursor });
-            pages += 1;
-            if (page.nextCursor !== null) expect(page.items).toHaveLength(limit);
-            seen.push(...page.items.map((t) => t.id));
+            const page = await store.listTasks({ agentName: 'alpha', limit: 2, cursor });
+            filtered.push(...page.items.map((t) => t.id));
             cursor = page.nextCursor ?? undefined;
-          } while (cursor !== undefined && pages < 20);
-          expect(seen).toEqual(all.items.map((t) => t.id));
-        }
+          } while (cursor !== undefined);
+          expect(filtered.sort()).toEqual(
+            [created[0]!.id, created[2]!.id, created[4]!.id, created[6]!.id].sort(),
+          );
 
-        const filtered: string[] = [];
-        let cursor: string | undefined;
-        do {
-          const page = await store.listTasks({ agentName: 'alpha', limit: 2, cursor });
-          filtered.push(...page.items.map((t) => t.id));
-          cursor = page.nextCursor ?? undefined;
-        } while (cursor !== undefined);
-        expect(filtered.sort()).toEqual(
-          [created[0]!.id, created[2]!.id, created[4]!.id, created[6]!.id].sort(),
-        );
-
-        await expectCairnError(
-          store.listTasks({ limit: 2, cursor: 'garbage' }),
-          'VALIDATION_ERROR',
-        );
+          await expectCairnError(
+            store.listTasks({ limit: 2, cursor: 'garbage' }),
+            'VALIDATION_ERROR',
+          );
+        });
       });
     });
 
-    // ---- daemons ------------------------------------------------------------
+    describe('DaemonLeaseStore', () => {
+      describe('daemon leases', () => {
+        const t0 = new Date('2030-01-01T00:00:00.000Z');
+        const at = (offsetMs: number) => new Date(t0.getTime() + offsetMs);
 
-    describe('daemon leases', () => {
-      const t0 = new Date('2030-01-01T00:00:00.000Z');
-      const at = (offsetMs: number) => new Date(t0.getTime() + offsetMs);
-
-      it('records the next run', async () => {
-        expect(await store.findDaemonState('ticker')).toBeUndefined();
-        await store.setDaemonNextRun('ticker', at(60_000));
-        const state = await store.findDaemonState('ticker');
-        expect(state).toMatchObject({
-          agent_name: 'ticker',
-          last_run_at: null,
-          lease_owner: null,
-          lease_expires: null,
+        it('records the next run', async () => {
+          expect(await store.findDaemonState('ticker')).toBeUndefined();
+          await store.setDaemonNextRun('ticker', at(60_000));
+          const state = await store.findDaemonState('ticker');
+          expect(state).toMatchObject({
+            agent_name: 'ticker',
+            last_run_at: null,
+            lease_owner: null,
+            lease_expires: null,
+          });
+          expect(ms(state!.next_run_at)).toBe(at(60_000).getTime());
+          await store.setDaemonNextRun('ticker', null);
+          expect((await store.findDaemonState('ticker'))?.next_run_at).toBeNull();
+          expect(await store.findDaemonState('other')).toBeUndefined();
         });
-        expect(ms(state!.next_run_at)).toBe(at(60_000).getTime());
-        await store.setDaemonNextRun('ticker', null);
-        expect((await store.findDaemonState('ticker'))?.next_run_at).toBeNull();
-        expect(await store.findDaemonState('other')).toBeUndefined();
-      });
 
-      it('gives the lease to one owner until it expires or is released', async () => {
-        expect(await store.claimDaemonLease('ticker', 'A', t0, 60_000)).toBe(true);
-        let state = await store.findDaemonState('ticker');
-        expect(state?.lease_owner).toBe('A');
-        expect(ms(state!.lease_expires)).toBe(at(60_000).getTime());
+        it('gives the lease to one owner until it expires or is released', async () => {
+          expect(await store.claimDaemonLease('ticker', 'A', t0, 60_000)).toBe(true);
+          let state = await store.findDaemonState('ticker');
+          expect(state?.lease_owner).toBe('A');
+          expect(ms(state!.lease_expires)).toBe(at(60_000).getTime());
 
-        expect(await store.claimDaemonLease('ticker', 'B', at(1_000), 60_000)).toBe(false);
-        expect((await store.findDaemonState('ticker'))?.lease_owner).toBe('A');
-        // The holder may renew.
-        expect(await store.claimDaemonLease('ticker', 'A', at(2_000), 60_000)).toBe(true);
-        // Another agent's lease is independent.
-        expect(await store.claimDaemonLease('other', 'B', at(2_000), 60_000)).toBe(true);
+          expect(await store.claimDaemonLease('ticker', 'B', at(1_000), 60_000)).toBe(false);
+          expect((await store.findDaemonState('ticker'))?.lease_owner).toBe('A');
+          // The holder may renew.
+          expect(await store.claimDaemonLease('ticker', 'A', at(2_000), 60_000)).toBe(true);
+          // Another agent's lease is independent.
+          expect(await store.claimDaemonLease('other', 'B', at(2_000), 60_000)).toBe(true);
 
-        // After expiry another owner takes over, and the stale holder cannot finish.
-        expect(await store.claimDaemonLease('ticker', 'B', at(63_000), 60_000)).toBe(true);
-        expect(await store.finishDaemonRun('ticker', 'A', at(64_000), at(120_000))).toBe(false);
-        state = await store.findDaemonState('ticker');
-        expect(state).toMatchObject({ lease_owner: 'B', last_run_at: null });
+          // After expiry another owner takes over, and the stale holder cannot finish.
+          expect(await store.claimDaemonLease('ticker', 'B', at(63_000), 60_000)).toBe(true);
+          expect(await store.finishDaemonRun('ticker', 'A', at(64_000), at(120_000))).toBe(false);
+          state = await store.findDaemonState('ticker');
+          expect(state).toMatchObject({ lease_owner: 'B', last_run_at: null });
 
-        expect(await store.finishDaemonRun('ticker', 'B', at(65_000), at(120_000))).toBe(true);
-        state = await store.findDaemonState('ticker');
-        expect(state).toMatchObject({ lease_owner: null, lease_expires: null });
-        expect(ms(state!.last_run_at)).toBe(at(65_000).getTime());
-        expect(ms(state!.next_run_at)).toBe(at(120_000).getTime());
+          expect(await store.finishDaemonRun('ticker', 'B', at(65_000), at(120_000))).toBe(true);
+          state = await store.findDaemonState('ticker');
+          expect(state).toMatchObject({ lease_owner: null, lease_expires: null });
+          expect(ms(state!.last_run_at)).toBe(at(65_000).getTime());
+          expect(ms(state!.next_run_at)).toBe(at(120_000).getTime());
 
-        // Released: anyone may claim it again straight away.
-        expect(await store.claimDaemonLease('ticker', 'A', at(66_000), 60_000)).toBe(true);
-        expect(await store.finishDaemonRun('ticker', 'A', at(67_000), null)).toBe(true);
-        expect((await store.findDaemonState('ticker'))?.next_run_at).toBeNull();
-        expect(await store.finishDaemonRun('nobody', 'A', at(67_000), null)).toBe(false);
-      });
-
-      it('releaseDaemonLeases frees every held lease and keeps the schedule', async () => {
-        await store.setDaemonNextRun('ticker', at(60_000));
-        expect(await store.claimDaemonLease('ticker', 'dead', t0, 15 * 60_000)).toBe(true);
-        expect(await store.claimDaemonLease('other', 'dead', t0, 15 * 60_000)).toBe(true);
-        expect(await store.releaseDaemonLeases()).toBe(2);
-        expect(await store.findDaemonState('ticker')).toMatchObject({
-          lease_owner: null,
-          lease_expires: null,
+          // Released: anyone may claim it again straight away.
+          expect(await store.claimDaemonLease('ticker', 'A', at(66_000), 60_000)).toBe(true);
+          expect(await store.finishDaemonRun('ticker', 'A', at(67_000), null)).toBe(true);
+          expect((await store.findDaemonState('ticker'))?.next_run_at).toBeNull();
+          expect(await store.finishDaemonRun('nobody', 'A', at(67_000), null)).toBe(false);
         });
-        expect(ms((await store.findDaemonState('ticker'))!.next_run_at)).toBe(at(60_000).getTime());
-        // Free now, long before the dead holder's lease would have expired.
-        expect(await store.claimDaemonLease('ticker', 'alive', at(1_000), 60_000)).toBe(true);
-        expect(await store.releaseDaemonLeases()).toBe(1);
-        expect(await store.releaseDaemonLeases()).toBe(0);
-      });
 
-      it('lets exactly one of several concurrent claims win', async () => {
-        const results = await Promise.all(
-          ['A', 'B', 'C', 'D'].map((owner) => store.claimDaemonLease('ticker', owner, t0, 30_000)),
-        );
-        expect(results.filter(Boolean)).toHaveLength(1);
-        const winner = ['A', 'B', 'C', 'D'][results.indexOf(true)];
-        expect((await store.findDaemonState('ticker'))?.lease_owner).toBe(winner);
+        it('releaseDaemonLeases frees every held lease and keeps the schedule', async () => {
+          await store.setDaemonNextRun('ticker', at(60_000));
+          expect(await store.claimDaemonLease('ticker', 'dead', t0, 15 * 60_000)).toBe(true);
+          expect(await store.claimDaemonLease('other', 'dead', t0, 15 * 60_000)).toBe(true);
+          expect(await store.releaseDaemonLeases()).toBe(2);
+          expect(await store.findDaemonState('ticker')).toMatchObject({
+            lease_owner: null,
+            lease_expires: null,
+          });
+          expect(ms((await store.findDaemonState('ticker'))!.next_run_at)).toBe(
+            at(60_000).getTime(),
+          );
+          // Free now, long before the dead holder's lease would have expired.
+          expect(await store.claimDaemonLease('ticker', 'alive', at(1_000), 60_000)).toBe(true);
+          expect(await store.releaseDaemonLeases()).toBe(1);
+          expect(await store.releaseDaemonLeases()).toBe(0);
+        });
+
+        it('lets exactly one of several concurrent claims win', async () => {
+          const results = await Promise.all(
+            ['A', 'B', 'C', 'D'].map((owner) =>
+              store.claimDaemonLease('ticker', owner, t0, 30_000),
+            ),
+          );
+          expect(results.filter(Boolean)).toHaveLength(1);
+          const winner = ['A', 'B', 'C', 'D'][results.indexOf(true)];
+          expect((await store.findDaemonState('ticker'))?.lease_owner).toBe(winner);
+        });
       });
     });
 
-    // ---- memory -------------------------------------------------------------
-
-    describe('memory', () => {
-      it('putMemory inserts, then updates in place keeping created_at', async () => {
-        const first = await store.putMemory('assistant', 'prefs', 'Likes strong coffee');
-        expect(first).toMatchObject({
-          agent_name: 'assistant',
-          key: 'prefs',
-          content: 'Likes strong coffee',
+    describe('MemoryStore', () => {
+      describe('memory', () => {
+        it('putMemory inserts, then updates in place keeping created_at', async () => {
+          const first = await store.putMemory('assistant', 'prefs', 'Likes strong coffee');
+          expect(first).toMatchObject({
+            agent_name: 'assistant',
+            key: 'prefs',
+            content: 'Likes strong coffee',
+          });
+          expect(first.updated_at).toBe(first.created_at);
+          await tick();
+          const second = await store.putMemory('assistant', 'prefs', 'Prefers green tea now');
+          expect(second).toMatchObject({ key: 'prefs', content: 'Prefers green tea now' });
+          expect(second.created_at).toBe(first.created_at);
+          expect(ms(second.updated_at)).toBeGreaterThan(ms(first.updated_at));
+          expect(await store.listMemory('assistant')).toEqual([second]);
         });
-        expect(first.updated_at).toBe(first.created_at);
-        await tick();
-        const second = await store.putMemory('assistant', 'prefs', 'Prefers green tea now');
-        expect(second).toMatchObject({ key: 'prefs', content: 'Prefers green tea now' });
-        expect(second.created_at).toBe(first.created_at);
-        expect(ms(second.updated_at)).toBeGreaterThan(ms(first.updated_at));
-        expect(await store.listMemory('assistant')).toEqual([second]);
-      });
 
-      it('lists an agent’s notes newest first, and only that agent’s', async () => {
-        await store.putMemory('assistant', 'a', 'first');
-        await tick();
-        await store.putMemory('assistant', 'b', 'second');
-        await tick();
-        await store.putMemory('researcher', 'c', 'elsewhere');
-        await tick();
-        await store.putMemory('assistant', 'c', 'third');
-        expect((await store.listMemory('assistant')).map((n) => n.key)).toEqual(['c', 'b', 'a']);
-        await tick();
-        await store.putMemory('assistant', 'a', 'first, updated');
-        expect((await store.listMemory('assistant')).map((n) => n.key)).toEqual(['a', 'c', 'b']);
-        expect((await store.listMemory('researcher')).map((n) => n.content)).toEqual(['elsewhere']);
-        expect(await store.listMemory('nobody')).toEqual([]);
-        expect((await store.listMemory('assistant', '')).map((n) => n.key)).toEqual([
-          'a',
-          'c',
-          'b',
-        ]);
-        expect(await store.listMemory('assistant', '   ')).toHaveLength(3);
-      });
+        it('lists an agent’s notes newest first, and only that agent’s', async () => {
+          await store.putMemory('assistant', 'a', 'first');
+          await tick();
+          await store.putMemory('assistant', 'b', 'second');
+          await tick();
+          await store.putMemory('researcher', 'c', 'elsewhere');
+          await tick();
+          await store.putMemory('assistant', 'c', 'third');
+          expect((await store.listMemory('assistant')).map((n) => n.key)).toEqual(['c', 'b', 'a']);
+          await tick();
+          await store.putMemory('assistant', 'a', 'first, updated');
+          expect((await store.listMemory('assistant')).map((n) => n.key)).toEqual(['a', 'c', 'b']);
+          expect((await store.listMemory('researcher')).map((n) => n.content)).toEqual([
+            'elsewhere',
+          ]);
+          expect(await store.listMemory('nobody')).toEqual([]);
+          expect((await store.listMemory('assistant', '')).map((n) => n.key)).toEqual([
+            'a',
+            'c',
+            'b',
+          ]);
+          expect(await store.listMemory('assistant', '   ')).toHaveLength(3);
+        });
 
-      it('searches notes by words, following updates and deletes', async () => {
-        await store.putMemory('assistant', 'prefs', 'The user likes strong coffee in the morning');
-        await store.putMemory('assistant', 'pets', 'Has a cat named Miso');
-        await store.putMemory('researcher', 'coffee', 'Researcher also tracks coffee');
+        it('searches notes by words, following updates and deletes', async () => {
+          await store.putMemory(
+            'assistant',
+            'prefs',
+            'The user likes strong coffee in the morning',
+          );
+          await store.putMemory('assistant', 'pets', 'Has a cat named Miso');
+          await store.putMemory('researcher', 'coffee', 'Researcher also tracks coffee');
 
-        expect((await store.listMemory('assistant', 'coffee')).map((n) => n.key)).toEqual([
-          'prefs',
-        ]);
-        expect((await store.listMemory('assistant', 'miso')).map((n) => n.key)).toEqual(['pets']);
-        expect((await store.listMemory('assistant', 'cat')).map((n) => n.key)).toEqual(['pets']);
-        expect(await store.listMemory('assistant', 'giraffe')).toEqual([]);
-        for (const query of ['"coffee', 'coffee*', 'NEAR(coffee', '(coffee', 'coffee AND', '-']) {
-          const hits = await store.listMemory('assistant', query);
-          if (query !== '-')
-            expect(
-              hits.map((n) => n.key),
-              query,
-            ).toEqual(['prefs']);
-          else expect(Array.isArray(hits)).toBe(true);
-        }
+          expect((await store.listMemory('assistant', 'coffee')).map((n) => n.key)).toEqual([
+            'prefs',
+          ]);
+          expect((await store.listMemory('assistant', 'miso')).map((n) => n.key)).toEqual(['pets']);
+          expect((await store.listMemory('assistant', 'cat')).map((n) => n.key)).toEqual(['pets']);
+          expect(await store.listMemory('assistant', 'giraffe')).toEqual([]);
+          for (const query of ['"coffee', 'coffee*', 'NEAR(coffee', '(coffee', 'coffee AND', '-']) {
+            const hits = await store.listMemory('assistant', query);
+            if (query !== '-')
+              expect(
+                hits.map((n) => n.key),
+                query,
+              ).toEqual(['prefs']);
+            else expect(Array.isArray(hits)).toBe(true);
+          }
 
-        await store.putMemory('assistant', 'prefs', 'The user switched to tea');
-        expect(await store.listMemory('assistant', 'coffee')).toEqual([]);
-        expect((await store.listMemory('assistant', 'tea')).map((n) => n.key)).toEqual(['prefs']);
+          await store.putMemory('assistant', 'prefs', 'The user switched to tea');
+          expect(await store.listMemory('assistant', 'coffee')).toEqual([]);
+          expect((await store.listMemory('assistant', 'tea')).map((n) => n.key)).toEqual(['prefs']);
 
-        expect(await store.deleteMemory('assistant', 'pets')).toBe(true);
-        expect(await store.deleteMemory('assistant', 'pets')).toBe(false);
-        expect(await store.listMemory('assistant', 'miso')).toEqual([]);
-        expect((await store.listMemory('assistant')).map((n) => n.key)).toEqual(['prefs']);
-        // Deleting by key is scoped to the agent.
-        expect(await store.deleteMemory('assistant', 'coffee')).toBe(false);
-        expect(await store.listMemory('researcher')).toHaveLength(1);
+          expect(await store.deleteMemory('assistant', 'pets')).toBe(true);
+          expect(await store.deleteMemory('assistant', 'pets')).toBe(false);
+          expect(await store.listMemory('assistant', 'miso')).toEqual([]);
+          expect((await store.listMemory('assistant')).map((n) => n.key)).toEqual(['prefs']);
+          // Deleting by key is scoped to the agent.
+          expect(await store.deleteMemory('assistant', 'coffee')).toBe(false);
+          expect(await store.listMemory('researcher')).toHaveLength(1);
+        });
       });
     });
 

@@ -24,7 +24,8 @@ export default {
   description: 'Echoes its text with the session it ran in.',
   parameters: ${JSON.stringify(ECHO_PARAMETERS)},
   async run(args, ctx) {
-    appendFileSync(new URL('./calls.log', import.meta.url), JSON.stringify({ args, sessionId: ctx.sessionId, agentName: ctx.agentName, callId: ctx.callId }) + '\\n');
+    const hits = await ctx.history.searchHistory(ctx.sessionId, args.text, 5);
+    appendFileSync(new URL('./calls.log', import.meta.url), JSON.stringify({ args, sessionId: ctx.sessionId, agentName: ctx.agentName, callId: ctx.callId, ports: Object.keys(ctx).filter((k) => ['store', 'history', 'memory'].includes(k)).sort(), historyHits: hits.map((h) => h.role) }) + '\\n');
     return 'session=' + ctx.sessionId + ' text=' + args.text.repeat(args.times ?? 1);
   },
 };
@@ -134,7 +135,7 @@ describe('custom tool modules', () => {
     expect(tools[0]!.function.parameters).toEqual(ECHO_PARAMETERS);
   });
 
-  it('a valid call runs the module with the session id in its context', async () => {
+  it('a valid call runs the module with the session id and the history and memory ports (never the store) in its context', async () => {
     t.fake!.script(
       {
         tool_calls: [
@@ -160,6 +161,8 @@ describe('custom tool modules', () => {
       sessionId,
       agentName: 'toolsmith',
       callId: 'call_echo1',
+      ports: ['history', 'memory'],
+      historyHits: ['user'],
     });
     expect(res.json().reply).toBe('Echoed.');
   });

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { EventRow } from '../../store/store.js';
 import type { EventBus } from '../../runtime/events.js';
-import type { Store } from '../../store/store.js';
+import type { EventLog } from '../../store/store.js';
 import { objectSchema, SESSION_ID } from '../schemas.js';
 import { SseStream } from '../sse.js';
 import type { StreamGate } from '../stream-gate.js';
@@ -16,7 +16,7 @@ export const SSE_KEEPALIVE_MS = 15_000;
 
 export function eventRoutes(
   app: FastifyInstance,
-  deps: { store: Store; events: EventBus; streams: StreamGate },
+  deps: { store: Pick<EventLog, 'listEvents'>; events: EventBus; streams: StreamGate },
 ): void {
   // An event stream is never idle, so shutdown ends them; clients reconnect
   // elsewhere with Last-Event-ID and miss nothing.

@@ -5,7 +5,7 @@ import { VERSION } from '../../version.js';
 
 export function healthRoutes(
   app: FastifyInstance,
-  deps: { store: Store; healthExtras?: () => Record<string, unknown> },
+  deps: { store: Pick<Store, 'kind'>; healthExtras?: () => Record<string, unknown> },
 ): void {
   app.get('/health', async () => ({
     status: 'ok',

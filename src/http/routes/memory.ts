@@ -1,7 +1,7 @@
 /** Agent memory over HTTP: list or search notes, put one, delete one. */
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
-import type { Store } from '../../store/store.js';
+import type { MemoryStore } from '../../store/store.js';
 import { MEMORY_CONTENT_MAX_CHARS, MEMORY_KEY_PATTERN } from '../../tools/builtins/memory.js';
 import { AGENT_NAME, agentParams, objectSchema } from '../schemas.js';
 
@@ -12,7 +12,7 @@ const noteParams = objectSchema(
 
 export function memoryRoutes(
   app: FastifyInstance,
-  deps: { agents: AgentRegistry; store: Store },
+  deps: { agents: AgentRegistry; store: MemoryStore },
 ): void {
   type NoteParams = { Params: { name: string; key: string } };
 

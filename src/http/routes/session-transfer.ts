@@ -7,7 +7,8 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import { CairnError } from '../../errors.js';
-import type { Store } from '../../store/store.js';
+import type { CompactionStore, MessageLog, SessionStore } from '../../store/store.js';
+import { requireSession } from '../../store/session-not-found.js';
 import { exportSessionLines } from '../../transfer/session-export.js';
 import { importSession, ndjsonLines } from '../../transfer/session-import.js';
 import { objectSchema, sessionParams } from '../schemas.js';
@@ -20,7 +21,7 @@ interface EditBody {
 }
 
 export interface SessionTransferDeps {
-  store: Store;
+  store: SessionStore & MessageLog & CompactionStore;
   agents: AgentRegistry;
 }
 
@@ -28,12 +29,7 @@ export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransfe
   const { store, agents } = deps;
   type WithId = { Params: { id: string } };
 
-  const getSession = async (id: string) => {
-    const session = await store.findSession(id);
-    if (!session)
-      throw new CairnError('SESSION_NOT_FOUND', `Session "${id}" not found. Check GET /sessions.`);
-    return session;
-  };
+  const getSession = async (id: string) => requireSession(await store.findSession(id), id);
 
   app.patch<WithId & { Body: EditBody }>(
     '/sessions/:id',
@@ -52,12 +48,13 @@ export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransfe
     async (request) => {
       await getSession(request.params.id);
       const { title, compactCount } = request.body;
-      const session = await store.updateSession(request.params.id, {
-        ...(title !== undefined ? { title } : {}),
-        ...(compactCount !== undefined ? { compactCount } : {}),
-      });
-      if (!session)
-        throw new CairnError('SESSION_NOT_FOUND', `Session "${request.params.id}" not found.`);
+      const session = requireSession(
+        await store.updateSession(request.params.id, {
+          ...(title !== undefined ? { title } : {}),
+          ...(compactCount !== undefined ? { compactCount } : {}),
+        }),
+        request.params.id,
+      );
       return { session };
     },
   );

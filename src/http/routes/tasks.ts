@@ -1,7 +1,7 @@
 /** Tasks over HTTP: start, read, list, resume with an answer, approve or deny a tool call, cancel. */
 import type { FastifyInstance } from 'fastify';
 import type { TaskRunner } from '../../runtime/tasks.js';
-import type { Store, TaskStatus } from '../../store/store.js';
+import type { TaskStatus, TaskStore } from '../../store/store.js';
 import {
   agentParams,
   AGENT_NAME,
@@ -15,7 +15,10 @@ import {
 
 const waitQuery = objectSchema({ wait: { type: 'boolean', default: false } });
 
-export function taskRoutes(app: FastifyInstance, deps: { tasks: TaskRunner; store: Store }): void {
+export function taskRoutes(
+  app: FastifyInstance,
+  deps: { tasks: TaskRunner; store: Pick<TaskStore, 'listTasks'> },
+): void {
   const { tasks } = deps;
   type WithId = { Params: { id: string } };
 

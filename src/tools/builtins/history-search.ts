@@ -19,7 +19,7 @@ export function historySearchTool(): Tool {
       additionalProperties: false,
     },
     async run(args, ctx) {
-      const hits = await ctx.store.searchHistory(
+      const hits = await ctx.history.searchHistory(
         ctx.sessionId,
         String(args.query),
         HISTORY_SEARCH_LIMIT,

@@ -9,7 +9,7 @@
  * only `memory_search`.
  */
 import type { AgentConfig } from '../../agents/agent-config.js';
-import type { MemoryNote, Store } from '../../store/store.js';
+import type { MemoryNote, MemoryStore } from '../../store/store.js';
 import type { Tool } from '../tool.js';
 
 export const MEMORY_KEY_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$';
@@ -42,7 +42,7 @@ function allMemoryTools(agent: AgentConfig): Tool[] {
         additionalProperties: false,
       },
       async run(args, ctx) {
-        const note = await ctx.store.putMemory(agent.name, String(args.key), String(args.content));
+        const note = await ctx.memory.putMemory(agent.name, String(args.key), String(args.content));
         return `Saved note "${note.key}".`;
       },
     },
@@ -56,7 +56,7 @@ function allMemoryTools(agent: AgentConfig): Tool[] {
         additionalProperties: false,
       },
       async run(args, ctx) {
-        const notes = await ctx.store.listMemory(agent.name, String(args.query), SEARCH_RESULTS);
+        const notes = await ctx.memory.listMemory(agent.name, String(args.query), SEARCH_RESULTS);
         if (notes.length === 0) return `No note matches "${String(args.query)}".`;
         return notes.map((n) => `${n.key}: ${n.content}`).join('\n');
       },
@@ -71,7 +71,7 @@ function allMemoryTools(agent: AgentConfig): Tool[] {
         additionalProperties: false,
       },
       async run(args, ctx) {
-        const deleted = await ctx.store.deleteMemory(agent.name, String(args.key));
+        const deleted = await ctx.memory.deleteMemory(agent.name, String(args.key));
         return deleted
           ? `Deleted note "${String(args.key)}".`
           : `There is no note "${String(args.key)}".`;
@@ -109,7 +109,9 @@ export function formatMemory(notes: readonly MemoryNote[], maxChars: number): st
 }
 
 /** Build-time memory injection for agents with `memory.enabled`. */
-export function memoryContext(store: Store): (agent: AgentConfig) => Promise<string | undefined> {
+export function memoryContext(
+  store: Pick<MemoryStore, 'listMemory'>,
+): (agent: AgentConfig) => Promise<string | undefined> {
   return async (agent) => {
     if (!agent.memory.enabled) return undefined;
     return formatMemory(await store.listMemory(agent.name), agent.memory.maxChars);

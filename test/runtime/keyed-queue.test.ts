@@ -1,10 +1,10 @@
 /**
- * SessionQueue (RELIABILITY 22, DESIGN §4): work on one session runs FIFO and
+ * KeyedQueue (RELIABILITY 22, DESIGN §4): work on one session runs FIFO and
  * never overlaps; a failure does not block what follows; other sessions run
  * in parallel.
  */
 import { describe, expect, it } from 'vitest';
-import { SessionQueue } from '../../src/runtime/session-queue.js';
+import { KeyedQueue } from '../../src/runtime/keyed-queue.js';
 
 /** A promise with its resolvers, to hold work open until the test lets it go. */
 function gate<T = void>() {
@@ -20,9 +20,9 @@ function gate<T = void>() {
 /** Lets queued microtasks and timers run. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
-describe('SessionQueue', () => {
+describe('KeyedQueue', () => {
   it('runs work on one key in FIFO order, one at a time', async () => {
-    const queue = new SessionQueue();
+    const queue = new KeyedQueue();
     const log: string[] = [];
     let running = 0;
     let maxRunning = 0;
@@ -46,7 +46,7 @@ describe('SessionQueue', () => {
   });
 
   it('does not start the next job before the current one settles', async () => {
-    const queue = new SessionQueue();
+    const queue = new KeyedQueue();
     const first = gate<string>();
     let secondStarted = false;
     const a = queue.run('s', () => first.promise);
@@ -63,7 +63,7 @@ describe('SessionQueue', () => {
   });
 
   it('passes a rejection to its caller and still runs the next job', async () => {
-    const queue = new SessionQueue();
+    const queue = new KeyedQueue();
     const failing = queue.run('s', async () => {
       throw new Error('boom');
     });
@@ -73,7 +73,7 @@ describe('SessionQueue', () => {
   });
 
   it('runs different keys in parallel', async () => {
-    const queue = new SessionQueue();
+    const queue = new KeyedQueue();
     const held = gate();
     const a = queue.run('one', () => held.promise);
     // If keys shared one queue, this would wait for `held` forever.
@@ -83,7 +83,7 @@ describe('SessionQueue', () => {
   });
 
   it('reports a key busy while work runs or waits, and idle after', async () => {
-    const queue = new SessionQueue();
+    const queue = new KeyedQueue();
     expect(queue.isBusy('s')).toBe(false);
     const first = gate();
     const second = gate();
@@ -102,7 +102,7 @@ describe('SessionQueue', () => {
   });
 
   it('drain waits for everything queued, including work queued while draining', async () => {
-    const queue = new SessionQueue();
+    const queue = new KeyedQueue();
     const done: string[] = [];
     const held = gate();
     void queue.run('a', async () => {
@@ -137,6 +137,6 @@ describe('SessionQueue', () => {
   });
 
   it('drain resolves at once when nothing is queued', async () => {
-    await expect(new SessionQueue().drain()).resolves.toBeUndefined();
+    await expect(new KeyedQueue().drain()).resolves.toBeUndefined();
   });
 });

@@ -1,8 +1,9 @@
 /**
- * Per-session FIFO: turns, resets and closes on one session run one after
- * another, never interleaved. Different sessions run in parallel.
+ * FIFO per key: work queued on one key runs one after another, never
+ * interleaved; different keys run in parallel. The runtime keys it by session
+ * id (turns, resets and closes on one session), the task runner by task id.
  */
-export class SessionQueue {
+export class KeyedQueue {
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly depth = new Map<string, number>();
 
@@ -33,7 +34,7 @@ export class SessionQueue {
     return this.depth.has(key);
   }
 
-  /** Pieces of work running or waiting, over all sessions (the metrics' queue depth). */
+  /** Pieces of work running or waiting, over all keys (the metrics' queue depth). */
   get size(): number {
     let total = 0;
     for (const n of this.depth.values()) total += n;
