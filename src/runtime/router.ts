@@ -20,6 +20,7 @@ import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from '.
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
 import { SessionQueue } from './session-queue.js';
+import type { SessionTitler } from './session-titler.js';
 import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
@@ -61,6 +62,8 @@ export interface RuntimeDeps {
   log?: (details: Record<string, unknown>, message: string) => void;
   /** Told of tool results and finished chat turns (metrics, the info log). */
   observer?: TurnObserver;
+  /** Titles untitled sessions of agents with `autoTitle` after their first exchange. */
+  titler?: Pick<SessionTitler, 'titleLater'>;
 }
 
 export interface CreateSessionInput {
@@ -293,6 +296,10 @@ export class Runtime {
           ...this.envelope(session.id, turn, held.question),
           pendingApproval: held.pendingApproval,
         };
+      }
+      const userSeq = turn.stored[0]?.seq;
+      if (agent.autoTitle && session.title === null && userSeq !== undefined) {
+        this.deps.titler?.titleLater(session.id, userSeq, input.message, turn.result.reply);
       }
       return this.envelope(session.id, turn, turn.result.reply);
     });
