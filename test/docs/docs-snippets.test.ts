@@ -6,7 +6,7 @@
  * previous snippets created. `cairn` is the compiled CLI. Snippets marked
  * `<!-- docs-test: skip <reason> -->` are not run (listed in the test name).
  *
- * First slice: README.md and chapter 01 (docs/guide/01-getting-started.md).
+ * First slice: README.md and guide chapters 01 and 04.
  */
 import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,7 +21,11 @@ import { shellSnippets } from './markdown-snippets.js';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOCUMENTED_URL = 'http://127.0.0.1:5050';
 const SESSION_ID = /sess_[0-9a-f]{24}/g;
-const FILES = ['README.md', 'docs/guide/01-getting-started.md'];
+const FILES = [
+  'README.md',
+  'docs/guide/01-getting-started.md',
+  'docs/guide/04-sessions-and-chat.md',
+];
 
 interface Run {
   code: number;
