@@ -2,11 +2,11 @@
  * Issue 11 item 7: the shell snippets of the README and the guide run as
  * written, in order, against a real `cairn serve` with the fake model.
  * Two rewrites only: the documented address http://127.0.0.1:5050 becomes the
- * test server's, and an example session id stands for the session the
- * previous snippets created. `cairn` is the compiled CLI. Snippets marked
+ * test server's, and an example session or task id stands for the last one
+ * the previous snippets printed. `cairn` is the compiled CLI. Snippets marked
  * `<!-- docs-test: skip <reason> -->` are not run (listed in the test name).
  *
- * First slice: README.md and guide chapters 01 and 04.
+ * First slice: README.md and guide chapters 01, 02, 04 and 10.
  */
 import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,11 +20,13 @@ import { shellSnippets } from './markdown-snippets.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOCUMENTED_URL = 'http://127.0.0.1:5050';
-const SESSION_ID = /sess_[0-9a-f]{24}/g;
+/** Example ids in the docs: each stands for the last id of its kind a snippet printed. */
+const EXAMPLE_IDS = { sess: /sess_[0-9a-f]{24}/g, task: /task_[0-9a-f]{24}/g };
 const FILES = [
   'README.md',
-  'docs/guide/01-getting-started.md',
-  'docs/guide/04-sessions-and-chat.md',
+  ...['01-getting-started', '02-agents', '04-sessions-and-chat', '10-openai-api'].map(
+    (chapter) => `docs/guide/${chapter}.md`,
+  ),
 ];
 
 interface Run {
@@ -37,8 +39,8 @@ describe('docs snippets run as written', () => {
   let home: string;
   let server: ServerProcess;
   let env: Record<string, string>;
-  /** The last session id a snippet printed: what the docs' example ids stand for. */
-  let lastSession: string | undefined;
+  /** The last session and task id a snippet printed: what the docs' example ids stand for. */
+  const lastIds: Partial<Record<keyof typeof EXAMPLE_IDS, string>> = {};
 
   beforeAll(async () => {
     fake = await startFakeLlmServer();
@@ -65,7 +67,7 @@ describe('docs snippets run as written', () => {
     return new Promise((resolve) => {
       const child = execFile(
         'bash',
-        ['-eo', 'pipefail', '-c', code],
+        ['--norc', '--noprofile', '-eo', 'pipefail', '-c', code],
         { cwd: home, env, timeout: 30_000, maxBuffer: 16 * 1024 * 1024 },
         (error, stdout, stderr) =>
           resolve({
@@ -85,18 +87,23 @@ describe('docs snippets run as written', () => {
       for (const snippet of snippets) {
         if (snippet.skip) continue;
         let code = snippet.code.replaceAll(DOCUMENTED_URL, server.url);
-        if (code.match(SESSION_ID)) {
+        for (const [kind, pattern] of Object.entries(EXAMPLE_IDS)) {
+          if (!code.match(pattern)) continue;
+          const last = lastIds[kind as keyof typeof EXAMPLE_IDS];
           expect(
-            lastSession,
-            `${file}:${snippet.line} uses a session no earlier snippet made`,
+            last,
+            `${file}:${snippet.line} uses a ${kind} id no earlier snippet printed`,
           ).toBeDefined();
-          code = code.replace(SESSION_ID, lastSession!);
+          code = code.replace(pattern, last!);
         }
         const result = await run(code);
         const where = `${file}:${snippet.line}\n${code}\n---\n${result.output}`;
         expect(result.code, where).toBe(0);
         expect(result.output, where).not.toMatch(/"error":\s*\{\s*"code"/);
-        lastSession = result.output.match(SESSION_ID)?.at(-1) ?? lastSession;
+        for (const [kind, pattern] of Object.entries(EXAMPLE_IDS)) {
+          const printed = result.output.match(pattern)?.at(-1);
+          if (printed) lastIds[kind as keyof typeof EXAMPLE_IDS] = printed;
+        }
       }
     });
   }
