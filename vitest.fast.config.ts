@@ -18,6 +18,7 @@ export const PROCESS_TESTS = [
   'test/hardening/empty-api-key.test.ts',
   'test/hardening/one-server-per-database.test.ts',
   'test/package.test.ts',
+  'test/docs/docs-snippets.test.ts',
 ];
 
 export default mergeConfig(

@@ -18,6 +18,8 @@ import { OfflineModel } from './llm/offline-model.js';
 import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
 import { EventBus } from './runtime/events.js';
 import { eventLogger } from './runtime/event-log.js';
+import { chatTurnLogger } from './runtime/turn-observer.js';
+import { SessionTitler } from './runtime/session-titler.js';
 import { Runtime } from './runtime/router.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
@@ -145,6 +147,15 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     contextGuard: autoCompaction,
     systemContext: memoryContext(store),
     log: (details, message) => logTarget.server?.log.error(details, message),
+    observer: {
+      toolResult: (note) => metrics.toolCall(note.tool, note.isError),
+      chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
+    },
+    titler: new SessionTitler({
+      store,
+      model: compactModel,
+      warn: (details, message) => logTarget.server?.log.warn(details, message),
+    }),
   });
   const tasks = new TaskRunner(runtime);
   const daemons = new DaemonScheduler({

@@ -23,6 +23,8 @@ export interface AgentConfig {
   readonly toolsNeedingApproval: readonly string[];
   readonly maxIterations: number;
   readonly temperature?: number;
+  /** Title an untitled chat session from its first exchange (compact role, in the background). */
+  readonly autoTitle: boolean;
   readonly memory: {
     readonly enabled: boolean;
     readonly maxChars: number;

@@ -31,6 +31,7 @@ interface AgentFile {
   tools?: (string | { tool: string; approval?: 'required' })[];
   maxIterations?: number;
   temperature?: number;
+  autoTitle?: boolean;
   memory?: { enabled?: boolean; maxChars?: number; write?: boolean };
   defaultCompaction?: {
     compactionCount?: number;
@@ -208,6 +209,7 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
       .map(toolSpecOf),
     maxIterations: data.maxIterations ?? DEFAULT_MAX_ITERATIONS,
     ...(data.temperature !== undefined && { temperature: data.temperature }),
+    autoTitle: data.autoTitle ?? false,
     memory: {
       enabled: data.memory?.enabled ?? false,
       maxChars: data.memory?.maxChars ?? DEFAULT_MEMORY_MAX_CHARS,

@@ -14,7 +14,7 @@ export interface ModelRequest {
   /** Overrides the role's model name (an agent's `model`). */
   model?: string;
   /** What the call is for; the offline model answers summaries extractively. Never sent. */
-  purpose: 'chat' | 'summary';
+  purpose: 'chat' | 'summary' | 'title';
 }
 
 export interface ModelCallOptions {

@@ -3,7 +3,7 @@
  * their own (no prom-client global). They are derived from the outside of the
  * core rather than counted inside it: model calls through a ModelClient
  * decorator, lifecycle from the EventBus, chat turns from the HTTP layer, and
- * gauges read when scraped.
+ * gauges read when scraped, tool calls from the runtime's TurnObserver.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ModelClient, ModelRequest, ModelCallOptions } from '../llm/model-client.js';
@@ -30,6 +30,7 @@ export class CairnMetrics {
   private readonly compactions: Counter<'trigger' | 'outcome'>;
   private readonly taskTransitions: Counter<'state'>;
   private readonly daemonTicks: Counter<'agent'>;
+  private readonly toolCalls: Counter<'tool' | 'outcome'>;
   /** The agent of each task not yet finished (kept while it waits, for its resumed turn). */
   private readonly taskAgents = new Map<string, string>();
   /** When each running task's current turn started. */
@@ -88,6 +89,12 @@ export class CairnMetrics {
       name: 'cairn_daemon_ticks_total',
       help: 'Daemon ticks run, by agent.',
       labelNames: ['agent'],
+      registers,
+    });
+    this.toolCalls = new Counter({
+      name: 'cairn_tool_calls_total',
+      help: 'Tool calls run by the loop, by tool and outcome (ok, error).',
+      labelNames: ['tool', 'outcome'],
       registers,
     });
     new Gauge({
@@ -157,6 +164,11 @@ export class CairnMetrics {
   chatTurn(agent: string, outcome: string, durationMs: number): void {
     this.turns.inc({ agent, mode: 'chat', outcome });
     this.turnSeconds.observe({ agent, mode: 'chat' }, durationMs / 1000);
+  }
+
+  /** A tool call the loop ran; `isError` covers failures, timeouts, unknown tools and bad arguments. */
+  toolCall(tool: string, isError: boolean): void {
+    this.toolCalls.inc({ tool, outcome: isError ? 'error' : 'ok' });
   }
 
   /** An EventBus observer: task turns and transitions, compactions, daemon ticks. */

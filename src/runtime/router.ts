@@ -21,6 +21,8 @@ import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from '.
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
 import { KeyedQueue } from './keyed-queue.js';
+import type { SessionTitler } from './session-titler.js';
+import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -59,6 +61,10 @@ export interface RuntimeDeps {
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
   /** Where unexpected background failures are reported. */
   log?: (details: Record<string, unknown>, message: string) => void;
+  /** Told of tool results and finished chat turns (metrics, the info log). */
+  observer?: TurnObserver;
+  /** Titles untitled sessions of agents with `autoTitle` after their first exchange. */
+  titler?: Pick<SessionTitler, 'titleLater'>;
 }
 
 export interface CreateSessionInput {
@@ -90,6 +96,12 @@ export interface ChatResult {
    * approval: the chat turn became a waiting task (the reply says how to continue).
    */
   pendingApproval?: { taskId: string; callId: string; tool: string; arguments: string };
+}
+
+/** What `runChat` learns of a turn as it runs, for its report. */
+interface ChatSeen {
+  sessionId?: string;
+  outcome?: ChatTurnNote['outcome'];
 }
 
 /** Internal: one loop run over a session, shared by chats and tasks. */
@@ -208,10 +220,33 @@ export class Runtime {
 
   /** One chat turn on a new or existing session (DESIGN §4 `runChat`). */
   async runChat(input: ChatInput): Promise<ChatResult> {
+    const started = performance.now();
+    const seen: ChatSeen = {};
+    const note = (outcome: ChatTurnNote['outcome'], errorCode?: string): void =>
+      this.deps.observer?.chatTurn?.({
+        ...(seen.sessionId !== undefined ? { sessionId: seen.sessionId } : {}),
+        agentName: input.agentName,
+        outcome,
+        durationMs: Math.round(performance.now() - started),
+        ...(errorCode !== undefined ? { errorCode } : {}),
+      });
+    try {
+      const result = await this.runChatTurn(input, seen);
+      note(seen.outcome ?? 'answer');
+      return result;
+    } catch (err) {
+      note('error', errorCodeOf(err));
+      throw err;
+    }
+  }
+
+  /** `runChat` without the report; notes the session and how the turn ended in `seen`. */
+  private async runChatTurn(input: ChatInput, seen: ChatSeen): Promise<ChatResult> {
     const agent = this.agents.get(input.agentName);
     const initial = input.sessionId
       ? await this.usableSession(input.sessionId, agent)
       : await this.createSession({ agentName: agent.name, mode: 'chat' });
+    seen.sessionId = initial.id;
     input.onEvent?.({ type: 'session', sessionId: initial.id });
 
     return this.queue.run(initial.id, async () => {
@@ -226,6 +261,7 @@ export class Runtime {
         ...(input.signal ? { signal: input.signal } : {}),
         ...(input.onEvent ? { onEvent: input.onEvent } : {}),
       });
+      seen.outcome = turn.result.kind === 'outside' ? 'answer' : turn.result.kind;
       if (turn.result.kind === 'waiting') {
         // ask_user in a chat: the question is the reply, and the user's next
         // message is the answer. The call gets a result now so the history
@@ -252,6 +288,10 @@ export class Runtime {
           ...this.envelope(session.id, turn, held.question),
           pendingApproval: held.pendingApproval,
         };
+      }
+      const userSeq = turn.stored[0]?.seq;
+      if (agent.autoTitle && session.title === null && userSeq !== undefined) {
+        this.deps.titler?.titleLater(session.id, userSeq, input.message, turn.result.reply);
       }
       return this.envelope(session.id, turn, turn.result.reply);
     });
@@ -434,7 +474,16 @@ export class Runtime {
       toolContext: this.toolContext(session, agent, turn),
       ...(turn.signal ? { signal: turn.signal } : {}),
       ...(turn.stream !== undefined ? { stream: turn.stream } : {}),
-      ...(turn.onEvent ? { onEvent: turn.onEvent } : {}),
+      onEvent: (event) => {
+        if (event.type === 'tool_result') {
+          this.deps.observer?.toolResult?.({
+            agentName: agent.name,
+            tool: event.name,
+            isError: event.isError,
+          });
+        }
+        turn.onEvent?.(event);
+      },
       ...(guard
         ? {
             prepare: async (current: ChatMessage[]) => {

@@ -70,6 +70,7 @@ describe('loadAgents', () => {
       tools: [],
       toolsNeedingApproval: [],
       maxIterations: DEFAULT_MAX_ITERATIONS,
+      autoTitle: false,
       memory: { enabled: false, maxChars: 4000, write: true },
       defaultCompaction: {
         compactionCount: DEFAULT_COMPACT_COUNT,

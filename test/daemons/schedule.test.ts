@@ -15,6 +15,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     tools: [],
     toolsNeedingApproval: [],
     maxIterations: 3,
+    autoTitle: false,
     memory: { enabled: false, maxChars: 4000, write: true },
     defaultCompaction: { compactionCount: 50, maxSummaryChars: 12_000 },
     ...(daemon ? { daemon } : {}),

@@ -97,6 +97,33 @@ describe('GET /metrics', () => {
       expect(after).toMatch(new RegExp(`^${gauge} 0$`, 'm'));
   });
 
+  it('counts tool calls by tool and outcome', async () => {
+    const before = await scrape();
+    t.fake!.script(
+      {
+        tool_calls: [
+          { name: 'current_time', arguments: '{}' },
+          { name: 'no_such_tool', arguments: '{}' },
+        ],
+      },
+      { tool_calls: [{ name: 'current_time', arguments: '{}' }] },
+      { content: 'It is late.' },
+    );
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'what time is it?' },
+    });
+    expect(res.statusCode).toBe(200);
+    const after = await scrape();
+    const delta = (labels: Record<string, string>) =>
+      sample(after, 'cairn_tool_calls_total', labels) -
+      sample(before, 'cairn_tool_calls_total', labels);
+    expect(delta({ tool: 'current_time', outcome: 'ok' })).toBe(2);
+    expect(delta({ tool: 'no_such_tool', outcome: 'error' })).toBe(1);
+    expect(delta({ tool: 'current_time', outcome: 'error' })).toBe(0);
+  });
+
   it('counts a failed model call as an error', async () => {
     const before = await scrape();
     t.fake!.script({ status: 400 });

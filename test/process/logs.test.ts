@@ -1,7 +1,7 @@
 /**
  * `cairn serve` logs (DESIGN §14): JSON lines when stdout is not a terminal,
  * human-readable lines with CAIRN_LOG_FORMAT=pretty, and each task
- * transition logged once at info with its ids (never the user's text).
+ * transition and chat turn logged once at info with its ids (never the user's text).
  */
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -49,6 +49,52 @@ describe('server logs', () => {
       expect(logged[0]).toMatchObject({ level: 30, taskId });
     }
     expect(server.output()).not.toContain('my secret plan');
+  });
+
+  it('logs every chat turn once at info with its ids, outcome and duration', async () => {
+    const server = await spawnServer({ home, env: { CAIRN_LOG_LEVEL: 'info' } });
+    const post = (agent: string) =>
+      fetch(`${server.url}/agents/${agent}/chat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ message: 'my secret chat' }),
+      });
+    const ok = await post('assistant');
+    expect(ok.status).toBe(200);
+    const { sessionId } = (await ok.json()) as { sessionId: string };
+    expect((await post('nobody')).status).toBe(404);
+    await expect
+      .poll(
+        () =>
+          server
+            .output()
+            .split('\n')
+            .filter((l) => l.includes('chat.turn')).length,
+      )
+      .toBe(2);
+    await server.stop('SIGTERM');
+    const turns = server
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'chat.turn');
+    expect(turns).toHaveLength(2);
+    expect(turns[0]).toMatchObject({
+      level: 30,
+      sessionId,
+      agentName: 'assistant',
+      outcome: 'answer',
+    });
+    expect(typeof turns[0]!.durationMs).toBe('number');
+    expect(turns[1]).toMatchObject({
+      level: 30,
+      agentName: 'nobody',
+      outcome: 'error',
+      errorCode: 'AGENT_NOT_FOUND',
+    });
+    expect(turns[1]).not.toHaveProperty('sessionId');
+    expect(server.output()).not.toContain('my secret chat');
   });
 
   it('human-readable with CAIRN_LOG_FORMAT=pretty', async () => {

@@ -1,0 +1,40 @@
+/**
+ * What the runtime reports about its own work beside the event log: each
+ * tool result and each finished chat turn. Metrics and the info log listen
+ * here, so the loop and the router carry no metrics or logging code.
+ */
+import { CairnError } from '../errors.js';
+import type { InfoLogger } from './event-log.js';
+
+export interface ToolResultNote {
+  agentName: string;
+  tool: string;
+  /** The tool failed, timed out, was unknown or got arguments not matching its schema. */
+  isError: boolean;
+}
+
+export interface ChatTurnNote {
+  /** Absent when the turn failed before it had a session (unknown agent or session). */
+  sessionId?: string;
+  agentName: string;
+  /** `answer`, `waiting` (ask_user), `pending` (approval) or `error`. */
+  outcome: 'answer' | 'waiting' | 'pending' | 'error';
+  durationMs: number;
+  /** The CairnError code when `outcome` is `error`. */
+  errorCode?: string;
+}
+
+export interface TurnObserver {
+  toolResult?(note: ToolResultNote): void;
+  chatTurn?(note: ChatTurnNote): void;
+}
+
+/** The error code of a failed turn, for the log line (never its message: it may echo input). */
+export function errorCodeOf(err: unknown): string {
+  return err instanceof CairnError ? err.code : 'INTERNAL';
+}
+
+/** Logs every chat turn once at info with its ids, outcome and duration. */
+export function chatTurnLogger(info: InfoLogger): (note: ChatTurnNote) => void {
+  return (note) => info({ event: 'chat.turn', ...note }, 'chat.turn');
+}
