@@ -17,13 +17,13 @@
  * context): 13.7 / 14.7 / 35.2 / 80.0 ms median at 100 / 1 000 / 10 000 /
  * 30 000 stored messages (issue 8).
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type * as AppModule from '../src/app.js';
 import type * as SettingsModule from '../src/config/settings.js';
 import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { writeDemoHome } from './bench-app.js';
 import { startScript } from './child-script.js';
 import { percentile, trimTail } from './compacted-tail.js';
 import type { SeedRequest } from './seed.js';
@@ -43,7 +43,6 @@ const AIM_MEDIAN_MS = 2;
 const AIM_P95_RATIO = 2;
 const AIM_FLAT_RATIO = 1.1;
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DIST = new URL('../../dist/', import.meta.url);
 
 interface SizeStats {
@@ -65,17 +64,7 @@ export async function growingConversationRows(baseURL: string): Promise<string[]
   const home = mkdtempSync(join(tmpdir(), 'cairn-bench-growing-'));
   let app: AppModule.CairnApp | undefined;
   try {
-    const demo = readFileSync(join(ROOT, 'agents/assistant/agent.json'), 'utf8');
-    const agent = JSON.parse(demo) as { name: string; system: string };
-    mkdirSync(join(home, 'agents', agent.name), { recursive: true });
-    writeFileSync(join(home, 'agents', agent.name, 'agent.json'), demo);
-    writeFileSync(
-      join(home, 'cairn.json'),
-      JSON.stringify({
-        database: { path: 'data/cairn.db' },
-        models: { main: { baseURL, model: 'bench-model', maxRetries: 0, timeoutMs: 10_000 } },
-      }),
-    );
+    const agent = writeDemoHome(home, baseURL);
     const request: SeedRequest = {
       agentName: agent.name,
       systemPrompt: agent.system,

@@ -55,7 +55,7 @@
  * Build: dist/ (`npm run build`) and dist-bench/ (`tsc -p tsconfig.bench.json`).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -67,6 +67,7 @@ import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { SeedRequest } from './seed.js';
 import { bookkeepingRows, promptTokenRows } from './compaction.js';
 import { serverCostRows } from './server-cost.js';
+import { writeDemoHome } from './bench-app.js';
 import { startScript } from './child-script.js';
 import { percentile, trimTail } from './compacted-tail.js';
 import { growingConversationRows } from './growing-conversation.js';
@@ -320,18 +321,7 @@ async function main(): Promise<void> {
     const { baseURL } = JSON.parse(await fake.line) as { baseURL: string };
 
     // The shipped demo agent, as users get it.
-    const demo = readFileSync(join(ROOT, 'agents/assistant/agent.json'), 'utf8');
-    const agent = JSON.parse(demo) as { name: string; system: string };
-    mkdirSync(join(home, 'agents', agent.name), { recursive: true });
-    writeFileSync(join(home, 'agents', agent.name, 'agent.json'), demo);
-    writeFileSync(
-      join(home, 'cairn.json'),
-      JSON.stringify({
-        server: { port: 0 },
-        database: { path: 'data/cairn.db' },
-        models: { main: { baseURL, model: 'bench-model', maxRetries: 0, timeoutMs: 10_000 } },
-      }),
-    );
+    const agent = writeDemoHome(home, baseURL, { port: 0 });
 
     const seedRequest: SeedRequest = {
       agentName: agent.name,
