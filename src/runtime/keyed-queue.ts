@@ -1,9 +1,11 @@
+import type { SessionLock } from './session-lock.js';
+
 /**
  * FIFO per key: work queued on one key runs one after another, never
  * interleaved; different keys run in parallel. The runtime keys it by session
  * id (turns, resets and closes on one session), the task runner by task id.
  */
-export class KeyedQueue {
+export class KeyedQueue implements SessionLock {
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly depth = new Map<string, number>();
 

@@ -21,6 +21,7 @@ import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from '.
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
 import { KeyedQueue } from './keyed-queue.js';
+import type { SessionLock } from './session-lock.js';
 import type { SessionTitler } from './session-titler.js';
 import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
 
@@ -55,7 +56,8 @@ export interface RuntimeDeps {
   model: ModelClient;
   tools: ToolCatalog;
   events: EventBus;
-  queue?: KeyedQueue;
+  /** The per-session turn slot (default: a `KeyedQueue`, for one process). */
+  queue?: SessionLock;
   contextGuard?: ContextGuard;
   /** Adds memory notes or other build-time context to the system messages. */
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
@@ -136,7 +138,7 @@ export class Runtime {
   readonly store: Store;
   readonly agents: AgentRegistry;
   readonly events: EventBus;
-  readonly queue: KeyedQueue;
+  readonly queue: SessionLock;
   readonly log: RuntimeDeps['log'];
   private readonly deps: RuntimeDeps;
 

@@ -1,0 +1,17 @@
+/**
+ * The turn slot of a session (DESIGN §4, §12): turns, resets and closes on one
+ * session run one after another, never interleaved. One process uses a
+ * `KeyedQueue`; several instances on one database wrap it with a lock the
+ * instances share, so the order stays arrival order per instance and no two
+ * instances run work on one session at once.
+ */
+export interface SessionLock {
+  /** Runs `work` holding `sessionId`'s slot, after everything queued before it here. */
+  run<T>(sessionId: string, work: () => Promise<T>): Promise<T>;
+  /** True while something runs or waits on `sessionId` in this process. */
+  isBusy(sessionId: string): boolean;
+  /** Pieces of work running or waiting in this process (the metrics' queue depth). */
+  readonly size: number;
+  /** Resolves when every piece of work queued in this process has settled. */
+  drain(): Promise<void>;
+}
