@@ -11,15 +11,14 @@
  * - a provider context-length error: compact and retry once, then
  *   `compactMessages` for this run, then CONTEXT_OVERFLOW.
  */
-import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
 import type { EventBus } from '../runtime/events.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
-import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
-import { buildMessagesWithSummary } from './build-context.js';
+import type { ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
+import type { CompactionStore, MessageLog, SessionRow } from '../store/store.js';
 import type { DefaultCompaction } from './default-compaction.js';
 
 /** A compaction must cut the estimate by at least this fraction, or auto-compaction is suspended. */
@@ -29,24 +28,8 @@ export const MAX_CONSECUTIVE_FAILURES = 3;
 /** Upper bound on messages read to estimate what was added since the last call. */
 const SINCE_LIMIT = 10_000;
 
-export interface TurnContext {
-  session: SessionRow;
-  agent: AgentConfig;
-  /** Seq of the message that started the running turn; compaction stays before it. */
-  turnStartSeq: number;
-  /** The context rebuilt from the store (system, summary, tail). */
-  rebuild(): Promise<ChatMessage[]>;
-  /** Told about every compaction that ran during the turn. */
-  onCompacted(result: {
-    compactedCount: number;
-    newSize: number;
-    input_tokens: number;
-    output_tokens: number;
-  }): void;
-}
-
 export interface AutoCompactionDeps {
-  store: SessionStore & MessageLog & CompactionStore;
+  store: Pick<MessageLog, 'listTail'> & Pick<CompactionStore, 'setCompactionSuspended'>;
   events: EventBus;
   compaction: DefaultCompaction;
   /** Context window of the main model, in tokens. */
@@ -58,7 +41,7 @@ function isOverflow(err: unknown): boolean {
   return err instanceof CairnError && err.code === 'CONTEXT_OVERFLOW';
 }
 
-export class AutoCompaction {
+export class AutoCompaction implements ContextGuard {
   private readonly failures = new Map<string, number>();
 
   constructor(private readonly deps: AutoCompactionDeps) {}
@@ -77,7 +60,7 @@ export class AutoCompaction {
     return estimateMessagesTokens(messages);
   }
 
-  async beforeModelCall(ctx: TurnContext, messages: ChatMessage[]): Promise<ChatMessage[]> {
+  async beforeModelCall(ctx: GuardedTurn, messages: ChatMessage[]): Promise<ChatMessage[]> {
     const threshold = ctx.agent.defaultCompaction.autoThreshold;
     if (threshold === undefined || ctx.session.compaction_suspended) return messages;
     const limit = (threshold / 100) * this.deps.contextWindow;
@@ -97,7 +80,7 @@ export class AutoCompaction {
       // call, and the next turn has something to compact (RELIABILITY 55).
       if (result.alreadyUpToDate) return messages;
       this.failures.delete(sessionId);
-      ctx.onCompacted(result);
+      ctx.recordCompaction(result);
       const rebuilt = await ctx.rebuild();
       const after = estimateMessagesTokens(rebuilt);
       if (after > before * (1 - MIN_PROGRESS_FRACTION)) {
@@ -128,14 +111,13 @@ export class AutoCompaction {
    * the running turn by one in-memory summary and retry once more; then fail
    * with CONTEXT_OVERFLOW. Never loops.
    */
-  guardModel(model: ModelClient, context: () => TurnContext): ModelClient {
+  guardModel(model: ModelClient, ctx: GuardedTurn): ModelClient {
     const complete: ModelClient['complete'] = async (request, options) => {
       try {
         return await model.complete(request, options);
       } catch (err) {
         if (!isOverflow(err)) throw err;
       }
-      const ctx = context();
       const retry = async (
         messages: ChatMessage[],
       ): Promise<Awaited<ReturnType<ModelClient['complete']>> | undefined> => {
@@ -154,7 +136,7 @@ export class AutoCompaction {
         .run({ sessionId: ctx.session.id, trigger: 'auto', beforeSeq: ctx.turnStartSeq })
         .catch(() => undefined);
       if (compacted && !('dryRun' in compacted) && !compacted.alreadyUpToDate) {
-        ctx.onCompacted(compacted);
+        ctx.recordCompaction(compacted);
         const answer = await retry(await ctx.rebuild());
         if (answer) return answer;
       }
@@ -173,19 +155,16 @@ export class AutoCompaction {
   }
 
   /** `compactMessages` over the summary and everything before the running turn; the turn stays raw. */
-  private async summarizeBeforeTurn(ctx: TurnContext): Promise<ChatMessage[] | undefined> {
-    const session = (await this.deps.store.findSession(ctx.session.id)) ?? ctx.session;
-    const { system, tail } = await this.deps.store.loadContext(session.id, session.compact_seq);
-    const history = tail.filter((m) => m.seq < ctx.turnStartSeq);
-    const turn = tail.filter((m) => m.seq >= ctx.turnStartSeq);
-    if (history.length === 0 && !session.compact_summary) return undefined;
+  private async summarizeBeforeTurn(ctx: GuardedTurn): Promise<ChatMessage[] | undefined> {
+    const history = await ctx.historyBeforeTurn();
+    if (history.messages.length === 0 && !history.summary) return undefined;
     const summary = await this.deps.compaction.compactMessages(
-      session.id,
+      ctx.session.id,
       ctx.agent.name,
-      history,
-      session.compact_summary,
+      history.messages,
+      history.summary,
     );
-    return buildMessagesWithSummary(system, turn, summary);
+    return ctx.rebuildWithSummary(summary);
   }
 
   private async suspend(session: SessionRow, reason: string): Promise<void> {

@@ -4,7 +4,7 @@
  * a tool asks the user, a call needs a person's approval, or `maxIterations`
  * is reached. It gets a plain array
  * of messages and knows nothing of sessions, summaries or compaction; the
- * router's `prepare` hook runs before every model call.
+ * turn's `prepare` hook runs before every model call.
  */
 import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage, TokenUsage, ToolCall } from '../llm/messages.js';
@@ -30,6 +30,14 @@ export type LoopEvent =
   | { type: 'tool_call'; call: ToolCall }
   | { type: 'tool_result'; callId: string; name: string; content: string; isError: boolean };
 
+/** What the loop sees of the turn it runs (the router's `Turn`). */
+export interface LoopTurn {
+  /** Called before every model call; may return a rebuilt context (auto-compaction). */
+  prepare(messages: ChatMessage[]): Promise<ChatMessage[]>;
+  /** Persists messages as they are produced; resolves once committed. */
+  persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void>;
+}
+
 export interface LoopOptions {
   model: ModelClient;
   /** Overrides the model name (the agent's `model`). */
@@ -39,10 +47,7 @@ export interface LoopOptions {
   messages: ChatMessage[];
   tools: ToolSet;
   maxIterations: number;
-  /** Called before every model call; may return a rebuilt context (auto-compaction). */
-  prepare?: (messages: ChatMessage[]) => Promise<ChatMessage[]>;
-  /** Persists messages as they are produced; resolves once committed. */
-  persist: (messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number) => Promise<void>;
+  turn: LoopTurn;
   toolContext: Omit<ToolContext, 'callId' | 'signal'>;
   signal?: AbortSignal;
   stream?: boolean;
@@ -120,7 +125,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
 
   for (let iteration = 1; iteration <= options.maxIterations; iteration++) {
     signal?.throwIfAborted();
-    if (options.prepare) messages = await options.prepare(messages);
+    messages = await options.turn.prepare(messages);
     const outgoing = normalizeOutgoing(
       note ? [...messages, { role: 'user', content: note }] : messages,
     );
@@ -174,7 +179,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       calls.length > 0
         ? { role: 'assistant', content: text.trim() === '' ? null : text, tool_calls: calls }
         : { role: 'assistant', content: text };
-    await options.persist([assistant], callUsage, response.usage?.prompt_tokens);
+    await options.turn.persist([assistant], callUsage, response.usage?.prompt_tokens);
     messages = [...messages, assistant];
     if (calls.length === 0) return { kind: 'answer', reply: text, usage };
 
@@ -193,7 +198,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
           name: c.function.name,
           content: NOT_RUN_TOOL_RESULT,
         }));
-        if (rest.length > 0) await options.persist(rest);
+        if (rest.length > 0) await options.turn.persist(rest);
         return { kind: 'pending', reason: 'approval', call, usage };
       }
       const outcome = await runTool(call, options);
@@ -211,7 +216,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
         name: call.function.name,
         content: outcome.content,
       };
-      await options.persist([result]);
+      await options.turn.persist([result]);
       messages = [...messages, result];
       options.onEvent?.({
         type: 'tool_result',
@@ -248,7 +253,7 @@ async function persistCancelled(
       name: c.function.name,
       content: CANCELLED_TOOL_RESULT,
     }));
-  if (missing.length > 0) await options.persist(missing);
+  if (missing.length > 0) await options.turn.persist(missing);
 }
 
 /**

@@ -6,10 +6,11 @@
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type { TurnContext } from '../compaction/auto-compaction.js';
-import { buildMessagesWithSummary } from '../compaction/build-context.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
+import { ContextBuilder, type BuiltContext } from './build-context.js';
+import type { ContextGuard } from './context-guard.js';
+import { Turn, type TurnCompactionReport } from './turn.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
 import { requireSession } from '../store/session-not-found.js';
@@ -19,30 +20,10 @@ import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './events.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
-import { missingTrailingResults } from '../llm/normalize-request.js';
 import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
 import type { SessionTitler } from './session-titler.js';
 import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
-
-/** What automatic compaction did during one turn (the chat envelope's `compaction`). */
-export interface TurnCompactionReport {
-  trigger: 'auto';
-  runs: number;
-  compactedCount: number;
-  newSize: number;
-  /** Token usage of the turn's summary calls, summed. */
-  input_tokens: number;
-  output_tokens: number;
-}
-
-/** The hook automatic compaction plugs into (implemented by `AutoCompaction`). */
-export interface ContextGuard {
-  /** Called before every model call; may compact and return a rebuilt context. */
-  beforeModelCall(ctx: TurnContext, messages: ChatMessage[]): Promise<ChatMessage[]>;
-  /** Decorates the model with context-overflow recovery. */
-  guardModel(model: ModelClient, context: () => TurnContext): ModelClient;
-}
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -141,9 +122,14 @@ export class Runtime {
   readonly queue: SessionLock;
   readonly log: RuntimeDeps['log'];
   private readonly deps: RuntimeDeps;
+  private readonly context: ContextBuilder;
 
   constructor(deps: RuntimeDeps) {
     this.deps = deps;
+    this.context = new ContextBuilder({
+      store: deps.store,
+      ...(deps.systemContext ? { systemContext: deps.systemContext } : {}),
+    });
     this.store = deps.store;
     this.agents = deps.agents;
     this.events = deps.events;
@@ -376,24 +362,8 @@ export class Runtime {
    * The context the next model call on `session` gets: system messages (plus
    * build-time context such as memory), the summary pair, and the raw tail.
    */
-  async buildContext(
-    session: SessionRow,
-    agent: AgentConfig,
-  ): Promise<{ messages: ChatMessage[]; tail: StoredMessage[]; memory: string | undefined }> {
-    const { system, tail } = await this.store.loadContext(session.id, session.compact_seq);
-    const systemMessages: ChatMessage[] = system.map(toChatMessage);
-    const extra = this.deps.systemContext ? await this.deps.systemContext(agent) : undefined;
-    if (extra) systemMessages.push({ role: 'system', content: extra });
-    return {
-      messages: buildMessagesWithSummary(
-        systemMessages,
-        tail.map(toChatMessage),
-        session.compact_summary,
-      ),
-      tail,
-      // The memory block on its own, so the context view can count it apart.
-      memory: extra,
-    };
+  async buildContext(session: SessionRow, agent: AgentConfig): Promise<BuiltContext> {
+    return this.context.build(session, agent);
   }
 
   /**
@@ -401,81 +371,30 @@ export class Runtime {
    * turn's input, injects the summary, runs automatic compaction before each
    * model call. Callers hold the session's queue slot.
    */
-  async runTurn(turn: TurnInput): Promise<TurnResult> {
-    const { agent } = turn;
-    let session = turn.session;
-    const stored: StoredMessage[] = [];
-    const persist = async (
-      messages: ChatMessage[],
-      usage?: TokenUsage,
-      promptTokens?: number,
-    ): Promise<void> => {
-      // Messages and their message.created events commit together.
-      const written = await this.store.appendMessagesWithEvents(
-        session.id,
-        messages,
-        'message.created',
-        {
-          ...(usage ? { usage } : {}),
-          ...(promptTokens !== undefined ? { promptTokens } : {}),
-        },
-      );
-      stored.push(...written.messages);
-      this.events.publish(written.events);
-    };
-
+  async runTurn(input: TurnInput): Promise<TurnResult> {
+    const { agent } = input;
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
-    const tools = await this.toolsFor(agent, turn.extraTools);
-    const built = await this.buildContext(session, agent);
-    const repairs = missingTrailingResults(built.tail, turn.pendingCallIds);
-    if (repairs.length > 0) {
-      // Persist the repair so the history itself is whole again (RELIABILITY 2).
-      await persist(repairs);
-    }
-    const before = stored.length;
-    await persist(turn.input);
-    const turnStartSeq = stored[before]?.seq ?? Number.MAX_SAFE_INTEGER;
-    const messages = [...built.messages, ...repairs, ...turn.input];
-
-    let compaction: TurnCompactionReport | null = null;
-    // The pointer the loop's messages were built at: when a compaction lands
-    // mid-turn (automatic, overflow recovery or manual), the next call rebuilds.
-    let builtAtSeq = session.compact_seq;
-    const rebuild = async (): Promise<ChatMessage[]> => {
-      session = (await this.store.findSession(session.id)) ?? session;
-      builtAtSeq = session.compact_seq;
-      return (await this.buildContext(session, agent)).messages;
-    };
-    const context = (): TurnContext => ({
-      session,
-      agent,
-      turnStartSeq,
-      rebuild,
-      onCompacted: (done) => {
-        compaction = {
-          trigger: 'auto',
-          runs: (compaction?.runs ?? 0) + 1,
-          compactedCount: (compaction?.compactedCount ?? 0) + done.compactedCount,
-          newSize: done.newSize,
-          input_tokens: (compaction?.input_tokens ?? 0) + done.input_tokens,
-          output_tokens: (compaction?.output_tokens ?? 0) + done.output_tokens,
-        };
-      },
-    });
+    const tools = await this.toolsFor(agent, input.extraTools);
     const guard = this.deps.contextGuard;
+    const turn = new Turn(input.session, agent, {
+      store: this.store,
+      events: this.events,
+      context: this.context,
+      ...(guard ? { guard } : {}),
+    });
+    const messages = await turn.begin(input.input, input.pendingCallIds);
+    const temperature = input.temperature ?? agent.temperature;
     const result = await runLoop({
-      model: guard ? guard.guardModel(this.deps.model, context) : this.deps.model,
+      model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
       ...(agent.model !== undefined ? { modelName: agent.model } : {}),
-      ...((turn.temperature ?? agent.temperature) !== undefined
-        ? { temperature: turn.temperature ?? agent.temperature }
-        : {}),
+      ...(temperature !== undefined ? { temperature } : {}),
       messages,
       tools,
       maxIterations: agent.maxIterations,
-      persist,
-      toolContext: this.toolContext(session, agent, turn),
-      ...(turn.signal ? { signal: turn.signal } : {}),
-      ...(turn.stream !== undefined ? { stream: turn.stream } : {}),
+      turn,
+      toolContext: this.toolContext(input.session, agent, input),
+      ...(input.signal ? { signal: input.signal } : {}),
+      ...(input.stream !== undefined ? { stream: input.stream } : {}),
       onEvent: (event) => {
         if (event.type === 'tool_result') {
           this.deps.observer?.toolResult?.({
@@ -484,20 +403,10 @@ export class Runtime {
             isError: event.isError,
           });
         }
-        turn.onEvent?.(event);
+        input.onEvent?.(event);
       },
-      ...(guard
-        ? {
-            prepare: async (current: ChatMessage[]) => {
-              // Re-read: usage, pointer and suspension change between calls.
-              session = (await this.store.findSession(session.id)) ?? session;
-              const fresh = session.compact_seq === builtAtSeq ? current : await rebuild();
-              return guard.beforeModelCall(context(), fresh);
-            },
-          }
-        : {}),
     });
-    return { result, stored, compaction };
+    return { result, stored: turn.stored, compaction: turn.compaction };
   }
 
   /**
@@ -534,12 +443,4 @@ export class Runtime {
       budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
     };
   }
-}
-
-export function toChatMessage(message: StoredMessage): ChatMessage {
-  const out: ChatMessage = { role: message.role, content: message.content };
-  if (message.tool_calls) out.tool_calls = message.tool_calls;
-  if (message.tool_call_id !== undefined) out.tool_call_id = message.tool_call_id;
-  if (message.name !== undefined) out.name = message.name;
-  return out;
 }

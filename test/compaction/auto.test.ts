@@ -7,7 +7,7 @@
  * then CONTEXT_OVERFLOW with a bounded number of attempts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SUMMARY_PREFIX } from '../../src/compaction/build-context.js';
+import { SUMMARY_PREFIX } from '../../src/runtime/build-context.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { FakeReply } from '../fakes/llm-server.js';

@@ -8,7 +8,7 @@ import { CairnError } from '../../errors.js';
 import { estimateMessagesTokens } from '../../llm/tokens.js';
 import { normalizeOutgoing } from '../../llm/normalize-request.js';
 import type { Runtime } from '../../runtime/router.js';
-import { summaryMessages } from '../../compaction/build-context.js';
+import { summaryMessages } from '../../runtime/build-context.js';
 import { objectSchema, sessionParams } from '../schemas.js';
 
 interface CompactBody {

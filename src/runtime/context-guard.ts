@@ -1,0 +1,43 @@
+/**
+ * The seam between a running turn and automatic compaction: what the turn
+ * offers (`GuardedTurn`, implemented by `Turn`) and the hook a guard plugs in
+ * (`ContextGuard`, implemented by compaction's `AutoCompaction`). The runtime
+ * owns both types, so compaction depends on the runtime and never the reverse.
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import type { ChatMessage, StoredMessage } from '../llm/messages.js';
+import type { ModelClient } from '../llm/model-client.js';
+import type { SessionRow } from '../store/store.js';
+
+/** What one compaction during a turn did, as the turn's report sums it. */
+export interface CompactionDone {
+  compactedCount: number;
+  newSize: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** A running turn as a context guard sees it. */
+export interface GuardedTurn {
+  /** The session as last read (usage, pointer and suspension change between calls). */
+  readonly session: SessionRow;
+  readonly agent: AgentConfig;
+  /** Seq of the message that started the running turn; compaction stays before it. */
+  readonly turnStartSeq: number;
+  /** Re-reads the session and builds its context afresh (system, summary, tail). */
+  rebuild(): Promise<ChatMessage[]>;
+  /** The stored messages before the running turn and the summary that precedes them. */
+  historyBeforeTurn(): Promise<{ summary: string | null; messages: StoredMessage[] }>;
+  /** The context with `summary` standing in for everything before the running turn (in memory only). */
+  rebuildWithSummary(summary: string): Promise<ChatMessage[]>;
+  /** Told about every compaction that ran during the turn. */
+  recordCompaction(done: CompactionDone): void;
+}
+
+/** The hook automatic compaction plugs into. */
+export interface ContextGuard {
+  /** Called before every model call; may compact and return a rebuilt context. */
+  beforeModelCall(turn: GuardedTurn, messages: ChatMessage[]): Promise<ChatMessage[]>;
+  /** Decorates the model with context-overflow recovery for `turn`. */
+  guardModel(model: ModelClient, turn: GuardedTurn): ModelClient;
+}

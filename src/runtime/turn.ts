@@ -1,0 +1,150 @@
+/**
+ * One turn over a session: the state that the loop and the context guard
+ * share while it runs — the session as last read, the messages it stored, the
+ * pointer its context was built at, and what automatic compaction did. The
+ * loop sees it as a `LoopTurn`, the guard as a `GuardedTurn`.
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
+import { missingTrailingResults } from '../llm/normalize-request.js';
+import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
+import type { ContextBuilder } from './build-context.js';
+import type { CompactionDone, ContextGuard, GuardedTurn } from './context-guard.js';
+import type { EventBus } from './events.js';
+import type { LoopTurn } from './loop.js';
+
+/** What automatic compaction did during one turn (the chat envelope's `compaction`). */
+export interface TurnCompactionReport {
+  trigger: 'auto';
+  runs: number;
+  compactedCount: number;
+  newSize: number;
+  /** Token usage of the turn's summary calls, summed. */
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export interface TurnDeps {
+  store: Pick<SessionStore, 'findSession'> &
+    Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext'>;
+  events: Pick<EventBus, 'publish'>;
+  context: ContextBuilder;
+  guard?: ContextGuard;
+}
+
+export class Turn implements LoopTurn, GuardedTurn {
+  /** The messages this turn stored, in order. */
+  readonly stored: StoredMessage[] = [];
+  private current: SessionRow;
+  private startSeq = Number.MAX_SAFE_INTEGER;
+  /**
+   * The pointer the loop's messages were built at: when a compaction lands
+   * mid-turn (automatic, overflow recovery or manual), the next call rebuilds.
+   */
+  private builtAtSeq: number;
+  private report: TurnCompactionReport | null = null;
+
+  constructor(
+    session: SessionRow,
+    readonly agent: AgentConfig,
+    private readonly deps: TurnDeps,
+  ) {
+    this.current = session;
+    this.builtAtSeq = session.compact_seq;
+  }
+
+  get session(): SessionRow {
+    return this.current;
+  }
+
+  get turnStartSeq(): number {
+    return this.startSeq;
+  }
+
+  /** What automatic compaction did during the turn; null if it did not run. */
+  get compaction(): TurnCompactionReport | null {
+    return this.report;
+  }
+
+  /**
+   * Builds the context, repairs interrupted tool calls and persists `input`;
+   * returns the messages of the first model call.
+   */
+  async begin(input: ChatMessage[], pendingCallIds?: ReadonlySet<string>): Promise<ChatMessage[]> {
+    const built = await this.deps.context.build(this.current, this.agent);
+    const repairs = missingTrailingResults(built.tail, pendingCallIds);
+    // Persisted, so the history itself is whole again (RELIABILITY 2).
+    if (repairs.length > 0) await this.persist(repairs);
+    const before = this.stored.length;
+    await this.persist(input);
+    this.startSeq = this.stored[before]?.seq ?? Number.MAX_SAFE_INTEGER;
+    return [...built.messages, ...repairs, ...input];
+  }
+
+  async persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void> {
+    // Messages and their message.created events commit together.
+    const written = await this.deps.store.appendMessagesWithEvents(
+      this.current.id,
+      messages,
+      'message.created',
+      {
+        ...(usage ? { usage } : {}),
+        ...(promptTokens !== undefined ? { promptTokens } : {}),
+      },
+    );
+    this.stored.push(...written.messages);
+    this.deps.events.publish(written.events);
+  }
+
+  async prepare(messages: ChatMessage[]): Promise<ChatMessage[]> {
+    const { guard } = this.deps;
+    if (!guard) return messages;
+    await this.refresh();
+    const fresh = this.current.compact_seq === this.builtAtSeq ? messages : await this.build();
+    return guard.beforeModelCall(this, fresh);
+  }
+
+  async rebuild(): Promise<ChatMessage[]> {
+    await this.refresh();
+    return this.build();
+  }
+
+  async historyBeforeTurn(): Promise<{ summary: string | null; messages: StoredMessage[] }> {
+    await this.refresh();
+    const { tail } = await this.deps.store.loadContext(this.current.id, this.current.compact_seq);
+    return {
+      summary: this.current.compact_summary,
+      messages: tail.filter((m) => m.seq < this.startSeq),
+    };
+  }
+
+  async rebuildWithSummary(summary: string): Promise<ChatMessage[]> {
+    const built = await this.deps.context.build(this.current, this.agent, {
+      summary,
+      fromSeq: this.startSeq,
+    });
+    return built.messages;
+  }
+
+  recordCompaction(done: CompactionDone): void {
+    const soFar = this.report;
+    this.report = {
+      trigger: 'auto',
+      runs: (soFar?.runs ?? 0) + 1,
+      compactedCount: (soFar?.compactedCount ?? 0) + done.compactedCount,
+      newSize: done.newSize,
+      input_tokens: (soFar?.input_tokens ?? 0) + done.input_tokens,
+      output_tokens: (soFar?.output_tokens ?? 0) + done.output_tokens,
+    };
+  }
+
+  /** Re-reads the session: usage, pointer and suspension change between calls. */
+  private async refresh(): Promise<void> {
+    this.current = (await this.deps.store.findSession(this.current.id)) ?? this.current;
+  }
+
+  private async build(): Promise<ChatMessage[]> {
+    this.builtAtSeq = this.current.compact_seq;
+    return (await this.deps.context.build(this.current, this.agent)).messages;
+  }
+}
