@@ -28,7 +28,9 @@ import { checkAgentTools } from './agents/check-agent-tools.js';
 import { ToolCatalog } from './tools/tool-catalog.js';
 import { memoryContext } from './tools/builtins/memory.js';
 import { DaemonScheduler } from './runtime/daemons.js';
-import { subagentTool } from './runtime/subagents.js';
+import { Subagents } from './runtime/subagents.js';
+import { KeyedQueue } from './runtime/keyed-queue.js';
+import type { SessionLock } from './runtime/session-lock.js';
 import { TaskRunner } from './runtime/tasks.js';
 import { recoverAfterRestart } from './runtime/startup-recovery.js';
 import { memoryRoutes } from './http/routes/memory.js';
@@ -63,6 +65,10 @@ export interface CairnApp {
   readonly server: FastifyInstance;
   readonly runtime: Runtime;
   readonly store: Store;
+  readonly agents: AgentRegistry;
+  readonly events: EventBus;
+  /** The sessions' turn slots. */
+  readonly queue: SessionLock;
   readonly tasks: TaskRunner;
   readonly daemons: DaemonScheduler;
   readonly mcp: McpManager;
@@ -106,7 +112,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const tools: ToolCatalog = new ToolCatalog({
     builtins: builtinTools(),
     // Bound late: the runtime needs the catalog, and subagent tools need the runtime.
-    subagent: (caller, name) => subagentTool(runtime, caller, name),
+    subagent: (caller, name) => subagents.tool(caller, name),
     mcp,
   });
   mcp.onToolsChanged(() => tools.invalidate());
@@ -115,7 +121,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   };
   // Gauges read the runtime and the bus when scraped; both exist by then.
   const metrics: CairnMetrics = new CairnMetrics({
-    queueDepth: () => runtime.queue.size,
+    queueDepth: () => queue.size,
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
@@ -138,15 +144,16 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     logger: modelLogger,
   });
 
+  const queue: SessionLock = new KeyedQueue();
   const runtime: Runtime = new Runtime({
     store,
+    queue,
     agents: registry,
     model: mainModel,
     tools,
     events,
     contextGuard: autoCompaction,
     systemContext: memoryContext(store),
-    log: (details, message) => logTarget.server?.log.error(details, message),
     observer: {
       toolResult: (note) => metrics.toolCall(note.tool, note.isError),
       chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
@@ -157,9 +164,20 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       warn: (details, message) => logTarget.server?.log.warn(details, message),
     }),
   });
-  const tasks = new TaskRunner(runtime);
+  const subagents = new Subagents({ runtime, agents: registry });
+  const tasks = new TaskRunner({
+    runtime,
+    agents: registry,
+    store,
+    events,
+    sessions: queue,
+    log: (details, message) => logTarget.server?.log.error(details, message),
+  });
   const daemons = new DaemonScheduler({
     runtime,
+    agents: registry,
+    store,
+    events,
     tasks,
     log: (details, message) => logTarget.server?.log.warn(details, message),
   });
@@ -182,13 +200,16 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => mcpRoutes(app, { runtime, agents: registry }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
-      (app, { streams }) => openaiApiRoutes(app, { runtime, agents: registry, streams }),
+      (app, { streams }) =>
+        openaiApiRoutes(app, { runtime, agents: registry, store, events, streams }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
       (app) => metricsRoutes(app, { metrics }),
       (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),
       (app) =>
         compactionRoutes(app, {
           runtime,
+          agents: registry,
+          store,
           compaction,
           contextWindow: settings.models.main.contextWindow,
         }),
@@ -230,6 +251,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     server,
     runtime,
     store,
+    agents: registry,
+    events,
+    queue,
     agentProblems: problems,
     tasks,
     daemons,
@@ -239,7 +263,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       await daemons.stop();
       await server.close();
       await tasks.drain();
-      await runtime.queue.drain();
+      await queue.drain();
       // After the turns: a running turn may still be calling an MCP tool.
       await mcp.close();
       await store.close();

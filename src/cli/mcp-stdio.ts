@@ -24,7 +24,7 @@ export async function serveMcpStdio(): Promise<void> {
   });
   const server = createCairnMcpServer({
     runtime: app.runtime,
-    agents: app.runtime.agents,
+    agents: app.agents,
     logError: (details, message) => app.server.log.error(details, message),
   });
   let stopping = false;

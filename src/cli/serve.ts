@@ -55,7 +55,7 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     {
       address,
       startupMs: Math.round(performance.now() - startedAt),
-      agents: app.runtime.agents.list().map((a) => a.name),
+      agents: app.agents.list().map((a) => a.name),
       database: settings.database.kind === 'sqlite' ? settings.database.path : 'postgres',
       mainModel: describeModelRole(settings.models.main),
       compactModel: describeModelRole(settings.models.compact),

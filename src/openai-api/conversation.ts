@@ -8,8 +8,10 @@
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { ChatMessage, TokenUsage, ToolCall, ToolSpec } from '../llm/messages.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
-import { ASK_USER_IN_CHAT_RESULT, type Runtime } from '../runtime/router.js';
-import type { SessionRow } from '../store/store.js';
+import type { AgentRegistry } from '../agents/agent-registry.js';
+import type { EventBus } from '../runtime/events.js';
+import { ASK_USER_IN_CHAT_RESULT, type Runtime, type RunTurn } from '../runtime/router.js';
+import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { transcriptHash } from '../store/transcript-hash.js';
 import { clientTools } from './client-tools.js';
 import { InvalidRequestError } from './errors.js';
@@ -82,8 +84,28 @@ function splitPosted(messages: readonly ChatMessage[]): PostedParts {
   );
 }
 
+export interface ConversationsDeps {
+  runtime: Pick<
+    Runtime,
+    | 'createSession'
+    | 'usableSession'
+    | 'rejectIfTaskWaiting'
+    | 'toolsFor'
+    | 'withTurnSlot'
+    | 'holdForApproval'
+  >;
+  agents: Pick<AgentRegistry, 'get'>;
+  store: Pick<SessionStore, 'findSession' | 'findSessionByTranscript'> &
+    Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext'>;
+  events: Pick<EventBus, 'publish'>;
+}
+
 export class Conversations {
-  constructor(private readonly runtime: Runtime) {}
+  private readonly runtime: ConversationsDeps['runtime'];
+
+  constructor(private readonly deps: ConversationsDeps) {
+    this.runtime = deps.runtime;
+  }
 
   /**
    * Resolves the session (creating and seeding one if nothing matches)
@@ -91,7 +113,7 @@ export class Conversations {
    * before the first token.
    */
   async prepare(request: ConversationRequest): Promise<PreparedConversation> {
-    const agent = this.runtime.agents.get(request.agentName);
+    const agent = this.deps.agents.get(request.agentName);
     const parts = splitPosted(request.messages);
     const extraTools = clientTools(request.clientTools);
     // A clash with the agent's tool names is a 400 before any session is created.
@@ -105,7 +127,7 @@ export class Conversations {
       const found =
         expectedHash === null
           ? undefined
-          : await this.runtime.store.findSessionByTranscript(agent.name, expectedHash);
+          : await this.deps.store.findSessionByTranscript(agent.name, expectedHash);
       if (found) session = found;
       else expectedHash = null;
     }
@@ -115,8 +137,7 @@ export class Conversations {
     return {
       session,
       run: (options) =>
-        this.runtime.queue.run(sessionId, async () => {
-          const current = await this.runtime.usableSession(sessionId, agent);
+        this.runtime.withTurnSlot(sessionId, agent, async (current, runTurn) => {
           if (expectedHash !== null && current.transcript_hash !== expectedHash) {
             throw new InvalidRequestError(
               'The conversation moved on while this request waited (another request continued it). Resend with the current history.',
@@ -129,7 +150,7 @@ export class Conversations {
               ? await this.answers(current, parts.input)
               : parts.input;
           options.onStart?.(current);
-          return this.runTurn(current, agent, input, extraTools, request, options);
+          return this.runTurn(runTurn, current, agent, input, extraTools, request, options);
         }),
     };
   }
@@ -139,18 +160,18 @@ export class Conversations {
     const session = await this.runtime.createSession({ agentName: agent.name, mode: 'chat' });
     const opening = [...parts.instructions, ...parts.history];
     if (opening.length === 0) return session;
-    const written = await this.runtime.store.appendMessagesWithEvents(
+    const written = await this.deps.store.appendMessagesWithEvents(
       session.id,
       opening,
       'message.created',
     );
-    this.runtime.events.publish(written.events);
-    return (await this.runtime.store.findSession(session.id)) ?? session;
+    this.deps.events.publish(written.events);
+    return (await this.deps.store.findSession(session.id)) ?? session;
   }
 
   /** The posted tool results, checked against the calls the session waits on, with their tool names. */
   private async answers(session: SessionRow, results: ChatMessage[]): Promise<ChatMessage[]> {
-    const { tail } = await this.runtime.store.loadContext(session.id, session.compact_seq);
+    const { tail } = await this.deps.store.loadContext(session.id, session.compact_seq);
     const open = new Map(
       missingTrailingResults(tail).map((m) => [m.tool_call_id ?? '', m.name ?? '']),
     );
@@ -174,6 +195,7 @@ export class Conversations {
   }
 
   private async runTurn(
+    runTurn: RunTurn,
     session: SessionRow,
     agent: AgentConfig,
     input: ChatMessage[],
@@ -181,9 +203,7 @@ export class Conversations {
     request: ConversationRequest,
     options: ConversationRunOptions,
   ): Promise<ConversationResult> {
-    const turn = await this.runtime.runTurn({
-      session,
-      agent,
+    const turn = await runTurn({
       input,
       extraTools,
       stream: options.stream,
@@ -219,7 +239,7 @@ export class Conversations {
         // call gets its result now so the history stays valid. The question is
         // also stored as the assistant's text: a client shows it as the reply
         // and resends it, and the transcript hash must match what it resends.
-        const answered = await this.runtime.store.appendMessagesWithEvents(
+        const answered = await this.deps.store.appendMessagesWithEvents(
           session.id,
           [
             {
@@ -232,7 +252,7 @@ export class Conversations {
           ],
           'message.created',
         );
-        this.runtime.events.publish(answered.events);
+        this.deps.events.publish(answered.events);
         options.onDelta?.(turn.result.question);
         return { ...base, finish: 'stop', reply: turn.result.question, calls: [] };
       }

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ChatMessage, TokenUsage } from '../llm/messages.js';
-import type { Runtime } from '../runtime/router.js';
+import type { MessageLog, SessionStore } from '../store/store.js';
 import type { SessionRow } from '../store/store.js';
 import { contentText, readTemperature } from './chat-request.js';
 import type { ConversationResult, Conversations } from './conversation.js';
@@ -194,10 +194,14 @@ function messageId(responseIdValue: string): string {
   return `msg_${responseIdValue.slice('resp_'.length)}`;
 }
 
-export function responseRoutes(
-  app: FastifyInstance,
-  deps: { conversations: Conversations; runtime: Runtime; streams: StreamGate },
-): void {
+export interface ResponseRouteDeps {
+  conversations: Conversations;
+  /** GET /responses/:id reads the turn back from the session's log. */
+  store: Pick<SessionStore, 'findSession'> & Pick<MessageLog, 'listMessages'>;
+  streams: StreamGate;
+}
+
+export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): void {
   app.post('/responses', async (request, reply) => {
     const input = readResponsesRequest(request.body);
     const previous = input.previousResponseId
@@ -304,9 +308,9 @@ export function responseRoutes(
         param: 'response_id',
         code: 'response_not_found',
       });
-    const session = await deps.runtime.store.findSession(sessionId);
+    const session = await deps.store.findSession(sessionId);
     if (!session) throw notFound();
-    const messages = await deps.runtime.store.listMessages(sessionId, {
+    const messages = await deps.store.listMessages(sessionId, {
       afterSeq: startSeq,
       limit: RESPONSE_READ_LIMIT,
     });

@@ -9,21 +9,22 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { Runtime } from '../runtime/router.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { chatCompletionRoutes } from './chat-completions.js';
-import { Conversations } from './conversation.js';
+import { Conversations, type ConversationsDeps } from './conversation.js';
 import { InvalidRequestError, sendOpenAIError } from './errors.js';
 import { modelRoutes } from './models.js';
-import { responseRoutes } from './responses.js';
+import { responseRoutes, type ResponseRouteDeps } from './responses.js';
 
-export interface OpenAIApiDeps {
+export interface OpenAIApiDeps extends ConversationsDeps {
   runtime: Runtime;
   agents: AgentRegistry;
+  store: ConversationsDeps['store'] & ResponseRouteDeps['store'];
   /** The server's one stream gate: /v1 streams count against `server.maxStreams` too. */
   streams: StreamGate;
 }
 
 /** Registers `/v1/*` on `app` (call it from the composition root's route list). */
 export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void {
-  const conversations = new Conversations(deps.runtime);
+  const conversations = new Conversations(deps);
   const startedAt = Math.floor(Date.now() / 1000);
   void app.register(
     async (v1) => {
@@ -40,7 +41,7 @@ export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void
       );
       modelRoutes(v1, { agents: deps.agents, startedAt });
       chatCompletionRoutes(v1, { conversations, streams: deps.streams });
-      responseRoutes(v1, { conversations, runtime: deps.runtime, streams: deps.streams });
+      responseRoutes(v1, { conversations, store: deps.store, streams: deps.streams });
     },
     { prefix: '/v1' },
   );

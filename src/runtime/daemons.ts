@@ -9,7 +9,9 @@ import { randomUUID } from 'node:crypto';
 import { Cron } from 'croner';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
-import type { TaskRow } from '../store/store.js';
+import type { AgentRegistry } from '../agents/agent-registry.js';
+import type { DaemonLeaseStore, TaskRow } from '../store/store.js';
+import type { EventBus } from './events.js';
 import type { Runtime } from './router.js';
 import type { TaskRunner } from './tasks.js';
 
@@ -41,8 +43,12 @@ export function nextRunAfter(agent: AgentConfig, from: Date): Date | null {
 }
 
 export interface DaemonSchedulerDeps {
-  runtime: Runtime;
-  tasks: TaskRunner;
+  /** A tick's session is closed once its task is done. */
+  runtime: Pick<Runtime, 'closeSession'>;
+  agents: Pick<AgentRegistry, 'get' | 'list'>;
+  store: DaemonLeaseStore;
+  events: EventBus;
+  tasks: Pick<TaskRunner, 'runTask' | 'wait' | 'cancelTask'>;
   clock?: () => Date;
   log?: (details: Record<string, unknown>, message: string) => void;
 }
@@ -60,7 +66,7 @@ export class DaemonScheduler {
 
   /** Agents that have a valid schedule; a bad cron expression is logged and skipped. */
   daemonAgents(): AgentConfig[] {
-    return this.deps.runtime.agents.list().filter((agent) => {
+    return this.deps.agents.list().filter((agent) => {
       if (!agent.daemon) return false;
       try {
         nextRunAfter(agent, this.clock());
@@ -79,7 +85,7 @@ export class DaemonScheduler {
   async start(): Promise<void> {
     const now = this.clock();
     for (const agent of this.daemonAgents()) {
-      const state = await this.deps.runtime.store.findDaemonState(agent.name);
+      const state = await this.deps.store.findDaemonState(agent.name);
       const due = state?.next_run_at ? new Date(state.next_run_at) : null;
       if (due !== null && due <= now) {
         this.deps.log?.(
@@ -106,7 +112,7 @@ export class DaemonScheduler {
    * `daemon` session, which is closed afterwards. Returns undefined when a
    * tick of this agent is already running here or elsewhere (it is skipped).
    */
-  async runDaemonTick(agentName: string): Promise<TaskRow | undefined> {
+  async runDaemonTick({ agentName }: { agentName: string }): Promise<TaskRow | undefined> {
     const running = this.ticking.get(agentName);
     if (running) return undefined;
     const tick = this.tick(agentName).finally(() => this.ticking.delete(agentName));
@@ -115,14 +121,12 @@ export class DaemonScheduler {
   }
 
   private async tick(agentName: string): Promise<TaskRow | undefined> {
-    const { runtime, tasks } = this.deps;
-    const agent = runtime.agents.get(agentName);
+    const { runtime, store, events, tasks } = this.deps;
+    const agent = this.deps.agents.get(agentName);
     if (!agent.daemon)
       throw new CairnError('VALIDATION_ERROR', `Agent "${agentName}" has no daemon schedule.`);
     const startedAt = this.clock();
-    if (
-      !(await runtime.store.claimDaemonLease(agent.name, this.owner, startedAt, DAEMON_LEASE_MS))
-    ) {
+    if (!(await store.claimDaemonLease(agent.name, this.owner, startedAt, DAEMON_LEASE_MS))) {
       this.deps.log?.({ agent: agent.name }, 'daemon tick skipped: another tick holds the lease');
       return undefined;
     }
@@ -130,7 +134,7 @@ export class DaemonScheduler {
     try {
       // Consume this slot before running: if the process dies mid-tick, the
       // restart sees the next slot, not this one, so the tick never runs twice.
-      await runtime.store.setDaemonNextRun(agent.name, nextRunAfter(agent, startedAt));
+      await store.setDaemonNextRun(agent.name, nextRunAfter(agent, startedAt));
       task = await tasks.runTask({
         agentName: agent.name,
         input: agent.daemon.prompt,
@@ -149,8 +153,8 @@ export class DaemonScheduler {
       } catch {
         // An invalid schedule still releases the lease; it is never rescheduled.
       }
-      await runtime.store.finishDaemonRun(agent.name, this.owner, startedAt, next);
-      await runtime.events.emit('daemon.tick', task?.session_id ?? null, {
+      await store.finishDaemonRun(agent.name, this.owner, startedAt, next);
+      await events.emit('daemon.tick', task?.session_id ?? null, {
         agentName: agent.name,
         taskId: task?.id ?? null,
         status: task?.status ?? 'failed',
@@ -162,7 +166,7 @@ export class DaemonScheduler {
   private schedule(agent: AgentConfig, at: Date | null): void {
     if (this.stopped || at === null) return;
     const delay = Math.max(0, at.getTime() - this.clock().getTime());
-    this.deps.runtime.store
+    this.deps.store
       .setDaemonNextRun(agent.name, at)
       .catch((err: unknown) =>
         this.deps.log?.(
@@ -173,7 +177,7 @@ export class DaemonScheduler {
     const timer = setTimeout(
       () => {
         if (delay > MAX_TIMER_MS) return this.schedule(agent, at);
-        void this.runDaemonTick(agent.name)
+        void this.runDaemonTick({ agentName: agent.name })
           .catch((err: unknown) =>
             this.deps.log?.(
               { agent: agent.name, error: (err as Error).message },

@@ -42,8 +42,6 @@ export interface RuntimeDeps {
   contextGuard?: ContextGuard;
   /** Adds memory notes or other build-time context to the system messages. */
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
-  /** Where unexpected background failures are reported. */
-  log?: (details: Record<string, unknown>, message: string) => void;
   /** Told of tool results and finished chat turns (metrics, the info log). */
   observer?: TurnObserver;
   /** Titles untitled sessions of agents with `autoTitle` after their first exchange. */
@@ -87,8 +85,8 @@ interface ChatSeen {
   outcome?: ChatTurnNote['outcome'];
 }
 
-/** Internal: one loop run over a session, shared by chats and tasks. */
-export interface TurnInput {
+/** One loop run over a session, shared by chats, tasks, subagents and API conversations. */
+interface TurnInput {
   session: SessionRow;
   agent: AgentConfig;
   /** Messages that start this turn (the user message, or a resumed call's answer). */
@@ -115,12 +113,17 @@ export interface TurnResult {
   compaction: TurnCompactionReport | null;
 }
 
+/** A turn's input as a caller inside the session's slot gives it (the session and agent are the slot's). */
+export type TurnRequest = Omit<TurnInput, 'session' | 'agent'>;
+
+/** Runs one turn on the session whose slot is held; handed out by `withTurnSlot` only. */
+export type RunTurn = (request: TurnRequest) => Promise<TurnResult>;
+
 export class Runtime {
-  readonly store: Store;
-  readonly agents: AgentRegistry;
-  readonly events: EventBus;
-  readonly queue: SessionLock;
-  readonly log: RuntimeDeps['log'];
+  private readonly store: Store;
+  private readonly agents: AgentRegistry;
+  private readonly events: EventBus;
+  private readonly queue: SessionLock;
   private readonly deps: RuntimeDeps;
   private readonly context: ContextBuilder;
 
@@ -134,7 +137,6 @@ export class Runtime {
     this.agents = deps.agents;
     this.events = deps.events;
     this.queue = deps.queue ?? new KeyedQueue();
-    this.log = deps.log;
   }
 
   // ---- sessions -------------------------------------------------------------
@@ -237,13 +239,9 @@ export class Runtime {
     seen.sessionId = initial.id;
     input.onEvent?.({ type: 'session', sessionId: initial.id });
 
-    return this.queue.run(initial.id, async () => {
-      // Re-read: the session may have been closed, reset or compacted while queued.
-      const session = await this.usableSession(initial.id, agent);
+    return this.withTurnSlot(initial.id, agent, async (session, runTurn) => {
       await this.rejectIfTaskWaiting(session.id);
-      const turn = await this.runTurn({
-        session,
-        agent,
+      const turn = await runTurn({
         input: [{ role: 'user', content: input.message }],
         ...(input.stream !== undefined ? { stream: input.stream } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
@@ -300,7 +298,8 @@ export class Runtime {
       agentName: agent.name,
       input: message,
     });
-    const waiting = (await waitForApproval(this, task, call)) ?? task;
+    const waiting =
+      (await waitForApproval({ store: this.store, events: this.events }, task, call)) ?? task;
     return {
       question: waiting.question ?? '',
       pendingApproval: {
@@ -367,11 +366,27 @@ export class Runtime {
   }
 
   /**
+   * Holds `sessionId`'s turn slot while `work` runs. `work` gets the session
+   * re-read under the slot (it may have been closed, reset or compacted while
+   * queued), checked usable by `agent`, and the one way to run a turn on it.
+   */
+  async withTurnSlot<T>(
+    sessionId: string,
+    agent: AgentConfig,
+    work: (session: SessionRow, runTurn: RunTurn) => Promise<T>,
+  ): Promise<T> {
+    return this.queue.run(sessionId, async () => {
+      const session = await this.usableSession(sessionId, agent);
+      return work(session, (request) => this.runTurn({ ...request, session, agent }));
+    });
+  }
+
+  /**
    * Runs the loop over a session: repairs interrupted calls, persists the
    * turn's input, injects the summary, runs automatic compaction before each
-   * model call. Callers hold the session's queue slot.
+   * model call. Only under the session's slot (`withTurnSlot`).
    */
-  async runTurn(input: TurnInput): Promise<TurnResult> {
+  private async runTurn(input: TurnInput): Promise<TurnResult> {
     const { agent } = input;
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
     const tools = await this.toolsFor(agent, input.extraTools);

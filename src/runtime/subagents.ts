@@ -6,6 +6,7 @@
  */
 import { approvalInSubagentResult } from './approvals.js';
 import type { AgentConfig } from '../agents/agent-config.js';
+import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import { SUBAGENTS_PER_RUN, type Runtime } from './router.js';
@@ -25,90 +26,98 @@ export interface SubagentInput {
   signal?: AbortSignal;
 }
 
-/** `runSubagent` (DESIGN §4): always a fresh session; closed when it answers. */
-export async function runSubagent(runtime: Runtime, input: SubagentInput): Promise<string> {
-  const agent = runtime.agents.get(input.agentName);
-  const session = await runtime.createSession({
-    agentName: agent.name,
-    mode: 'subagent',
-    parentSessionId: input.parentSessionId,
-  });
-  try {
-    const turn = await runtime.queue.run(session.id, () =>
-      runtime.runTurn({
-        session,
-        agent,
-        input: [{ role: 'user', content: input.input }],
-        depth: input.depth,
-        lineage: input.lineage,
-        budget: input.budget,
-        ...(input.signal ? { signal: input.signal } : {}),
-      }),
-    );
-    if (turn.result.kind === 'waiting') {
-      return `The subagent "${agent.name}" needs more information before it can answer: ${turn.result.question}`;
-    }
-    if (turn.result.kind === 'pending')
-      return approvalInSubagentResult(agent.name, turn.result.call);
-    return turn.result.reply;
-  } finally {
-    await runtime.closeSession(session.id);
-  }
+export interface SubagentsDeps {
+  runtime: Pick<Runtime, 'createSession' | 'closeSession' | 'withTurnSlot'>;
+  agents: Pick<AgentRegistry, 'get' | 'find'>;
 }
 
-export function subagentTool(runtime: Runtime, caller: AgentConfig, target: string): Tool {
-  const description = runtime.agents.find(target)?.description;
-  return {
-    name: `agent_${target}`,
-    description: `Ask the agent "${target}" to do something and return its answer.${description ? ` It is: ${description}` : ''}`,
-    parameters: {
-      type: 'object',
-      properties: {
-        input: {
-          type: 'string',
-          minLength: 1,
-          description: 'The complete request for the subagent.',
+export class Subagents {
+  constructor(private readonly deps: SubagentsDeps) {}
+
+  /** `runSubagent` (DESIGN §4): always a fresh session; closed when it answers. */
+  async runSubagent(input: SubagentInput): Promise<string> {
+    const agent = this.deps.agents.get(input.agentName);
+    const session = await this.deps.runtime.createSession({
+      agentName: agent.name,
+      mode: 'subagent',
+      parentSessionId: input.parentSessionId,
+    });
+    try {
+      const turn = await this.deps.runtime.withTurnSlot(session.id, agent, (_session, runTurn) =>
+        runTurn({
+          input: [{ role: 'user', content: input.input }],
+          depth: input.depth,
+          lineage: input.lineage,
+          budget: input.budget,
+          ...(input.signal ? { signal: input.signal } : {}),
+        }),
+      );
+      if (turn.result.kind === 'waiting') {
+        return `The subagent "${agent.name}" needs more information before it can answer: ${turn.result.question}`;
+      }
+      if (turn.result.kind === 'pending')
+        return approvalInSubagentResult(agent.name, turn.result.call);
+      return turn.result.reply;
+    } finally {
+      await this.deps.runtime.closeSession(session.id);
+    }
+  }
+
+  /** The tool `agent_<target>` that `caller` gets for `agent:<target>` in its tools. */
+  tool(caller: AgentConfig, target: string): Tool {
+    const description = this.deps.agents.find(target)?.description;
+    return {
+      name: `agent_${target}`,
+      description: `Ask the agent "${target}" to do something and return its answer.${description ? ` It is: ${description}` : ''}`,
+      parameters: {
+        type: 'object',
+        properties: {
+          input: {
+            type: 'string',
+            minLength: 1,
+            description: 'The complete request for the subagent.',
+          },
         },
+        required: ['input'],
+        additionalProperties: false,
       },
-      required: ['input'],
-      additionalProperties: false,
-    },
-    timeoutMs: SUBAGENT_TIMEOUT_MS,
-    async run(args, ctx) {
-      if (ctx.depth + 1 > SUBAGENT_MAX_DEPTH) {
-        throw new CairnError(
-          'VALIDATION_ERROR',
-          `subagent depth limit (${SUBAGENT_MAX_DEPTH}) reached; nothing was started.`,
-        );
-      }
-      if (ctx.lineage.includes(target)) {
-        throw new CairnError(
-          'VALIDATION_ERROR',
-          `calling "${target}" would form a cycle (${[...ctx.lineage, target].join(' → ')}); nothing was started.`,
-        );
-      }
-      if (ctx.budget.subagentsLeft <= 0) {
-        throw new CairnError(
-          'VALIDATION_ERROR',
-          `this run already started ${SUBAGENTS_PER_RUN} subagents, its limit; nothing was started. Answer with what you have.`,
-        );
-      }
-      if (!runtime.agents.find(target)) {
-        throw new CairnError(
-          'AGENT_NOT_FOUND',
-          `agent "${target}" (listed by "${caller.name}") is not loaded.`,
-        );
-      }
-      ctx.budget.subagentsLeft -= 1;
-      return runSubagent(runtime, {
-        parentSessionId: ctx.sessionId,
-        agentName: target,
-        input: String(args.input),
-        depth: ctx.depth + 1,
-        lineage: ctx.lineage,
-        budget: ctx.budget,
-        signal: ctx.signal,
-      });
-    },
-  };
+      timeoutMs: SUBAGENT_TIMEOUT_MS,
+      run: async (args, ctx) => {
+        if (ctx.depth + 1 > SUBAGENT_MAX_DEPTH) {
+          throw new CairnError(
+            'VALIDATION_ERROR',
+            `subagent depth limit (${SUBAGENT_MAX_DEPTH}) reached; nothing was started.`,
+          );
+        }
+        if (ctx.lineage.includes(target)) {
+          throw new CairnError(
+            'VALIDATION_ERROR',
+            `calling "${target}" would form a cycle (${[...ctx.lineage, target].join(' → ')}); nothing was started.`,
+          );
+        }
+        if (ctx.budget.subagentsLeft <= 0) {
+          throw new CairnError(
+            'VALIDATION_ERROR',
+            `this run already started ${SUBAGENTS_PER_RUN} subagents, its limit; nothing was started. Answer with what you have.`,
+          );
+        }
+        if (!this.deps.agents.find(target)) {
+          throw new CairnError(
+            'AGENT_NOT_FOUND',
+            `agent "${target}" (listed by "${caller.name}") is not loaded.`,
+          );
+        }
+        ctx.budget.subagentsLeft -= 1;
+        return this.runSubagent({
+          parentSessionId: ctx.sessionId,
+          agentName: target,
+          input: String(args.input),
+          depth: ctx.depth + 1,
+          lineage: ctx.lineage,
+          budget: ctx.budget,
+          signal: ctx.signal,
+        });
+      },
+    };
+  }
 }

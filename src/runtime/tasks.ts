@@ -9,11 +9,15 @@
  */
 import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
-import type { TaskRow } from '../store/store.js';
+import type { AgentConfig } from '../agents/agent-config.js';
+import type { AgentRegistry } from '../agents/agent-registry.js';
+import type { MessageLog, SessionRow, TaskRow, TaskStore } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
-import type { Runtime, TurnResult } from './router.js';
+import type { EventBus } from './events.js';
+import type { Runtime, RunTurn, TurnResult } from './router.js';
 import { KeyedQueue } from './keyed-queue.js';
+import type { SessionLock } from './session-lock.js';
 
 export const RESUME_AFTER_INTERRUPTION =
   'Continue the task where you left off. (It was interrupted by a server restart; tool calls that were running then have no known outcome.)';
@@ -31,6 +35,21 @@ interface Running {
   done: Promise<void>;
 }
 
+export interface TaskRunnerDeps {
+  /** Sessions and turns: a task's turn runs in its session's slot. */
+  runtime: Pick<
+    Runtime,
+    'createSession' | 'usableSession' | 'rejectIfTaskWaiting' | 'withTurnSlot' | 'runApprovedCall'
+  >;
+  agents: Pick<AgentRegistry, 'get'>;
+  store: TaskStore & Pick<MessageLog, 'appendMessages'>;
+  events: EventBus;
+  /** The sessions' turn slots (the runtime's): a cancel answers an open call in the slot. */
+  sessions: SessionLock;
+  /** Where unexpected task failures are reported. */
+  log?: (details: Record<string, unknown>, message: string) => void;
+}
+
 /** How many times a cancel aborts a run that keeps settling as `waiting` before it gives up. */
 const CANCEL_ROUNDS = 3;
 
@@ -39,36 +58,30 @@ export class TaskRunner {
   /** Per-task lock for resume and cancel (a FIFO keyed by task id). */
   private readonly control = new KeyedQueue();
 
-  constructor(private readonly runtime: Runtime) {}
+  constructor(private readonly deps: TaskRunnerDeps) {}
 
   /** Starts a task; resolves once its row exists (the loop runs in the background). */
   async runTask(input: RunTaskInput): Promise<TaskRow> {
-    const { runtime } = this;
-    const agent = runtime.agents.get(input.agentName);
+    const { runtime, store, events } = this.deps;
+    const agent = this.deps.agents.get(input.agentName);
     const session = input.sessionId
       ? await runtime.usableSession(input.sessionId, agent)
       : await runtime.createSession({ agentName: agent.name, mode: input.mode ?? 'task' });
     await runtime.rejectIfTaskWaiting(session.id);
-    const task = await runtime.store.createTask({
+    const task = await store.createTask({
       sessionId: session.id,
       agentName: agent.name,
       input: input.input,
     });
     // Registered before any await, so a cancel from now on finds the run.
-    this.start(task, async (signal) => {
+    this.start(task, agent, async (signal, current, runTurn) => {
       // Cancelled while queued: stop before the input is stored.
       signal.throwIfAborted();
-      const current = await runtime.usableSession(session.id, agent);
       // A task queued behind another may find the session waiting by then.
       await runtime.rejectIfTaskWaiting(current.id);
-      return runtime.runTurn({
-        session: current,
-        agent,
-        input: [{ role: 'user', content: input.input }],
-        signal,
-      });
+      return runTurn({ input: [{ role: 'user', content: input.input }], signal });
     });
-    await runtime.events.emit('task.started', session.id, {
+    await events.emit('task.started', session.id, {
       taskId: task.id,
       agentName: agent.name,
     });
@@ -86,7 +99,7 @@ export class TaskRunner {
   }
 
   private async resumeLocked(input: { taskId: string; answer?: string }): Promise<TaskRow> {
-    const { runtime } = this;
+    const { store, events } = this.deps;
     const before = await this.getTask(input.taskId);
     if (before.status !== 'waiting' && before.status !== 'interrupted') {
       throw new CairnError(
@@ -106,9 +119,9 @@ export class TaskRunner {
         `Task "${before.id}" is waiting for approval of a tool call, not for an answer. Use POST /tasks/${before.id}/approve or POST /tasks/${before.id}/deny.`,
       );
     }
-    const agent = runtime.agents.get(before.agent_name);
+    const agent = this.deps.agents.get(before.agent_name);
     // The compare-and-set on the status makes concurrent resumes safe.
-    const task = await runtime.store.transitionTask(before.id, [before.status], {
+    const task = await store.transitionTask(before.id, [before.status], {
       status: 'running',
       question: null,
       error: null,
@@ -133,17 +146,14 @@ export class TaskRunner {
             role: 'user',
             content: input.answer?.trim() ? input.answer : RESUME_AFTER_INTERRUPTION,
           };
-    this.start(task, async (signal) => {
-      const session = await runtime.usableSession(task.session_id, agent);
-      return runtime.runTurn({
-        session,
-        agent,
+    this.start(task, agent, (signal, _session, runTurn) =>
+      runTurn({
         input: [message],
         signal,
         ...(pendingCallId !== null ? { pendingCallIds: new Set([pendingCallId]) } : {}),
-      });
-    });
-    await runtime.events.emit('task.resumed', task.session_id, { taskId: task.id });
+      }),
+    );
+    await events.emit('task.resumed', task.session_id, { taskId: task.id });
     return task;
   }
 
@@ -167,7 +177,7 @@ export class TaskRunner {
     decision: 'approve' | 'deny';
     reason?: string;
   }): Promise<TaskRow> {
-    const { runtime } = this;
+    const { runtime, store, events } = this.deps;
     const before = await this.getTask(input.taskId);
     const call = pendingApprovalCall(before);
     if (!call) {
@@ -176,8 +186,8 @@ export class TaskRunner {
         `Task "${before.id}" is ${before.status} and not waiting for approval of a tool call; there is nothing to ${input.decision}.`,
       );
     }
-    const agent = runtime.agents.get(before.agent_name);
-    const task = await runtime.store.transitionTask(before.id, ['waiting'], {
+    const agent = this.deps.agents.get(before.agent_name);
+    const task = await store.transitionTask(before.id, ['waiting'], {
       status: 'running',
       question: null,
       error: null,
@@ -191,8 +201,7 @@ export class TaskRunner {
         `Task "${before.id}" was approved, denied or cancelled by another request.`,
       );
     }
-    this.start(task, async (signal) => {
-      const session = await runtime.usableSession(task.session_id, agent);
+    this.start(task, agent, async (signal, session, runTurn) => {
       const result =
         input.decision === 'approve'
           ? await runtime.runApprovedCall({ session, agent, call, signal })
@@ -202,15 +211,9 @@ export class TaskRunner {
               name: call.function.name,
               content: deniedResult(input.reason),
             };
-      return runtime.runTurn({
-        session,
-        agent,
-        input: [result],
-        signal,
-        pendingCallIds: new Set([call.id]),
-      });
+      return runTurn({ input: [result], signal, pendingCallIds: new Set([call.id]) });
     });
-    await runtime.events.emit(
+    await events.emit(
       input.decision === 'approve' ? 'task.approved' : 'task.denied',
       task.session_id,
       { taskId: task.id, tool: call.function.name },
@@ -234,7 +237,7 @@ export class TaskRunner {
   private async cancelLocked(
     taskId: string,
   ): Promise<{ task: TaskRow } | { stopped: Promise<void> }> {
-    const { runtime } = this;
+    const { store, events, sessions } = this.deps;
     const task = await this.getTask(taskId);
     const running = this.running.get(task.id);
     if (running) {
@@ -244,8 +247,8 @@ export class TaskRunner {
     if (task.status !== 'waiting' && task.status !== 'interrupted') return { task };
     // On the session's queue, so no turn builds its context between the
     // status change and the answer to the open call.
-    const cancelled = await runtime.queue.run(task.session_id, async () => {
-      const row = await runtime.store.transitionTask(task.id, [task.status], {
+    const cancelled = await sessions.run(task.session_id, async () => {
+      const row = await store.transitionTask(task.id, [task.status], {
         status: 'cancelled',
         error: 'Cancelled by request.',
         pending_call_id: null,
@@ -255,7 +258,7 @@ export class TaskRunner {
       if (row && task.pending_call_id) {
         // Answer the open call (ask_user, or one awaiting approval) so the
         // session's history stays valid.
-        await runtime.store.appendMessages(task.session_id, [
+        await store.appendMessages(task.session_id, [
           {
             role: 'tool',
             tool_call_id: task.pending_call_id,
@@ -267,7 +270,7 @@ export class TaskRunner {
       return row;
     });
     if (!cancelled) return { task: await this.getTask(task.id) };
-    await runtime.events.emit('task.cancelled', task.session_id, { taskId: task.id });
+    await events.emit('task.cancelled', task.session_id, { taskId: task.id });
     return { task: cancelled };
   }
 
@@ -278,7 +281,7 @@ export class TaskRunner {
   }
 
   async getTask(id: string): Promise<TaskRow> {
-    const task = await this.runtime.store.findTask(id);
+    const task = await this.deps.store.findTask(id);
     if (!task)
       throw new CairnError('TASK_NOT_FOUND', `Task "${id}" not found. List tasks with GET /tasks.`);
     return task;
@@ -295,10 +298,17 @@ export class TaskRunner {
       running.controller.abort(new Error('server shutting down'));
   }
 
-  private start(task: TaskRow, turn: (signal: AbortSignal) => Promise<TurnResult>): void {
+  /** Runs `turn` in the background, in the task's session slot, and settles the task's row. */
+  private start(
+    task: TaskRow,
+    agent: AgentConfig,
+    turn: (signal: AbortSignal, session: SessionRow, runTurn: RunTurn) => Promise<TurnResult>,
+  ): void {
     const controller = new AbortController();
-    const done = this.runtime.queue
-      .run(task.session_id, () => turn(controller.signal))
+    const done = this.deps.runtime
+      .withTurnSlot(task.session_id, agent, (session, runTurn) =>
+        turn(controller.signal, session, runTurn),
+      )
       .then(
         (outcome) => this.settle(task, outcome),
         (err: unknown) => this.fail(task, err, controller.signal.aborted),
@@ -309,9 +319,9 @@ export class TaskRunner {
   }
 
   private async settle(task: TaskRow, outcome: TurnResult): Promise<void> {
-    const { store, events } = this.runtime;
+    const { store, events } = this.deps;
     if (outcome.result.kind === 'pending') {
-      await waitForApproval(this.runtime, task, outcome.result.call);
+      await waitForApproval(this.deps, task, outcome.result.call);
       return;
     }
     if (outcome.result.kind === 'waiting') {
@@ -334,7 +344,7 @@ export class TaskRunner {
   }
 
   private async fail(task: TaskRow, err: unknown, cancelled: boolean): Promise<void> {
-    const { store, events } = this.runtime;
+    const { store, events } = this.deps;
     if (cancelled) {
       await store.transitionTask(task.id, ['running'], {
         status: 'cancelled',
@@ -349,7 +359,7 @@ export class TaskRunner {
         ? `${err.code}: ${err.message}`
         : 'INTERNAL: The task failed unexpectedly; the server log has the details.';
     if (!(err instanceof CairnError))
-      this.runtime.log?.({ taskId: task.id, error: describeError(err) }, 'task failed');
+      this.deps.log?.({ taskId: task.id, error: describeError(err) }, 'task failed');
     await store.transitionTask(task.id, ['running'], { status: 'failed', error: message });
     await events.emit('task.failed', task.session_id, { taskId: task.id, error: message });
   }

@@ -51,7 +51,7 @@ describe('runDaemonTick', () => {
     t.fake!.script({
       tool_calls: [{ name: 'ask_user', arguments: JSON.stringify({ question: 'Anyone there?' }) }],
     });
-    const task = await t.app.daemons.runDaemonTick('asker');
+    const task = await t.app.daemons.runDaemonTick({ agentName: 'asker' });
     expect(task).toMatchObject({ status: 'cancelled', pending_call_id: null });
     const session = (await t.app.store.findSession(task!.session_id))!;
     expect(session.status).toBe('closed');
@@ -64,7 +64,7 @@ describe('runDaemonTick', () => {
   it('runs the prompt as a task in a fresh daemon session that ends closed', async () => {
     t.fake!.script({ content: 'Queue is empty.' });
     const before = Date.now();
-    const task = await t.app.daemons.runDaemonTick('ticker');
+    const task = await t.app.daemons.runDaemonTick({ agentName: 'ticker' });
     expect(task).toMatchObject({
       agent_name: 'ticker',
       status: 'completed',
@@ -113,7 +113,7 @@ describe('runDaemonTick', () => {
     await t.app.store.setDaemonNextRun('ticker', new Date(Date.now() - 60_000));
     t.fake!.script({ content: 'Slow tick.', delayMs: 600 });
     const started = Date.now();
-    const tick = t.app.daemons.runDaemonTick('ticker');
+    const tick = t.app.daemons.runDaemonTick({ agentName: 'ticker' });
     // While the tick still runs (its lease held), the stored next run is already an hour on:
     // a restart now would find nothing due.
     await expect
@@ -129,8 +129,8 @@ describe('runDaemonTick', () => {
     t.fake!.script({ content: 'Only once.', delayMs: 300 });
     const before = (await listSessions(t.app, 'agentName=ticker')).length;
     const results = await Promise.all([
-      t.app.daemons.runDaemonTick('ticker'),
-      t.app.daemons.runDaemonTick('ticker'),
+      t.app.daemons.runDaemonTick({ agentName: 'ticker' }),
+      t.app.daemons.runDaemonTick({ agentName: 'ticker' }),
     ]);
     const ran = results.filter((r): r is TaskRow => r !== undefined);
     expect(ran).toHaveLength(1);
@@ -144,7 +144,7 @@ describe('runDaemonTick', () => {
     const before = (await listSessions(t.app, 'agentName=ticker')).length;
     const held = await t.app.store.claimDaemonLease('ticker', 'other-process', new Date(), 60_000);
     expect(held).toBe(true);
-    expect(await t.app.daemons.runDaemonTick('ticker')).toBeUndefined();
+    expect(await t.app.daemons.runDaemonTick({ agentName: 'ticker' })).toBeUndefined();
     expect(t.fake!.requests).toHaveLength(0);
     expect(await listSessions(t.app, 'agentName=ticker')).toHaveLength(before);
     expect((await t.app.store.findDaemonState('ticker'))!.lease_owner).toBe('other-process');
@@ -167,7 +167,7 @@ describe('runDaemonTick', () => {
       ),
     ).toBe(true);
     t.fake!.script({ content: 'Took over.' });
-    const task = await t.app.daemons.runDaemonTick('ticker');
+    const task = await t.app.daemons.runDaemonTick({ agentName: 'ticker' });
     expect(task).toMatchObject({ status: 'completed', result: 'Took over.' });
     // The stale holder's late write is refused: the lease is no longer its own.
     expect(
@@ -190,7 +190,7 @@ describe('runDaemonTick', () => {
         url: '/agents/ticker/chat',
         payload: { message: 'Hello daemon.' },
       }),
-      t.app.daemons.runDaemonTick('ticker'),
+      t.app.daemons.runDaemonTick({ agentName: 'ticker' }),
     ]);
     expect(chat.statusCode).toBe(200);
     expect(chat.json().reply).toBe('Chat answer.');
@@ -203,7 +203,7 @@ describe('runDaemonTick', () => {
   });
 
   it('an agent without a schedule cannot tick', async () => {
-    await expect(t.app.daemons.runDaemonTick('assistant')).rejects.toMatchObject({
+    await expect(t.app.daemons.runDaemonTick({ agentName: 'assistant' })).rejects.toMatchObject({
       code: 'VALIDATION_ERROR',
     });
     expect(t.app.daemons.daemonAgents().map((a) => a.name)).toEqual(['asker', 'ticker']);

@@ -237,16 +237,16 @@ describe('GET /events', () => {
     const settle = async (count: number): Promise<void> => {
       // The server sees the socket close a moment after the client aborts.
       const deadline = Date.now() + FRAME_WAIT_MS;
-      while (t.app.runtime.events.subscriberCount !== count && Date.now() < deadline) {
+      while (t.app.events.subscriberCount !== count && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      expect(t.app.runtime.events.subscriberCount).toBe(count);
+      expect(t.app.events.subscriberCount).toBe(count);
     };
     await settle(0); // the streams of the earlier tests are gone
     const stream = await openEvents(`${base}/events`);
     try {
       await stream.until((f) => f.length > 0);
-      expect(t.app.runtime.events.subscriberCount).toBe(1);
+      expect(t.app.events.subscriberCount).toBe(1);
     } finally {
       stream.close();
     }

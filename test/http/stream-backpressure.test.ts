@@ -202,7 +202,7 @@ describe('event streams with clients that do not read', () => {
         data: { i, big },
         created_at: new Date().toISOString(),
       };
-      t.app.runtime.events.publish([row]);
+      t.app.events.publish([row]);
       // Let the sockets move between events, as a live server would.
       await new Promise((resolve) => setImmediate(resolve));
     }

@@ -479,10 +479,10 @@ describe('loop: interrupted and cancelled tool calls (RELIABILITY 2, 3)', () => 
 
     // The cancelled turn ends on its own; wait for the session's queue slot.
     const deadline = Date.now() + 10_000;
-    while (t.app.runtime.queue.isBusy(id) && Date.now() < deadline) {
+    while (t.app.queue.isBusy(id) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    expect(t.app.runtime.queue.isBusy(id)).toBe(false);
+    expect(t.app.queue.isBusy(id)).toBe(false);
 
     const stored = await history(id);
     expect(roles(stored)).toEqual(['system', 'user', 'assistant', 'tool']);

@@ -4,6 +4,7 @@
  * that disconnects mid-turn cancels it; what was stored stays stored.
  */
 import type { FastifyInstance } from 'fastify';
+import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { Runtime } from '../../runtime/router.js';
 import { toHttpError } from '../errors.js';
 import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js';
@@ -23,7 +24,11 @@ const chatBody = objectSchema(
 
 export function chatRoutes(
   app: FastifyInstance,
-  deps: { runtime: Runtime; streams: StreamGate },
+  deps: {
+    runtime: Pick<Runtime, 'runChat' | 'usableSession' | 'rejectIfTaskWaiting'>;
+    agents: Pick<AgentRegistry, 'get'>;
+    streams: StreamGate;
+  },
 ): void {
   app.post<{ Params: { name: string }; Body: ChatBody }>(
     '/agents/:name/chat',
@@ -48,7 +53,7 @@ export function chatRoutes(
 
       // Validate agent and session before committing to a 200 stream, so a
       // bad request still gets its 4xx status instead of a 200 with an error event.
-      const agent = deps.runtime.agents.get(request.params.name);
+      const agent = deps.agents.get(request.params.name);
       if (sessionId !== undefined) {
         await deps.runtime.usableSession(sessionId, agent);
         await deps.runtime.rejectIfTaskWaiting(sessionId);

@@ -7,7 +7,9 @@ import type { DefaultCompaction } from '../../compaction/default-compaction.js';
 import { CairnError } from '../../errors.js';
 import { estimateMessagesTokens } from '../../llm/tokens.js';
 import { normalizeOutgoing } from '../../llm/normalize-request.js';
+import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { Runtime } from '../../runtime/router.js';
+import type { CompactionStore } from '../../store/store.js';
 import { summaryMessages } from '../../runtime/build-context.js';
 import { objectSchema, sessionParams } from '../schemas.js';
 
@@ -18,9 +20,15 @@ interface CompactBody {
 
 export function compactionRoutes(
   app: FastifyInstance,
-  deps: { runtime: Runtime; compaction: DefaultCompaction; contextWindow: number },
+  deps: {
+    runtime: Pick<Runtime, 'getSession' | 'buildContext'>;
+    agents: Pick<AgentRegistry, 'find'>;
+    store: Pick<CompactionStore, 'listCompactions'>;
+    compaction: DefaultCompaction;
+    contextWindow: number;
+  },
 ): void {
-  const { runtime, compaction } = deps;
+  const { runtime, agents, store, compaction } = deps;
   type WithId = { Params: { id: string } };
 
   app.post<WithId & { Body: CompactBody | undefined }>(
@@ -66,7 +74,7 @@ export function compactionRoutes(
     { schema: { params: sessionParams } },
     async (request) => {
       const session = await runtime.getSession(request.params.id);
-      return { compactions: await runtime.store.listCompactions(session.id) };
+      return { compactions: await store.listCompactions(session.id) };
     },
   );
 
@@ -75,7 +83,7 @@ export function compactionRoutes(
     { schema: { params: sessionParams } },
     async (request) => {
       const session = await runtime.getSession(request.params.id);
-      const agent = runtime.agents.find(session.agent_name);
+      const agent = agents.find(session.agent_name);
       if (!agent) {
         throw new CairnError(
           'AGENT_NOT_FOUND',

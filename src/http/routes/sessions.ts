@@ -1,7 +1,7 @@
 /** Session resources: create, list, read, messages, reset, close, delete. */
 import type { FastifyInstance } from 'fastify';
 import type { Runtime } from '../../runtime/router.js';
-import type { SessionFilter } from '../../store/store.js';
+import type { MessageLog, SessionFilter, SessionStore } from '../../store/store.js';
 import {
   AGENT_NAME,
   CURSOR,
@@ -18,8 +18,17 @@ interface CreateBody {
   compactCount?: number;
 }
 
-export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }): void {
-  const { runtime } = deps;
+export function sessionRoutes(
+  app: FastifyInstance,
+  deps: {
+    runtime: Pick<
+      Runtime,
+      'createSession' | 'getSession' | 'resetSession' | 'closeSession' | 'deleteSession'
+    >;
+    store: Pick<SessionStore, 'listSessions'> & Pick<MessageLog, 'listMessages'>;
+  },
+): void {
+  const { runtime, store } = deps;
   type WithId = { Params: { id: string } };
 
   app.post<{ Body: CreateBody }>(
@@ -62,7 +71,7 @@ export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }):
       },
     },
     async (request) => {
-      const page = await runtime.store.listSessions(request.query);
+      const page = await store.listSessions(request.query);
       return { sessions: page.items, nextCursor: page.nextCursor };
     },
   );
@@ -84,7 +93,7 @@ export function sessionRoutes(app: FastifyInstance, deps: { runtime: Runtime }):
     },
     async (request) => {
       const session = await runtime.getSession(request.params.id);
-      const messages = await runtime.store.listMessages(session.id, request.query);
+      const messages = await store.listMessages(session.id, request.query);
       return {
         messages: messages.map((m) => ({
           ...m,
