@@ -3,7 +3,7 @@
  * array of message metadata: no I/O, no clock, property-tested.
  *
  * The greedy rule is the report's: take whole messages from the oldest until
- * the batch reaches `floor(totalLength × compactCount / 100)`, rounding up.
+ * the batch reaches `floor(totalLength × compactPercent / 100)` (the session's `compact_count`), rounding up.
  * The amendment: the cut may only fall where no tool call is open — every call
  * in the batch has its result in the batch and the first message after the
  * cut is not a `tool` message — so the request built from the summary and the
@@ -23,7 +23,7 @@ export interface CutPlan {
   cutoff: number;
   /** summaryLength + Σ chars of the uncompacted messages. */
   totalChars: number;
-  /** floor(totalChars × compactCount / 100). */
+  /** floor(totalChars × compactPercent / 100). */
   targetChars: number;
   /** Σ chars of the messages in the batch. */
   batchChars: number;
@@ -61,12 +61,12 @@ export function safeBoundaries(messages: readonly CutCandidate[]): boolean[] {
 export function planCut(
   messages: readonly CutCandidate[],
   summaryLength: number,
-  compactCount: number,
+  compactPercent: number,
   options: CutOptions = {},
 ): CutPlan {
   let totalChars = summaryLength;
   for (const message of messages) totalChars += message.chars;
-  const targetChars = Math.floor((totalChars * compactCount) / 100);
+  const targetChars = Math.floor((totalChars * compactPercent) / 100);
   const none: CutPlan = { cutoff: 0, totalChars, targetChars, batchChars: 0 };
   if (messages.length === 0 || targetChars === 0) return none;
 

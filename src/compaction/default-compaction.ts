@@ -15,7 +15,8 @@ import type { EventBus } from '../runtime/events.js';
 import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { requireSession } from '../store/session-not-found.js';
 import { planCut, safeBoundaries } from './cut.js';
-import { capSummary, CHARS_PER_TOKEN, summaryRequest, transcriptEntry } from './prompt.js';
+import { CHARS_PER_TOKEN } from '../llm/tokens.js';
+import { capSummary, summaryRequest, transcriptEntry } from './prompt.js';
 
 /** Messages loaded per page while building the summariser's input. */
 const BATCH_PAGE = 1_000;

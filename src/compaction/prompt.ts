@@ -4,13 +4,12 @@
  * and stays under a hard size cap. Tool outputs are clipped in its input.
  */
 import type { ChatMessage } from '../llm/messages.js';
+import { CHARS_PER_TOKEN } from '../llm/tokens.js';
 
 /** A tool result longer than this is clipped (head and tail kept) in the summariser's input. */
 export const TOOL_OUTPUT_CLIP_CHARS = 2_000;
 /** Any other message longer than this is clipped the same way. */
 export const MESSAGE_CLIP_CHARS = 8_000;
-/** Conservative characters per token, to turn maxSummaryChars into max_tokens. */
-export const CHARS_PER_TOKEN = 3;
 
 export function clipMiddle(text: string, max: number): string {
   if (text.length <= max) return text;

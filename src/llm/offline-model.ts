@@ -3,6 +3,7 @@
  * works with no API key. Chat replies are canned and say what they are;
  * summaries are extractive (the first words of each line of the input).
  */
+import { CHARS_PER_TOKEN, estimateMessagesTokens, estimateTextTokens } from './tokens.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
 import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/settings.js';
 
@@ -13,10 +14,6 @@ const LINE_CHARS = 160;
 function clip(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
-}
-
-function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
 }
 
 export class OfflineModel implements ModelClient {
@@ -30,13 +27,12 @@ export class OfflineModel implements ModelClient {
       // Stream in word-sized pieces so SSE clients see real deltas.
       for (const piece of content.match(/\S+\s*/g) ?? [content]) options.onDelta(piece);
     }
-    const promptChars = request.messages.reduce((n, m) => n + (m.content?.length ?? 0), 0);
     return {
       message: { role: 'assistant', content },
       finishReason: 'stop',
       usage: {
-        prompt_tokens: Math.ceil(promptChars / 4),
-        completion_tokens: estimateTokens(content),
+        prompt_tokens: estimateMessagesTokens(request.messages),
+        completion_tokens: estimateTextTokens(content),
       },
       model: OFFLINE_MODEL_NAME,
     };
@@ -54,7 +50,7 @@ export class OfflineModel implements ModelClient {
       .filter((m) => m.role === 'user')
       .map((m) => m.content ?? '')
       .join('\n');
-    const maxChars = (request.maxTokens ?? 3000) * 4;
+    const maxChars = (request.maxTokens ?? 3000) * CHARS_PER_TOKEN;
     // Keep content lines; drop the prompt's own headings ("Existing summary:")
     // and list markers, so repeated summaries do not nest "- - ".
     const lines = input

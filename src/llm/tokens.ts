@@ -1,6 +1,6 @@
 /**
- * Token estimates for context accounting (auto-compaction, GET /context).
- * Uses the cl100k tokenizer: for any particular model it is an estimate,
+ * The one token estimator (auto-compaction, GET /context, the offline
+ * model's usage, compaction budgets). Uses the cl100k tokenizer: for any particular model it is an estimate,
  * which is all the threshold needs, and its tables take ~39 MB where
  * o200k's take ~63 MB of a server that should idle under 100 MB.
  */
@@ -26,11 +26,26 @@ function tokenizer(): CountTokens {
 /** Per-message framing tokens the chat format adds around each message. */
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 
+/**
+ * Characters per token where there is no text to count yet (a character cap
+ * turned into `max_tokens`, a token budget into characters). Cautious: real
+ * text runs 3.5 to 4.5, so a budget sized with it is not overrun.
+ */
+export const CHARS_PER_TOKEN = 3;
+
+/** A message that may carry its token count, counted once when it was stored. */
+export type CountedMessage = ChatMessage & { readonly tokens?: number | null };
+
 export function estimateTextTokens(text: string): number {
   return text.length === 0 ? 0 : tokenizer()(text);
 }
 
-export function estimateMessageTokens(message: ChatMessage): number {
+/**
+ * The message's tokens, framing included: its stored count when it has one
+ * (`tokens`, written with the message), else the tokenizer's.
+ */
+export function estimateMessageTokens(message: CountedMessage): number {
+  if (typeof message.tokens === 'number') return message.tokens;
   let tokens = MESSAGE_OVERHEAD_TOKENS + estimateTextTokens(message.content ?? '');
   for (const call of message.tool_calls ?? []) {
     tokens +=
@@ -39,7 +54,7 @@ export function estimateMessageTokens(message: ChatMessage): number {
   return tokens;
 }
 
-export function estimateMessagesTokens(messages: readonly ChatMessage[]): number {
+export function estimateMessagesTokens(messages: readonly CountedMessage[]): number {
   let total = 0;
   for (const message of messages) total += estimateMessageTokens(message);
   return total;

@@ -52,7 +52,8 @@ export interface CreateSessionInput {
   agentName: string;
   mode?: SessionMode;
   title?: string | null;
-  compactCount?: number;
+  /** The percent of the raw tail a compaction covers (the API's and the column's `compactCount`). */
+  compactPercent?: number;
   parentSessionId?: string | null;
 }
 
@@ -148,7 +149,7 @@ export class Runtime {
       mode: input.mode ?? 'chat',
       title: input.title ?? null,
       parentSessionId: input.parentSessionId ?? null,
-      compactCount: input.compactCount ?? agent.defaultCompaction.compactionCount,
+      compactCount: input.compactPercent ?? agent.defaultCompaction.compactionCount,
       systemPrompt: agent.system,
     });
     await this.events.emit('session.created', session.id, {

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { OFFLINE_LABEL, OfflineModel } from '../../src/llm/offline-model.js';
+import { CHARS_PER_TOKEN } from '../../src/llm/tokens.js';
 
 const conversation: ChatMessage[] = [
   { role: 'system', content: 'You are helpful.' },
@@ -67,7 +68,7 @@ describe('OfflineModel', () => {
     );
   });
 
-  it('clips long lines and bounds the summary by maxTokens × 4 characters', async () => {
+  it('clips long lines and bounds the summary by maxTokens × CHARS_PER_TOKEN characters', async () => {
     const model = new OfflineModel();
     const lines = Array.from({ length: 200 }, (_, i) => `fact ${i}: ${'detail '.repeat(40)}`);
     for (const maxTokens of [20, 100, 500]) {
@@ -77,7 +78,7 @@ describe('OfflineModel', () => {
         purpose: 'summary',
       });
       const summary = response.message.content!;
-      expect(summary.length).toBeLessThanOrEqual(maxTokens * 4);
+      expect(summary.length).toBeLessThanOrEqual(maxTokens * CHARS_PER_TOKEN);
       expect(summary.startsWith(`${OFFLINE_LABEL} Extractive summary:`)).toBe(true);
       for (const line of summary.split('\n').slice(1)) {
         expect(line.length).toBeLessThanOrEqual(2 + 160);

@@ -5,12 +5,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { DefaultCompaction } from '../../compaction/default-compaction.js';
 import { CairnError } from '../../errors.js';
-import { estimateMessagesTokens } from '../../llm/tokens.js';
-import { normalizeOutgoing } from '../../llm/normalize-request.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { Runtime } from '../../runtime/router.js';
 import type { CompactionStore } from '../../store/store.js';
-import { summaryMessages } from '../../runtime/build-context.js';
+import { accountContext } from '../../runtime/context-accounting.js';
 import { objectSchema, sessionParams } from '../schemas.js';
 
 interface CompactBody {
@@ -90,20 +88,8 @@ export function compactionRoutes(
           `Session "${session.id}" belongs to agent "${session.agent_name}", which is no longer loaded.`,
         );
       }
-      const built = await runtime.buildContext(session, agent);
-      const messages = normalizeOutgoing(built.messages);
-      // Memory notes travel as a system message; count them apart from the prompt.
-      const memory = built.memory
-        ? estimateMessagesTokens([{ role: 'system', content: built.memory }])
-        : 0;
-      const system = estimateMessagesTokens(messages.filter((m) => m.role === 'system')) - memory;
-      const summary = estimateMessagesTokens(
-        summaryMessages(session.compact_summary, built.tail[0]),
-      );
-      const total = estimateMessagesTokens(messages);
       return {
-        messages,
-        tokens: { system, memory, summary, raw: total - system - memory - summary, total },
+        ...accountContext(await runtime.buildContext(session, agent)),
         contextWindow: deps.contextWindow,
       };
     },

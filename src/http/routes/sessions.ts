@@ -50,7 +50,7 @@ export function sessionRoutes(
       const session = await runtime.createSession({
         agentName,
         ...(title !== undefined ? { title } : {}),
-        ...(compactCount !== undefined ? { compactCount } : {}),
+        ...(compactCount !== undefined ? { compactPercent: compactCount } : {}),
       });
       return reply.code(201).send({ session });
     },

@@ -1,0 +1,30 @@
+/**
+ * What the next model call's context costs, part by part (`GET
+ * /sessions/:id/context`): system prompt, memory notes, summary and raw tail,
+ * counted by the one token estimator over exactly what the model is sent.
+ */
+import type { ChatMessage } from '../llm/messages.js';
+import { normalizeOutgoing } from '../llm/normalize-request.js';
+import { estimateMessagesTokens } from '../llm/tokens.js';
+import { summaryMessages, type BuiltContext } from './build-context.js';
+
+export interface ContextAccount {
+  /** The messages as the model would get them (normalized). */
+  messages: ChatMessage[];
+  tokens: { system: number; memory: number; summary: number; raw: number; total: number };
+}
+
+export function accountContext(built: BuiltContext): ContextAccount {
+  const messages = normalizeOutgoing(built.messages);
+  // Memory notes travel as a system message; counted apart from the prompt.
+  const memory = built.memory
+    ? estimateMessagesTokens([{ role: 'system', content: built.memory }])
+    : 0;
+  const system = estimateMessagesTokens(messages.filter((m) => m.role === 'system')) - memory;
+  const summary = estimateMessagesTokens(summaryMessages(built.summary, built.tail[0]));
+  const total = estimateMessagesTokens(messages);
+  return {
+    messages,
+    tokens: { system, memory, summary, raw: total - system - memory - summary, total },
+  };
+}
