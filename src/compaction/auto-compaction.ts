@@ -18,7 +18,7 @@ import { estimateMessagesTokens } from '../llm/tokens.js';
 import type { EventBus } from '../runtime/events.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
 import type { ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
-import type { CompactionStore, MessageLog, SessionRow } from '../store/store.js';
+import type { CompactionStore, SessionRow } from '../store/store.js';
 import type { DefaultCompaction } from './default-compaction.js';
 
 /** A compaction must cut the estimate by at least this fraction, or auto-compaction is suspended. */
@@ -29,7 +29,7 @@ export const MAX_CONSECUTIVE_FAILURES = 3;
 const SINCE_LIMIT = 10_000;
 
 export interface AutoCompactionDeps {
-  store: Pick<MessageLog, 'listTail'> & Pick<CompactionStore, 'setCompactionSuspended'>;
+  store: Pick<CompactionStore, 'setCompactionSuspended'>;
   events: EventBus;
   compaction: DefaultCompaction;
   /** Context window of the main model, in tokens. */
@@ -46,14 +46,14 @@ export class AutoCompaction implements ContextGuard {
 
   constructor(private readonly deps: AutoCompactionDeps) {}
 
-  /** Estimated prompt tokens of the next call on `session` with `messages`. */
-  async estimate(session: SessionRow, messages: readonly ChatMessage[]): Promise<number> {
+  /**
+   * Estimated prompt tokens of the turn's next call with `messages`: the
+   * last reported prompt plus what was stored since, else the whole context.
+   */
+  async estimate(turn: GuardedTurn, messages: readonly ChatMessage[]): Promise<number> {
+    const { session } = turn;
     if (session.last_prompt_tokens !== null && session.last_prompt_seq !== null) {
-      const since = await this.deps.store.listTail(
-        session.id,
-        session.last_prompt_seq,
-        SINCE_LIMIT,
-      );
+      const since = await turn.messagesAfter(session.last_prompt_seq, SINCE_LIMIT);
       if (since.length < SINCE_LIMIT)
         return session.last_prompt_tokens + estimateMessagesTokens(since);
     }
@@ -64,7 +64,7 @@ export class AutoCompaction implements ContextGuard {
     const threshold = ctx.agent.defaultCompaction.autoThreshold;
     if (threshold === undefined || ctx.session.compaction_suspended) return messages;
     const limit = (threshold / 100) * this.deps.contextWindow;
-    const before = await this.estimate(ctx.session, messages);
+    const before = await this.estimate(ctx, messages);
     if (before < limit) return messages;
 
     const sessionId = ctx.session.id;

@@ -59,10 +59,39 @@ export interface ContextBuilderDeps {
   store: Pick<MessageLog, 'loadContext'>;
   /** Adds memory notes or other build-time context to the system messages. */
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
+  /** Sessions whose loaded messages are kept between turns (least recently used dropped). */
+  maxCachedSessions?: number;
 }
 
+/** How many sessions' loaded messages are kept in memory by default (40-message tails are small). */
+export const DEFAULT_MAX_CACHED_SESSIONS = 500;
+
+/** A longer raw tail (a session that is never compacted) is reloaded each turn rather than held. */
+export const MAX_CACHED_TAIL_MESSAGES = 2_000;
+
+/** A session's stored messages as last loaded, and the state they were loaded at. */
+interface Loaded {
+  epoch: number;
+  compactSeq: number;
+  /** The highest seq the messages account for: any append after it invalidates them. */
+  lastSeq: number;
+  system: StoredMessage[];
+  tail: StoredMessage[];
+}
+
+/**
+ * Builds contexts, and keeps each session's loaded messages between turns so a
+ * turn appends to them instead of reloading the tail. They are used only while
+ * the session's epoch (reset), compaction pointer and last seq are the ones
+ * they were loaded or last appended at; anything else reloads from the store.
+ */
 export class ContextBuilder {
-  constructor(private readonly deps: ContextBuilderDeps) {}
+  private readonly loaded = new Map<string, Loaded>();
+  private readonly maxCached: number;
+
+  constructor(private readonly deps: ContextBuilderDeps) {
+    this.maxCached = deps.maxCachedSessions ?? DEFAULT_MAX_CACHED_SESSIONS;
+  }
 
   /**
    * The context the next model call on `session` gets. `replace` stands an
@@ -74,8 +103,8 @@ export class ContextBuilder {
     agent: AgentConfig,
     replace?: { summary: string; fromSeq: number },
   ): Promise<BuiltContext> {
-    const loaded = await this.deps.store.loadContext(session.id, session.compact_seq);
-    const tail = replace ? loaded.tail.filter((m) => m.seq >= replace.fromSeq) : loaded.tail;
+    const loaded = await this.load(session);
+    const tail = replace ? loaded.tail.filter((m) => m.seq >= replace.fromSeq) : [...loaded.tail];
     const summary = replace ? replace.summary : session.compact_summary;
     const system: ChatMessage[] = loaded.system.map(toChatMessage);
     const memory = this.deps.systemContext ? await this.deps.systemContext(agent) : undefined;
@@ -86,5 +115,73 @@ export class ContextBuilder {
       summary,
       memory,
     };
+  }
+
+  /**
+   * Messages just stored on a session (by the turn holding its slot): kept
+   * with its loaded messages when they directly follow them, else those are dropped.
+   */
+  appended(sessionId: string, messages: readonly StoredMessage[]): void {
+    const loaded = this.loaded.get(sessionId);
+    const first = messages[0];
+    if (!loaded || !first) return;
+    if (first.seq !== loaded.lastSeq + 1) {
+      this.loaded.delete(sessionId);
+      return;
+    }
+    for (const message of messages) {
+      (message.role === 'system' ? loaded.system : loaded.tail).push(message);
+      loaded.lastSeq = message.seq;
+    }
+  }
+
+  /**
+   * The stored non-system messages after `seq` from memory, when the session's
+   * loaded messages are still those at `epoch` and `compactSeq` and cover `seq`.
+   */
+  loadedAfter(
+    sessionId: string,
+    state: { epoch: number; compactSeq: number },
+    seq: number,
+  ): StoredMessage[] | undefined {
+    const loaded = this.loaded.get(sessionId);
+    if (!loaded || loaded.epoch !== state.epoch || loaded.compactSeq !== state.compactSeq)
+      return undefined;
+    if (seq < loaded.compactSeq) return undefined;
+    return loaded.tail.filter((m) => m.seq > seq);
+  }
+
+  private async load(session: SessionRow): Promise<Loaded> {
+    const kept = this.loaded.get(session.id);
+    if (
+      kept &&
+      kept.epoch === session.epoch &&
+      kept.compactSeq === session.compact_seq &&
+      kept.lastSeq === session.last_seq
+    ) {
+      // Most recently used last, so the first key is the one to drop.
+      this.loaded.delete(session.id);
+      this.loaded.set(session.id, kept);
+      return kept;
+    }
+    const { system, tail } = await this.deps.store.loadContext(session.id, session.compact_seq);
+    const loaded: Loaded = {
+      epoch: session.epoch,
+      compactSeq: session.compact_seq,
+      lastSeq: session.last_seq,
+      system,
+      tail,
+    };
+    this.loaded.delete(session.id);
+    // Something stored after the session row was read: not known to be whole, so not kept.
+    const newest = Math.max(system.at(-1)?.seq ?? 0, tail.at(-1)?.seq ?? 0);
+    if (newest <= session.last_seq && tail.length <= MAX_CACHED_TAIL_MESSAGES) {
+      this.loaded.set(session.id, loaded);
+      if (this.loaded.size > this.maxCached) {
+        const oldest = this.loaded.keys().next().value;
+        if (oldest !== undefined) this.loaded.delete(oldest);
+      }
+    }
+    return loaded;
   }
 }

@@ -26,7 +26,7 @@ export interface TurnCompactionReport {
 
 export interface TurnDeps {
   store: Pick<SessionStore, 'findSession'> &
-    Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext'>;
+    Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext' | 'listTail'>;
   events: Pick<EventBus, 'publish'>;
   context: ContextBuilder;
   guard?: ContextGuard;
@@ -43,6 +43,11 @@ export class Turn implements LoopTurn, GuardedTurn {
    */
   private builtAtSeq: number;
   private report: TurnCompactionReport | null = null;
+  /**
+   * True while the session row is as read under the slot, with only this
+   * turn's appends since: the first model call needs no re-read.
+   */
+  private sessionFresh = true;
 
   constructor(
     session: SessionRow,
@@ -93,13 +98,17 @@ export class Turn implements LoopTurn, GuardedTurn {
       },
     );
     this.stored.push(...written.messages);
+    this.deps.context.appended(this.current.id, written.messages);
     this.deps.events.publish(written.events);
   }
 
   async prepare(messages: ChatMessage[]): Promise<ChatMessage[]> {
     const { guard } = this.deps;
     if (!guard) return messages;
-    await this.refresh();
+    // Usage, pointer and suspension change between calls (a manual compaction
+    // does not wait for the slot): re-read once per call after the first.
+    if (this.sessionFresh) this.sessionFresh = false;
+    else await this.refresh();
     const fresh = this.current.compact_seq === this.builtAtSeq ? messages : await this.build();
     return guard.beforeModelCall(this, fresh);
   }
@@ -107,6 +116,13 @@ export class Turn implements LoopTurn, GuardedTurn {
   async rebuild(): Promise<ChatMessage[]> {
     await this.refresh();
     return this.build();
+  }
+
+  async messagesAfter(seq: number, limit: number): Promise<StoredMessage[]> {
+    const { epoch, compact_seq: compactSeq, id } = this.current;
+    const kept = this.deps.context.loadedAfter(id, { epoch, compactSeq }, seq);
+    if (kept && kept.length <= limit) return kept;
+    return this.deps.store.listTail(id, seq, limit);
   }
 
   async historyBeforeTurn(): Promise<{ summary: string | null; messages: StoredMessage[] }> {
