@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as CompactionModule from '../src/compaction/default-compaction.js';
 import type * as RegistryModule from '../src/agents/agent-registry.js';
-import type * as EventsModule from '../src/runtime/events.js';
+import type * as EventsModule from '../src/runtime/event-bus.js';
 import type * as StoreModule from '../src/store/sqlite/sqlite-store.js';
 import type { ModelClient } from '../src/llm/model-client.js';
 import { startBenchApp } from './bench-app.js';
@@ -66,7 +66,7 @@ export async function bookkeepingRows(): Promise<string[][]> {
     'compaction/default-compaction.js',
   );
   const { AgentRegistry } = await load<typeof RegistryModule>('agents/agent-registry.js');
-  const { EventBus } = await load<typeof EventsModule>('runtime/events.js');
+  const { EventBus } = await load<typeof EventsModule>('runtime/event-bus.js');
   const home = mkdtempSync(join(tmpdir(), 'cairn-bench-compaction-'));
   const store = new SqliteStore(join(home, 'cairn.db'));
   try {

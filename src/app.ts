@@ -16,22 +16,22 @@ import { DefaultCompaction } from './compaction/default-compaction.js';
 import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
-import { EventBus } from './runtime/events.js';
+import { EventBus } from './runtime/event-bus.js';
 import { eventLogger } from './runtime/event-log.js';
 import { chatTurnLogger } from './runtime/turn-observer.js';
 import { SessionTitler } from './runtime/session-titler.js';
-import { Runtime } from './runtime/router.js';
+import { Runtime } from './runtime/runtime.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { builtinTools } from './tools/builtins/index.js';
 import { checkAgentTools } from './agents/check-agent-tools.js';
 import { ToolCatalog } from './tools/tool-catalog.js';
 import { memoryContext } from './tools/builtins/memory.js';
-import { DaemonScheduler } from './runtime/daemons.js';
+import { DaemonScheduler } from './runtime/daemon-scheduler.js';
 import { Subagents } from './runtime/subagents.js';
 import { KeyedQueue } from './runtime/keyed-queue.js';
 import type { SessionLock } from './runtime/session-lock.js';
-import { TaskRunner } from './runtime/tasks.js';
+import { TaskRunner } from './runtime/task-runner.js';
 import { recoverAfterRestart } from './runtime/startup-recovery.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
@@ -43,7 +43,11 @@ import { openaiApiRoutes } from './openai-api/routes.js';
 import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
 import { sessionTransferRoutes } from './http/routes/session-transfer.js';
 import { metricsRoutes } from './http/routes/metrics.js';
-import { agentReloadRoutes } from './http/routes/agents.js';
+import { agentReloadRoutes, agentRoutes } from './http/routes/agents.js';
+import { chatRoutes } from './http/routes/chat.js';
+import { eventRoutes } from './http/routes/events.js';
+import { healthRoutes } from './http/routes/health.js';
+import { sessionRoutes } from './http/routes/sessions.js';
 import { AgentReloader } from './agents/agent-reloader.js';
 import { CairnMetrics } from './metrics/metrics.js';
 
@@ -182,11 +186,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     log: (details, message) => logTarget.server?.log.warn(details, message),
   });
   const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
+  const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
   const server = createServer({
-    runtime,
-    store,
-    agents: registry,
-    events,
     apiKey: settings.server.apiKey,
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
@@ -195,8 +196,13 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       maxBufferedBytes: settings.server.streamBufferBytes,
     },
     logger: options.logger ?? false,
-    ...(mcp.serverNames().length > 0 ? { healthExtras: () => ({ mcp: mcp.health() }) } : {}),
+    // Every route group of the server, registered in this order.
     routes: [
+      (app) => healthRoutes(app, { store, ...(healthExtras ? { healthExtras } : {}) }),
+      (app) => agentRoutes(app, { agents: registry }),
+      (app, { streams }) => chatRoutes(app, { runtime, agents: registry, streams }),
+      (app) => sessionRoutes(app, { runtime, store }),
+      (app, { streams }) => eventRoutes(app, { store, events, streams }),
       (app) => mcpRoutes(app, { runtime, agents: registry }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),

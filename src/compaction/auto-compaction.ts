@@ -15,7 +15,7 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
-import type { EventBus } from '../runtime/events.js';
+import type { EventBus } from '../runtime/event-bus.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
 import type { ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
 import type { CompactionStore, SessionRow } from '../store/store.js';

@@ -11,7 +11,7 @@ import { DEFAULT_MAX_SUMMARY_CHARS } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
-import type { EventBus } from '../runtime/events.js';
+import type { EventBus } from '../runtime/event-bus.js';
 import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { requireSession } from '../store/session-not-found.js';
 import { planCut, safeBoundaries } from './cut.js';

@@ -1,24 +1,16 @@
 /**
  * Builds the fastify instance: JSON Schema validation that never coerces JSON
- * bodies, bearer auth, the error envelope, and the routes. Never listens.
+ * bodies, bearer auth, rate and stream limits, the error envelope, and the
+ * OpenAPI document; the routes are the composition root's list. Never listens.
  */
 import { Ajv } from 'ajv';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
-import type { EventBus } from '../runtime/events.js';
-import type { Runtime } from '../runtime/router.js';
-import type { Store } from '../store/store.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
 import { registerOpenApi } from './openapi.js';
-import { agentRoutes } from './routes/agents.js';
-import { chatRoutes } from './routes/chat.js';
-import { eventRoutes } from './routes/events.js';
-import { healthRoutes } from './routes/health.js';
-import { sessionRoutes } from './routes/sessions.js';
 import { StreamGate, type StreamLimits } from './stream-gate.js';
 import { DEFAULT_MAX_STREAMS, DEFAULT_STREAM_BUFFER_BYTES } from '../config/settings.js';
 
@@ -26,10 +18,6 @@ import { DEFAULT_MAX_STREAMS, DEFAULT_STREAM_BUFFER_BYTES } from '../config/sett
 export const REQUEST_TIMEOUT_MS = 60_000;
 
 export interface ServerDeps {
-  runtime: Runtime;
-  store: Store;
-  agents: AgentRegistry;
-  events: EventBus;
   apiKey: string | null;
   bodyLimitBytes: number;
   /** Requests per client per window (the client is the key holder, or its IP); null = none. */
@@ -37,11 +25,8 @@ export interface ServerDeps {
   logger: FastifyServerOptions['logger'];
   /** Limits on event streams (default: 200 streams, 1 MiB queued per stream). */
   streamLimits?: StreamLimits;
-  /** Extra route groups (compaction, tasks, memory) registered by their features. */
-  /** Route modules registered from the composition root; they get the shared stream gate. */
-  routes?: ((app: FastifyInstance, shared: { streams: StreamGate }) => void)[];
-  /** Fields features add to `GET /health` (e.g. `mcp`). */
-  healthExtras?: () => Record<string, unknown>;
+  /** Every route group, in order, from the composition root; each gets the shared stream gate. */
+  routes: ((app: FastifyInstance, shared: { streams: StreamGate }) => void)[];
 }
 
 /** Paths anyone may call, even when an API key is configured. */
@@ -146,12 +131,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   registerOpenApi(app);
   // Routes register after the limiter, so its hook covers every one of them.
   void app.register(async (api) => {
-    healthRoutes(api, deps);
-    agentRoutes(api, deps);
-    chatRoutes(api, { ...deps, streams });
-    sessionRoutes(api, deps);
-    eventRoutes(api, { ...deps, streams });
-    for (const register of deps.routes ?? []) register(api, { streams });
+    for (const register of deps.routes) register(api, { streams });
   });
   return app;
 }

@@ -14,7 +14,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError, describeError } from '../errors.js';
-import type { ChatInput, ChatResult } from '../runtime/router.js';
+import type { ChatInput, ChatResult } from '../runtime/runtime.js';
 import { VERSION } from '../version.js';
 
 export const CHAT_TOOL_PREFIX = 'chat_with_';

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { TokenUsage } from '../llm/messages.js';
 import { readChatCompletionRequest } from './chat-request.js';
-import type { ConversationResult, Conversations } from './conversation.js';
+import type { ConversationResult, Conversations } from './conversations.js';
 import { toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';

@@ -10,7 +10,7 @@ import type { ChatMessage, TokenUsage } from '../llm/messages.js';
 import type { MessageLog, SessionStore } from '../store/store.js';
 import type { SessionRow } from '../store/store.js';
 import { contentText, readTemperature } from './chat-request.js';
-import type { ConversationResult, Conversations } from './conversation.js';
+import type { ConversationResult, Conversations } from './conversations.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';

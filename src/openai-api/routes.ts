@@ -6,10 +6,10 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type { Runtime } from '../runtime/router.js';
+import type { Runtime } from '../runtime/runtime.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { chatCompletionRoutes } from './chat-completions.js';
-import { Conversations, type ConversationsDeps } from './conversation.js';
+import { Conversations, type ConversationsDeps } from './conversations.js';
 import { InvalidRequestError, sendOpenAIError } from './errors.js';
 import { modelRoutes } from './models.js';
 import { responseRoutes, type ResponseRouteDeps } from './responses.js';

@@ -8,7 +8,7 @@
  */
 import type { ToolCall } from '../llm/messages.js';
 import type { TaskRow, TaskStore } from '../store/store.js';
-import type { EventBus } from './events.js';
+import type { EventBus } from './event-bus.js';
 
 /** The question a task waiting for approval shows (task row, events, chat reply). */
 export function approvalQuestion(taskId: string, call: ToolCall): string {

@@ -6,7 +6,7 @@
 import type { ChatMessage } from '../llm/messages.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
-import { summaryMessages, type BuiltContext } from './build-context.js';
+import { summaryMessages, type BuiltContext } from './context-builder.js';
 
 export interface ContextAccount {
   /** The messages as the model would get them (normalized). */

@@ -5,7 +5,7 @@
  * server's log stays readable.
  */
 import type { EventRow } from '../store/store.js';
-import type { EventListener } from './events.js';
+import type { EventListener } from './event-bus.js';
 
 export type InfoLogger = (details: Record<string, unknown>, message: string) => void;
 

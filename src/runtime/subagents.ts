@@ -9,7 +9,7 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
-import { SUBAGENTS_PER_RUN, type Runtime } from './router.js';
+import { SUBAGENTS_PER_RUN, type Runtime } from './runtime.js';
 
 /** How many subagent levels may sit below a top-level session. */
 export const SUBAGENT_MAX_DEPTH = 3;

@@ -8,9 +8,9 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
 import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
-import type { ContextBuilder } from './build-context.js';
+import type { ContextBuilder } from './context-builder.js';
 import type { CompactionDone, ContextGuard, GuardedTurn } from './context-guard.js';
-import type { EventBus } from './events.js';
+import type { EventBus } from './event-bus.js';
 import type { LoopTurn } from './loop.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */

@@ -7,7 +7,7 @@
  * report's table, reset, and the `context.defaultCompacted` event.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/build-context.js';
+import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';

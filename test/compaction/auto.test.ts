@@ -7,7 +7,7 @@
  * then CONTEXT_OVERFLOW with a bounded number of attempts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SUMMARY_PREFIX } from '../../src/runtime/build-context.js';
+import { SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { FakeReply } from '../fakes/llm-server.js';
@@ -365,5 +365,68 @@ describe('context-overflow recovery', () => {
     const events = await t.app.store.listEvents({ afterId: 0, sessionId: id, limit: 100 });
     expect(events.map((e) => e.type)).toContain('context.compacted');
     for (const r of fake().requests) expect(r.problems).toEqual([]);
+  });
+});
+
+describe('context-overflow recovery with agent memory', () => {
+  const MEMO = {
+    name: 'memo',
+    description: 'Remembers things',
+    system: 'You remember things.',
+    tools: [],
+    maxIterations: 3,
+    memory: { enabled: true },
+  };
+  const OVERFLOW: FakeReply = {
+    status: 400,
+    errorBody: {
+      error: {
+        message: "This model's maximum context length is 100 tokens.",
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    },
+  };
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ agents: { memo: MEMO } });
+  });
+  afterAll(async () => t.close());
+
+  it('keeps the memory block in the in-memory fallback context (the one context builder)', async () => {
+    const note = await t.app.server.inject({
+      method: 'PUT',
+      url: '/agents/memo/memory/colour',
+      payload: { content: 'The user likes teal.' },
+    });
+    expect(note.statusCode, note.body).toBeLessThan(300);
+    let mainCalls = 0;
+    t.fake!.reset();
+    t.fake!.setDefault((body) => {
+      if (isSummaryRequest(body)) return { content: 'FALLBACK SUMMARY' };
+      mainCalls += 1;
+      // The first call and the retry after compaction overflow: the fallback runs.
+      return mainCalls <= 2 ? OVERFLOW : { content: 'ok' };
+    });
+    const id = await seedSession(
+      t.app,
+      Array.from({ length: 6 }, (_, i) => ({
+        role: i % 2 === 0 ? ('user' as const) : ('assistant' as const),
+        content: `message ${i}`,
+      })),
+      { agentName: 'memo' },
+    );
+    const res = await chatOn(t.app, id, 'hello', 'memo');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().reply).toBe('ok');
+    const last = agentRequestsOf(t.fake!).at(-1)!.body.messages as {
+      role: string;
+      content: string;
+    }[];
+    const system = last.filter((m) => m.role === 'system').map((m) => m.content);
+    expect(system.some((c) => c.includes('The user likes teal.'))).toBe(true);
+    expect(last).toContainEqual({ role: 'user', content: `${SUMMARY_PREFIX}FALLBACK SUMMARY` });
+    expect(last.at(-1)).toEqual({ role: 'user', content: 'hello' });
   });
 });

@@ -6,7 +6,7 @@
  * reset win over a compaction that started before it.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/build-context.js';
+import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 import { agentRequestsOf, isSummaryRequest, summaryRequestsOf } from './summary-requests.js';

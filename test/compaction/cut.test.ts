@@ -8,7 +8,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { buildMessagesWithSummary } from '../../src/runtime/build-context.js';
+import { buildMessagesWithSummary } from '../../src/runtime/context-builder.js';
 import { planCut, safeBoundaries, type CutCandidate } from '../../src/compaction/cut.js';
 import { messageChars, type ChatMessage } from '../../src/llm/messages.js';
 import { INTERRUPTED_TOOL_RESULT, normalizeOutgoing } from '../../src/llm/normalize-request.js';

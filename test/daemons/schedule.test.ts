@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../../src/agents/agent-config.js';
 import { CairnError } from '../../src/errors.js';
-import { nextRunAfter, parseEvery } from '../../src/runtime/daemons.js';
+import { nextRunAfter, parseEvery } from '../../src/runtime/daemon-scheduler.js';
 
 function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
   return {

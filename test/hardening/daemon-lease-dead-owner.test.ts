@@ -7,7 +7,7 @@
 import { rmSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DAEMON_LEASE_MS } from '../../src/runtime/daemons.js';
+import { DAEMON_LEASE_MS } from '../../src/runtime/daemon-scheduler.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 import { makeHome } from '../helpers/test-app.js';
 import { dbPathOf, spawnServer, type ServerProcess } from '../process/spawn-server.js';

@@ -9,7 +9,7 @@ import {
   SUMMARY_ACK,
   SUMMARY_PREFIX,
   summaryMessages,
-} from '../../src/runtime/build-context.js';
+} from '../../src/runtime/context-builder.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 
 const system: ChatMessage = { role: 'system', content: 'You are a test assistant.' };

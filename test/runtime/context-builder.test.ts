@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../../src/agents/agent-config.js';
-import { ContextBuilder, SUMMARY_PREFIX } from '../../src/runtime/build-context.js';
+import { ContextBuilder, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SessionRow } from '../../src/store/store.js';
 

@@ -6,7 +6,7 @@
  * while waiting never cuts the open call, and in a chat the question is the reply.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ASK_USER_IN_CHAT_RESULT } from '../../src/runtime/router.js';
+import { ASK_USER_IN_CHAT_RESULT } from '../../src/runtime/runtime.js';
 import { CANCELLED_TOOL_RESULT } from '../../src/runtime/loop.js';
 import type { TaskRow } from '../../src/store/store.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';

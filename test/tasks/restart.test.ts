@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { INTERRUPTED_TOOL_RESULT } from '../../src/llm/normalize-request.js';
-import { RESUME_AFTER_INTERRUPTION } from '../../src/runtime/tasks.js';
+import { RESUME_AFTER_INTERRUPTION } from '../../src/runtime/task-runner.js';
 import type { TaskRow } from '../../src/store/store.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 import { makeHome } from '../helpers/test-app.js';

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
-import type { Runtime } from '../../runtime/router.js';
+import type { Runtime } from '../../runtime/runtime.js';
 import { toHttpError } from '../errors.js';
 import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js';
 import { SseStream, wantsEventStream } from '../sse.js';

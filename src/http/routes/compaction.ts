@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { DefaultCompaction } from '../../compaction/default-compaction.js';
 import { CairnError } from '../../errors.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
-import type { Runtime } from '../../runtime/router.js';
+import type { Runtime } from '../../runtime/runtime.js';
 import type { CompactionStore } from '../../store/store.js';
 import { accountContext } from '../../runtime/context-accounting.js';
 import { objectSchema, sessionParams } from '../schemas.js';

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { EventRow } from '../../store/store.js';
-import type { EventBus } from '../../runtime/events.js';
+import type { EventBus } from '../../runtime/event-bus.js';
 import type { EventLog } from '../../store/store.js';
 import { objectSchema, SESSION_ID } from '../schemas.js';
 import { SseStream } from '../sse.js';

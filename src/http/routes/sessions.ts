@@ -1,6 +1,6 @@
 /** Session resources: create, list, read, messages, reset, close, delete. */
 import type { FastifyInstance } from 'fastify';
-import type { Runtime } from '../../runtime/router.js';
+import type { Runtime } from '../../runtime/runtime.js';
 import type { MessageLog, SessionFilter, SessionStore } from '../../store/store.js';
 import {
   AGENT_NAME,

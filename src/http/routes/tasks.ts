@@ -1,6 +1,6 @@
 /** Tasks over HTTP: start, read, list, resume with an answer, approve or deny a tool call, cancel. */
 import type { FastifyInstance } from 'fastify';
-import type { TaskRunner } from '../../runtime/tasks.js';
+import type { TaskRunner } from '../../runtime/task-runner.js';
 import type { TaskStatus, TaskStore } from '../../store/store.js';
 import {
   agentParams,

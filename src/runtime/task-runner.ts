@@ -14,8 +14,8 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { MessageLog, SessionRow, TaskRow, TaskStore } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
-import type { EventBus } from './events.js';
-import type { Runtime, RunTurn, TurnResult } from './router.js';
+import type { EventBus } from './event-bus.js';
+import type { Runtime, RunTurn, TurnResult } from './runtime.js';
 import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
 

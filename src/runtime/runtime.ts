@@ -1,14 +1,15 @@
 /**
- * The router: the runtime's entry points (DESIGN §4). It owns sessions and
- * turns — loading the context from the store, repairing interrupted tool
- * calls, injecting the summary, queueing turns per session — and hands a
- * plain message array to the loop.
+ * The runtime (DESIGN §4's router): sessions, chat turns, and the turn slot
+ * of each session. A turn (`Turn`) builds its context, repairs interrupted
+ * tool calls and persists what the loop produces; the loop gets a plain
+ * message array. Tasks, subagents, daemons and API conversations run their
+ * turns through `withTurnSlot`, which takes the session's slot.
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
-import { ContextBuilder, type BuiltContext } from './build-context.js';
+import { ContextBuilder, type BuiltContext } from './context-builder.js';
 import type { ContextGuard } from './context-guard.js';
 import { Turn, type TurnCompactionReport } from './turn.js';
 import type { ModelClient } from '../llm/model-client.js';
@@ -17,7 +18,7 @@ import { requireSession } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
-import type { EventBus } from './events.js';
+import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { KeyedQueue } from './keyed-queue.js';

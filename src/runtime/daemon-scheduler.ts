@@ -11,9 +11,9 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { DaemonLeaseStore, TaskRow } from '../store/store.js';
-import type { EventBus } from './events.js';
-import type { Runtime } from './router.js';
-import type { TaskRunner } from './tasks.js';
+import type { EventBus } from './event-bus.js';
+import type { Runtime } from './runtime.js';
+import type { TaskRunner } from './task-runner.js';
 
 /** A tick holds its agent's lease this long at most; a crashed holder's lease then expires. */
 export const DAEMON_LEASE_MS = 15 * 60_000;
