@@ -166,10 +166,15 @@ export class Runtime {
     return requireSession(await this.store.findSession(id), id);
   }
 
+  /** Runs `work` in the slot of an existing session (404 at once, without queueing). */
+  private async inSessionSlot<T>(id: string, work: () => Promise<T>): Promise<T> {
+    await this.getSession(id);
+    return this.queue.run(id, work);
+  }
+
   /** Waits for the session's running turns, then clears its conversation and compaction state. */
   async resetSession(id: string): Promise<SessionRow> {
-    await this.getSession(id);
-    return this.queue.run(id, async () => {
+    return this.inSessionSlot(id, async () => {
       // A task waiting on this session waits on a call that reset deletes.
       const waiting = await this.store.findWaitingTaskForSession(id);
       if (waiting) {
@@ -192,8 +197,7 @@ export class Runtime {
   }
 
   async closeSession(id: string): Promise<SessionRow> {
-    await this.getSession(id);
-    return this.queue.run(id, async () => {
+    return this.inSessionSlot(id, async () => {
       const session = requireSession(await this.store.closeSession(id), id);
       await this.events.emit('session.closed', id, {});
       return session;
@@ -201,8 +205,7 @@ export class Runtime {
   }
 
   async deleteSession(id: string): Promise<void> {
-    await this.getSession(id);
-    await this.queue.run(id, async () => {
+    await this.inSessionSlot(id, async () => {
       await this.store.deleteSession(id);
       await this.events.emit('session.deleted', id, {});
     });
