@@ -19,6 +19,7 @@ import {
 } from '../../src/store/sqlite/open-database.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
+import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { describeStoreContract } from './store-contract.js';
 
 const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
@@ -213,6 +214,20 @@ describe('SqliteStore on SQLite', () => {
     expect((await store.searchHistory(a.id, 'alpha', 10)).length).toBe(0);
     expect((await store.searchHistory(a.id, 'reset', 10)).length).toBe(1);
     expect(store.db.pragma('foreign_key_check')).toEqual([]);
+  });
+
+  it('rows written before migration 007 have no stored token estimate; new rows get one', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    await store.appendMessages(session.id, [{ role: 'user', content: 'an old message' }]);
+    store.db.exec('UPDATE messages SET tokens = NULL'); // as migration 007 leaves old rows
+    await store.appendMessages(session.id, [{ role: 'assistant', content: 'a new one' }]);
+    const { system, tail } = await store.loadContext(session.id, 0);
+    expect(system[0]).not.toHaveProperty('tokens');
+    expect(tail[0]).not.toHaveProperty('tokens');
+    expect(tail[1]?.tokens).toBe(
+      estimateMessageTokens({ role: 'assistant', content: 'a new one' }),
+    );
   });
 
   it('keeps everything across close and reopen', async () => {
@@ -478,7 +493,12 @@ function buildStoreForWorkers(outDir: string): string {
         pending.push(path.posix.normalize(path.posix.join(path.posix.dirname(rel), `${spec}.ts`)));
         return match;
       })
-      .replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`);
+      .replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`)
+      // Lazily required packages (the tokenizer) resolve from this repo, not the temp dir.
+      .replace(
+        /createRequire\(import\.meta\.url\)/g,
+        `createRequire(${JSON.stringify(pathToFileURL(path.join(SRC_DIR, rel)).href)})`,
+      );
     const out = path.join(outDir, rel.replace(/\.ts$/, '.js'));
     fs.mkdirSync(path.dirname(out), { recursive: true });
     fs.writeFileSync(out, js);

@@ -11,6 +11,7 @@ import {
   type StoredMessage,
   type ToolCall,
 } from '../../llm/messages.js';
+import { estimateMessageTokens } from '../../llm/tokens.js';
 import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
@@ -52,6 +53,8 @@ interface MessageRecord {
   tool_call_id: string | null;
   name: string | null;
   created_at: string;
+  /** Selected by context reads only (CONTEXT_COLUMNS); NULL on rows from before migration 007. */
+  tokens?: number | null;
 }
 
 interface EventRecord {
@@ -78,6 +81,12 @@ const TASK_PATCH_COLUMNS: readonly string[] = [
 
 const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
+/**
+ * What a context read selects: the message and its stored token estimate.
+ * Pages of GET /sessions/:id/messages and exports keep MESSAGE_COLUMNS, so
+ * their shape is unchanged.
+ */
+const CONTEXT_COLUMNS = `${MESSAGE_COLUMNS}, tokens`;
 
 export function newId(prefix: string): string {
   return `${prefix}_${randomBytes(12).toString('hex')}`;
@@ -98,6 +107,7 @@ function toStoredMessage(row: MessageRecord): StoredMessage {
   if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
   if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
   if (row.name !== null) message.name = row.name;
+  if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
   return message;
 }
 
@@ -186,8 +196,9 @@ function prepareStatements(db: SqliteDatabase) {
       VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
     getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
     appendState: db.prepare('SELECT last_seq, transcript_hash FROM sessions WHERE id = ?'),
-    insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash)
-      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @transcript_hash)`),
+    insertMessage:
+      db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars, tokens, transcript_hash)
+      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @tokens, @transcript_hash)`),
     updateSession: db.prepare(`UPDATE sessions SET
         title = CASE WHEN @set_title THEN @title ELSE title END,
         compact_count = COALESCE(@compact_count, compact_count),
@@ -226,11 +237,11 @@ function prepareStatements(db: SqliteDatabase) {
       `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
     ),
     systemMessages: db.prepare(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND role = 'system' ORDER BY seq`,
+      `SELECT ${CONTEXT_COLUMNS} FROM messages WHERE session_id = ? AND role = 'system' ORDER BY seq`,
     ),
-    tailMessages: db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM messages
+    tailMessages: db.prepare(`SELECT ${CONTEXT_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
-    tailPage: db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM messages
+    tailPage: db.prepare(`SELECT ${CONTEXT_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq LIMIT ?`),
     // Rows from before the chars column existed have NULL there: fall back
     // to the content length (their tool calls are then measured in JS).
@@ -353,6 +364,8 @@ export class SqliteStore implements Store {
   async createSession(input: NewSession): Promise<SessionRow> {
     const id = newId('sess');
     const createdAt = now();
+    const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
+    const tokens = system.map(estimateMessageTokens);
     return this.guard(() =>
       this.db
         .transaction(() => {
@@ -365,7 +378,7 @@ export class SqliteStore implements Store {
             created_at: createdAt,
             compact_count: input.compactCount,
           });
-          this.insertMessages(id, [{ role: 'system', content: input.systemPrompt }], {}, createdAt);
+          this.insertMessages(id, system, tokens, {}, createdAt);
           return this.stmt.getSession.get(id) as SessionRow;
         })
         .immediate(),
@@ -396,6 +409,7 @@ export class SqliteStore implements Store {
     messages: readonly ImportedMessage[],
   ): Promise<void> {
     if (messages.length === 0) return;
+    const tokens = messages.map(estimateMessageTokens);
     await this.guard(() =>
       this.db
         .transaction(() => {
@@ -404,7 +418,7 @@ export class SqliteStore implements Store {
           const state = this.stmt.appendState.get(sessionId) as
             { transcript_hash: string | null } | undefined;
           let transcript = state?.transcript_hash ?? null;
-          for (const message of messages) {
+          for (const [i, message] of messages.entries()) {
             const visible = isVisible(message);
             if (visible) transcript = nextTranscriptHash(transcript, message);
             this.stmt.insertMessage.run({
@@ -417,6 +431,7 @@ export class SqliteStore implements Store {
               name: message.name ?? null,
               created_at: message.created_at,
               chars: messageChars(message),
+              tokens: tokens[i]!,
               transcript_hash: visible ? transcript : null,
             });
           }
@@ -497,9 +512,10 @@ export class SqliteStore implements Store {
     messages: ChatMessage[],
     options: AppendOptions = {},
   ): Promise<StoredMessage[]> {
+    const tokens = messages.map(estimateMessageTokens);
     return this.guard(() =>
       this.db
-        .transaction(() => this.insertMessages(sessionId, messages, options, now()))
+        .transaction(() => this.insertMessages(sessionId, messages, tokens, options, now()))
         .immediate(),
     );
   }
@@ -510,11 +526,12 @@ export class SqliteStore implements Store {
     eventType: string,
     options: AppendOptions = {},
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    const tokens = messages.map(estimateMessageTokens);
     return this.guard(() =>
       this.db
         .transaction(() => {
           const createdAt = now();
-          const stored = this.insertMessages(sessionId, messages, options, createdAt);
+          const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
           const events = stored.map((m) =>
             this.insertEvent(
               { type: eventType, sessionId, data: { seq: m.seq, role: m.role, sessionId } },
@@ -527,9 +544,15 @@ export class SqliteStore implements Store {
     );
   }
 
+  /**
+   * The inserts of one append, inside the caller's transaction. `tokens` are
+   * the messages' estimates, computed by the caller before the transaction
+   * (encoding is CPU work that must not hold the write lock).
+   */
   private insertMessages(
     sessionId: string,
     messages: ChatMessage[],
+    tokens: readonly number[],
     options: AppendOptions,
     createdAt: string,
   ): StoredMessage[] {
@@ -538,7 +561,7 @@ export class SqliteStore implements Store {
     let seq = state?.last_seq ?? 0;
     let transcript = state?.transcript_hash ?? null;
     const stored: StoredMessage[] = [];
-    for (const message of messages) {
+    for (const [i, message] of messages.entries()) {
       seq += 1;
       const record: MessageRecord = {
         session_id: sessionId,
@@ -553,6 +576,8 @@ export class SqliteStore implements Store {
       // The chain advances at write time, so matching a transcript never scans messages.
       const visible = isVisible(message);
       if (visible) transcript = nextTranscriptHash(transcript, message);
+      // Estimated once, at write; context reads return it instead of re-encoding.
+      record.tokens = tokens[i]!;
       this.stmt.insertMessage.run({
         ...record,
         chars: messageChars(message),
