@@ -107,6 +107,7 @@ interface ColumnInfo {
   type: string;
   notnull: number;
   dflt_value: string | null;
+  pk: number;
 }
 
 const requiredCache = new Map<string, readonly RequiredColumn[]>();
@@ -137,7 +138,7 @@ export function requiredColumns(migrations: readonly Migration[]): readonly Requ
       if (/_(data|idx|content|docsize|config)$/.test(table)) continue;
       for (const info of scratch.prepare(`PRAGMA table_info(${table})`).all() as ColumnInfo[]) {
         // A primary key or a NOT NULL column without a default cannot be added by ALTER.
-        if (info.notnull === 1 && info.dflt_value === null) continue;
+        if (info.pk > 0 || (info.notnull === 1 && info.dflt_value === null)) continue;
         const definition = [
           info.type,
           info.notnull === 1 ? 'NOT NULL' : '',

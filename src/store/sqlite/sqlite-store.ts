@@ -65,6 +65,15 @@ interface EventRecord {
   created_at: string;
 }
 
+/**
+ * Messages wait this long after an append before the queued ones are added
+ * to the history index in one batch (migration 008), so a turn never pays
+ * for the index; a search indexes whatever is still queued first.
+ */
+export const HISTORY_INDEX_DELAY_MS = 1_000;
+/** Rows one indexing transaction takes at most, so a batch never holds the lock for long. */
+export const HISTORY_INDEX_BATCH = 2_000;
+
 /** Notes returned by one memory listing or search unless the caller asks for fewer or more. */
 export const MEMORY_PAGE = 100;
 
@@ -248,6 +257,13 @@ function prepareStatements(db: SqliteDatabase) {
     messageMeta:
       db.prepare(`SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
       FROM messages WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
+    // One batch of the history-index queue (migration 008): the same ids, in one transaction.
+    indexQueued: db.prepare(`INSERT INTO messages_fts (rowid, content)
+      SELECT id, content FROM messages
+      WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)`),
+    unqueueIndexed: db.prepare(
+      'DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)',
+    ),
     searchHistory: db.prepare(`SELECT m.seq AS seq, m.role AS role,
         snippet(messages_fts, 0, '[', ']', '…', 16) AS snippet
       FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
@@ -348,6 +364,8 @@ export class SqliteStore implements Store {
   private readonly stmt: Statements;
 
   private readonly busyBudgetMs: number;
+  /** The pending batch of the history index, if one is scheduled. */
+  private historyIndexTimer: NodeJS.Timeout | undefined;
 
   constructor(path: string, options: { busyBudgetMs?: number } = {}) {
     this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
@@ -357,6 +375,48 @@ export class SqliteStore implements Store {
 
   private guard<T>(work: () => T): Promise<T> {
     return guard(work, this.busyBudgetMs);
+  }
+
+  /**
+   * Indexes up to HISTORY_INDEX_BATCH queued messages for history_search in
+   * one transaction; returns how many it took (0: the queue is empty).
+   */
+  async indexHistoryBatch(): Promise<number> {
+    return this.guard(() =>
+      this.db
+        .transaction(() => {
+          this.stmt.indexQueued.run(HISTORY_INDEX_BATCH);
+          return this.stmt.unqueueIndexed.run(HISTORY_INDEX_BATCH).changes;
+        })
+        .immediate(),
+    );
+  }
+
+  /** Indexes every queued message (before a search: it must see every committed message). */
+  async indexHistory(): Promise<void> {
+    while ((await this.indexHistoryBatch()) === HISTORY_INDEX_BATCH) {
+      // a full batch: more may be queued
+    }
+  }
+
+  /**
+   * Schedules one batch a moment from now, off the turn that appended. A
+   * batch that fails (the database busy past the budget) leaves the queue as
+   * it was: the next batch or search takes it, and a search reports the error.
+   */
+  private scheduleHistoryIndex(delayMs = HISTORY_INDEX_DELAY_MS): void {
+    if (this.historyIndexTimer !== undefined || !this.db.open) return;
+    this.historyIndexTimer = setTimeout(() => {
+      this.historyIndexTimer = undefined;
+      if (!this.db.open) return;
+      this.indexHistoryBatch().then(
+        (taken) => {
+          if (taken === HISTORY_INDEX_BATCH) this.scheduleHistoryIndex(0);
+        },
+        () => undefined,
+      );
+    }, delayMs);
+    this.historyIndexTimer.unref();
   }
 
   // ---- sessions -------------------------------------------------------------
@@ -435,6 +495,7 @@ export class SqliteStore implements Store {
               transcript_hash: visible ? transcript : null,
             });
           }
+          this.scheduleHistoryIndex();
           this.stmt.bumpImported.run({
             id: sessionId,
             count: messages.length,
@@ -585,6 +646,7 @@ export class SqliteStore implements Store {
       });
       stored.push(toStoredMessage(record));
     }
+    this.scheduleHistoryIndex();
     this.stmt.bumpSession.run({
       id: sessionId,
       count: messages.length,
@@ -661,6 +723,7 @@ export class SqliteStore implements Store {
   async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
     const fts = toFtsQuery(query);
     if (fts === undefined) return [];
+    await this.indexHistory();
     return this.stmt.searchHistory.all(fts, sessionId, limit) as HistoryHit[];
   }
 
@@ -933,6 +996,9 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    // Queued messages stay queued in the file; the next search indexes them.
+    clearTimeout(this.historyIndexTimer);
+    this.historyIndexTimer = undefined;
     if (this.db.open) this.db.close();
   }
 

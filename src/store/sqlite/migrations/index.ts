@@ -5,6 +5,7 @@ import * as m003 from './003-task-pending-approval.js';
 import * as m004 from './004-transcript-hash.js';
 import * as m005 from './005-compaction-cost.js';
 import * as m007 from './007-message-tokens.js';
+import * as m008 from './008-deferred-history-index.js';
 
 export interface Migration {
   readonly version: number;
@@ -17,4 +18,4 @@ export interface Migration {
  * startup check restores (`ensureColumns`) are read from what the applied
  * migrations build, never from a second list (see `requiredColumns`).
  */
-export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m007];
+export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m007, m008];
