@@ -3,8 +3,11 @@
  * alone, with where the memory goes (issue 8). Builds the app on the demo
  * home like `npm run bench`, measures RSS after GC right after start, runs
  * `turns` chat turns over HTTP (default 2 000) against the fake model, and
- * measures again; prints process.memoryUsage() at both points and which
- * heavy packages are loaded (the lazy ones should not be when unused).
+ * measures again; prints process.memoryUsage() at each point, and what the
+ * tokenizer's tables add on their own (loaded by the first token estimate).
+ * Try `node --expose-gc --max-semi-space-size=1 …` to see how much of the
+ * heap is V8's young generation grown during start-up (a flag the process
+ * must start with: v8.setFlagsFromString has no effect on it later).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -13,9 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as AppModule from '../src/app.js';
 import type * as SettingsModule from '../src/config/settings.js';
-import { setFlagsFromString } from 'node:v8';
 import { writeDemoHome } from './bench-app.js';
-if (process.env.SEMI) setFlagsFromString(`--max-semi-space-size=${process.env.SEMI}`);
 import { startScript } from './child-script.js';
 
 const DIST = new URL('../../dist/', import.meta.url);
@@ -64,14 +65,6 @@ function post(port: number, path: string, body: unknown): Promise<string> {
   });
 }
 
-/** Packages whose code is loaded in this process (CommonJS cache; ESM-only ones are not listed). */
-function loadedPackages(): string[] {
-  const names = new Set<string>();
-  for (const key of Object.keys((globalThis as { require?: NodeJS.Require }).require?.cache ?? {}))
-    names.add(key);
-  return [...names];
-}
-
 async function main(): Promise<void> {
   const home = mkdtempSync(join(tmpdir(), 'cairn-rss-'));
   const fake = startScript('fake-model.js', []);
@@ -101,7 +94,6 @@ async function main(): Promise<void> {
       if (sessionId === undefined) sessions.push(reply.sessionId);
     }
     console.log(line(`after ${TURNS} turns`, await settle()));
-    void loadedPackages;
     await app.close();
   } finally {
     keepAlive.destroy();
