@@ -72,6 +72,8 @@ export interface TurnTrace {
 export async function growingConversationRows(
   baseURL: string,
   trace?: TurnTrace[],
+  /** Runs on the app's store before the warm-up (bench/growing-only.ts's variants). */
+  prepare?: (store: SqliteStore) => void,
 ): Promise<string[][]> {
   const home = mkdtempSync(join(tmpdir(), 'cairn-bench-growing-'));
   let app: AppModule.CairnApp | undefined;
@@ -95,6 +97,7 @@ export async function growingConversationRows(
     )) as typeof SettingsModule;
     app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
     const store = app.store as SqliteStore;
+    prepare?.(store);
     const turn = async (sessionId: string, message: string): Promise<void> => {
       const result = await app!.runtime.runChat({ agentName: agent.name, message, sessionId });
       if (result.reply !== 'ok') throw new Error(`growing conversation: reply ${result.reply}`);

@@ -4,8 +4,13 @@
  * on the turn without running the whole table. Then a look at the slow turns
  * (above the median's double): how many overlap a garbage collection, and
  * how much of their time the collections took.
+ *
+ * FTS=trigger runs it with migration 001's history index (each insert indexes
+ * its message inside the commit) instead of 008's queue, for an A/B in one
+ * build on the same machine.
  */
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
+import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { startScript } from './child-script.js';
 import { growingConversationRows, type TurnTrace } from './growing-conversation.js';
 
@@ -17,7 +22,16 @@ const fake = startScript('fake-model.js', []);
 try {
   const { baseURL } = JSON.parse(await fake.line) as { baseURL: string };
   const trace: TurnTrace[] = [];
-  for (const row of await growingConversationRows(baseURL, trace))
+  const variant =
+    process.env.FTS === 'trigger'
+      ? (store: SqliteStore) =>
+          store.db.exec(`DROP TRIGGER messages_fts_queue;
+            CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.content IS NOT NULL BEGIN
+              INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+            END;`)
+      : undefined;
+  console.log(`FTS=${process.env.FTS ?? 'queued'}`);
+  for (const row of await growingConversationRows(baseURL, trace, variant))
     console.log(`| ${row.join(' | ')} |`);
   observer.disconnect();
   const sorted = trace.map((t) => t.ms).sort((a, b) => a - b);
