@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
 import type * as StoreModule from '../src/store/sqlite/sqlite-store.js';
+import { useInsertTriggerIndex } from './compacted-tail.js';
 
 const DIST = new URL('../../dist/', import.meta.url);
 const TURNS = Number(process.env.TURNS ?? 4_000);
@@ -39,13 +40,8 @@ try {
   const store = new SqliteStore(file);
   if (process.env.CHECKPOINT === 'auto') store.db.pragma('wal_autocheckpoint = 1000');
   if (process.env.CHECKPOINT === 'off') store.db.pragma('wal_autocheckpoint = 0');
-  if (process.env.FTS === 'trigger') {
-    // Migration 001's index: every insert indexes its message in the commit.
-    store.db.exec(`DROP TRIGGER messages_fts_queue;
-      CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.content IS NOT NULL BEGIN
-        INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
-      END;`);
-  }
+  // Migration 001's index: every insert indexes its message in the commit.
+  if (process.env.FTS === 'trigger') useInsertTriggerIndex(store);
   const session = await store.createSession({
     agentName: 'assistant',
     mode: 'chat',

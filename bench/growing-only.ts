@@ -10,8 +10,8 @@
  * build on the same machine.
  */
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
-import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { startScript } from './child-script.js';
+import { useInsertTriggerIndex } from './compacted-tail.js';
 import { growingConversationRows, type TurnTrace } from './growing-conversation.js';
 
 const gcs: PerformanceEntry[] = [];
@@ -22,14 +22,7 @@ const fake = startScript('fake-model.js', []);
 try {
   const { baseURL } = JSON.parse(await fake.line) as { baseURL: string };
   const trace: TurnTrace[] = [];
-  const variant =
-    process.env.FTS === 'trigger'
-      ? (store: SqliteStore) =>
-          store.db.exec(`DROP TRIGGER messages_fts_queue;
-            CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.content IS NOT NULL BEGIN
-              INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
-            END;`)
-      : undefined;
+  const variant = process.env.FTS === 'trigger' ? useInsertTriggerIndex : undefined;
   console.log(`FTS=${process.env.FTS ?? 'queued'}`);
   for (const row of await growingConversationRows(baseURL, trace, variant))
     console.log(`| ${row.join(' | ')} |`);
