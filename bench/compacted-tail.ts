@@ -24,3 +24,15 @@ export function percentile(sorted: readonly number[], p: number): number {
   const index = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
   return sorted[Math.max(0, index)]!;
 }
+
+/**
+ * Puts back migration 001's history index on `store` (each insert indexes its
+ * message inside the commit) in place of 008's queue: the A/B variant of
+ * bench/growing-only.ts and bench/append-spikes.ts.
+ */
+export function useInsertTriggerIndex(store: SqliteStore): void {
+  store.db.exec(`DROP TRIGGER messages_fts_queue;
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.content IS NOT NULL BEGIN
+      INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+    END;`);
+}

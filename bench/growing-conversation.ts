@@ -60,7 +60,21 @@ function summarise(latencies: number[], cpuMicros: number): SizeStats {
   };
 }
 
-export async function growingConversationRows(baseURL: string): Promise<string[][]> {
+/** One measured turn, for bench/growing-only.ts's look at the slow ones. */
+export interface TurnTrace {
+  size: number;
+  startedAt: number;
+  ms: number;
+  /** CPU time of this process during the turn (user + system). */
+  cpuMs: number;
+}
+
+export async function growingConversationRows(
+  baseURL: string,
+  trace?: TurnTrace[],
+  /** Runs on the app's store before the warm-up (bench/growing-only.ts's variants). */
+  prepare?: (store: SqliteStore) => void,
+): Promise<string[][]> {
   const home = mkdtempSync(join(tmpdir(), 'cairn-bench-growing-'));
   let app: AppModule.CairnApp | undefined;
   try {
@@ -83,6 +97,7 @@ export async function growingConversationRows(baseURL: string): Promise<string[]
     )) as typeof SettingsModule;
     app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
     const store = app.store as SqliteStore;
+    prepare?.(store);
     const turn = async (sessionId: string, message: string): Promise<void> => {
       const result = await app!.runtime.runChat({ agentName: agent.name, message, sessionId });
       if (result.reply !== 'ok') throw new Error(`growing conversation: reply ${result.reply}`);
@@ -100,9 +115,20 @@ export async function growingConversationRows(baseURL: string): Promise<string[]
         const sessionId = bySize[i]!;
         const cpuBefore = process.cpuUsage();
         for (let t = 0; t < BATCH; t++) {
+          const cpuAtStart = trace ? process.cpuUsage() : undefined;
           const started = performance.now();
           await turn(sessionId, `question ${round}.${t}`);
-          latencies[i]!.push(performance.now() - started);
+          const ms = performance.now() - started;
+          latencies[i]!.push(ms);
+          if (trace && cpuAtStart) {
+            const used = process.cpuUsage(cpuAtStart);
+            trace.push({
+              size: SIZES[i]!,
+              startedAt: started,
+              ms,
+              cpuMs: (used.user + used.system) / 1000,
+            });
+          }
         }
         const spent = process.cpuUsage(cpuBefore);
         cpu[i]! += spent.user + spent.system;
