@@ -198,6 +198,38 @@ describe('PgStore on Postgres', () => {
     }
   });
 
+  it('stores text with a NUL character (which Postgres text cannot hold) as U+FFFD instead of failing', async () => {
+    const store = await PgStore.open(db.url);
+    try {
+      const session = await store.createSession({
+        agentName: 'assistant',
+        mode: 'chat',
+        compactCount: 50,
+        systemPrompt: 'sys',
+      });
+      const [stored] = await store.appendMessages(session.id, [
+        { role: 'tool', content: 'bytes\u0000here', tool_call_id: 'call_1' },
+      ]);
+      expect(stored!.content).toBe('bytes\uFFFDhere');
+      const [read] = await store.listMessages(session.id, { afterSeq: 1, limit: 1 });
+      expect(read!.content).toBe('bytes\uFFFDhere');
+      expect((await store.searchHistory(session.id, 'bytes', 5)).map((h) => h.seq)).toEqual([2]);
+      expect((await store.putMemory('assistant', 'k\u0000', 'v\u0000')).content).toBe('v\uFFFD');
+      const task = await store.createTask({
+        sessionId: session.id,
+        agentName: 'assistant',
+        input: 'in\u0000put',
+      });
+      const done = await store.transitionTask(task.id, ['running'], {
+        status: 'completed',
+        result: 'out\u0000put',
+      });
+      expect([task.input, done?.result]).toEqual(['in\uFFFDput', 'out\uFFFDput']);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a server that cannot be reached is 503 DATABASE_UNAVAILABLE', async () => {
     const err = await PgStore.open('postgres://postgres@127.0.0.1:1/none').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CairnError);

@@ -90,6 +90,15 @@ const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
 const INTERRUPTED_ERROR =
   'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
 
+/**
+ * Postgres text cannot hold U+0000, which SQLite stores as is (a tool may
+ * return it from a binary file): it is written as U+FFFD instead of failing
+ * the whole turn. JSON columns are unaffected (JSON escapes it).
+ */
+function pgText<T extends string | null>(value: T): T {
+  return (value === null ? value : value.replaceAll('\u0000', '\uFFFD')) as T;
+}
+
 function now(): string {
   return new Date().toISOString();
 }
@@ -207,7 +216,7 @@ export class PgStore implements Store {
           id,
           input.agentName,
           input.mode,
-          input.title ?? null,
+          pgText(input.title ?? null),
           input.parentSessionId ?? null,
           createdAt,
           input.compactCount,
@@ -292,7 +301,7 @@ export class PgStore implements Store {
            compact_count = COALESCE($4, compact_count),
            updated_at = $5
          WHERE id = $1 RETURNING *`,
-        [id, edit.title !== undefined, edit.title ?? null, edit.compactCount ?? null, now()],
+        [id, edit.title !== undefined, pgText(edit.title ?? null), edit.compactCount ?? null, now()],
       );
       return result.rows[0];
     });
@@ -313,7 +322,7 @@ export class PgStore implements Store {
           session.agent_name,
           session.mode,
           session.status,
-          session.title,
+          pgText(session.title),
           session.created_at,
           session.updated_at,
           session.input_tokens,
@@ -387,7 +396,7 @@ export class PgStore implements Store {
         session_id: sessionId,
         seq,
         role: message.role,
-        content: message.content,
+        content: pgText(message.content),
         tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
         tool_call_id: message.tool_call_id ?? null,
         name: message.name ?? null,
@@ -464,7 +473,7 @@ export class PgStore implements Store {
             sessionId,
             message.seq,
             message.role,
-            message.content,
+            pgText(message.content),
             message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
             message.tool_call_id ?? null,
             message.name ?? null,
@@ -583,7 +592,7 @@ export class PgStore implements Store {
          WHERE id = $1 RETURNING *`,
         [
           input.sessionId,
-          input.summary,
+          pgText(input.summary),
           input.toSize,
           input.toSeq,
           input.inputTokens ?? 0,
@@ -604,7 +613,7 @@ export class PgStore implements Store {
           before.compact_seq,
           input.toSeq,
           before.compact_summary,
-          input.summary,
+          pgText(input.summary),
           input.trigger,
           input.model,
           input.inputChars,
@@ -686,8 +695,8 @@ export class PgStore implements Store {
             k.to_size,
             k.from_seq,
             k.to_seq,
-            k.previous_summary,
-            k.summary,
+            pgText(k.previous_summary),
+            pgText(k.summary),
             k.trigger,
             k.model,
             k.input_chars,
@@ -738,7 +747,7 @@ export class PgStore implements Store {
       const created = await c.query<TaskRow>(
         `INSERT INTO tasks (id, session_id, agent_name, status, input, created_at, updated_at)
          VALUES ($1, $2, $3, 'running', $4, $5, $5) RETURNING *`,
-        [id, input.sessionId, input.agentName, input.input, now()],
+        [id, input.sessionId, input.agentName, pgText(input.input), now()],
       );
       return created.rows[0]!;
     });
@@ -768,7 +777,8 @@ export class PgStore implements Store {
     const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
     const params: unknown[] = [id, now(), [...from]];
     const assignments = columns.map((column) => {
-      params.push((patch as Record<string, unknown>)[column] ?? null);
+      const value = (patch as Record<string, unknown>)[column] ?? null;
+      params.push(typeof value === 'string' ? pgText(value) : value);
       return `${column} = $${params.length}`;
     });
     assignments.push('updated_at = $2');
@@ -885,7 +895,7 @@ export class PgStore implements Store {
          VALUES ($1, $2, $3, $4, $4)
          ON CONFLICT (agent_name, key) DO UPDATE SET content = EXCLUDED.content, updated_at = EXCLUDED.updated_at
          RETURNING ${MEMORY_COLUMNS}`,
-        [agentName, key, content, now()],
+        [agentName, pgText(key), pgText(content), now()],
       );
       return result.rows[0]!;
     });
