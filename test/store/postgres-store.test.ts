@@ -141,6 +141,38 @@ describe('PgStore on Postgres', () => {
     }
   });
 
+  it('event ids become visible in order: a reader paging by afterId during concurrent writes misses none', async () => {
+    const writers = await Promise.all([PgStore.open(db.url), PgStore.open(db.url)]);
+    const reader = await PgStore.open(db.url);
+    try {
+      const start = (await reader.listEvents({ afterId: 0, limit: 1_000_000 })).at(-1)?.id ?? 0;
+      let writing = true;
+      const seen: number[] = [];
+      const read = (async () => {
+        let after = start;
+        for (;;) {
+          const done = !writing;
+          const page = await reader.listEvents({ afterId: after, limit: 1_000 });
+          for (const event of page) seen.push(event.id);
+          after = page.at(-1)?.id ?? after;
+          if (done && page.length === 0) return;
+        }
+      })();
+      await Promise.all(
+        Array.from({ length: 200 }, (_, i) =>
+          writers[i % 2]!.appendEvent({ type: 'probe', data: { i } }),
+        ),
+      );
+      writing = false;
+      await read;
+      const all = (await reader.listEvents({ afterId: start, limit: 1_000 })).map((e) => e.id);
+      expect(all).toHaveLength(200);
+      expect(seen).toEqual(all);
+    } finally {
+      await Promise.all([...writers, reader].map((s) => s.close()));
+    }
+  });
+
   it('an exhausted pool answers 503 SERVICE_UNAVAILABLE instead of hanging', async () => {
     const store = await PgStore.open(db.url, { poolSize: 1, connectTimeoutMs: 200 });
     const hog = await store.pool.connect();
