@@ -15,6 +15,7 @@ import {
   type StoredMessage,
   type ToolCall,
 } from '../../llm/messages.js';
+import { estimateMessageTokens } from '../../llm/tokens.js';
 import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
@@ -60,6 +61,8 @@ interface MessageRecord {
   tool_call_id: string | null;
   name: string | null;
   created_at: string;
+  /** Selected by context reads only (CONTEXT_COLUMNS); NULL on rows from before migration 007. */
+  tokens?: number | null;
 }
 
 interface EventRecord {
@@ -85,6 +88,11 @@ const TASK_PATCH_COLUMNS: readonly string[] = [
 
 const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
+/**
+ * What a context read selects: the message and its stored token estimate.
+ * Pages of GET /sessions/:id/messages and exports keep MESSAGE_COLUMNS.
+ */
+const CONTEXT_COLUMNS = `${MESSAGE_COLUMNS}, tokens`;
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
 
 const INTERRUPTED_ERROR =
@@ -114,6 +122,7 @@ function toStoredMessage(row: MessageRecord): StoredMessage {
   if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
   if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
   if (row.name !== null) message.name = row.name;
+  if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
   return message;
 }
 
@@ -207,6 +216,8 @@ export class PgStore implements Store {
   async createSession(input: NewSession): Promise<SessionRow> {
     const id = newId('sess');
     const createdAt = now();
+    const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
+    const tokens = system.map(estimateMessageTokens);
     return this.tx(async (c) => {
       await c.query(
         `INSERT INTO sessions
@@ -222,13 +233,7 @@ export class PgStore implements Store {
           input.compactCount,
         ],
       );
-      await this.insertMessages(
-        c,
-        id,
-        [{ role: 'system', content: input.systemPrompt }],
-        {},
-        createdAt,
-      );
+      await this.insertMessages(c, id, system, tokens, {}, createdAt);
       return getSession(c, id) as Promise<SessionRow>;
     });
   }
@@ -301,7 +306,13 @@ export class PgStore implements Store {
            compact_count = COALESCE($4, compact_count),
            updated_at = $5
          WHERE id = $1 RETURNING *`,
-        [id, edit.title !== undefined, pgText(edit.title ?? null), edit.compactCount ?? null, now()],
+        [
+          id,
+          edit.title !== undefined,
+          pgText(edit.title ?? null),
+          edit.compactCount ?? null,
+          now(),
+        ],
       );
       return result.rows[0];
     });
@@ -350,7 +361,8 @@ export class PgStore implements Store {
     messages: ChatMessage[],
     options: AppendOptions = {},
   ): Promise<StoredMessage[]> {
-    return this.tx((c) => this.insertMessages(c, sessionId, messages, options, now()));
+    const tokens = messages.map(estimateMessageTokens);
+    return this.tx((c) => this.insertMessages(c, sessionId, messages, tokens, options, now()));
   }
 
   async appendMessagesWithEvents(
@@ -359,9 +371,10 @@ export class PgStore implements Store {
     eventType: string,
     options: AppendOptions = {},
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    const tokens = messages.map(estimateMessageTokens);
     return this.tx(async (c) => {
       const createdAt = now();
-      const stored = await this.insertMessages(c, sessionId, messages, options, createdAt);
+      const stored = await this.insertMessages(c, sessionId, messages, tokens, options, createdAt);
       const events: EventRow[] = [];
       for (const m of stored) {
         events.push(
@@ -376,10 +389,15 @@ export class PgStore implements Store {
     });
   }
 
+  /**
+   * The inserts of one append, inside the caller's transaction. `tokens` are
+   * the messages' estimates, computed by the caller before the transaction.
+   */
   private async insertMessages(
     c: Queryable,
     sessionId: string,
     messages: ChatMessage[],
+    tokens: readonly number[],
     options: AppendOptions,
     createdAt: string,
   ): Promise<StoredMessage[]> {
@@ -390,7 +408,7 @@ export class PgStore implements Store {
     const stored: StoredMessage[] = [];
     if (messages.length === 0) return stored;
     const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
-    for (const message of messages) {
+    for (const [i, message] of messages.entries()) {
       seq += 1;
       const record: MessageRecord = {
         session_id: sessionId,
@@ -401,6 +419,7 @@ export class PgStore implements Store {
         tool_call_id: message.tool_call_id ?? null,
         name: message.name ?? null,
         created_at: createdAt,
+        tokens: tokens[i]!,
       };
       // The chain advances at write time, so matching a transcript never scans messages.
       const visible = isVisible(message);
@@ -414,6 +433,7 @@ export class PgStore implements Store {
         record.name,
         messageChars(message),
         visible ? transcript : null,
+        record.tokens,
       ];
       values.forEach((v, i) => columns[i]!.push(v));
       stored.push(toStoredMessage(record));
@@ -421,10 +441,11 @@ export class PgStore implements Store {
     // One statement for the whole batch: a turn's messages cost one round trip.
     await c.query(
       `INSERT INTO messages
-         (session_id, seq, role, content, tool_calls, tool_call_id, name, chars, transcript_hash, created_at)
-       SELECT $1, * , $10 FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
-         $7::text[], $8::int[], $9::text[])`,
-      [sessionId, ...columns.slice(0, 8), createdAt],
+         (session_id, seq, role, content, tool_calls, tool_call_id, name, chars, transcript_hash,
+          tokens, created_at)
+       SELECT $1, *, $11 FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
+         $7::text[], $8::int[], $9::text[], $10::int[])`,
+      [sessionId, ...columns, createdAt],
     );
     await c.query(
       `UPDATE sessions SET
@@ -458,17 +479,18 @@ export class PgStore implements Store {
     messages: readonly ImportedMessage[],
   ): Promise<void> {
     if (messages.length === 0) return;
+    const tokens = messages.map(estimateMessageTokens);
     await this.tx(async (c) => {
       // The visible-transcript chain is rebuilt as the messages go in, so a
       // client resending the imported history lands in the imported session.
       const state = await lockSession(c, sessionId);
       let transcript = state?.transcript_hash ?? null;
-      for (const message of messages) {
+      for (const [i, message] of messages.entries()) {
         const visible = isVisible(message);
         if (visible) transcript = nextTranscriptHash(transcript, message);
         await c.query(
-          `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+          `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash, tokens)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
           [
             sessionId,
             message.seq,
@@ -480,6 +502,7 @@ export class PgStore implements Store {
             message.created_at,
             messageChars(message),
             visible ? transcript : null,
+            tokens[i]!,
           ],
         );
       }
@@ -508,7 +531,7 @@ export class PgStore implements Store {
   ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }> {
     // One statement: the system messages and the tail, read from one snapshot.
     const rows = await this.rows<MessageRecord>(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages
+      `SELECT ${CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND (role = 'system' OR seq > $2) ORDER BY seq`,
       [sessionId, afterSeq],
     );
@@ -549,7 +572,7 @@ export class PgStore implements Store {
 
   async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
     const rows = await this.rows<MessageRecord>(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages
+      `SELECT ${CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq LIMIT $3`,
       [sessionId, afterSeq, limit],
     );
