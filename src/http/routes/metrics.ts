@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { CairnMetrics } from '../../metrics/metrics.js';
+import { turnOutcome } from '../turn-outcome.js';
 
 const CHAT_ROUTE = '/agents/:name/chat';
 
@@ -11,7 +12,7 @@ export function metricsRoutes(app: FastifyInstance, deps: { metrics: CairnMetric
   app.addHook('onResponse', async (request, reply) => {
     if (request.routeOptions.url !== CHAT_ROUTE) return;
     const agent = (request.params as { name?: string }).name ?? 'unknown';
-    deps.metrics.chatTurn(agent, reply.statusCode < 400 ? 'ok' : 'error', reply.elapsedTime);
+    deps.metrics.chatTurn(agent, turnOutcome(request, reply.statusCode), reply.elapsedTime);
   });
 
   app.get('/metrics', async (_request, reply) => {
