@@ -87,6 +87,33 @@ describe('automatic session titles', () => {
     expect(await titleOf(first.sessionId)).toBeNull();
   });
 
+  it('with the offline model, a session is named by the first words the user wrote', async () => {
+    const offline = await startTestApp({
+      fake: null,
+      agents: { titled: { ...TEST_AGENT, name: 'titled', autoTitle: true } },
+    });
+    try {
+      const res = await offline.app.server.inject({
+        method: 'POST',
+        url: '/agents/titled/chat',
+        payload: { message: 'Help me plan a trip to Paris next week' },
+      });
+      expect(res.statusCode).toBe(200);
+      const { sessionId, reply } = res.json<{ sessionId: string; reply: string }>();
+      expect(reply).toMatch(/^\[offline model\]/);
+      await expect
+        .poll(
+          async () =>
+            (
+              await offline.app.server.inject({ method: 'GET', url: `/sessions/${sessionId}` })
+            ).json().session.title,
+        )
+        .toBe('Help me plan a trip');
+    } finally {
+      await offline.close();
+    }
+  });
+
   it('cleans the reply: first line, no quotes or final stop, at most 80 characters', () => {
     expect(cleanTitle('  "Trip to Paris."  \nmore')).toBe('Trip to Paris');
     expect(cleanTitle('**Budget review**')).toBe('Budget review');
