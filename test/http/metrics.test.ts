@@ -186,6 +186,38 @@ describe('GET /metrics', () => {
     expect([turns('ok'), turns('error')]).toEqual([0, 1]);
   });
 
+  it('gauges open event streams, running tasks and queued turns while they last', async () => {
+    await t.app.server.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = t.app.server.server.address() as { port: number };
+    const gauge = async (name: string): Promise<number> => sample(await scrape(), name);
+
+    const stream = new AbortController();
+    const events = await fetch(`http://127.0.0.1:${port}/events`, { signal: stream.signal });
+    expect(events.status).toBe(200);
+    await expect.poll(() => gauge('cairn_event_streams_open')).toBe(1);
+
+    // A task whose model call never answers stays running, holding its session's queue slot.
+    t.fake!.script({ hang: true });
+    const started = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/tasks',
+      payload: { input: 'take your time' },
+    });
+    const taskId = started.json<{ task: { id: string } }>().task.id;
+    await expect.poll(() => gauge('cairn_tasks_running')).toBe(1);
+    expect(await gauge('cairn_queue_depth')).toBe(1);
+
+    const cancelled = await t.app.server.inject({
+      method: 'POST',
+      url: `/tasks/${taskId}/cancel`,
+    });
+    expect(cancelled.json<{ task: { status: string } }>().task.status).toBe('cancelled');
+    stream.abort();
+    await expect.poll(() => gauge('cairn_tasks_running')).toBe(0);
+    await expect.poll(() => gauge('cairn_queue_depth')).toBe(0);
+    await expect.poll(() => gauge('cairn_event_streams_open')).toBe(0);
+  });
+
   it('counts a failed model call as an error', async () => {
     const before = await scrape();
     t.fake!.script({ status: 400 });
