@@ -256,6 +256,34 @@ describe('cairn chat against a running server', () => {
   });
 });
 
+describe('cairn serve keeps agents live', () => {
+  it('picks up a new agent file and an edit of it without a restart or a request', async () => {
+    const home = makeHome({}, null);
+    const server = await spawnServer({ home });
+    try {
+      const file = join(home, 'agents', 'newcomer', 'agent.json');
+      const write = (description: string) => {
+        mkdirSync(dirname(file), { recursive: true });
+        writeFileSync(file, JSON.stringify({ ...TEST_AGENT, name: 'newcomer', description }));
+      };
+      const described = async (): Promise<string | number> => {
+        const res = await fetch(`${server.url}/agents/newcomer`);
+        if (res.status !== 200) return res.status;
+        const body = (await res.json()) as { agent: { description: string } };
+        return body.agent.description;
+      };
+      expect(await described()).toBe(404);
+      write('first version');
+      await expect.poll(described, { timeout: 15_000 }).toBe('first version');
+      write('second version');
+      await expect.poll(described, { timeout: 15_000 }).toBe('second version');
+    } finally {
+      await server.stop('SIGTERM');
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('cairn init', () => {
   it('writes a $schema that resolves from the new folder and prints the next three commands', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cairn-init-'));
