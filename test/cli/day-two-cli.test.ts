@@ -177,6 +177,42 @@ describe('cairn chat against a running server', () => {
     expect(run.stdout).toMatch(/\[compacted \d+ earlier messages automatically/);
   });
 
+  it('compact with contradicting flags changes nothing on the server', async () => {
+    fake.reset();
+    fake.setDefault(() => ({ content: 'A summary.' }));
+    let sessionId: string | undefined;
+    for (const message of ['one', 'two', 'three']) {
+      const res = await fetch(`${server.url}/agents/assistant/chat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ message, ...(sessionId ? { sessionId } : {}) }),
+      });
+      sessionId = ((await res.json()) as { sessionId: string }).sessionId;
+    }
+    const compacted = await cairn(['compact', sessionId!], { CAIRN_URL: server.url });
+    expect(compacted.code).toBe(0);
+    const pointer = async () => {
+      const res = await fetch(`${server.url}/sessions/${sessionId}`);
+      const { session } = (await res.json()) as {
+        session: { compact_size: number; compaction_count: number; compact_summary: string };
+      };
+      return [session.compact_size, session.compaction_count, session.compact_summary];
+    };
+    const before = await pointer();
+    expect(before[0]).toBeGreaterThan(0);
+    const requests = fake.requests.length;
+    for (const flags of [
+      ['--dry-run', '--undo'],
+      ['--undo', '--instructions', 'keep amounts'],
+    ]) {
+      const run = await cairn(['compact', sessionId!, ...flags], { CAIRN_URL: server.url });
+      expect(run.code, flags.join(' ')).toBe(1);
+      expect(run.stderr).toMatch(/--undo cannot be combined with --(dry-run|instructions)/);
+    }
+    expect(await pointer()).toEqual(before);
+    expect(fake.requests).toHaveLength(requests);
+  });
+
   it('sessions export and import: a large session round-trips with a progress bar on a terminal', async () => {
     // A session of 1 200 messages (~1.3 MB), written as an export file by hand.
     const now = new Date().toISOString();
@@ -379,6 +415,56 @@ describe('CLI errors that say what to fix', () => {
       expect(run.stdout).not.toMatch(/ok\s+unknown/);
       expect(run.stderr).toContain('./tools/missing.js does not exist');
       expect(run.stderr).toContain('unknown tool "no_such_builtin"');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('agents validate passes exactly the agents cairn serve can run, and names the same problems', async () => {
+    const home = makeHome(
+      {
+        agents: {
+          assistant: TEST_AGENT,
+          noexport: { ...TEST_AGENT, name: 'noexport', tools: ['./tools/empty.js'] },
+          broken: { ...TEST_AGENT, name: 'broken', tools: ['./tools/syntax.js'] },
+          missing: { ...TEST_AGENT, name: 'missing', tools: ['./tools/missing.js'] },
+        },
+        files: {
+          'agents/noexport/tools/empty.js': 'export const nothing = 1;\n',
+          'agents/broken/tools/syntax.js': 'export default {\n',
+        },
+      },
+      null,
+    );
+    try {
+      const run = await cairn(['agents', 'validate'], { CAIRN_HOME: home });
+      expect(run.code).toBe(1);
+      const validated = [...run.stdout.matchAll(/^ok\s+(\S+)/gm)].map((m) => m[1]);
+      expect(validated).toEqual(['assistant']);
+      const server = await spawnServer({ home });
+      try {
+        for (const agent of ['assistant', 'noexport', 'broken', 'missing']) {
+          const res = await fetch(`${server.url}/agents/${agent}/chat`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ message: 'hi' }),
+          });
+          if (validated.includes(agent)) {
+            expect(res.status, agent).toBe(200);
+            continue;
+          }
+          const { error } = (await res.json()) as { error: { code: string; message: string } };
+          expect(res.status, agent).toBe(400);
+          // The turn fails with the problem validate printed for this agent's file.
+          const printed = run.stderr
+            .split('\n')
+            .find((line) => line.includes(`/agents/${agent}/agent.json`));
+          expect(printed, agent).toContain(error.message);
+          expect(error.message).toContain(`Agent "${agent}"`);
+        }
+      } finally {
+        await server.stop('SIGTERM');
+      }
     } finally {
       rmSync(home, { recursive: true, force: true });
     }
