@@ -13,6 +13,7 @@ import { createServer, type Server } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
 import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
 import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
 
@@ -153,9 +154,13 @@ describe('cairn chat against a running server', () => {
     expect(run.stdout).toContain('Lisbon it is.');
   });
 
-  it('says when an automatic compaction ran during the turn', async () => {
+  it('says when an automatic compaction ran during the turn, and what it cost', async () => {
     fake.reset();
-    fake.setDefault(() => ({ content: 'Noted.' }));
+    fake.setDefault((body) =>
+      isSummaryRequest(body)
+        ? { content: 'A summary.', usage: { prompt_tokens: 321, completion_tokens: 45 } }
+        : { content: 'Noted.' },
+    );
     // Three turns of ~250 tokens stay under 50% of 2 000; the fourth crosses it.
     let sessionId: string | undefined;
     for (let i = 0; i < 3; i++) {
@@ -174,7 +179,9 @@ describe('cairn chat against a running server', () => {
       `${words(300, 'last')}\n`,
     );
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/\[compacted \d+ earlier messages automatically/);
+    expect(run.stdout).toMatch(
+      /\[compacted \d+ earlier messages automatically \(1 run, 321 in \/ 45 out tokens\)\]/,
+    );
   });
 
   it('compact with contradicting flags changes nothing on the server', async () => {
