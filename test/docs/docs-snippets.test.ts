@@ -50,9 +50,18 @@ function guideModel(body: any): FakeReply {
   if (typeof system === 'string' && system.includes('You plan trips')) {
     if (last?.role === 'tool') {
       const call = messages.findLast((m) => m.tool_calls)?.tool_calls?.[0]?.function.name;
-      return call === 'agent_helper'
-        ? { content: `The helper says: ${String(last.content)}` }
-        : { content: `Starting from ${String(last.content)}: day 1 …` };
+      if (call === 'agent_helper') return { content: `The helper says: ${String(last.content)}` };
+      if (call === 'book_hotel') {
+        // Chapter 05: Lyon first, then Annecy, then a word on how it went.
+        const bookings = messages.filter((m) => m.role === 'tool').length;
+        return bookings === 1
+          ? { tool_calls: [{ name: 'book_hotel', arguments: '{"city":"Annecy"}' }] }
+          : { content: `Lyon is booked; Annecy is not: ${String(last.content)}` };
+      }
+      return { content: `Starting from ${String(last.content)}: day 1 …` };
+    }
+    if (String(last?.content).startsWith('Book hotels')) {
+      return { tool_calls: [{ name: 'book_hotel', arguments: '{"city":"Lyon"}' }] };
     }
     if (String(last?.content).includes('language')) {
       return {
