@@ -403,6 +403,31 @@ describe('CLI errors that say what to fix', () => {
     }
   });
 
+  it('serve on a database it cannot open: one line naming the file and CAIRN_DB, exit 1', async () => {
+    const home = makeHome({}, null);
+    try {
+      writeFileSync(join(home, 'garbage.db'), 'this is not SQLite '.repeat(400));
+      mkdirSync(join(home, 'folder.db'));
+      for (const file of ['garbage.db', 'folder.db']) {
+        const path = join(home, file);
+        const run = await cairn(['serve', '--no-daemons'], {
+          CAIRN_HOME: home,
+          CAIRN_PORT: '0',
+          CAIRN_DB: path,
+          CAIRN_LOG_LEVEL: 'info',
+        });
+        expect(run.code, file).toBe(1);
+        expect(run.stdout, file).not.toContain('ready');
+        const lines = run.stderr.trim().split('\n');
+        expect(lines, file).toHaveLength(1);
+        expect(lines[0]).toContain(`cannot open the database ${path}`);
+        expect(lines[0]).toContain('CAIRN_DB');
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('agents validate fails an agent whose tool module does not exist, as start-up does', async () => {
     const home = makeHome(
       {
