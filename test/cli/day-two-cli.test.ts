@@ -356,11 +356,27 @@ describe('cairn init', () => {
 });
 
 describe('CLI errors that say what to fix', () => {
-  it('names the URL it tried when nothing answers', async () => {
-    const run = await cairn(['sessions', '--url', '127.0.0.1:1'], {});
-    expect(run.code).toBe(1);
-    expect(run.stderr).toContain('http://127.0.0.1:1');
-    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+  it('every client command names the URL it tried when nothing answers', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-unreachable-'));
+    const file = join(dir, 'session.ndjson');
+    writeFileSync(file, '{}\n');
+    try {
+      const commands: [string[], string, string?][] = [
+        [['sessions'], '/sessions'],
+        [['chat', 'assistant'], '/agents/assistant/chat', 'hi\n'],
+        [['compact', 'sess_x'], '/sessions/sess_x/compact'],
+        [['sessions', 'export', 'sess_x'], '/sessions/sess_x/export'],
+        [['sessions', 'import', file], '/sessions/import'],
+      ];
+      for (const [args, path, stdin] of commands) {
+        const run = await cairn([...args, '--url', '127.0.0.1:1'], {}, stdin);
+        expect(run.code, args.join(' ')).toBe(1);
+        expect(run.stderr, args.join(' ')).toContain(`http://127.0.0.1:1${path}`);
+        expect(run.stderr.trim().split('\n')).toHaveLength(1);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('explains a URL that is not http(s)', async () => {
