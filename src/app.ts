@@ -184,7 +184,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app, { streams }) => openaiApiRoutes(app, { runtime, agents: registry, streams }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
-      (app) => metricsRoutes(app, { metrics }),
+      (app) =>
+        metricsRoutes(app, { metrics, isAgent: (name) => registry.find(name) !== undefined }),
       (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),
       (app) =>
         compactionRoutes(app, {

@@ -218,6 +218,37 @@ describe('GET /metrics', () => {
     await expect.poll(() => gauge('cairn_event_streams_open')).toBe(0);
   });
 
+  it('counts turns run through the OpenAI-compatible API, by agent and outcome', async () => {
+    const before = await scrape();
+    const completion = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      payload: { model: 'assistant', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(completion.statusCode).toBe(200);
+    t.fake!.script({ status: 400 });
+    const streamed = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/responses',
+      payload: { model: 'assistant', input: 'fail while streaming', stream: true },
+    });
+    expect(streamed.statusCode).toBe(200);
+    const unknown = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      payload: { model: 'made-up-name', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(unknown.statusCode).toBe(404);
+    const after = await scrape();
+    const turns = (agent: string, outcome: string) =>
+      sample(after, 'cairn_turns_total', { agent, mode: 'chat', outcome }) -
+      sample(before, 'cairn_turns_total', { agent, mode: 'chat', outcome });
+    expect([turns('assistant', 'ok'), turns('assistant', 'error')]).toEqual([1, 1]);
+    // A name that is no loaded agent is not a series of its own.
+    expect(turns('unknown', 'error')).toBe(1);
+    expect(after).not.toContain('made-up-name');
+  });
+
   it('counts a failed model call as an error', async () => {
     const before = await scrape();
     t.fake!.script({ status: 400 });
