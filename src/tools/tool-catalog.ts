@@ -172,7 +172,7 @@ export class ToolCatalog {
           // SyntaxError would read as a bad request body.
           throw new CairnError(
             'VALIDATION_ERROR',
-            `Agent "${agent.name}": tool module ${entry} failed to load: ${describeError(err)}. Fix the module, then reload the agents.`,
+            `Agent "${agent.name}": tool module ${entry} failed to load: ${describeError(err)}. Fix the module, then restart the server (Node keeps a module it has tried to import).`,
           );
         }
         return assertToolShape(mod.default ?? mod, `Agent "${agent.name}": tool module ${entry}`);
