@@ -210,7 +210,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app, { streams }) =>
         openaiApiRoutes(app, { runtime, agents: registry, store, events, streams }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
-      (app) => metricsRoutes(app, { metrics }),
+      (app) =>
+        metricsRoutes(app, { metrics, isAgent: (name) => registry.find(name) !== undefined }),
       (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),
       (app) =>
         compactionRoutes(app, {

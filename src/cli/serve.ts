@@ -5,7 +5,7 @@
  */
 import { buildApp, type CairnApp } from '../app.js';
 import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
-import { CairnError } from '../errors.js';
+import { CairnError, describeError } from '../errors.js';
 import { acquireProcessLock } from '../store/sqlite/process-lock.js';
 import { CliUsageError } from './client.js';
 import { chooseLogFormat, loggerOptions } from './log-format.js';
@@ -28,18 +28,24 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
   }
   // Held for the life of the process (the OS frees it when the process dies);
   // `stop` keeps a reference so it is never garbage-collected early.
-  const lock =
-    settings.database.kind === 'sqlite' ? acquireProcessLock(settings.database.path) : undefined;
+  let lock: ReturnType<typeof acquireProcessLock> | undefined;
   const startedAt = performance.now();
-  const app = await buildApp(settings, {
-    logger: loggerOptions(
-      chooseLogFormat(process.env, process.stdout.isTTY === true),
-      process.env.CAIRN_LOG_LEVEL ?? 'info',
-      process.stdout.isTTY === true,
-    ),
-    daemons: options.daemons,
-    watchAgents: true,
-  });
+  let app: CairnApp;
+  try {
+    lock =
+      settings.database.kind === 'sqlite' ? acquireProcessLock(settings.database.path) : undefined;
+    app = await buildApp(settings, {
+      logger: loggerOptions(
+        chooseLogFormat(process.env, process.stdout.isTTY === true),
+        process.env.CAIRN_LOG_LEVEL ?? 'info',
+        process.stdout.isTTY === true,
+      ),
+      daemons: options.daemons,
+      watchAgents: true,
+    });
+  } catch (err) {
+    throw databaseError(err, settings.database.path);
+  }
   let address: string;
   try {
     address = await app.server.listen({
@@ -109,6 +115,23 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
 }
 
 /** A bind failure as one line that says how to fix it (the code stays in it for scripts). */
+/** Failures of the file system or SQLite itself while opening the database. */
+const DATABASE_ERROR = /^(SQLITE_\w+|EACCES|EPERM|EROFS|ENOTDIR|EISDIR)$/;
+
+/**
+ * A database file that cannot be opened (not SQLite, a folder, not writable):
+ * one line naming the file and how to fix it, not SQLite's bare "file is not
+ * a database". Anything else is passed on as it is.
+ */
+function databaseError(err: unknown, path: string): unknown {
+  const code = (err as { code?: unknown }).code;
+  if (err instanceof CairnError || typeof code !== 'string' || !DATABASE_ERROR.test(code))
+    return err;
+  return new CliUsageError(
+    `cannot open the database ${path} (${code}: ${describeError(err)}). Check that it is a SQLite file this user may read and write, or point CAIRN_DB (or database.path in cairn.json) at another file.`,
+  );
+}
+
 function listenError(err: unknown, host: string, port: number): Error {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === 'EADDRINUSE') {

@@ -1,7 +1,8 @@
 /**
  * The built-in `offline` model: deterministic, no network, so `npm start`
  * works with no API key. Chat replies are canned and say what they are;
- * summaries are extractive (the first words of each line of the input).
+ * summaries are extractive (the first words of each line of the input);
+ * a session title is the first words the user wrote.
  */
 import { CHARS_PER_TOKEN, estimateMessagesTokens, estimateTextTokens } from './tokens.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
@@ -10,6 +11,11 @@ import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/set
 export const OFFLINE_LABEL = '[offline model]';
 const QUOTE_CHARS = 200;
 const LINE_CHARS = 160;
+const TITLE_WORDS = 6;
+/** Words a title should not end on ("Help me plan a trip to" reads cut off). */
+const DANGLING_WORDS = new Set(
+  'a an and are at but by for from i in is my of on or the to with'.split(' '),
+);
 
 function clip(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
@@ -22,7 +28,12 @@ export class OfflineModel implements ModelClient {
   constructor(readonly contextWindow: number = DEFAULT_CONTEXT_WINDOW_TOKENS) {}
 
   async complete(request: ModelRequest, options: ModelCallOptions = {}): Promise<ModelResponse> {
-    const content = request.purpose === 'summary' ? this.summarize(request) : this.reply(request);
+    const content =
+      request.purpose === 'summary'
+        ? this.summarize(request)
+        : request.purpose === 'title'
+          ? this.title(request)
+          : this.reply(request);
     if (options.onDelta) {
       // Stream in word-sized pieces so SSE clients see real deltas.
       for (const piece of content.match(/\S+\s*/g) ?? [content]) options.onDelta(piece);
@@ -42,6 +53,26 @@ export class OfflineModel implements ModelClient {
     const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
     const said = clip(lastUser?.content ?? '', QUOTE_CHARS);
     return `${OFFLINE_LABEL} You said: "${said}". This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model.`;
+  }
+
+  /**
+   * The user's first words: up to six, ending at a sentence end once there
+   * are three, never on a dangling "to" or "the". The canned label stays out:
+   * a list of sessions named "[offline model] …" would tell the user nothing.
+   */
+  private title(request: ModelRequest): string {
+    const excerpt = request.messages.find((m) => m.role === 'user')?.content ?? '';
+    // The titler sends "User: …\n\nAssistant: …": the user's part names the session.
+    const userPart = (excerpt.split(/\n\s*Assistant:/)[0] ?? '').replace(/^\s*User:/, '');
+    const words: string[] = [];
+    for (const word of userPart.split(/\s+/).filter((w) => w !== '')) {
+      words.push(word);
+      if (words.length === TITLE_WORDS || (words.length >= 3 && /[.!?]$/.test(word))) break;
+    }
+    const bare = (word: string): string => word.replace(/[^\p{L}\p{N}]+$/u, '');
+    while (words.length > 1 && DANGLING_WORDS.has(bare(words.at(-1)!).toLowerCase())) words.pop();
+    const title = words.join(' ').replace(/[^\p{L}\p{N})\]]+$/u, '');
+    return title === '' ? 'New conversation' : title.charAt(0).toUpperCase() + title.slice(1);
   }
 
   /** Keeps the start of every non-empty input line, within the max_tokens budget. */

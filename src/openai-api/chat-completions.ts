@@ -11,6 +11,7 @@ import type { ConversationResult, Conversations } from './conversations.js';
 import { toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
+import { markTurnFailed } from '../http/turn-outcome.js';
 
 function completionUsage(usage: TokenUsage) {
   return {
@@ -121,6 +122,7 @@ export function chatCompletionRoutes(
     } catch (err) {
       // Headers are gone: OpenAI reports a failure mid-stream as an error event.
       const [status, body] = toOpenAIError(err, request.id);
+      markTurnFailed(request);
       if (status >= 500) request.log.error({ code: body.error.code }, 'streamed completion failed');
       stream.send(body);
       stream.end(false);

@@ -14,6 +14,7 @@ import type { ConversationResult, Conversations } from './conversations.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
+import { markTurnFailed } from '../http/turn-outcome.js';
 
 interface ResponsesInput {
   agentName: string;
@@ -288,6 +289,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       emit('response.completed', { response: responseObject(fields!, result.reply, result.usage) });
     } catch (err) {
       const [status, body] = toOpenAIError(err, request.id);
+      markTurnFailed(request);
       if (status >= 500) request.log.error({ code: body.error.code }, 'streamed response failed');
       emit('error', {
         code: body.error.code,

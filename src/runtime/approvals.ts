@@ -17,7 +17,9 @@ export function approvalQuestion(taskId: string, call: ToolCall): string {
 
 /** The tool result the model sees when a person denies its call. */
 export function deniedResult(reason: string | undefined): string {
-  const why = reason?.trim() ? ` Their reason: ${reason.trim()}` : '';
+  const said = reason?.trim() ?? '';
+  // "Their reason: not this month Do not call it…" would run into the next sentence.
+  const why = said ? ` Their reason: ${said}${/[.!?]$/.test(said) ? '' : '.'}` : '';
   return `A person denied this tool call; it was not run.${why} Do not call it again unless asked to; continue without it.`;
 }
 

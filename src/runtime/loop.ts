@@ -262,9 +262,13 @@ async function persistCancelled(
  */
 export async function runApprovedToolCall(
   call: ToolCall,
-  options: Pick<LoopOptions, 'tools' | 'toolContext' | 'signal'>,
+  options: Pick<LoopOptions, 'tools' | 'toolContext' | 'signal'> & {
+    /** Told whether the call failed, as the loop's `tool_result` event tells it. */
+    onResult?: (isError: boolean) => void;
+  },
 ): Promise<ChatMessage> {
   const outcome = await runTool(call, options);
+  options.onResult?.(outcome.isError);
   return {
     role: 'tool',
     tool_call_id: call.id,

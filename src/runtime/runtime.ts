@@ -445,6 +445,13 @@ export class Runtime {
       tools,
       toolContext: this.toolContext(input.session, input.agent, {}),
       ...(input.signal ? { signal: input.signal } : {}),
+      // Counted like the calls the loop runs: an approved call is a tool call too.
+      onResult: (isError) =>
+        this.deps.observer?.toolResult?.({
+          agentName: input.agent.name,
+          tool: input.call.function.name,
+          isError,
+        }),
     });
   }
 

@@ -10,7 +10,7 @@ import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { AgentConfig } from '../agents/agent-config.js';
-import { CairnError } from '../errors.js';
+import { CairnError, describeError } from '../errors.js';
 import { parseMcpToolSpec, type McpToolSpec } from './mcp-tool-spec.js';
 import type { Tool } from './tool.js';
 import { ToolSet } from './tool-set.js';
@@ -49,12 +49,13 @@ function requireApproval(tool: Tool): Tool {
   };
 }
 
-function assertToolShape(value: unknown, file: string): Tool {
+/** `module` names it for the message, e.g. `Agent "x": tool module ./tools/y.js`. */
+function assertToolShape(value: unknown, module: string): Tool {
   const tool = value as Partial<Tool> | undefined;
   if (tool && tool.approval !== undefined && tool.approval !== 'required') {
     throw new CairnError(
       'VALIDATION_ERROR',
-      `${file}: "approval" must be "required" (or left out), found ${JSON.stringify(tool.approval)}.`,
+      `${module}: "approval" must be "required" (or left out), found ${JSON.stringify(tool.approval)}.`,
     );
   }
   if (
@@ -68,7 +69,7 @@ function assertToolShape(value: unknown, file: string): Tool {
   ) {
     throw new CairnError(
       'VALIDATION_ERROR',
-      `${file}: a tool module must export name (letters, digits, _ or -), description, parameters (JSON Schema) and run(args, ctx).`,
+      `${module} must export name (letters, digits, _ or -), description, parameters (JSON Schema) and run(args, ctx).`,
     );
   }
   return tool as Tool;
@@ -163,8 +164,18 @@ export class ToolCatalog {
             `Agent "${agent.name}": tool module ${entry} is outside the agent folder.`,
           );
         }
-        const mod = (await import(pathToFileURL(real).href)) as { default?: unknown };
-        return assertToolShape(mod.default ?? mod, entry);
+        let mod: { default?: unknown };
+        try {
+          mod = (await import(pathToFileURL(real).href)) as { default?: unknown };
+        } catch (err) {
+          // A syntax error or a throw at import: name the module, or the
+          // SyntaxError would read as a bad request body.
+          throw new CairnError(
+            'VALIDATION_ERROR',
+            `Agent "${agent.name}": tool module ${entry} failed to load: ${describeError(err)}. Fix the module, then restart the server (Node keeps a module it has tried to import).`,
+          );
+        }
+        return assertToolShape(mod.default ?? mod, `Agent "${agent.name}": tool module ${entry}`);
       })();
       // A failed import is not cached, so fixing the file fixes the agent.
       cached.catch(() => this.modules.delete(file));

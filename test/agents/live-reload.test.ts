@@ -3,9 +3,12 @@
  * add, change and remove agents without a restart; a running turn keeps the
  * agent version it started with.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AGENT_WATCH_DEBOUNCE_MS, AgentReloader } from '../../src/agents/agent-reloader.js';
+import { AgentRegistry } from '../../src/agents/agent-registry.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 describe('agents live', () => {
@@ -98,5 +101,41 @@ describe('agents live', () => {
         },
       )
       .toBe(200);
+  });
+
+  it('the watch is debounced: a burst of file writes is one reload, not one per write', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'cairn-watch-'));
+    mkdirSync(join(home, 'agents'));
+    const registry = new AgentRegistry([]);
+    const reloads: string[][] = [];
+    const reloader = new AgentReloader({
+      agentsDir: join(home, 'agents'),
+      registry,
+      resolveTools: async () => undefined,
+      log: (details) => reloads.push(details.agents as string[]),
+    });
+    try {
+      reloader.watch();
+      // Five agents written 30 ms apart, as an editor or a checkout would: well
+      // inside the debounce window, but each in its own turn of the event loop.
+      const names = ['a1', 'a2', 'a3', 'a4', 'a5'];
+      for (const name of names) {
+        writeAgent(home, name, { ...TEST_AGENT, name });
+        await new Promise((resolve) => setTimeout(resolve, 30));
+      }
+      await expect
+        .poll(() => registry.list().map((a) => a.name), { timeout: 10_000 })
+        .toEqual(names);
+      // Let any reload still scheduled by the burst fire before counting.
+      await new Promise((resolve) => setTimeout(resolve, AGENT_WATCH_DEBOUNCE_MS * 3));
+      // Without the debounce, each write would be a reload of its own; a stall
+      // of the machine in mid-burst may split the burst in two, never more.
+      expect(reloads.length).toBeGreaterThanOrEqual(1);
+      expect(reloads.length).toBeLessThanOrEqual(2);
+      expect(reloads.at(-1)).toEqual(names);
+    } finally {
+      reloader.close();
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });

@@ -173,7 +173,7 @@ describe('tool approval', () => {
     const result = (fake().requests.at(-1)!.body.messages as WireMessage[]).at(-1)!;
     expect(result).toMatchObject({ role: 'tool', tool_call_id: task.pending_call_id });
     expect(result.content).toContain('denied');
-    expect(result.content).toContain('that file is needed');
+    expect(result.content).toContain('Their reason: that file is needed. Do not call it again');
     const events = await t.app.store.listEvents({
       afterId: 0,
       sessionId: task.session_id,

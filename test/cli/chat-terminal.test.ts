@@ -2,13 +2,14 @@
  * `cairn chat` typed at a real terminal (issue 11, items 1 and 2): under tmux,
  * stdin is a pty, so readline runs interactively with its prompt. A line typed
  * while a reply is still running is sent next, in order, and end of input
- * (Ctrl-D) exits 0.
+ * (Ctrl-D) exits 0. Tool calls, their results and an `ask_user` question show
+ * on the screen, and the line typed next answers the question.
  */
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
-import { makeHome } from '../helpers/test-app.js';
+import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
 import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
 
 /** A tmux server of this test only (its own socket), so nothing else is touched. */
@@ -23,7 +24,15 @@ describe('cairn chat at a terminal', () => {
   let server: ServerProcess;
   beforeAll(async () => {
     fake = await startFakeLlmServer();
-    home = makeHome({}, fake.baseURL);
+    home = makeHome(
+      {
+        agents: {
+          assistant: TEST_AGENT,
+          asker: { ...TEST_AGENT, name: 'asker', tools: ['ask_user', 'current_time'] },
+        },
+      },
+      fake.baseURL,
+    );
     server = await spawnServer({ home });
   });
   afterAll(async () => {
@@ -37,20 +46,30 @@ describe('cairn chat at a terminal', () => {
     rmSync(home, { recursive: true, force: true });
   });
 
-  const screen = (): string => tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', 'chat');
-
-  it('sends a line typed while a reply runs after it, in order, and exits 0 on Ctrl-D', async () => {
-    fake.script({ content: 'slow answer', delayMs: 1_500 }, { content: 'second answer' });
-    // The shell stays after the CLI exits, so its exit code can be read off the screen.
+  const screenOf = (name: string): string =>
+    tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', name);
+  const screen = (): string => screenOf('chat');
+  /** Starts `cairn chat <args>` in tmux session `name`; the shell then prints its exit code and stays. */
+  const startChat = (name: string, args: string): void => {
     const command = [
       `CAIRN_URL=${quote(server.url)}`,
       quote(process.execPath),
       quote(CLI_PATH),
-      'chat assistant;',
+      `chat ${args};`,
       'echo "exit=$?";',
       'sleep 60',
     ].join(' ');
-    tmux('new-session', '-d', '-s', 'chat', '-x', '200', '-y', '50', command);
+    tmux('new-session', '-d', '-s', name, '-x', '200', '-y', '50', command);
+  };
+  const type = (name: string, line: string): void => {
+    tmux('send-keys', '-t', name, '-l', line);
+    tmux('send-keys', '-t', name, 'Enter');
+  };
+
+  it('sends a line typed while a reply runs after it, in order, and exits 0 on Ctrl-D', async () => {
+    fake.script({ content: 'slow answer', delayMs: 1_500 }, { content: 'second answer' });
+    // The shell stays after the CLI exits, so its exit code can be read off the screen.
+    startChat('chat', 'assistant');
 
     await expect.poll(screen, { timeout: 15_000 }).toMatch(/chatting with assistant/);
     tmux('send-keys', '-t', 'chat', '-l', 'first');
@@ -73,5 +92,30 @@ describe('cairn chat at a terminal', () => {
       'first',
       'second',
     ]);
+  });
+
+  it('shows tool calls, results and an ask_user question; the next line typed answers it', async () => {
+    fake.reset();
+    fake.script(
+      { tool_calls: [{ name: 'current_time', arguments: '{}' }] },
+      { tool_calls: [{ name: 'ask_user', arguments: '{"question":"Which city do you mean?"}' }] },
+      { content: 'Lisbon it is.' },
+    );
+    startChat('ask', 'asker');
+    const shown = (): string => screenOf('ask');
+    await expect.poll(shown, { timeout: 15_000 }).toMatch(/chatting with asker/);
+    type('ask', 'weather?');
+    await expect.poll(shown, { timeout: 15_000 }).toContain('[question] Which city do you mean?');
+    expect(shown()).toContain('[tool current_time({})]');
+    expect(shown()).toMatch(/\[result current_time: .+\]/);
+    type('ask', 'Lisbon');
+    await expect.poll(shown, { timeout: 15_000 }).toContain('Lisbon it is.');
+    tmux('send-keys', '-t', 'ask', 'C-d');
+    await expect.poll(shown, { timeout: 15_000 }).toMatch(/exit=\d+/);
+    expect(shown()).toContain('exit=0');
+
+    // The typed line went to the model as the user's answer, after the question.
+    const last = fake.requests.at(-1)!.body.messages as { role: string; content: string }[];
+    expect(last.at(-1)).toMatchObject({ role: 'user', content: 'Lisbon' });
   });
 });

@@ -13,6 +13,7 @@ import { createServer, type Server } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
 import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
 import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
 
@@ -153,9 +154,13 @@ describe('cairn chat against a running server', () => {
     expect(run.stdout).toContain('Lisbon it is.');
   });
 
-  it('says when an automatic compaction ran during the turn', async () => {
+  it('says when an automatic compaction ran during the turn, and what it cost', async () => {
     fake.reset();
-    fake.setDefault(() => ({ content: 'Noted.' }));
+    fake.setDefault((body) =>
+      isSummaryRequest(body)
+        ? { content: 'A summary.', usage: { prompt_tokens: 321, completion_tokens: 45 } }
+        : { content: 'Noted.' },
+    );
     // Three turns of ~250 tokens stay under 50% of 2 000; the fourth crosses it.
     let sessionId: string | undefined;
     for (let i = 0; i < 3; i++) {
@@ -174,7 +179,45 @@ describe('cairn chat against a running server', () => {
       `${words(300, 'last')}\n`,
     );
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/\[compacted \d+ earlier messages automatically/);
+    expect(run.stdout).toMatch(
+      /\[compacted \d+ earlier messages automatically \(1 run, 321 in \/ 45 out tokens\)\]/,
+    );
+  });
+
+  it('compact with contradicting flags changes nothing on the server', async () => {
+    fake.reset();
+    fake.setDefault(() => ({ content: 'A summary.' }));
+    let sessionId: string | undefined;
+    for (const message of ['one', 'two', 'three']) {
+      const res = await fetch(`${server.url}/agents/assistant/chat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ message, ...(sessionId ? { sessionId } : {}) }),
+      });
+      sessionId = ((await res.json()) as { sessionId: string }).sessionId;
+    }
+    const compacted = await cairn(['compact', sessionId!], { CAIRN_URL: server.url });
+    expect(compacted.code).toBe(0);
+    const pointer = async () => {
+      const res = await fetch(`${server.url}/sessions/${sessionId}`);
+      const { session } = (await res.json()) as {
+        session: { compact_size: number; compaction_count: number; compact_summary: string };
+      };
+      return [session.compact_size, session.compaction_count, session.compact_summary];
+    };
+    const before = await pointer();
+    expect(before[0]).toBeGreaterThan(0);
+    const requests = fake.requests.length;
+    for (const flags of [
+      ['--dry-run', '--undo'],
+      ['--undo', '--instructions', 'keep amounts'],
+    ]) {
+      const run = await cairn(['compact', sessionId!, ...flags], { CAIRN_URL: server.url });
+      expect(run.code, flags.join(' ')).toBe(1);
+      expect(run.stderr).toMatch(/--undo cannot be combined with --(dry-run|instructions)/);
+    }
+    expect(await pointer()).toEqual(before);
+    expect(fake.requests).toHaveLength(requests);
   });
 
   it('sessions export and import: a large session round-trips with a progress bar on a terminal', async () => {
@@ -256,6 +299,34 @@ describe('cairn chat against a running server', () => {
   });
 });
 
+describe('cairn serve keeps agents live', () => {
+  it('picks up a new agent file and an edit of it without a restart or a request', async () => {
+    const home = makeHome({}, null);
+    const server = await spawnServer({ home });
+    try {
+      const file = join(home, 'agents', 'newcomer', 'agent.json');
+      const write = (description: string) => {
+        mkdirSync(dirname(file), { recursive: true });
+        writeFileSync(file, JSON.stringify({ ...TEST_AGENT, name: 'newcomer', description }));
+      };
+      const described = async (): Promise<string | number> => {
+        const res = await fetch(`${server.url}/agents/newcomer`);
+        if (res.status !== 200) return res.status;
+        const body = (await res.json()) as { agent: { description: string } };
+        return body.agent.description;
+      };
+      expect(await described()).toBe(404);
+      write('first version');
+      await expect.poll(described, { timeout: 15_000 }).toBe('first version');
+      write('second version');
+      await expect.poll(described, { timeout: 15_000 }).toBe('second version');
+    } finally {
+      await server.stop('SIGTERM');
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('cairn init', () => {
   it('writes a $schema that resolves from the new folder and prints the next three commands', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cairn-init-'));
@@ -285,11 +356,27 @@ describe('cairn init', () => {
 });
 
 describe('CLI errors that say what to fix', () => {
-  it('names the URL it tried when nothing answers', async () => {
-    const run = await cairn(['sessions', '--url', '127.0.0.1:1'], {});
-    expect(run.code).toBe(1);
-    expect(run.stderr).toContain('http://127.0.0.1:1');
-    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+  it('every client command names the URL it tried when nothing answers', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-unreachable-'));
+    const file = join(dir, 'session.ndjson');
+    writeFileSync(file, '{}\n');
+    try {
+      const commands: [string[], string, string?][] = [
+        [['sessions'], '/sessions'],
+        [['chat', 'assistant'], '/agents/assistant/chat', 'hi\n'],
+        [['compact', 'sess_x'], '/sessions/sess_x/compact'],
+        [['sessions', 'export', 'sess_x'], '/sessions/sess_x/export'],
+        [['sessions', 'import', file], '/sessions/import'],
+      ];
+      for (const [args, path, stdin] of commands) {
+        const run = await cairn([...args, '--url', '127.0.0.1:1'], {}, stdin);
+        expect(run.code, args.join(' ')).toBe(1);
+        expect(run.stderr, args.join(' ')).toContain(`http://127.0.0.1:1${path}`);
+        expect(run.stderr.trim().split('\n')).toHaveLength(1);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('explains a URL that is not http(s)', async () => {
@@ -332,6 +419,31 @@ describe('CLI errors that say what to fix', () => {
     }
   });
 
+  it('serve on a database it cannot open: one line naming the file and CAIRN_DB, exit 1', async () => {
+    const home = makeHome({}, null);
+    try {
+      writeFileSync(join(home, 'garbage.db'), 'this is not SQLite '.repeat(400));
+      mkdirSync(join(home, 'folder.db'));
+      for (const file of ['garbage.db', 'folder.db']) {
+        const path = join(home, file);
+        const run = await cairn(['serve', '--no-daemons'], {
+          CAIRN_HOME: home,
+          CAIRN_PORT: '0',
+          CAIRN_DB: path,
+          CAIRN_LOG_LEVEL: 'info',
+        });
+        expect(run.code, file).toBe(1);
+        expect(run.stdout, file).not.toContain('ready');
+        const lines = run.stderr.trim().split('\n');
+        expect(lines, file).toHaveLength(1);
+        expect(lines[0]).toContain(`cannot open the database ${path}`);
+        expect(lines[0]).toContain('CAIRN_DB');
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('agents validate fails an agent whose tool module does not exist, as start-up does', async () => {
     const home = makeHome(
       {
@@ -351,6 +463,56 @@ describe('CLI errors that say what to fix', () => {
       expect(run.stdout).not.toMatch(/ok\s+unknown/);
       expect(run.stderr).toContain('./tools/missing.js does not exist');
       expect(run.stderr).toContain('unknown tool "no_such_builtin"');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('agents validate passes exactly the agents cairn serve can run, and names the same problems', async () => {
+    const home = makeHome(
+      {
+        agents: {
+          assistant: TEST_AGENT,
+          noexport: { ...TEST_AGENT, name: 'noexport', tools: ['./tools/empty.js'] },
+          broken: { ...TEST_AGENT, name: 'broken', tools: ['./tools/syntax.js'] },
+          missing: { ...TEST_AGENT, name: 'missing', tools: ['./tools/missing.js'] },
+        },
+        files: {
+          'agents/noexport/tools/empty.js': 'export const nothing = 1;\n',
+          'agents/broken/tools/syntax.js': 'export default {\n',
+        },
+      },
+      null,
+    );
+    try {
+      const run = await cairn(['agents', 'validate'], { CAIRN_HOME: home });
+      expect(run.code).toBe(1);
+      const validated = [...run.stdout.matchAll(/^ok\s+(\S+)/gm)].map((m) => m[1]);
+      expect(validated).toEqual(['assistant']);
+      const server = await spawnServer({ home });
+      try {
+        for (const agent of ['assistant', 'noexport', 'broken', 'missing']) {
+          const res = await fetch(`${server.url}/agents/${agent}/chat`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ message: 'hi' }),
+          });
+          if (validated.includes(agent)) {
+            expect(res.status, agent).toBe(200);
+            continue;
+          }
+          const { error } = (await res.json()) as { error: { code: string; message: string } };
+          expect(res.status, agent).toBe(400);
+          // The turn fails with the problem validate printed for this agent's file.
+          const printed = run.stderr
+            .split('\n')
+            .find((line) => line.includes(`/agents/${agent}/agent.json`));
+          expect(printed, agent).toContain(error.message);
+          expect(error.message).toContain(`Agent "${agent}"`);
+        }
+      } finally {
+        await server.stop('SIGTERM');
+      }
     } finally {
       rmSync(home, { recursive: true, force: true });
     }

@@ -5,7 +5,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isSummaryRequest } from '../compaction/summary-requests.js';
-import { seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
+import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+
+/** A tool that needs a person's yes before each call. */
+const TOUCH_TOOL = `export default {
+  name: 'touch',
+  description: 'Touches a file.',
+  parameters: { type: 'object', properties: {}, additionalProperties: false },
+  async run() { return 'touched'; },
+};
+`;
+const GUARDED = {
+  name: 'guarded',
+  system: 'You touch files when asked.',
+  tools: [{ tool: './tools/touch.js', approval: 'required' }],
+};
 
 /** The value of one sample line, e.g. `cairn_turns_total{agent="assistant",…}`; 0 if absent. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number {
@@ -20,7 +34,10 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 describe('GET /metrics', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp();
+    t = await startTestApp({
+      agents: { assistant: TEST_AGENT, guarded: GUARDED },
+      files: { 'agents/guarded/tools/touch.js': TOUCH_TOOL },
+    });
     t.fake!.setDefault((body) =>
       isSummaryRequest(body)
         ? { content: 'A summary.', usage: { prompt_tokens: 40, completion_tokens: 8 } }
@@ -122,6 +139,114 @@ describe('GET /metrics', () => {
     expect(delta({ tool: 'current_time', outcome: 'ok' })).toBe(2);
     expect(delta({ tool: 'no_such_tool', outcome: 'error' })).toBe(1);
     expect(delta({ tool: 'current_time', outcome: 'error' })).toBe(0);
+  });
+
+  it('counts a call run after its approval', async () => {
+    const before = await scrape();
+    t.fake!.script({ tool_calls: [{ name: 'touch', arguments: '{}' }] }, { content: 'Done.' });
+    const started = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/guarded/tasks?wait=true',
+      payload: { input: 'touch it' },
+    });
+    const task = started.json<{ task: { id: string; status: string; pending_tool: string } }>()
+      .task;
+    expect([task.status, task.pending_tool]).toEqual(['waiting', 'touch']);
+    const waiting = await scrape();
+    const labels = { tool: 'touch', outcome: 'ok' };
+    // Waiting for the yes, the call has not run: nothing counted yet.
+    expect(sample(waiting, 'cairn_tool_calls_total', labels)).toBe(
+      sample(before, 'cairn_tool_calls_total', labels),
+    );
+    const approved = await t.app.server.inject({
+      method: 'POST',
+      url: `/tasks/${task.id}/approve?wait=true`,
+    });
+    expect(approved.json<{ task: { status: string } }>().task.status).toBe('completed');
+    const after = await scrape();
+    expect(sample(after, 'cairn_tool_calls_total', labels)).toBe(
+      sample(before, 'cairn_tool_calls_total', labels) + 1,
+    );
+  });
+
+  it('counts a streamed chat that fails after its 200 as an error turn', async () => {
+    const before = await scrape();
+    t.fake!.script({ status: 400 });
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'fail while streaming', stream: true },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('event: error');
+    const after = await scrape();
+    const turns = (outcome: string) =>
+      sample(after, 'cairn_turns_total', { agent: 'assistant', mode: 'chat', outcome }) -
+      sample(before, 'cairn_turns_total', { agent: 'assistant', mode: 'chat', outcome });
+    expect([turns('ok'), turns('error')]).toEqual([0, 1]);
+  });
+
+  it('gauges open event streams, running tasks and queued turns while they last', async () => {
+    await t.app.server.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = t.app.server.server.address() as { port: number };
+    const gauge = async (name: string): Promise<number> => sample(await scrape(), name);
+
+    const stream = new AbortController();
+    const events = await fetch(`http://127.0.0.1:${port}/events`, { signal: stream.signal });
+    expect(events.status).toBe(200);
+    await expect.poll(() => gauge('cairn_event_streams_open')).toBe(1);
+
+    // A task whose model call never answers stays running, holding its session's queue slot.
+    t.fake!.script({ hang: true });
+    const started = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/tasks',
+      payload: { input: 'take your time' },
+    });
+    const taskId = started.json<{ task: { id: string } }>().task.id;
+    await expect.poll(() => gauge('cairn_tasks_running')).toBe(1);
+    expect(await gauge('cairn_queue_depth')).toBe(1);
+
+    const cancelled = await t.app.server.inject({
+      method: 'POST',
+      url: `/tasks/${taskId}/cancel`,
+    });
+    expect(cancelled.json<{ task: { status: string } }>().task.status).toBe('cancelled');
+    stream.abort();
+    await expect.poll(() => gauge('cairn_tasks_running')).toBe(0);
+    await expect.poll(() => gauge('cairn_queue_depth')).toBe(0);
+    await expect.poll(() => gauge('cairn_event_streams_open')).toBe(0);
+  });
+
+  it('counts turns run through the OpenAI-compatible API, by agent and outcome', async () => {
+    const before = await scrape();
+    const completion = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      payload: { model: 'assistant', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(completion.statusCode).toBe(200);
+    t.fake!.script({ status: 400 });
+    const streamed = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/responses',
+      payload: { model: 'assistant', input: 'fail while streaming', stream: true },
+    });
+    expect(streamed.statusCode).toBe(200);
+    const unknown = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      payload: { model: 'made-up-name', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(unknown.statusCode).toBe(404);
+    const after = await scrape();
+    const turns = (agent: string, outcome: string) =>
+      sample(after, 'cairn_turns_total', { agent, mode: 'chat', outcome }) -
+      sample(before, 'cairn_turns_total', { agent, mode: 'chat', outcome });
+    expect([turns('assistant', 'ok'), turns('assistant', 'error')]).toEqual([1, 1]);
+    // A name that is no loaded agent is not a series of its own.
+    expect(turns('unknown', 'error')).toBe(1);
+    expect(after).not.toContain('made-up-name');
   });
 
   it('counts a failed model call as an error', async () => {

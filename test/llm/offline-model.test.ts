@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { OFFLINE_LABEL, OfflineModel } from '../../src/llm/offline-model.js';
 import { CHARS_PER_TOKEN } from '../../src/llm/tokens.js';
+import { TITLE_PROMPT } from '../../src/runtime/session-titler.js';
 
 const conversation: ChatMessage[] = [
   { role: 'system', content: 'You are helpful.' },
@@ -85,5 +86,30 @@ describe('OfflineModel', () => {
       }
       if (maxTokens >= 100) expect(summary).toContain('- fact 0:');
     }
+  });
+
+  it('titles a conversation with the first words the user wrote, without the offline label', async () => {
+    const model = new OfflineModel();
+    const titleOf = async (userText: string): Promise<string> => {
+      const response = await model.complete({
+        purpose: 'title',
+        maxTokens: 30,
+        messages: [
+          { role: 'system', content: TITLE_PROMPT },
+          { role: 'user', content: `User: ${userText}\n\nAssistant: ${OFFLINE_LABEL} You said: …` },
+        ],
+      });
+      return response.message.content!;
+    };
+    expect(await titleOf('Hello! My name is Ada and I work on the Cairn project.')).toBe(
+      'Hello! My name is Ada',
+    );
+    expect(await titleOf('help me plan a trip to Paris next week')).toBe('Help me plan a trip');
+    expect(await titleOf('What is the capital of Norway? And Sweden?')).toBe(
+      'What is the capital of Norway',
+    );
+    expect(await titleOf('Budget')).toBe('Budget');
+    expect(await titleOf('   ')).toBe('New conversation');
+    expect(await titleOf('Plan   a\nthree-day trip.')).toBe('Plan a three-day trip');
   });
 });

@@ -1,13 +1,22 @@
 /**
  * `cairn serve` logs (DESIGN §14): JSON lines when stdout is not a terminal,
- * human-readable lines with CAIRN_LOG_FORMAT=pretty, and each task
- * transition and chat turn logged once at info with its ids (never the user's text).
+ * human-readable lines on a terminal or with CAIRN_LOG_FORMAT=pretty, and each
+ * task transition, chat turn, compaction and daemon tick logged once at info
+ * with its ids (never the user's text).
  */
+import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
-import { makeHome } from '../helpers/test-app.js';
-import { spawnServer } from './spawn-server.js';
+import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
+import { CLI_PATH, spawnServer } from './spawn-server.js';
+
+type LogLine = Record<string, unknown>;
+const jsonLines = (output: string): LogLine[] =>
+  output
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as LogLine);
 
 describe('server logs', () => {
   let fake: FakeLlmServer;
@@ -109,6 +118,85 @@ describe('server logs', () => {
     expect(out).toMatch(/INFO.*cairn ready, listening on http:\/\/127\.0\.0\.1:\d+/);
     expect(out).toMatch(new RegExp(`INFO.*task\\.completed.*${taskId}`));
     expect(out.split('\n').some((l) => l.startsWith('{"level"'))).toBe(false);
+  });
+
+  it('human-readable by default when standard output is a terminal', async () => {
+    // `script` gives the server a pty as stdout; its own process group is ended after.
+    const child = spawn(
+      'script',
+      ['-qec', `exec '${process.execPath}' '${CLI_PATH}' serve`, '/dev/null'],
+      {
+        env: { PATH: process.env.PATH ?? '', CAIRN_HOME: home, CAIRN_LOG_LEVEL: 'info' },
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      await expect.poll(() => out, { timeout: 20_000 }).toMatch(/cairn ready, listening on/);
+    } finally {
+      process.kill(-child.pid!, 'SIGTERM');
+      await exited;
+    }
+    expect(out).toMatch(/INFO.*cairn ready, listening on http:\/\/127\.0\.0\.1:\d+/);
+    expect(out.split(/\r?\n/).some((l) => l.startsWith('{'))).toBe(false);
+  });
+
+  it('logs each compaction once at info with its session and counts', async () => {
+    const server = await spawnServer({ home, env: { CAIRN_LOG_LEVEL: 'info' } });
+    onTestFinished(() => void server.stop('SIGTERM'));
+    let sessionId: string | undefined;
+    for (const message of ['first secret', 'second secret', 'third secret']) {
+      const res = await fetch(`${server.url}/agents/assistant/chat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ message, ...(sessionId ? { sessionId } : {}) }),
+      });
+      sessionId = ((await res.json()) as { sessionId: string }).sessionId;
+    }
+    const compacted = await fetch(`${server.url}/sessions/${sessionId}/compact`, {
+      method: 'POST',
+    });
+    expect(compacted.status).toBe(200);
+    await expect.poll(() => server.output().includes('context.defaultCompacted')).toBe(true);
+    await server.stop('SIGTERM');
+    const logged = jsonLines(server.output()).filter((l) => l.msg === 'context.defaultCompacted');
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 30, sessionId, trigger: 'manual' });
+    expect(server.output()).not.toContain('secret');
+  });
+
+  it('logs each daemon tick once at info with its agent and task', async () => {
+    const daemonHome = makeHome(
+      {
+        agents: {
+          ticker: { ...TEST_AGENT, name: 'ticker', daemon: { every: '1s', prompt: 'Report.' } },
+        },
+      },
+      fake.baseURL,
+    );
+    try {
+      const server = await spawnServer({
+        home: daemonHome,
+        daemons: true,
+        env: { CAIRN_LOG_LEVEL: 'info' },
+      });
+      onTestFinished(() => void server.stop('SIGTERM'));
+      const ticks = (): LogLine[] =>
+        jsonLines(server.output()).filter((l) => l.msg === 'daemon.tick');
+      await expect.poll(() => ticks().length, { timeout: 20_000 }).toBeGreaterThanOrEqual(2);
+      await server.stop('SIGTERM');
+      const taskIds = ticks().map((l) => l.taskId);
+      for (const tick of ticks())
+        expect(tick).toMatchObject({ level: 30, agentName: 'ticker', status: 'completed' });
+      expect(taskIds.every((id) => typeof id === 'string')).toBe(true);
+      // Once each: no task is reported by two tick lines.
+      expect(new Set(taskIds).size).toBe(taskIds.length);
+    } finally {
+      rmSync(daemonHome, { recursive: true, force: true });
+    }
   });
 
   it('refuses an unknown CAIRN_LOG_FORMAT in one line', async () => {

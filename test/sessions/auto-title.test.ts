@@ -87,6 +87,61 @@ describe('automatic session titles', () => {
     expect(await titleOf(first.sessionId)).toBeNull();
   });
 
+  it('the title call goes to the compact role, not the main model', async () => {
+    const split = await startTestApp({
+      compactModel: { model: 'small-model' },
+      agents: { titled: { ...TEST_AGENT, name: 'titled', autoTitle: true } },
+    });
+    try {
+      split.fake!.setDefault((body) =>
+        isTitleRequest(body) ? { content: 'Trip to Paris' } : { content: 'Sure.' },
+      );
+      const res = await split.app.server.inject({
+        method: 'POST',
+        url: '/agents/titled/chat',
+        payload: { message: 'Help me plan a trip to Paris' },
+      });
+      expect(res.statusCode).toBe(200);
+      await expect
+        .poll(() => split.fake!.requests.filter((r) => isTitleRequest(r.body)).length)
+        .toBe(1);
+      const models = split.fake!.requests.map((r) => [isTitleRequest(r.body), r.body.model]);
+      expect(models).toEqual([
+        [false, 'test-model'],
+        [true, 'small-model'],
+      ]);
+    } finally {
+      await split.close();
+    }
+  });
+
+  it('with the offline model, a session is named by the first words the user wrote', async () => {
+    const offline = await startTestApp({
+      fake: null,
+      agents: { titled: { ...TEST_AGENT, name: 'titled', autoTitle: true } },
+    });
+    try {
+      const res = await offline.app.server.inject({
+        method: 'POST',
+        url: '/agents/titled/chat',
+        payload: { message: 'Help me plan a trip to Paris next week' },
+      });
+      expect(res.statusCode).toBe(200);
+      const { sessionId, reply } = res.json<{ sessionId: string; reply: string }>();
+      expect(reply).toMatch(/^\[offline model\]/);
+      await expect
+        .poll(
+          async () =>
+            (
+              await offline.app.server.inject({ method: 'GET', url: `/sessions/${sessionId}` })
+            ).json().session.title,
+        )
+        .toBe('Help me plan a trip');
+    } finally {
+      await offline.close();
+    }
+  });
+
   it('cleans the reply: first line, no quotes or final stop, at most 80 characters', () => {
     expect(cleanTitle('  "Trip to Paris."  \nmore')).toBe('Trip to Paris');
     expect(cleanTitle('**Budget review**')).toBe('Budget review');

@@ -10,6 +10,7 @@ import { toHttpError } from '../errors.js';
 import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js';
 import { SseStream, wantsEventStream } from '../sse.js';
 import type { StreamGate } from '../stream-gate.js';
+import { markTurnFailed } from '../turn-outcome.js';
 
 interface ChatBody {
   message: string;
@@ -94,6 +95,7 @@ export function chatRoutes(
         sse.send('done', result);
       } catch (err) {
         const [status, body] = toHttpError(err, request.id);
+        markTurnFailed(request);
         if (status >= 500) request.log.error({ code: body.error.code }, 'streamed chat failed');
         sse.send('error', { status, ...body });
       } finally {
