@@ -23,6 +23,8 @@ import type {
 
 export interface StoreFixture {
   store: Store;
+  /** Another store on the same database, opened as instance `instanceId` (closed by cleanup). */
+  openInstance(instanceId: string): Promise<Store>;
   cleanup(): Promise<void>;
 }
 
@@ -1714,6 +1716,89 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await store.deleteMemory('assistant', 'coffee')).toBe(false);
           expect(await store.listMemory('researcher')).toHaveLength(1);
         });
+      });
+    });
+
+    describe('InstanceStore', () => {
+      it('heartbeats and removal are idempotent; with nothing running nothing is interrupted', async () => {
+        await store.heartbeatInstance('inst_x');
+        await store.heartbeatInstance('inst_x');
+        expect(await store.interruptOrphanedTasks({ self: 'inst_x', staleAfterMs: 1_000 })).toBe(0);
+        await store.removeInstance('inst_x');
+        await store.removeInstance('inst_x');
+      });
+
+      it('a store opened as an instance owns the tasks it sets running', async () => {
+        const a = await fixture.openInstance('inst_a');
+        const b = await fixture.openInstance('inst_b');
+        const session = await newSession({ mode: 'task' });
+        const task = await a.createTask({
+          sessionId: session.id,
+          agentName: 'assistant',
+          input: 'x',
+        });
+        expect(task.owner_instance).toBe('inst_a');
+        await a.transitionTask(task.id, ['running'], { status: 'interrupted' });
+        const resumed = await b.transitionTask(task.id, ['interrupted'], { status: 'running' });
+        expect(resumed?.owner_instance).toBe('inst_b');
+        // Other transitions leave the owner as it is.
+        const waiting = await a.transitionTask(task.id, ['running'], { status: 'waiting' });
+        expect(waiting?.owner_instance).toBe('inst_b');
+      });
+
+      it('interruptOrphanedTasks interrupts only tasks of gone or stale owners, never a live peer or self', async () => {
+        const live = await fixture.openInstance('inst_live');
+        const gone = await fixture.openInstance('inst_gone');
+        const self = await fixture.openInstance('inst_self');
+        await live.heartbeatInstance('inst_live');
+        await self.heartbeatInstance('inst_self');
+        await gone.heartbeatInstance('inst_gone');
+        const session = await newSession({ mode: 'task' });
+        const input = { sessionId: session.id, agentName: 'assistant', input: 'x' };
+        const ofLive = await live.createTask(input);
+        const ofGone = await gone.createTask(input);
+        const ofSelf = await self.createTask(input);
+        const unowned = await store.createTask(input);
+        const doneOfGone = await gone.createTask(input);
+        await gone.transitionTask(doneOfGone.id, ['running'], { status: 'completed' });
+
+        // Everyone heartbeat just now: only the unowned task has no live owner.
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 60_000 })).toBe(
+          1,
+        );
+        expect((await store.findTask(unowned.id))?.status).toBe('interrupted');
+
+        // inst_gone is removed (its row is gone): its running task is orphaned.
+        await gone.removeInstance('inst_gone');
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 60_000 })).toBe(
+          1,
+        );
+        const interrupted = await store.findTask(ofGone.id);
+        expect(interrupted?.status).toBe('interrupted');
+        expect(interrupted?.error).toEqual(expect.any(String));
+        expect((await store.findTask(doneOfGone.id))?.status).toBe('completed');
+        expect((await store.findTask(ofLive.id))?.status).toBe('running');
+
+        // A heartbeat older than the limit counts as gone, except for self.
+        await tick(30);
+        await live.heartbeatInstance('inst_live');
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 20 })).toBe(0);
+        await tick(30);
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 20 })).toBe(1);
+        expect((await store.findTask(ofLive.id))?.status).toBe('interrupted');
+        expect((await store.findTask(ofSelf.id))?.status).toBe('running');
+      });
+
+      it("interruptRunningTasks with an owner interrupts only that instance's tasks", async () => {
+        const a = await fixture.openInstance('inst_a');
+        const b = await fixture.openInstance('inst_b');
+        const session = await newSession({ mode: 'task' });
+        const input = { sessionId: session.id, agentName: 'assistant', input: 'x' };
+        const ofA = await a.createTask(input);
+        const ofB = await b.createTask(input);
+        expect(await a.interruptRunningTasks('inst_a')).toBe(1);
+        expect((await store.findTask(ofA.id))?.status).toBe('interrupted');
+        expect((await store.findTask(ofB.id))?.status).toBe('running');
       });
     });
 

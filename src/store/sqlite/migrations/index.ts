@@ -4,6 +4,7 @@ import * as m002 from './002-session-last-seq.js';
 import * as m003 from './003-task-pending-approval.js';
 import * as m004 from './004-transcript-hash.js';
 import * as m005 from './005-compaction-cost.js';
+import * as m006 from './006-instances.js';
 
 export interface Migration {
   readonly version: number;
@@ -11,7 +12,7 @@ export interface Migration {
   readonly up: string;
 }
 
-export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005];
+export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006];
 
 /** A column some migration adds, and the migration (`since`) that adds it. */
 export interface RequiredColumn {
@@ -29,6 +30,7 @@ export interface RequiredColumn {
  * later migration that adds its column with ALTER never finds it there first.
  */
 export const REQUIRED_COLUMNS: readonly RequiredColumn[] = [
+  { since: 6, table: 'tasks', column: 'owner_instance', definition: 'TEXT' },
   { since: 1, table: 'sessions', column: 'compact_summary', definition: 'TEXT' },
   { since: 1, table: 'sessions', column: 'compact_size', definition: 'INTEGER NOT NULL DEFAULT 0' },
   { since: 1, table: 'sessions', column: 'compact_count', definition: 'REAL NOT NULL DEFAULT 50' },
