@@ -8,7 +8,6 @@ import { AgentRegistry } from './agents/agent-registry.js';
 import { formatProblem, loadAgents } from './agents/load-agents.js';
 import type { AgentProblem } from './agents/agent-config.js';
 import type { ModelRoleSettings, Settings } from './config/settings.js';
-import { CairnError } from './errors.js';
 import { createServer } from './http/create-server.js';
 import { compactionRoutes } from './http/routes/compaction.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
@@ -22,6 +21,8 @@ import { chatTurnLogger } from './runtime/turn-observer.js';
 import { SessionTitler } from './runtime/session-titler.js';
 import { Runtime } from './runtime/router.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
+import { PgStore } from './store/postgres/pg-store.js';
+import { newInstanceId } from './runtime/instance-id.js';
 import type { Store } from './store/store.js';
 import { builtinTools } from './tools/builtins/index.js';
 import { checkAgentTools } from './agents/check-agent-tools.js';
@@ -63,6 +64,8 @@ export interface CairnApp {
   readonly server: FastifyInstance;
   readonly runtime: Runtime;
   readonly store: Store;
+  /** This process's id among the instances sharing one database (DESIGN §12); `/health` reports it. */
+  readonly instanceId: string;
   readonly tasks: TaskRunner;
   readonly daemons: DaemonScheduler;
   readonly mcp: McpManager;
@@ -77,20 +80,18 @@ function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient 
     : new OpenAIModel({ role, logger });
 }
 
-function openStore(settings: Settings): Store {
-  if (settings.database.kind === 'postgres') {
-    throw new CairnError(
-      'VALIDATION_ERROR',
-      'DATABASE_URL is set, but this build of Cairn stores data in SQLite only. Unset DATABASE_URL (and use CAIRN_DB for the SQLite path).',
-    );
-  }
-  return new SqliteStore(settings.database.path);
+/** The store `settings.database` selects: Postgres when a URL is set (migrated here), else SQLite. */
+export async function openStore(settings: Settings): Promise<Store> {
+  const { url, poolSize, path } = settings.database;
+  if (url !== null) return PgStore.open(url, { poolSize });
+  return new SqliteStore(path);
 }
 
 export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
   const { agents, problems } = loadAgents(settings.agentsDir);
   const registry = new AgentRegistry(agents, problems);
-  const store = openStore(settings);
+  const store = await openStore(settings);
+  const instanceId = newInstanceId();
   const events = new EventBus(store);
 
   // The server's logger is created by fastify; model clients log through it.
@@ -167,6 +168,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const server = createServer({
     runtime,
     store,
+    instanceId,
     agents: registry,
     events,
     apiKey: settings.server.apiKey,
@@ -230,6 +232,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     server,
     runtime,
     store,
+    instanceId,
     agentProblems: problems,
     tasks,
     daemons,

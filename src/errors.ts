@@ -27,6 +27,10 @@ export const ERROR_STATUS = {
   SERVICE_UNAVAILABLE: 503,
   /** Another server process holds this SQLite file (raised at start, never over HTTP). */
   DATABASE_IN_USE: 503,
+  /** The Postgres server cannot be reached or dropped the connection; nothing of the request was saved. */
+  DATABASE_UNAVAILABLE: 503,
+  /** The database records a migration this build does not have (raised at start, never over HTTP). */
+  DATABASE_TOO_NEW: 503,
   LLM_TIMEOUT: 504,
 } as const;
 

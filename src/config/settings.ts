@@ -19,6 +19,8 @@ export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_BODY_LIMIT_BYTES = 1_048_576;
 export const DEFAULT_MAX_STREAMS = 200;
 export const DEFAULT_STREAM_BUFFER_BYTES = 1_048_576;
+/** Postgres connections one instance opens at most (`database.poolSize`). */
+export const DEFAULT_POOL_SIZE = 10;
 export const DEFAULT_CONTEXT_WINDOW_TOKENS = 32_768;
 export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
 export const DEFAULT_MODEL_MAX_RETRIES = 3;
@@ -64,6 +66,8 @@ export interface Settings {
     readonly kind: 'sqlite' | 'postgres';
     readonly path: string;
     readonly url: string | null;
+    /** Postgres connections this instance opens at most (`database.poolSize`, default 10). */
+    readonly poolSize: number;
   };
   readonly models: { readonly main: ModelRoleSettings; readonly compact: ModelRoleSettings };
   /** MCP tool servers by name (DESIGN §11); empty when cairn.json has none. */
@@ -116,7 +120,11 @@ export const CAIRN_JSON_SCHEMA = {
     database: {
       type: 'object',
       additionalProperties: false,
-      properties: { path: { type: 'string', minLength: 1 }, url: { type: ['string', 'null'] } },
+      properties: {
+        path: { type: 'string', minLength: 1 },
+        url: { type: ['string', 'null'] },
+        poolSize: { type: 'integer', minimum: 1, maximum: 1000 },
+      },
     },
     models: {
       type: 'object',
@@ -147,7 +155,7 @@ interface CairnJson {
     maxStreams?: number;
     streamBufferBytes?: number;
   };
-  database?: { path?: string; url?: string | null };
+  database?: { path?: string; url?: string | null; poolSize?: number };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
   mcpServers?: Record<string, McpServerFile>;
 }
@@ -270,6 +278,7 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       kind: databaseUrl === null ? 'sqlite' : 'postgres',
       path: dbPath === ':memory:' || isAbsolute(dbPath) ? dbPath : join(home, dbPath),
       url: databaseUrl,
+      poolSize: file.database?.poolSize ?? DEFAULT_POOL_SIZE,
     }),
     models: Object.freeze({ main, compact }),
     mcpServers: resolveMcpServers(file.mcpServers, env, home),

@@ -28,6 +28,8 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 export interface ServerDeps {
   runtime: Runtime;
   store: Store;
+  /** This process's id among the instances sharing the database, reported by `GET /health`. */
+  instanceId: string;
   agents: AgentRegistry;
   events: EventBus;
   apiKey: string | null;

@@ -66,6 +66,7 @@ describe('loadSettings', () => {
       kind: 'sqlite',
       path: join(dir, 'data', 'cairn.db'),
       url: null,
+      poolSize: 10,
     });
     expect(settings.models.main).toMatchObject({
       provider: 'offline',
@@ -243,21 +244,30 @@ describe('loadSettings', () => {
     }
   });
 
-  it('DATABASE_URL selects postgres, which this build refuses to start with, clearly', async () => {
+  it('DATABASE_URL selects postgres; an unreachable server stops the start with DATABASE_UNAVAILABLE, never printing the password', async () => {
     const settings = loadSettings({
-      home: home(),
-      env: { DATABASE_URL: 'postgres://u:secret@db/cairn' },
+      home: home({ database: { poolSize: 3 } }),
+      env: { DATABASE_URL: 'postgres://u:secret@127.0.0.1:1/cairn' },
     });
     expect(settings.database).toMatchObject({
       kind: 'postgres',
-      url: 'postgres://u:secret@db/cairn',
+      url: 'postgres://u:secret@127.0.0.1:1/cairn',
+      poolSize: 3,
     });
     const err = await buildApp(settings, { logger: false, daemons: false }).catch(
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(CairnError);
-    expect((err as CairnError).message).toMatch(/SQLite only/);
+    expect((err as CairnError).code).toBe('DATABASE_UNAVAILABLE');
     expect((err as CairnError).message).not.toContain('secret');
+  });
+
+  it('rejects a database.poolSize that is not a positive integer', () => {
+    for (const poolSize of [0, -1, 2.5, '10']) {
+      const err = loadError(home({ database: { poolSize } }));
+      expect(err.code).toBe('VALIDATION_ERROR');
+      expect(err.message).toContain('/database/poolSize');
+    }
   });
 });
 

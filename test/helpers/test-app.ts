@@ -1,6 +1,7 @@
 /**
- * Test harness: a real Cairn app over a real SQLite file in a temp folder,
- * talking to the scripted fake OpenAI server over loopback.
+ * Test harness: a real Cairn app over a real SQLite file in a temp folder
+ * (or a fresh Postgres database with `database: 'postgres'`), talking to the
+ * scripted fake OpenAI server over loopback.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import { buildApp, type AppOptions, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { createTestDatabase } from './postgres.js';
 
 export const TEST_AGENT = {
   name: 'assistant',
@@ -35,7 +37,16 @@ export interface TestAppOptions {
   fake?: FakeLlmServer | null;
   fakeOptions?: Parameters<typeof startFakeLlmServer>[0];
   app?: AppOptions;
+  /** The store: a SQLite file in the home folder (default), or a fresh Postgres database dropped on close. */
+  database?: DatabaseKind;
+  /** Extra cairn.json `database` settings (e.g. `poolSize`). */
+  databaseSettings?: Record<string, unknown>;
 }
+
+export type DatabaseKind = 'sqlite' | 'postgres';
+
+/** The dialects end-to-end suites run on: `describe.each(DATABASES)`. */
+export const DATABASES: readonly DatabaseKind[] = ['sqlite', 'postgres'];
 
 export interface TestApp {
   app: CairnApp;
@@ -45,7 +56,11 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export function makeHome(options: TestAppOptions, baseURL: string | null): string {
+export function makeHome(
+  options: TestAppOptions,
+  baseURL: string | null,
+  databaseUrl: string | null = null,
+): string {
   const home = mkdtempSync(join(tmpdir(), 'cairn-test-'));
   const agents = options.agents ?? { assistant: TEST_AGENT };
   for (const [name, config] of Object.entries(agents)) {
@@ -72,6 +87,14 @@ export function makeHome(options: TestAppOptions, baseURL: string | null): strin
       server: { port: 0, ...(options.server ?? {}) },
       models: { main, ...(options.compactModel ? { compact: options.compactModel } : {}) },
       ...(options.mcpServers ? { mcpServers: options.mcpServers } : {}),
+      ...(databaseUrl !== null || options.databaseSettings
+        ? {
+            database: {
+              ...(databaseUrl !== null ? { url: databaseUrl } : {}),
+              ...(options.databaseSettings ?? {}),
+            },
+          }
+        : {}),
     }),
   );
   return home;
@@ -81,7 +104,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const ownsFake = options.fake === undefined;
   const fake =
     options.fake === undefined ? await startFakeLlmServer(options.fakeOptions) : options.fake;
-  const home = makeHome(options, fake ? fake.baseURL : null);
+  const database = options.database === 'postgres' ? await createTestDatabase() : null;
+  const home = makeHome(options, fake ? fake.baseURL : null, database?.url ?? null);
   const settings = loadSettings({ home, env: options.env ?? {} });
   const app = await buildApp(settings, { logger: false, daemons: false, ...(options.app ?? {}) });
   return {
@@ -91,6 +115,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     async close() {
       await app.close();
       if (ownsFake && fake) await fake.close();
+      await database?.drop();
       rmSync(home, { recursive: true, force: true });
     },
   };

@@ -24,11 +24,28 @@ describe('health and agents routes', () => {
   });
   afterAll(async () => t.close());
 
-  it('GET /health reports status, version and database kind', async () => {
+  it('GET /health reports status, version, database kind and the instance id', async () => {
     const res = await t.app.server.inject({ url: '/health' });
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
-    expect(res.json()).toEqual({ status: 'ok', version: VERSION, database: 'sqlite' });
+    expect(res.json()).toEqual({
+      status: 'ok',
+      version: VERSION,
+      database: 'sqlite',
+      instance: t.app.instanceId,
+    });
+    expect(t.app.instanceId).toMatch(/^inst_/);
+  });
+
+  it('GET /health on a Postgres store reports database "postgres"', async () => {
+    const pg = await startTestApp({ database: 'postgres', fake: null });
+    try {
+      const res = await pg.app.server.inject({ url: '/health' });
+      expect(res.json()).toMatchObject({ database: 'postgres', instance: pg.app.instanceId });
+      expect(pg.app.instanceId).not.toBe(t.app.instanceId);
+    } finally {
+      await pg.close();
+    }
   });
 
   it('GET /agents lists every loaded agent sorted by name, with defaults and no paths', async () => {

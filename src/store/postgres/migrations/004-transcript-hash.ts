@@ -1,0 +1,12 @@
+/**
+ * Postgres migration 004: the visible-transcript hash chain (see SQLite's 004).
+ * Frozen once landed; imports no app code.
+ */
+export const version = 4;
+export const name = 'transcript-hash';
+export const up = `
+ALTER TABLE messages ADD COLUMN transcript_hash TEXT;
+ALTER TABLE sessions ADD COLUMN transcript_hash TEXT;
+CREATE INDEX sessions_transcript ON sessions (agent_name, transcript_hash, updated_at)
+  WHERE transcript_hash IS NOT NULL;
+`;

@@ -1,0 +1,248 @@
+/**
+ * The one place a Postgres pool is opened: the pool, its error mapping
+ * (RELIABILITY 35: serialization failures and deadlocks are retried, a lost
+ * server or an exhausted pool is a retryable 503, never a hang or a crash),
+ * and the migrations, applied once however many instances start at once.
+ */
+import pg from 'pg';
+import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
+import { CairnError } from '../../errors.js';
+import type { Migration, RequiredColumn } from '../sqlite/migrations/index.js';
+import { POSTGRES_MIGRATIONS, POSTGRES_REQUIRED_COLUMNS } from './migrations/index.js';
+
+/** How long a unit of work waits for a free connection (or a new one) before a 503. */
+export const PG_CONNECT_TIMEOUT_MS = 5_000;
+/** Attempts of a unit of work that Postgres aborted as a serialization failure or deadlock. */
+export const PG_MAX_ATTEMPTS = 5;
+/** First pause before retrying an aborted unit of work; doubles with each attempt. */
+export const PG_RETRY_BASE_MS = 10;
+
+/**
+ * The key of the transaction-scoped advisory lock that migrations run under:
+ * instances starting together apply each migration exactly once.
+ */
+const MIGRATION_LOCK_KEY = 0x636169726e; // "cairn"
+
+const INT8_OID = 20;
+
+/**
+ * BIGINT columns (ids, token sums, COUNT(*)) read as JavaScript numbers, as
+ * SQLite returns them: every value Cairn stores stays far below 2^53.
+ */
+function getTypeParser(oid: number, format?: 'text' | 'binary'): (value: string) => unknown {
+  if (oid === INT8_OID) return (value: string) => Number(value);
+  return pg.types.getTypeParser(oid, format ?? 'text') as (value: string) => unknown;
+}
+const TYPES: pg.CustomTypesConfig = { getTypeParser };
+
+export interface PoolOptions {
+  poolSize?: number;
+  connectTimeoutMs?: number;
+}
+
+/** Something that runs a query: the pool, or the client of an open transaction. */
+export type Queryable = Pick<pg.PoolClient, 'query'>;
+
+export function openPool(url: string, options: PoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? PG_CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    types: TYPES,
+  });
+  // An idle connection the server closed (restart, failover) is dropped by the
+  // pool and replaced on next use; without a listener the error would crash
+  // the process.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+const CONNECTION_ERROR_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now (starting up / shutting down)
+]);
+
+function codeOf(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : '';
+}
+
+/** Postgres aborted the transaction and it can simply run again. */
+export function isRetryable(err: unknown): boolean {
+  const code = codeOf(err);
+  return code === '40001' || code === '40P01';
+}
+
+/** The connection is gone: the client must be discarded, not returned to the pool. */
+export function isConnectionError(err: unknown): boolean {
+  const code = codeOf(err);
+  if (CONNECTION_ERROR_CODES.has(code) || code.startsWith('08')) return true;
+  const message = err instanceof Error ? err.message : '';
+  return /Connection terminated|connection is closed|Client has encountered a connection error|Client was closed/i.test(
+    message,
+  );
+}
+
+function isPoolTimeout(err: unknown): boolean {
+  return err instanceof Error && /timeout exceeded when trying to connect/i.test(err.message);
+}
+
+/**
+ * What a failed unit of work means to a client: a lost or unreachable server
+ * is DATABASE_UNAVAILABLE, no free connection in time is SERVICE_UNAVAILABLE,
+ * both 503 and retryable; anything else is passed on unchanged.
+ */
+export function translateError(err: unknown, poolSize: number): unknown {
+  if (err instanceof CairnError) return err;
+  if (isPoolTimeout(err)) {
+    return new CairnError(
+      'SERVICE_UNAVAILABLE',
+      `No database connection became free in time (database.poolSize is ${poolSize}). Retry the request shortly; if this persists, raise database.poolSize.`,
+      { cause: err },
+    );
+  }
+  if (isConnectionError(err)) {
+    return new CairnError(
+      'DATABASE_UNAVAILABLE',
+      'The Postgres database cannot be reached; nothing of this request was saved. Retry when the database is back.',
+      { cause: err },
+    );
+  }
+  if (isRetryable(err)) {
+    return new CairnError(
+      'SERVICE_UNAVAILABLE',
+      'The database kept aborting this write under contention. Retry the request shortly.',
+      { cause: err },
+    );
+  }
+  return err;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs `work` in one transaction on one pooled connection and commits it.
+ * `work` awaits only its own queries (never a model call or another unit of
+ * work), so a transaction is open for as long as its statements take.
+ * Serialization failures and deadlocks roll back and run again with backoff.
+ */
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  poolSize: number,
+  work: (client: Queryable) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (err) {
+      throw translateError(err, poolSize);
+    }
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      broken = isConnectionError(err);
+      if (!broken) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+      }
+      if (!isRetryable(err) || attempt >= PG_MAX_ATTEMPTS) throw translateError(err, poolSize);
+    } finally {
+      client.release(broken ? true : undefined);
+    }
+    await sleep(PG_RETRY_BASE_MS * 2 ** (attempt - 1) * (0.5 + Math.random()));
+  }
+}
+
+/** One query outside a transaction (reads), with the same error mapping. */
+export async function queryRows<R extends pg.QueryResultRow>(
+  pool: pg.Pool,
+  poolSize: number,
+  sql: string,
+  params: unknown[] = [],
+): Promise<R[]> {
+  try {
+    return (await pool.query<R>(sql, params)).rows;
+  } catch (err) {
+    throw translateError(err, poolSize);
+  }
+}
+
+/**
+ * Applies pending migrations and the missing-column step, all in one
+ * transaction under an advisory lock, so instances starting at once wait for
+ * each other and apply each migration exactly once. Refuses a database that
+ * records a migration this build does not know: it was written by a newer
+ * Cairn, and running older code against it could corrupt it.
+ */
+export async function migratePostgres(
+  pool: pg.Pool,
+  migrations: readonly Migration[] = POSTGRES_MIGRATIONS,
+  required: readonly RequiredColumn[] = POSTGRES_REQUIRED_COLUMNS,
+): Promise<{ ran: number[]; addedColumns: string[] }> {
+  return inTransaction(pool, 1, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+    const recorded = await client.query<{ version: number; name: string }>(
+      'SELECT version, name FROM schema_migrations ORDER BY version',
+    );
+    const known = new Set(migrations.map((m) => m.version));
+    const unknown = recorded.rows.filter((r) => !known.has(r.version));
+    if (unknown.length > 0) {
+      throw new CairnError(
+        'DATABASE_TOO_NEW',
+        `The database has migration ${unknown.map((r) => `${r.version} (${r.name})`).join(', ')}, which this version of Cairn does not know: a newer Cairn has upgraded it. Upgrade Cairn on this machine before starting it against this database.`,
+      );
+    }
+    const applied = new Set(recorded.rows.map((r) => r.version));
+    const ran: number[] = [];
+    for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (applied.has(migration.version)) continue;
+      await client.query(migration.up);
+      await client.query(
+        'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)',
+        [migration.version, migration.name, new Date().toISOString()],
+      );
+      applied.add(migration.version);
+      ran.push(migration.version);
+    }
+    const addedColumns = await ensurePostgresColumns(client, applied, required);
+    return { ran, addedColumns };
+  });
+}
+
+/** Adds any missing column of the applied migrations; only alters a table that lacks one. */
+async function ensurePostgresColumns(
+  client: Queryable,
+  applied: ReadonlySet<number>,
+  required: readonly RequiredColumn[],
+): Promise<string[]> {
+  const existing = await client.query<{ table_name: string; column_name: string }>(
+    `SELECT table_name, column_name FROM information_schema.columns
+     WHERE table_schema = current_schema()`,
+  );
+  const tables = new Set(existing.rows.map((r) => r.table_name));
+  const columns = new Set(existing.rows.map((r) => `${r.table_name}.${r.column_name}`));
+  const added: string[] = [];
+  for (const { since, table, column, definition } of required) {
+    if (!applied.has(since) || !tables.has(table) || columns.has(`${table}.${column}`)) continue;
+    await client.query(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
+    added.push(`${table}.${column}`);
+  }
+  return added;
+}

@@ -1,0 +1,986 @@
+/**
+ * The Postgres implementation of `Store` (node-postgres, pooled). Each method
+ * is one transaction on one pooled connection that awaits only its own
+ * statements, committed before the returned promise resolves. Where SQLite's
+ * single writer makes read-then-write safe, this store locks the session row
+ * (`FOR UPDATE`) first, so concurrent instances serialise per session: seqs
+ * never collide, compare-and-set compaction stays exact. Event inserts take a
+ * transaction-scoped advisory lock so event ids become visible in id order and
+ * a reader paging by `afterId` never skips one that commits late.
+ */
+import type pg from 'pg';
+import {
+  messageChars,
+  type ChatMessage,
+  type StoredMessage,
+  type ToolCall,
+} from '../../llm/messages.js';
+import { CairnError } from '../../errors.js';
+import type {
+  AppendOptions,
+  CompactionRow,
+  DaemonState,
+  EventRow,
+  HistoryHit,
+  ImportedCompaction,
+  ImportedMessage,
+  ImportedSession,
+  MemoryNote,
+  MessageMeta,
+  NewCompaction,
+  NewEvent,
+  NewSession,
+  Page,
+  SessionEdit,
+  SessionFilter,
+  SessionRow,
+  Store,
+  TaskRow,
+  TaskStatus,
+} from '../store.js';
+import { sessionNotFound } from '../session-not-found.js';
+import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
+import { MEMORY_PAGE, newId, toFtsQuery } from '../sqlite/sqlite-store.js';
+import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
+import {
+  inTransaction,
+  migratePostgres,
+  openPool,
+  queryRows,
+  type PoolOptions,
+  type Queryable,
+} from './open-pool.js';
+
+interface MessageRecord {
+  session_id: string;
+  seq: number;
+  role: ChatMessage['role'];
+  content: string | null;
+  tool_calls: string | null;
+  tool_call_id: string | null;
+  name: string | null;
+  created_at: string;
+}
+
+interface EventRecord {
+  id: number;
+  type: string;
+  session_id: string | null;
+  data: string;
+  created_at: string;
+}
+
+/** Serialises event inserts (see the module comment). */
+const EVENTS_LOCK_KEY = 0x636169726e02;
+
+const TASK_PATCH_COLUMNS: readonly string[] = [
+  'status',
+  'result',
+  'question',
+  'error',
+  'pending_call_id',
+  'pending_tool',
+  'pending_arguments',
+];
+
+const MESSAGE_COLUMNS =
+  'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
+const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
+
+const INTERRUPTED_ERROR =
+  'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
+
+function now(): string {
+  return new Date().toISOString();
+}
+
+function toStoredMessage(row: MessageRecord): StoredMessage {
+  const message: StoredMessage = {
+    session_id: row.session_id,
+    seq: row.seq,
+    role: row.role,
+    content: row.content,
+    created_at: row.created_at,
+  };
+  if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
+  if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
+  if (row.name !== null) message.name = row.name;
+  return message;
+}
+
+function toEventRow(row: EventRecord): EventRow {
+  return { ...row, data: JSON.parse(row.data) as Record<string, unknown> };
+}
+
+function encodeCursor(createdAt: string, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): [string, string] {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (
+      Array.isArray(value) &&
+      value.length === 2 &&
+      typeof value[0] === 'string' &&
+      typeof value[1] === 'string'
+    ) {
+      return [value[0], value[1]];
+    }
+  } catch {
+    // fall through to the validation error
+  }
+  throw new CairnError(
+    'VALIDATION_ERROR',
+    'cursor is not valid: pass the nextCursor of a previous page.',
+  );
+}
+
+/**
+ * Free text as a tsquery that cannot be a syntax error: the same words as the
+ * SQLite store's FTS5 query, each a quoted lexeme, OR-ed.
+ */
+function toTsQuery(text: string): string | undefined {
+  const fts = toFtsQuery(text);
+  return fts?.replace(/"/g, "'").replace(/ OR /g, ' | ');
+}
+
+/** ts_headline options: the match in [brackets], one short fragment, like FTS5's snippet(). */
+const HEADLINE =
+  'StartSel="[", StopSel="]", MaxWords=16, MinWords=4, MaxFragments=1, FragmentDelimiter="…"';
+
+export interface PgStoreOptions extends PoolOptions {
+  /** Apply pending migrations at open (default true; `cairn migrate` does it explicitly). */
+  migrate?: boolean;
+}
+
+export class PgStore implements Store {
+  readonly kind = 'postgres' as const;
+  readonly pool: pg.Pool;
+  private readonly poolSize: number;
+  private closed = false;
+
+  private constructor(pool: pg.Pool, poolSize: number) {
+    this.pool = pool;
+    this.poolSize = poolSize;
+  }
+
+  /** Connects to `url` and migrates the database (instances starting at once are safe). */
+  static async open(url: string, options: PgStoreOptions = {}): Promise<PgStore> {
+    const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
+    const pool = openPool(url, options);
+    try {
+      if (options.migrate !== false) await migratePostgres(pool);
+    } catch (err) {
+      await pool.end();
+      throw err;
+    }
+    return new PgStore(pool, poolSize);
+  }
+
+  private tx<T>(work: (client: Queryable) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, this.poolSize, work);
+  }
+
+  private rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
+    return queryRows<R>(this.pool, this.poolSize, sql, params);
+  }
+
+  private async row<R extends pg.QueryResultRow>(
+    sql: string,
+    params: unknown[] = [],
+  ): Promise<R | undefined> {
+    return (await this.rows<R>(sql, params))[0];
+  }
+
+  // ---- sessions -------------------------------------------------------------
+
+  async createSession(input: NewSession): Promise<SessionRow> {
+    const id = newId('sess');
+    const createdAt = now();
+    return this.tx(async (c) => {
+      await c.query(
+        `INSERT INTO sessions
+          (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count)
+         VALUES ($1, $2, $3, 'active', $4, $5, $6, $6, $7)`,
+        [
+          id,
+          input.agentName,
+          input.mode,
+          input.title ?? null,
+          input.parentSessionId ?? null,
+          createdAt,
+          input.compactCount,
+        ],
+      );
+      await this.insertMessages(
+        c,
+        id,
+        [{ role: 'system', content: input.systemPrompt }],
+        {},
+        createdAt,
+      );
+      return getSession(c, id) as Promise<SessionRow>;
+    });
+  }
+
+  async findSession(id: string): Promise<SessionRow | undefined> {
+    return this.row<SessionRow>('SELECT * FROM sessions WHERE id = $1', [id]);
+  }
+
+  async findSessionByTranscript(
+    agentName: string,
+    transcriptHash: string,
+  ): Promise<SessionRow | undefined> {
+    return this.row<SessionRow>(
+      `SELECT * FROM sessions WHERE agent_name = $1 AND transcript_hash = $2 AND status = 'active'
+       ORDER BY updated_at DESC LIMIT 1`,
+      [agentName, transcriptHash],
+    );
+  }
+
+  async listSessions(filter: SessionFilter): Promise<Page<SessionRow>> {
+    return this.newestFirst<SessionRow>('sessions', filter, {
+      agent_name: filter.agentName,
+      status: filter.status,
+      mode: filter.mode,
+      parent_session_id: filter.parentSessionId,
+    });
+  }
+
+  async resetSession(id: string): Promise<SessionRow | undefined> {
+    return this.tx(async (c) => {
+      if ((await lockSession(c, id)) === undefined) return undefined;
+      await c.query("DELETE FROM messages WHERE session_id = $1 AND role <> 'system'", [id]);
+      await c.query('DELETE FROM compactions WHERE session_id = $1', [id]);
+      await c.query(
+        `UPDATE sessions SET
+           message_count = (SELECT COUNT(*) FROM messages WHERE session_id = $1),
+           input_tokens = 0, output_tokens = 0,
+           compaction_input_tokens = 0, compaction_output_tokens = 0,
+           compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
+           last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
+           epoch = epoch + 1, transcript_hash = NULL, updated_at = $2
+         WHERE id = $1`,
+        [id, now()],
+      );
+      return getSession(c, id);
+    });
+  }
+
+  async closeSession(id: string): Promise<SessionRow | undefined> {
+    return this.tx(async (c) => {
+      const result = await c.query<SessionRow>(
+        "UPDATE sessions SET status = 'closed', updated_at = $2 WHERE id = $1 RETURNING *",
+        [id, now()],
+      );
+      return result.rows[0];
+    });
+  }
+
+  async deleteSession(id: string): Promise<boolean> {
+    return this.tx(
+      async (c) => ((await c.query('DELETE FROM sessions WHERE id = $1', [id])).rowCount ?? 0) > 0,
+    );
+  }
+
+  async updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined> {
+    return this.tx(async (c) => {
+      const result = await c.query<SessionRow>(
+        `UPDATE sessions SET
+           title = CASE WHEN $2 THEN $3 ELSE title END,
+           compact_count = COALESCE($4, compact_count),
+           updated_at = $5
+         WHERE id = $1 RETURNING *`,
+        [id, edit.title !== undefined, edit.title ?? null, edit.compactCount ?? null, now()],
+      );
+      return result.rows[0];
+    });
+  }
+
+  async createImportedSession(session: ImportedSession): Promise<string> {
+    const id = newId('sess');
+    await this.tx((c) =>
+      c.query(
+        `INSERT INTO sessions
+          (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
+           input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
+           compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
+           compaction_input_tokens, compaction_output_tokens)
+         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+        [
+          id,
+          session.agent_name,
+          session.mode,
+          session.status,
+          session.title,
+          session.created_at,
+          session.updated_at,
+          session.input_tokens,
+          session.output_tokens,
+          session.compact_summary,
+          session.compact_size,
+          session.compact_count,
+          session.compaction_count,
+          session.compact_seq,
+          session.last_prompt_tokens,
+          session.last_prompt_seq,
+          session.compaction_suspended,
+          session.compaction_input_tokens,
+          session.compaction_output_tokens,
+        ],
+      ),
+    );
+    return id;
+  }
+
+  // ---- messages -------------------------------------------------------------
+
+  async appendMessages(
+    sessionId: string,
+    messages: ChatMessage[],
+    options: AppendOptions = {},
+  ): Promise<StoredMessage[]> {
+    return this.tx((c) => this.insertMessages(c, sessionId, messages, options, now()));
+  }
+
+  async appendMessagesWithEvents(
+    sessionId: string,
+    messages: ChatMessage[],
+    eventType: string,
+    options: AppendOptions = {},
+  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    return this.tx(async (c) => {
+      const createdAt = now();
+      const stored = await this.insertMessages(c, sessionId, messages, options, createdAt);
+      const events: EventRow[] = [];
+      for (const m of stored) {
+        events.push(
+          await insertEvent(
+            c,
+            { type: eventType, sessionId, data: { seq: m.seq, role: m.role, sessionId } },
+            createdAt,
+          ),
+        );
+      }
+      return { messages: stored, events };
+    });
+  }
+
+  private async insertMessages(
+    c: Queryable,
+    sessionId: string,
+    messages: ChatMessage[],
+    options: AppendOptions,
+    createdAt: string,
+  ): Promise<StoredMessage[]> {
+    const state = await lockSession(c, sessionId);
+    if (state === undefined && messages.length > 0) throw sessionNotFound(sessionId);
+    let seq = state?.last_seq ?? 0;
+    let transcript = state?.transcript_hash ?? null;
+    const stored: StoredMessage[] = [];
+    if (messages.length === 0) return stored;
+    const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
+    for (const message of messages) {
+      seq += 1;
+      const record: MessageRecord = {
+        session_id: sessionId,
+        seq,
+        role: message.role,
+        content: message.content,
+        tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
+        tool_call_id: message.tool_call_id ?? null,
+        name: message.name ?? null,
+        created_at: createdAt,
+      };
+      // The chain advances at write time, so matching a transcript never scans messages.
+      const visible = isVisible(message);
+      if (visible) transcript = nextTranscriptHash(transcript, message);
+      const values = [
+        record.seq,
+        record.role,
+        record.content,
+        record.tool_calls,
+        record.tool_call_id,
+        record.name,
+        messageChars(message),
+        visible ? transcript : null,
+      ];
+      values.forEach((v, i) => columns[i]!.push(v));
+      stored.push(toStoredMessage(record));
+    }
+    // One statement for the whole batch: a turn's messages cost one round trip.
+    await c.query(
+      `INSERT INTO messages
+         (session_id, seq, role, content, tool_calls, tool_call_id, name, chars, transcript_hash, created_at)
+       SELECT $1, * , $10 FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
+         $7::text[], $8::int[], $9::text[])`,
+      [sessionId, ...columns.slice(0, 8), createdAt],
+    );
+    await c.query(
+      `UPDATE sessions SET
+         message_count = message_count + $2,
+         last_seq = $3,
+         transcript_hash = $4,
+         input_tokens = input_tokens + $5,
+         output_tokens = output_tokens + $6,
+         last_prompt_tokens = COALESCE($7, last_prompt_tokens),
+         last_prompt_seq = CASE WHEN $7::bigint IS NULL THEN last_prompt_seq ELSE $8 END,
+         updated_at = $9
+       WHERE id = $1`,
+      [
+        sessionId,
+        messages.length,
+        seq,
+        transcript,
+        options.usage?.input_tokens ?? 0,
+        options.usage?.output_tokens ?? 0,
+        options.promptTokens ?? null,
+        // The reported prompt covered everything before the reply just stored.
+        seq - messages.length,
+        createdAt,
+      ],
+    );
+    return stored;
+  }
+
+  async appendImportedMessages(
+    sessionId: string,
+    messages: readonly ImportedMessage[],
+  ): Promise<void> {
+    if (messages.length === 0) return;
+    await this.tx(async (c) => {
+      // The visible-transcript chain is rebuilt as the messages go in, so a
+      // client resending the imported history lands in the imported session.
+      const state = await lockSession(c, sessionId);
+      let transcript = state?.transcript_hash ?? null;
+      for (const message of messages) {
+        const visible = isVisible(message);
+        if (visible) transcript = nextTranscriptHash(transcript, message);
+        await c.query(
+          `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+          [
+            sessionId,
+            message.seq,
+            message.role,
+            message.content,
+            message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
+            message.tool_call_id ?? null,
+            message.name ?? null,
+            message.created_at,
+            messageChars(message),
+            visible ? transcript : null,
+          ],
+        );
+      }
+      await c.query(
+        `UPDATE sessions SET message_count = message_count + $2, last_seq = GREATEST(last_seq, $3),
+           transcript_hash = $4 WHERE id = $1`,
+        [sessionId, messages.length, messages[messages.length - 1]!.seq, transcript],
+      );
+    });
+  }
+
+  async listMessages(
+    sessionId: string,
+    options: { afterSeq: number; limit: number },
+  ): Promise<StoredMessage[]> {
+    const rows = await this.rows<MessageRecord>(
+      `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+      [sessionId, options.afterSeq, options.limit],
+    );
+    return rows.map(toStoredMessage);
+  }
+
+  async loadContext(
+    sessionId: string,
+    afterSeq: number,
+  ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }> {
+    // One statement: the system messages and the tail, read from one snapshot.
+    const rows = await this.rows<MessageRecord>(
+      `SELECT ${MESSAGE_COLUMNS} FROM messages
+       WHERE session_id = $1 AND (role = 'system' OR seq > $2) ORDER BY seq`,
+      [sessionId, afterSeq],
+    );
+    const system: StoredMessage[] = [];
+    const tail: StoredMessage[] = [];
+    for (const row of rows) (row.role === 'system' ? system : tail).push(toStoredMessage(row));
+    return { system, tail };
+  }
+
+  async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
+    const rows = await this.rows<{
+      seq: number;
+      role: ChatMessage['role'];
+      chars: number | null;
+      content_chars: number | null;
+      tool_calls: string | null;
+      tool_call_id: string | null;
+    }>(
+      `SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
+       FROM messages WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq`,
+      [sessionId, afterSeq],
+    );
+    return rows.map((row) => {
+      const calls =
+        row.tool_calls === null ? undefined : (JSON.parse(row.tool_calls) as ToolCall[]);
+      const meta: MessageMeta = {
+        seq: row.seq,
+        role: row.role,
+        chars:
+          row.chars ??
+          messageChars({ content: null, tool_calls: calls }) + (row.content_chars ?? 0),
+      };
+      if (calls) meta.callIds = calls.map((call) => call.id);
+      if (row.tool_call_id !== null) meta.toolCallId = row.tool_call_id;
+      return meta;
+    });
+  }
+
+  async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
+    const rows = await this.rows<MessageRecord>(
+      `SELECT ${MESSAGE_COLUMNS} FROM messages
+       WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq LIMIT $3`,
+      [sessionId, afterSeq, limit],
+    );
+    return rows.map(toStoredMessage);
+  }
+
+  async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
+    const tsquery = toTsQuery(query);
+    if (tsquery === undefined) return [];
+    return this.rows<HistoryHit>(
+      `SELECT m.seq, m.role, ts_headline('simple', m.content, q, '${HEADLINE}') AS snippet
+       FROM messages m, to_tsquery('simple', $1) q
+       WHERE m.session_id = $2 AND m.search @@ q
+       ORDER BY ts_rank(m.search, q) DESC, m.seq LIMIT $3`,
+      [tsquery, sessionId, limit],
+    );
+  }
+
+  // ---- compaction -----------------------------------------------------------
+
+  async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
+    return this.tx(async (c) => {
+      const before = (
+        await c.query<SessionRow>('SELECT * FROM sessions WHERE id = $1 FOR UPDATE', [
+          input.sessionId,
+        ])
+      ).rows[0];
+      if (before === undefined || before.compact_size !== input.expectedSize) return undefined;
+      if (input.expectedEpoch !== undefined && before.epoch !== input.expectedEpoch)
+        return undefined;
+      const createdAt = now();
+      const updated = await c.query<SessionRow>(
+        `UPDATE sessions SET
+           compact_summary = $2, compact_size = $3, compact_seq = $4,
+           compaction_count = compaction_count + 1,
+           compaction_input_tokens = compaction_input_tokens + $5,
+           compaction_output_tokens = compaction_output_tokens + $6,
+           compaction_suspended = CASE WHEN $7 = 'manual' THEN 0 ELSE compaction_suspended END,
+           last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = $8
+         WHERE id = $1 RETURNING *`,
+        [
+          input.sessionId,
+          input.summary,
+          input.toSize,
+          input.toSeq,
+          input.inputTokens ?? 0,
+          input.outputTokens ?? 0,
+          input.trigger,
+          createdAt,
+        ],
+      );
+      await c.query(
+        `INSERT INTO compactions
+           (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
+            input_chars, summary_chars, input_tokens, output_tokens, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+        [
+          input.sessionId,
+          before.compact_size,
+          input.toSize,
+          before.compact_seq,
+          input.toSeq,
+          before.compact_summary,
+          input.summary,
+          input.trigger,
+          input.model,
+          input.inputChars,
+          input.summary.length,
+          input.inputTokens ?? 0,
+          input.outputTokens ?? 0,
+          createdAt,
+        ],
+      );
+      return updated.rows[0];
+    });
+  }
+
+  async undoCompaction(
+    sessionId: string,
+  ): Promise<{ session: SessionRow; restoredSize: number } | undefined> {
+    return this.tx(async (c) => {
+      if ((await lockSession(c, sessionId)) === undefined) return undefined;
+      const latest = (
+        await c.query<CompactionRow>(
+          'SELECT * FROM compactions WHERE session_id = $1 ORDER BY id DESC LIMIT 1',
+          [sessionId],
+        )
+      ).rows[0];
+      if (latest === undefined || latest.undone_at !== null) return undefined;
+      const updatedAt = now();
+      const restored = await c.query<SessionRow>(
+        `UPDATE sessions SET
+           compact_summary = $2, compact_size = $3, compact_seq = $4,
+           compaction_count = GREATEST(compaction_count - 1, 0),
+           last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = $5
+         WHERE id = $1 AND compact_size = $6 AND compact_seq = $7 RETURNING *`,
+        [
+          sessionId,
+          latest.previous_summary,
+          latest.from_size,
+          latest.from_seq,
+          updatedAt,
+          latest.to_size,
+          latest.to_seq,
+        ],
+      );
+      const session = restored.rows[0];
+      if (session === undefined) return undefined;
+      await c.query('UPDATE compactions SET undone_at = $1 WHERE id = $2', [updatedAt, latest.id]);
+      return { session, restoredSize: latest.from_size };
+    });
+  }
+
+  async listCompactions(sessionId: string): Promise<CompactionRow[]> {
+    return this.rows<CompactionRow>('SELECT * FROM compactions WHERE session_id = $1 ORDER BY id', [
+      sessionId,
+    ]);
+  }
+
+  async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
+    await this.tx((c) =>
+      c.query('UPDATE sessions SET compaction_suspended = $1 WHERE id = $2', [
+        suspended ? 1 : 0,
+        sessionId,
+      ]),
+    );
+  }
+
+  async appendImportedCompactions(
+    sessionId: string,
+    compactions: readonly ImportedCompaction[],
+  ): Promise<void> {
+    await this.tx(async (c) => {
+      for (const k of compactions) {
+        await c.query(
+          `INSERT INTO compactions
+             (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger,
+              model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+          [
+            sessionId,
+            k.from_size,
+            k.to_size,
+            k.from_seq,
+            k.to_seq,
+            k.previous_summary,
+            k.summary,
+            k.trigger,
+            k.model,
+            k.input_chars,
+            k.summary_chars,
+            k.input_tokens,
+            k.output_tokens,
+            k.created_at,
+            k.undone_at,
+          ],
+        );
+      }
+    });
+  }
+
+  // ---- events ---------------------------------------------------------------
+
+  async appendEvent(event: NewEvent): Promise<EventRow> {
+    return this.tx((c) => insertEvent(c, event, now()));
+  }
+
+  async listEvents(options: {
+    afterId: number;
+    sessionId?: string;
+    limit: number;
+  }): Promise<EventRow[]> {
+    const rows =
+      options.sessionId === undefined
+        ? await this.rows<EventRecord>('SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2', [
+            options.afterId,
+            options.limit,
+          ])
+        : await this.rows<EventRecord>(
+            'SELECT * FROM events WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3',
+            [options.sessionId, options.afterId, options.limit],
+          );
+    return rows.map(toEventRow);
+  }
+
+  // ---- tasks ----------------------------------------------------------------
+
+  async createTask(input: {
+    sessionId: string;
+    agentName: string;
+    input: string;
+  }): Promise<TaskRow> {
+    const id = newId('task');
+    return this.tx(async (c) => {
+      const created = await c.query<TaskRow>(
+        `INSERT INTO tasks (id, session_id, agent_name, status, input, created_at, updated_at)
+         VALUES ($1, $2, $3, 'running', $4, $5, $5) RETURNING *`,
+        [id, input.sessionId, input.agentName, input.input, now()],
+      );
+      return created.rows[0]!;
+    });
+  }
+
+  async findTask(id: string): Promise<TaskRow | undefined> {
+    return this.row<TaskRow>('SELECT * FROM tasks WHERE id = $1', [id]);
+  }
+
+  async listTasks(filter: {
+    status?: TaskStatus;
+    agentName?: string;
+    limit: number;
+    cursor?: string;
+  }): Promise<Page<TaskRow>> {
+    return this.newestFirst<TaskRow>('tasks', filter, {
+      status: filter.status,
+      agent_name: filter.agentName,
+    });
+  }
+
+  async transitionTask(
+    id: string,
+    from: readonly TaskStatus[],
+    patch: Parameters<Store['transitionTask']>[2],
+  ): Promise<TaskRow | undefined> {
+    const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
+    const params: unknown[] = [id, now(), [...from]];
+    const assignments = columns.map((column) => {
+      params.push((patch as Record<string, unknown>)[column] ?? null);
+      return `${column} = $${params.length}`;
+    });
+    assignments.push('updated_at = $2');
+    // A concurrent transition re-checks the status after the first one commits: one wins.
+    return this.tx(async (c) => {
+      const result = await c.query<TaskRow>(
+        `UPDATE tasks SET ${assignments.join(', ')} WHERE id = $1 AND status = ANY($3::text[]) RETURNING *`,
+        params,
+      );
+      return result.rows[0];
+    });
+  }
+
+  async findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined> {
+    return this.row<TaskRow>(
+      "SELECT * FROM tasks WHERE session_id = $1 AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
+      [sessionId],
+    );
+  }
+
+  async interruptRunningTasks(): Promise<number> {
+    return this.tx(async (c) => {
+      const result = await c.query(
+        "UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2 WHERE status = 'running'",
+        [INTERRUPTED_ERROR, now()],
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
+  // ---- daemons --------------------------------------------------------------
+
+  async findDaemonState(agentName: string): Promise<DaemonState | undefined> {
+    return this.row<DaemonState>('SELECT * FROM daemon_runs WHERE agent_name = $1', [agentName]);
+  }
+
+  async claimDaemonLease(
+    agentName: string,
+    owner: string,
+    at: Date,
+    leaseMs: number,
+  ): Promise<boolean> {
+    return this.tx(async (c) => {
+      await ensureDaemon(c, agentName);
+      // A concurrent claim re-evaluates the WHERE on the committed row: one owner wins.
+      const result = await c.query(
+        `UPDATE daemon_runs SET lease_owner = $2, lease_expires = $3
+         WHERE agent_name = $1 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $2)`,
+        [agentName, owner, new Date(at.getTime() + leaseMs).toISOString(), at.toISOString()],
+      );
+      return (result.rowCount ?? 0) > 0;
+    });
+  }
+
+  async finishDaemonRun(
+    agentName: string,
+    owner: string,
+    lastRunAt: Date,
+    nextRunAt: Date | null,
+  ): Promise<boolean> {
+    return this.tx(async (c) => {
+      const result = await c.query(
+        `UPDATE daemon_runs SET last_run_at = $3, next_run_at = $4, lease_owner = NULL, lease_expires = NULL
+         WHERE agent_name = $1 AND lease_owner = $2`,
+        [agentName, owner, lastRunAt.toISOString(), nextRunAt?.toISOString() ?? null],
+      );
+      return (result.rowCount ?? 0) > 0;
+    });
+  }
+
+  async releaseDaemonLeases(): Promise<number> {
+    return this.tx(async (c) => {
+      const result = await c.query(
+        'UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner IS NOT NULL',
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
+  async setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void> {
+    await this.tx(async (c) => {
+      await ensureDaemon(c, agentName);
+      await c.query('UPDATE daemon_runs SET next_run_at = $1 WHERE agent_name = $2', [
+        nextRunAt?.toISOString() ?? null,
+        agentName,
+      ]);
+    });
+  }
+
+  // ---- memory ---------------------------------------------------------------
+
+  async listMemory(agentName: string, query?: string, limit = MEMORY_PAGE): Promise<MemoryNote[]> {
+    if (query !== undefined && query.trim() !== '') {
+      const tsquery = toTsQuery(query);
+      if (tsquery === undefined) return [];
+      return this.rows<MemoryNote>(
+        `SELECT ${MEMORY_COLUMNS} FROM memory m, to_tsquery('simple', $1) q
+         WHERE m.agent_name = $2 AND m.search @@ q
+         ORDER BY ts_rank(m.search, q) DESC, m.updated_at DESC, m.id DESC LIMIT $3`,
+        [tsquery, agentName, limit],
+      );
+    }
+    return this.rows<MemoryNote>(
+      `SELECT ${MEMORY_COLUMNS} FROM memory WHERE agent_name = $1
+       ORDER BY updated_at DESC, id DESC LIMIT $2`,
+      [agentName, limit],
+    );
+  }
+
+  async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {
+    return this.tx(async (c) => {
+      const result = await c.query<MemoryNote>(
+        `INSERT INTO memory (agent_name, key, content, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $4)
+         ON CONFLICT (agent_name, key) DO UPDATE SET content = EXCLUDED.content, updated_at = EXCLUDED.updated_at
+         RETURNING ${MEMORY_COLUMNS}`,
+        [agentName, key, content, now()],
+      );
+      return result.rows[0]!;
+    });
+  }
+
+  async deleteMemory(agentName: string, key: string): Promise<boolean> {
+    return this.tx(async (c) => {
+      const result = await c.query('DELETE FROM memory WHERE agent_name = $1 AND key = $2', [
+        agentName,
+        key,
+      ]);
+      return (result.rowCount ?? 0) > 0;
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  /**
+   * A keyset page of `table`, newest first by (created_at, id), with equality
+   * filters on the given columns (undefined ones are ignored). Never OFFSET.
+   */
+  private async newestFirst<T extends { created_at: string; id: string }>(
+    table: 'sessions' | 'tasks',
+    page: { limit: number; cursor?: string },
+    equals: Record<string, string | undefined>,
+  ): Promise<Page<T>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    for (const [column, value] of Object.entries(equals)) {
+      if (value === undefined) continue;
+      params.push(value);
+      where.push(`${column} = $${params.length}`);
+    }
+    if (page.cursor !== undefined) {
+      const [createdAt, id] = decodeCursor(page.cursor);
+      params.push(createdAt, id);
+      const [c, i] = [params.length - 1, params.length];
+      where.push(`(created_at < $${c} OR (created_at = $${c} AND id < $${i}))`);
+    }
+    params.push(page.limit + 1);
+    const rows = await this.rows<T>(
+      `SELECT * FROM ${table} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+       ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+      params,
+    );
+    const items = rows.slice(0, page.limit);
+    const last = items[items.length - 1];
+    return {
+      items,
+      nextCursor:
+        rows.length > page.limit && last !== undefined
+          ? encodeCursor(last.created_at, last.id)
+          : null,
+    };
+  }
+}
+
+async function getSession(c: Queryable, id: string): Promise<SessionRow | undefined> {
+  return (await c.query<SessionRow>('SELECT * FROM sessions WHERE id = $1', [id])).rows[0];
+}
+
+/** Locks the session row for the rest of the transaction; undefined when there is none. */
+async function lockSession(
+  c: Queryable,
+  id: string,
+): Promise<{ last_seq: number; transcript_hash: string | null } | undefined> {
+  const result = await c.query<{ last_seq: number; transcript_hash: string | null }>(
+    'SELECT last_seq, transcript_hash FROM sessions WHERE id = $1 FOR UPDATE',
+    [id],
+  );
+  return result.rows[0];
+}
+
+async function ensureDaemon(c: Queryable, agentName: string): Promise<void> {
+  await c.query(
+    'INSERT INTO daemon_runs (agent_name) VALUES ($1) ON CONFLICT (agent_name) DO NOTHING',
+    [agentName],
+  );
+}
+
+async function insertEvent(c: Queryable, event: NewEvent, createdAt: string): Promise<EventRow> {
+  await c.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK_KEY]);
+  const result = await c.query<{ id: number }>(
+    'INSERT INTO events (type, session_id, data, created_at) VALUES ($1, $2, $3, $4) RETURNING id',
+    [event.type, event.sessionId ?? null, JSON.stringify(event.data), createdAt],
+  );
+  return {
+    id: result.rows[0]!.id,
+    type: event.type,
+    session_id: event.sessionId ?? null,
+    data: event.data,
+    created_at: createdAt,
+  };
+}

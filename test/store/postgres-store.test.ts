@@ -1,0 +1,183 @@
+/**
+ * PgStore: the shared Store contract on a real Postgres database (a fresh one
+ * per test), plus what only Postgres has — migrations under an advisory lock,
+ * the refusal of a database from a newer Cairn, concurrent writers on one
+ * session, pool exhaustion and a lost server as 503s.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CairnError } from '../../src/errors.js';
+import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
+import { migratePostgres } from '../../src/store/postgres/open-pool.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
+import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { describeStoreContract } from './store-contract.js';
+
+describeStoreContract('PgStore', async () => {
+  const db = await createTestDatabase();
+  const store = await PgStore.open(db.url, { poolSize: 4 });
+  return {
+    store,
+    async cleanup() {
+      await store.close();
+      await db.drop();
+    },
+  };
+});
+
+describe('PgStore on Postgres', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => db.drop());
+
+  async function adminQuery<R extends pg.QueryResultRow>(sql: string): Promise<R[]> {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      return (await client.query<R>(sql)).rows;
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('applies every migration exactly once when several instances start at once', async () => {
+    const stores = await Promise.all(Array.from({ length: 4 }, () => PgStore.open(db.url)));
+    try {
+      const rows = await adminQuery<{ version: number }>(
+        'SELECT version FROM schema_migrations ORDER BY version',
+      );
+      expect(rows.map((r) => r.version)).toEqual(POSTGRES_MIGRATIONS.map((m) => m.version));
+      // A later start finds nothing to do.
+      const pool = new pg.Pool({ connectionString: db.url });
+      try {
+        expect(await migratePostgres(pool)).toEqual({ ran: [], addedColumns: [] });
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
+  it('uses the same migration numbers as SQLite', () => {
+    expect(POSTGRES_MIGRATIONS.map((m) => [m.version, m.name])).toEqual(
+      SQLITE_MIGRATIONS.map((m) => [m.version, m.name]),
+    );
+  });
+
+  it('adds a column a recorded migration should have made but did not', async () => {
+    await (await PgStore.open(db.url)).close();
+    await adminQuery('ALTER TABLE tasks DROP COLUMN pending_tool');
+    const pool = new pg.Pool({ connectionString: db.url });
+    try {
+      expect(await migratePostgres(pool)).toEqual({
+        ran: [],
+        addedColumns: ['tasks.pending_tool'],
+      });
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('refuses a database that a newer Cairn migrated, saying to upgrade', async () => {
+    await (await PgStore.open(db.url)).close();
+    await adminQuery(
+      "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'from-the-future', 'x')",
+    );
+    try {
+      const err = await PgStore.open(db.url).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(CairnError);
+      expect((err as CairnError).code).toBe('DATABASE_TOO_NEW');
+      expect((err as CairnError).message).toMatch(/999 \(from-the-future\).*Upgrade Cairn/);
+    } finally {
+      await adminQuery('DELETE FROM schema_migrations WHERE version = 999');
+    }
+  });
+
+  it('serialises concurrent appends to one session from two pools: every seq once, in order', async () => {
+    const [a, b] = await Promise.all([PgStore.open(db.url), PgStore.open(db.url)]);
+    try {
+      const session = await a.createSession({
+        agentName: 'assistant',
+        mode: 'chat',
+        compactCount: 50,
+        systemPrompt: 'sys',
+      });
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 === 0 ? a : b).appendMessagesWithEvents(
+            session.id,
+            [
+              { role: 'user', content: `q${i}` },
+              { role: 'assistant', content: `a${i}` },
+            ],
+            'message.created',
+          ),
+        ),
+      );
+      const messages = await a.listMessages(session.id, { afterSeq: 0, limit: 100 });
+      expect(messages.map((m) => m.seq)).toEqual(Array.from({ length: 41 }, (_, i) => i + 1));
+      // Each batch stays contiguous: no interleaving inside one append.
+      for (let i = 1; i < 41; i += 2) {
+        expect(messages[i + 1]!.content?.slice(1)).toBe(messages[i]!.content?.slice(1));
+      }
+      expect((await b.findSession(session.id))?.message_count).toBe(41);
+      const events = await b.listEvents({ afterId: 0, sessionId: session.id, limit: 100 });
+      expect(events.map((e) => e.data.seq)).toEqual(Array.from({ length: 40 }, (_, i) => i + 2));
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('an exhausted pool answers 503 SERVICE_UNAVAILABLE instead of hanging', async () => {
+    const store = await PgStore.open(db.url, { poolSize: 1, connectTimeoutMs: 200 });
+    const hog = await store.pool.connect();
+    try {
+      const err = await store.findSession('sess_x').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(CairnError);
+      expect((err as CairnError).code).toBe('SERVICE_UNAVAILABLE');
+      expect((err as CairnError).status).toBe(503);
+      expect((err as CairnError).message).toMatch(/database\.poolSize is 1/);
+    } finally {
+      hog.release();
+    }
+    // Free again: the next call goes through.
+    expect(await store.findSession('sess_x')).toBeUndefined();
+    await store.close();
+  });
+
+  it('a server that cannot be reached is 503 DATABASE_UNAVAILABLE', async () => {
+    const err = await PgStore.open('postgres://postgres@127.0.0.1:1/none').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CairnError);
+    expect((err as CairnError).code).toBe('DATABASE_UNAVAILABLE');
+  });
+
+  it('finds history by words with a [bracketed] snippet, and memory by key or content', async () => {
+    const store = await PgStore.open(db.url);
+    try {
+      const session = await store.createSession({
+        agentName: 'assistant',
+        mode: 'chat',
+        compactCount: 50,
+        systemPrompt: 'sys',
+      });
+      await store.appendMessages(session.id, [
+        { role: 'user', content: 'Where did I park the bicycle yesterday?' },
+      ]);
+      const [hit] = await store.searchHistory(session.id, 'bicycle', 5);
+      expect(hit).toEqual({ seq: 2, role: 'user', snippet: expect.stringContaining('[bicycle]') });
+      await store.putMemory('assistant', 'parking_spot', 'level 3 near the lift');
+      expect((await store.listMemory('assistant', 'lift')).map((n) => n.key)).toEqual([
+        'parking_spot',
+      ]);
+      expect((await store.listMemory('assistant', 'parking_spot')).map((n) => n.key)).toEqual([
+        'parking_spot',
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+});
