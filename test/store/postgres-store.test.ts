@@ -17,9 +17,16 @@ import { describeStoreContract } from './store-contract.js';
 describeStoreContract('PgStore', async () => {
   const db = await createTestDatabase();
   const store = await PgStore.open(db.url, { poolSize: 4 });
+  const instances: PgStore[] = [];
   return {
     store,
+    async openInstance(instanceId) {
+      const peer = await PgStore.open(db.url, { poolSize: 2, instanceId });
+      instances.push(peer);
+      return peer;
+    },
     async cleanup() {
+      for (const peer of instances) await peer.close();
       await store.close();
       await db.drop();
     },

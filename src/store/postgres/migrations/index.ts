@@ -5,8 +5,9 @@ import * as m002 from './002-session-last-seq.js';
 import * as m003 from './003-task-pending-approval.js';
 import * as m004 from './004-transcript-hash.js';
 import * as m005 from './005-compaction-cost.js';
+import * as m006 from './006-instances.js';
 
-export const POSTGRES_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005];
+export const POSTGRES_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006];
 
 /**
  * Columns that must exist whatever path a database took to get here, in
@@ -14,6 +15,7 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004
  * columns of migrations already recorded as applied are ensured.
  */
 export const POSTGRES_REQUIRED_COLUMNS: readonly RequiredColumn[] = [
+  { since: 6, table: 'tasks', column: 'owner_instance', definition: 'TEXT' },
   { since: 1, table: 'sessions', column: 'compact_summary', definition: 'TEXT' },
   { since: 1, table: 'sessions', column: 'compact_size', definition: 'INTEGER NOT NULL DEFAULT 0' },
   {
