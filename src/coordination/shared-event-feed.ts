@@ -30,8 +30,6 @@ export interface SharedEventFeedOptions {
   store: Pick<EventLog, 'listEvents'>;
   /** Hands events, in id order and each once, to the local streams. */
   deliver: (events: readonly EventRow[]) => void;
-  /** Events up to this id are history when the feed starts (replayed, not delivered). */
-  startAfter: number;
   gapGraceMs?: number;
   pollMs?: number;
   log?: (details: Record<string, unknown>, message: string) => void;
@@ -39,7 +37,9 @@ export interface SharedEventFeedOptions {
 }
 
 export class SharedEventFeed {
-  private delivered: number;
+  /** Events up to the newest at start are history (a stream replays them from the store). */
+  private delivered = 0;
+  private started = false;
   private gap: { after: number; since: number } | undefined;
   private reading: Promise<void> | undefined;
   private again = false;
@@ -49,7 +49,6 @@ export class SharedEventFeed {
   private readonly connection: DedicatedConnection;
 
   constructor(private readonly options: SharedEventFeedOptions) {
-    this.delivered = options.startAfter;
     this.connection = new DedicatedConnection({
       connectionString: options.connectionString,
       applicationName: `cairn ${options.instanceId} events`,
@@ -75,7 +74,11 @@ export class SharedEventFeed {
   }
 
   async start(): Promise<void> {
-    await this.connection.client();
+    const { rows } = await this.connection.query<{ id: string }>(
+      'SELECT coalesce(max(id), 0)::text AS id FROM events',
+    );
+    this.delivered = Number(rows[0]?.id ?? 0);
+    this.started = true;
     this.poll = setInterval(() => this.wake(), this.options.pollMs ?? POLL_MS);
     this.poll.unref();
   }
@@ -90,7 +93,7 @@ export class SharedEventFeed {
 
   /** Reads what is new; one read at a time, and one more if woken during it. */
   private wake(): void {
-    if (this.closed) return;
+    if (this.closed || !this.started) return;
     if (this.reading) {
       this.again = true;
       return;

@@ -62,7 +62,6 @@ async function startFeed(
     instanceId: 'test',
     store: eventLog(db.pool),
     deliver: (events) => seen.push(...events),
-    startAfter: 0,
     gapGraceMs,
     // The poll is a fallback; the notifications must do the work here.
     pollMs: 60_000,
