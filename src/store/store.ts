@@ -362,8 +362,16 @@ export interface DaemonLeaseStore {
   /**
    * Takes the agent's tick lease if it is free or expired; false when another
    * holder has it. One tick of an agent runs at a time, across processes.
+   * With `onlyIfDue`, also false unless the stored next run is due by `now`
+   * (or unset): a scheduled slot that a peer instance already ran is not run again.
    */
-  claimDaemonLease(agentName: string, owner: string, now: Date, leaseMs: number): Promise<boolean>;
+  claimDaemonLease(
+    agentName: string,
+    owner: string,
+    now: Date,
+    leaseMs: number,
+    onlyIfDue?: boolean,
+  ): Promise<boolean>;
   /** Records a finished tick and releases the lease; ignored unless `owner` still holds it. */
   finishDaemonRun(
     agentName: string,

@@ -1574,6 +1574,19 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await store.findDaemonState('other')).toBeUndefined();
         });
 
+        it('with onlyIfDue, claims only a slot that is due: a slot a peer ran is not run again', async () => {
+          // Unset next run: due.
+          expect(await store.claimDaemonLease('slotted', 'A', t0, 60_000, true)).toBe(true);
+          expect(await store.finishDaemonRun('slotted', 'A', at(1_000), at(10_000))).toBe(true);
+          // The lease is free, but the next slot is not due yet.
+          expect(await store.claimDaemonLease('slotted', 'B', at(2_000), 60_000, true)).toBe(false);
+          // A manual tick (no slot) may still run.
+          expect(await store.claimDaemonLease('slotted', 'B', at(2_000), 60_000)).toBe(true);
+          expect(await store.finishDaemonRun('slotted', 'B', at(3_000), at(10_000))).toBe(true);
+          expect(await store.claimDaemonLease('slotted', 'C', at(10_000), 60_000, true)).toBe(true);
+          expect((await store.findDaemonState('slotted'))?.lease_owner).toBe('C');
+        });
+
         it('gives the lease to one owner until it expires or is released', async () => {
           expect(await store.claimDaemonLease('ticker', 'A', t0, 60_000)).toBe(true);
           let state = await store.findDaemonState('ticker');

@@ -850,14 +850,22 @@ export class PgStore implements Store {
     owner: string,
     at: Date,
     leaseMs: number,
+    onlyIfDue = false,
   ): Promise<boolean> {
     return this.tx(async (c) => {
       await ensureDaemon(c, agentName);
       // A concurrent claim re-evaluates the WHERE on the committed row: one owner wins.
       const result = await c.query(
         `UPDATE daemon_runs SET lease_owner = $2, lease_expires = $3
-         WHERE agent_name = $1 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $2)`,
-        [agentName, owner, new Date(at.getTime() + leaseMs).toISOString(), at.toISOString()],
+         WHERE agent_name = $1 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $2)
+           AND (NOT $5 OR next_run_at IS NULL OR next_run_at <= $4)`,
+        [
+          agentName,
+          owner,
+          new Date(at.getTime() + leaseMs).toISOString(),
+          at.toISOString(),
+          onlyIfDue,
+        ],
       );
       return (result.rowCount ?? 0) > 0;
     });

@@ -334,7 +334,8 @@ function prepareStatements(db: SqliteDatabase) {
       'INSERT INTO daemon_runs (agent_name) VALUES (?) ON CONFLICT (agent_name) DO NOTHING',
     ),
     claimDaemon: db.prepare(`UPDATE daemon_runs SET lease_owner = @owner, lease_expires = @expires
-      WHERE agent_name = @agent AND (lease_owner IS NULL OR lease_expires < @now OR lease_owner = @owner)`),
+      WHERE agent_name = @agent AND (lease_owner IS NULL OR lease_expires < @now OR lease_owner = @owner)
+        AND (@only_if_due = 0 OR next_run_at IS NULL OR next_run_at <= @now)`),
     finishDaemon: db.prepare(`UPDATE daemon_runs SET last_run_at = @last, next_run_at = @next,
         lease_owner = NULL, lease_expires = NULL
       WHERE agent_name = @agent AND lease_owner = @owner`),
@@ -889,6 +890,7 @@ export class SqliteStore implements Store {
     owner: string,
     now: Date,
     leaseMs: number,
+    onlyIfDue = false,
   ): Promise<boolean> {
     return this.guard(() =>
       this.db
@@ -899,6 +901,7 @@ export class SqliteStore implements Store {
             owner,
             now: now.toISOString(),
             expires: new Date(now.getTime() + leaseMs).toISOString(),
+            only_if_due: onlyIfDue ? 1 : 0,
           });
           return result.changes > 0;
         })
