@@ -17,6 +17,7 @@ export const PROCESS_TESTS = [
   'test/hardening/daemon-lease-dead-owner.test.ts',
   'test/hardening/empty-api-key.test.ts',
   'test/hardening/one-server-per-database.test.ts',
+  'test/hardening/postgres-restart.test.ts',
   'test/package.test.ts',
   'test/docs/docs-snippets.test.ts',
 ];

@@ -6,6 +6,9 @@
  * A build that fails stops the run: process tests against a stale dist/ would
  * test code that no longer exists.
  *
+ * It also makes sure the local Postgres server is up (scripts/ensure-postgres.sh):
+ * the Postgres store's tests fail, never skip, when it cannot be reached.
+ *
  * The build goes to a staging folder that is then swapped in, so a server
  * process starting while another test run rebuilds never loads half-written
  * files (plain `tsc` rewrites dist/ in place, file by file).
@@ -23,7 +26,25 @@ function errorCode(err: unknown): unknown {
   return (err as { code?: unknown }).code;
 }
 
+/** Starts the local Postgres cluster when it is down; throws with the script's reason when it cannot. */
+function ensurePostgres(): void {
+  // A server of the developer's choosing is theirs to run.
+  if (process.env.CAIRN_TEST_DATABASE_URL !== undefined) return;
+  try {
+    execFileSync('bash', [join(ROOT, 'scripts', 'ensure-postgres.sh')], {
+      stdio: 'pipe',
+      encoding: 'utf8',
+    });
+  } catch (err) {
+    const { stderr } = err as { stderr?: string };
+    throw new Error(
+      `global setup: Postgres is needed by the store tests and is not up:\n${stderr ?? ''}`,
+    );
+  }
+}
+
 export default function setup(): void {
+  ensurePostgres();
   // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
   const staging = join(ROOT, `dist.building-${process.pid}`);
   const retired = join(ROOT, `dist.old-${process.pid}`);

@@ -13,6 +13,7 @@ import { McpManager } from '../mcp/mcp-manager.js';
 import { builtinTools } from '../tools/builtins/index.js';
 import { ToolCatalog } from '../tools/tool-catalog.js';
 import { migrate, openDatabase } from '../store/sqlite/open-database.js';
+import { migratePostgres, openPool } from '../store/postgres/open-pool.js';
 import { CliUsageError, request, type ClientOptions } from './client.js';
 
 const DEMO_AGENT = {
@@ -121,17 +122,44 @@ async function withMcp<T>(
   }
 }
 
-/** `cairn migrate`: applies pending migrations and reports them. */
-export function runMigrations(): void {
+/** `cairn migrate`: applies pending migrations of the configured database (either dialect) and reports them. */
+export async function runMigrations(): Promise<void> {
   const settings = loadSettings();
-  const db = openDatabase(settings.database.path, { migrate: false });
-  const ran = migrate(db);
-  db.close();
+  const { url, path } = settings.database;
+  let ran: number[];
+  let where: string;
+  if (url !== null) {
+    const pool = openPool(url, { poolSize: 1 });
+    try {
+      ran = (await migratePostgres(pool)).ran;
+    } finally {
+      await pool.end();
+    }
+    where = describePostgresUrl(url);
+  } else {
+    const db = openDatabase(path, { migrate: false });
+    try {
+      ran = migrate(db);
+    } finally {
+      db.close();
+    }
+    where = path;
+  }
   console.log(
     ran.length
-      ? `applied migrations: ${ran.join(', ')}`
-      : `database is up to date (${settings.database.path})`,
+      ? `applied migrations: ${ran.join(', ')} (${where})`
+      : `database is up to date (${where})`,
   );
+}
+
+/** A Postgres URL for people: database and host, never the user or password. */
+function describePostgresUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `Postgres database ${parsed.pathname.replace(/^\//, '') || '(default)'} on ${parsed.host || 'the local socket'}`;
+  } catch {
+    return 'Postgres';
+  }
 }
 
 interface SessionSummary {

@@ -124,9 +124,9 @@ program
 program
   .command('migrate')
   .description('apply database migrations')
-  .action(() => {
+  .action(async () => {
     try {
-      runMigrations();
+      await runMigrations();
     } catch (err) {
       fail(err);
     }

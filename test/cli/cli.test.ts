@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { createTestDatabase } from '../helpers/postgres.js';
 import { makeHome } from '../helpers/test-app.js';
 import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
 
@@ -81,6 +82,36 @@ describe('cairn init and agents validate', () => {
     expect(first.stdout).toMatch(/applied migrations: 1, 2/);
     const second = await cairn(['migrate'], { CAIRN_HOME: dir, CAIRN_DB: db });
     expect(second.stdout).toContain('up to date');
+  });
+
+  it('migrate applies the Postgres migrations of DATABASE_URL, never printing the password', async () => {
+    const database = await createTestDatabase();
+    try {
+      const url = new URL(database.url);
+      url.password = 'sentinel-pw';
+      const env = { CAIRN_HOME: dir, DATABASE_URL: url.toString() };
+      const first = await cairn(['migrate'], env);
+      expect(first.stderr).toBe('');
+      expect(first.code).toBe(0);
+      expect(first.stdout).toMatch(
+        new RegExp(`applied migrations: 1, 2, 3, 4, 5 \\(Postgres database ${database.name} on `),
+      );
+      const second = await cairn(['migrate'], env);
+      expect(second.stdout).toContain('up to date');
+      expect(first.stdout + second.stdout).not.toContain('sentinel-pw');
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it('migrate against an unreachable Postgres fails with DATABASE_UNAVAILABLE', async () => {
+    const run = await cairn(['migrate'], {
+      CAIRN_HOME: dir,
+      DATABASE_URL: 'postgres://postgres:sentinel-pw@127.0.0.1:1/cairn',
+    });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^error DATABASE_UNAVAILABLE: /);
+    expect(run.stderr).not.toContain('sentinel-pw');
   });
 });
 

@@ -10,8 +10,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/compaction/build-context.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
+import type { PgStore } from '../../src/store/postgres/pg-store.js';
 import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import type { Store } from '../../src/store/store.js';
+import { DATABASES, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 import { agentRequestsOf, isSummaryRequest, summaryRequestsOf } from './summary-requests.js';
 
 const CONTEXT_WINDOW = 8_192;
@@ -53,7 +55,13 @@ function conversation(sizes: readonly number[]): ChatMessage[] {
   }));
 }
 
-describe('defaultCompaction API', () => {
+/** An UPDATE outside the store, with one `$1` parameter, on either dialect. */
+async function rawUpdate(store: Store, sql: string, param: string): Promise<void> {
+  if (store.kind === 'postgres') await (store as PgStore).pool.query(sql, [param]);
+  else (store as SqliteStore).db.prepare(sql.replace('$1', '?')).run(param);
+}
+
+describe.each(DATABASES)('defaultCompaction API (%s)', (database) => {
   let t: TestApp;
   /** Summaries the fake model returns for summary calls, in order ('SUMMARY' when empty). */
   let summaries: string[];
@@ -63,7 +71,7 @@ describe('defaultCompaction API', () => {
   const chatRequests = () => agentRequestsOf(fake());
 
   beforeAll(async () => {
-    t = await startTestApp({ mainModel: { contextWindow: CONTEXT_WINDOW } });
+    t = await startTestApp({ database, mainModel: { contextWindow: CONTEXT_WINDOW } });
   });
   afterAll(async () => t.close());
   beforeEach(() => {
@@ -680,12 +688,13 @@ describe('defaultCompaction API', () => {
     it('an old session (compaction columns at their defaults, no chars column) gets no injection and compacts normally', async () => {
       const messages = TWELVE();
       const id = await seeded(messages);
-      const db = (t.app.store as SqliteStore).db;
       // As a database from before compaction existed left it.
-      db.prepare(
-        'UPDATE sessions SET compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0 WHERE id = ?',
-      ).run(id);
-      db.prepare('UPDATE messages SET chars = NULL WHERE session_id = ?').run(id);
+      await rawUpdate(
+        t.app.store,
+        'UPDATE sessions SET compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0 WHERE id = $1',
+        id,
+      );
+      await rawUpdate(t.app.store, 'UPDATE messages SET chars = NULL WHERE session_id = $1', id);
 
       await chat(id, 'still here?');
       const sent = chatRequests()[0]!.body.messages as WireMessage[];

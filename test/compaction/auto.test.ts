@@ -13,6 +13,7 @@ import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { FakeReply } from '../fakes/llm-server.js';
 import {
   chatOn,
+  DATABASES,
   seedSession,
   startTestApp,
   TEST_AGENT,
@@ -70,7 +71,7 @@ interface Envelope {
   compaction: { trigger: string; runs: number; compactedCount: number; newSize: number } | null;
 }
 
-describe('automatic compaction', () => {
+describe.each(DATABASES)('automatic compaction (%s)', (database) => {
   let t: TestApp;
   /** What summary calls answer: a summary, or a fault. */
   let summaryReply: () => FakeReply;
@@ -84,6 +85,7 @@ describe('automatic compaction', () => {
 
   beforeAll(async () => {
     t = await startTestApp({
+      database,
       agents: { assistant: AUTO_AGENT },
       files: { 'agents/assistant/tools/big.js': BIG_TOOL },
       mainModel: { contextWindow: CONTEXT_WINDOW },
@@ -281,7 +283,7 @@ describe('automatic compaction', () => {
   });
 });
 
-describe('context-overflow recovery', () => {
+describe.each(DATABASES)('context-overflow recovery (%s)', (database) => {
   /** The fake's window, in its own estimate (characters / 4). */
   const FAKE_WINDOW_TOKENS = 1_500;
   let t: TestApp;
@@ -292,7 +294,10 @@ describe('context-overflow recovery', () => {
 
   beforeAll(async () => {
     // No autoThreshold: only the provider's error triggers compaction.
-    t = await startTestApp({ fakeOptions: { contextWindowTokens: FAKE_WINDOW_TOKENS } });
+    t = await startTestApp({
+      database,
+      fakeOptions: { contextWindowTokens: FAKE_WINDOW_TOKENS },
+    });
   });
   afterAll(async () => t.close());
   beforeEach(() => {

@@ -11,7 +11,13 @@ import { buildApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import type { SessionRow, TaskRow } from '../../src/store/store.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
-import { makeHome, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  DATABASES,
+  makeHome,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 
 const HOUR_MS = 3_600_000;
 const PROMPT = 'Check the queue and report.';
@@ -33,10 +39,11 @@ async function listSessions(app: CairnApp, query: string): Promise<SessionRow[]>
   return res.json().sessions as SessionRow[];
 }
 
-describe('runDaemonTick', () => {
+describe.each(DATABASES)('runDaemonTick (%s)', (database) => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({
+      database,
       agents: {
         assistant: TEST_AGENT,
         ticker: daemonAgent('ticker', '1h'),

@@ -56,3 +56,31 @@ export async function createTestDatabase(prefix = 'cairn_test'): Promise<TestDat
       }),
   };
 }
+
+export interface TestSchema {
+  /** The connection string of `database` with this schema first on the search_path. */
+  readonly url: string;
+  drop(): Promise<void>;
+}
+
+/**
+ * A fresh, empty schema in `database`: much cheaper than a database per test,
+ * and just as separate, because Cairn's tables and migrations live in the
+ * connection's current schema.
+ */
+export async function createTestSchema(database: TestDatabase): Promise<TestSchema> {
+  const name = `s_${randomBytes(6).toString('hex')}`;
+  const run = async (sql: string) => {
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  await run(`CREATE SCHEMA ${name}`);
+  const url = new URL(database.url);
+  url.searchParams.set('options', `-c search_path=${name}`);
+  return { url: url.toString(), drop: () => run(`DROP SCHEMA IF EXISTS ${name} CASCADE`) };
+}

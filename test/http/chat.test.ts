@@ -4,7 +4,7 @@
  * answered before anything reaches the model.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { DATABASES, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 const HELPER_AGENT = {
   name: 'helper',
@@ -54,10 +54,10 @@ function withoutIdentity(value: unknown): unknown {
 
 const STACK_FRAME = /\bat .+:\d+:\d+/;
 
-describe('POST /agents/:name/chat', () => {
+describe.each(DATABASES)('POST /agents/:name/chat (%s)', (database) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ agents: { assistant: TEST_AGENT, helper: HELPER_AGENT } });
+    t = await startTestApp({ database, agents: { assistant: TEST_AGENT, helper: HELPER_AGENT } });
   });
   afterAll(async () => t.close());
   beforeEach(() => t.fake!.reset());

@@ -8,27 +8,36 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
-import { migratePostgres } from '../../src/store/postgres/open-pool.js';
+import {
+  inTransaction,
+  migratePostgres,
+  PG_MAX_ATTEMPTS,
+} from '../../src/store/postgres/open-pool.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { createTestDatabase, createTestSchema, type TestDatabase } from '../helpers/postgres.js';
 import { describeStoreContract } from './store-contract.js';
 
+// One database for the file, a fresh schema for each test.
+let contractDb: TestDatabase | undefined;
+afterAll(async () => contractDb?.drop());
+
 describeStoreContract('PgStore', async () => {
-  const db = await createTestDatabase();
-  const store = await PgStore.open(db.url, { poolSize: 4 });
+  contractDb ??= await createTestDatabase();
+  const schema = await createTestSchema(contractDb);
+  const store = await PgStore.open(schema.url, { poolSize: 4 });
   const instances: PgStore[] = [];
   return {
     store,
     async openInstance(instanceId) {
-      const peer = await PgStore.open(db.url, { poolSize: 2, instanceId });
+      const peer = await PgStore.open(schema.url, { poolSize: 2, instanceId });
       instances.push(peer);
       return peer;
     },
     async cleanup() {
       for (const peer of instances) await peer.close();
       await store.close();
-      await db.drop();
+      await schema.drop();
     },
   };
 });
@@ -154,6 +163,46 @@ describe('PgStore on Postgres', () => {
     // Free again: the next call goes through.
     expect(await store.findSession('sess_x')).toBeUndefined();
     await store.close();
+  });
+
+  it('retries a unit of work that Postgres aborts as a serialization failure or deadlock', async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      await pool.query('CREATE TABLE IF NOT EXISTS retry_probe (n INTEGER)');
+      let attempts = 0;
+      const abortAs = (code: string) =>
+        `DO $$ BEGIN RAISE EXCEPTION 'aborted' USING ERRCODE = '${code}'; END $$`;
+      await inTransaction(pool, 2, async (c) => {
+        attempts += 1;
+        await c.query('INSERT INTO retry_probe (n) VALUES ($1)', [attempts]);
+        if (attempts === 1) await c.query(abortAs('40001'));
+        if (attempts === 2) await c.query(abortAs('40P01'));
+      });
+      expect(attempts).toBe(3);
+      // The aborted attempts left nothing behind: only the third one committed.
+      expect((await pool.query('SELECT n FROM retry_probe')).rows).toEqual([{ n: 3 }]);
+
+      // Aborted every time: a retryable 503 after PG_MAX_ATTEMPTS, not an endless loop.
+      let tries = 0;
+      const err = await inTransaction(pool, 2, async (c) => {
+        tries += 1;
+        await c.query(abortAs('40001'));
+      }).catch((e: unknown) => e);
+      expect(tries).toBe(PG_MAX_ATTEMPTS);
+      expect(err).toBeInstanceOf(CairnError);
+      expect((err as CairnError).code).toBe('SERVICE_UNAVAILABLE');
+
+      // Any other error is not retried and passes through unchanged.
+      let once = 0;
+      const syntax = await inTransaction(pool, 2, async (c) => {
+        once += 1;
+        await c.query('SELEKT 1');
+      }).catch((e: unknown) => e);
+      expect(once).toBe(1);
+      expect((syntax as { code?: string }).code).toBe('42601');
+    } finally {
+      await pool.end();
+    }
   });
 
   it('a server that cannot be reached is 503 DATABASE_UNAVAILABLE', async () => {

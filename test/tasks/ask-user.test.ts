@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ASK_USER_IN_CHAT_RESULT } from '../../src/runtime/router.js';
 import { CANCELLED_TOOL_RESULT } from '../../src/runtime/loop.js';
 import type { TaskRow } from '../../src/store/store.js';
-import { startTestApp, type TestApp } from '../helpers/test-app.js';
+import { DATABASES, startTestApp, type TestApp } from '../helpers/test-app.js';
 
 const ASKER = {
   name: 'asker',
@@ -30,10 +30,10 @@ interface WireMessage {
   tool_call_id?: string;
 }
 
-describe('ask_user and waiting tasks', () => {
+describe.each(DATABASES)('ask_user and waiting tasks (%s)', (database) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ agents: { asker: ASKER } });
+    t = await startTestApp({ database, agents: { asker: ASKER } });
   });
   afterAll(async () => t.close());
   beforeEach(() => t.fake!.reset());

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { TaskRow } from '../../src/store/store.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { DATABASES, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 const LOOPER = {
   name: 'looper',
@@ -24,10 +24,13 @@ const PAGER = {
 
 const UNKNOWN_TASK = 'task_000000000000000000000000';
 
-describe('tasks', () => {
+describe.each(DATABASES)('tasks (%s)', (database) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ agents: { assistant: TEST_AGENT, looper: LOOPER, pager: PAGER } });
+    t = await startTestApp({
+      database,
+      agents: { assistant: TEST_AGENT, looper: LOOPER, pager: PAGER },
+    });
   });
   afterAll(async () => t.close());
   beforeEach(() => t.fake!.reset());

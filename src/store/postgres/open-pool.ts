@@ -55,6 +55,10 @@ export function openPool(url: string, options: PoolOptions = {}): pg.Pool {
   // pool and replaced on next use; without a listener the error would crash
   // the process.
   pool.on('error', () => undefined);
+  // The same for a connection that dies while checked out (between the
+  // statements of a unit of work): its next query fails, the unit of work
+  // maps that to a 503 and discards the connection.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 
