@@ -199,6 +199,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const daemons = new DaemonScheduler({
     runtime,
     tasks,
+    owner: instanceId,
     log: (details, message) => logTarget.server?.log.warn(details, message),
   });
   const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;

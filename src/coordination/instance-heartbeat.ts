@@ -2,8 +2,8 @@
  * An instance's pulse on a shared database (DESIGN §12): its `instances` row
  * is refreshed every few seconds, and each beat also sweeps for running tasks
  * whose owner stopped beating — an instance killed mid-task — and marks them
- * `interrupted` (resumable). A live peer's tasks are never touched: its
- * heartbeat is fresh.
+ * `interrupted` (resumable), and frees the daemon leases such an instance
+ * held. A live peer's work is never touched: its heartbeat is fresh.
  */
 import type { InstanceStore } from '../store/store.js';
 
@@ -52,10 +52,14 @@ export class InstanceHeartbeat {
     const { store, instanceId, log } = this.options;
     try {
       await store.heartbeatInstance(instanceId);
-      const interrupted = await store.interruptOrphanedTasks({
-        self: instanceId,
-        staleAfterMs: this.staleAfterMs,
-      });
+      const orphans = { self: instanceId, staleAfterMs: this.staleAfterMs };
+      const interrupted = await store.interruptOrphanedTasks(orphans);
+      const released = await store.releaseOrphanedDaemonLeases(orphans);
+      if (released > 0)
+        log(
+          { released },
+          `${released} daemon lease(s) of an instance that stopped heartbeating freed`,
+        );
       if (interrupted > 0)
         log(
           { interrupted },

@@ -45,17 +45,20 @@ export interface DaemonSchedulerDeps {
   tasks: TaskRunner;
   clock?: () => Date;
   log?: (details: Record<string, unknown>, message: string) => void;
+  /** Who holds the tick leases: the instance id, so a dead instance's leases can be freed. */
+  owner?: string;
 }
 
 export class DaemonScheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly ticking = new Map<string, Promise<TaskRow | undefined>>();
-  private readonly owner = `cairn-${randomUUID()}`;
+  private readonly owner: string;
   private readonly clock: () => Date;
   private stopped = false;
 
   constructor(private readonly deps: DaemonSchedulerDeps) {
     this.clock = deps.clock ?? (() => new Date());
+    this.owner = deps.owner ?? `cairn-${randomUUID()}`;
   }
 
   /** Agents that have a valid schedule; a bad cron expression is logged and skipped. */

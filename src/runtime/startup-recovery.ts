@@ -5,7 +5,7 @@
  * database: every `running` task, every open daemon session and every daemon
  * lease belongs to a process that is gone. On a database shared by instances
  * (DESIGN §12) peers are running: only tasks whose owner stopped heartbeating
- * are interrupted, and daemon leases are left to expire (a peer may hold one).
+ * are interrupted, and only such an instance's daemon leases are freed.
  */
 import type {
   DaemonLeaseStore,
@@ -60,13 +60,15 @@ export async function recoverAfterRestart(store: RecoveryStore): Promise<Recover
 
 /**
  * Start-up on a database shared by live peers: interrupts only the running
- * tasks whose owner is gone (no heartbeat within `staleAfterMs`). Open daemon
- * sessions and leases are a peer's or expire on their own, so they stay.
+ * tasks, and frees only the daemon leases, whose owner is gone (no heartbeat
+ * within `staleAfterMs`). Open daemon sessions may be a live peer's tick, so
+ * they stay.
  */
 export async function recoverOrphanedWork(
-  store: Pick<InstanceStore, 'interruptOrphanedTasks'>,
+  store: Pick<InstanceStore, 'interruptOrphanedTasks' | 'releaseOrphanedDaemonLeases'>,
   options: { self: string; staleAfterMs: number },
 ): Promise<RecoveryReport> {
   const interruptedTasks = await store.interruptOrphanedTasks(options);
-  return { interruptedTasks, closedDaemonSessions: 0, releasedDaemonLeases: 0 };
+  const releasedDaemonLeases = await store.releaseOrphanedDaemonLeases(options);
+  return { interruptedTasks, closedDaemonSessions: 0, releasedDaemonLeases };
 }

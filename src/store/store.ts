@@ -354,6 +354,13 @@ export interface InstanceStore {
    * `self`. Returns how many.
    */
   interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number>;
+  /**
+   * Frees daemon leases whose holder is not a live instance (same test as
+   * `interruptOrphanedTasks`; a lease holder is an instance id), so a daemon
+   * whose tick died with its instance ticks again within seconds, not after
+   * the lease's length. Returns how many.
+   */
+  releaseOrphanedDaemonLeases(options: { self: string; staleAfterMs: number }): Promise<number>;
 }
 
 /** Daemon schedule state and the per-agent tick lease. */

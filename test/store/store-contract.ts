@@ -1793,13 +1793,29 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.findTask(ofLive.id))?.status).toBe('running');
 
         // A heartbeat older than the limit counts as gone, except for self.
-        await tick(30);
         await live.heartbeatInstance('inst_live');
-        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 20 })).toBe(0);
-        await tick(30);
-        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 20 })).toBe(1);
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 60_000 })).toBe(
+          0,
+        );
+        await tick(50);
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 10 })).toBe(1);
         expect((await store.findTask(ofLive.id))?.status).toBe('interrupted');
         expect((await store.findTask(ofSelf.id))?.status).toBe('running');
+      });
+
+      it('releaseOrphanedDaemonLeases frees leases of gone instances only', async () => {
+        await store.heartbeatInstance('inst_live');
+        await store.heartbeatInstance('inst_self');
+        const now = new Date();
+        expect(await store.claimDaemonLease('of-live', 'inst_live', now, 60_000)).toBe(true);
+        expect(await store.claimDaemonLease('of-self', 'inst_self', now, 60_000)).toBe(true);
+        expect(await store.claimDaemonLease('of-gone', 'inst_gone', now, 60_000)).toBe(true);
+        const orphans = { self: 'inst_self', staleAfterMs: 60_000 };
+        expect(await store.releaseOrphanedDaemonLeases(orphans)).toBe(1);
+        expect((await store.findDaemonState('of-gone'))?.lease_owner).toBeNull();
+        expect((await store.findDaemonState('of-live'))?.lease_owner).toBe('inst_live');
+        expect((await store.findDaemonState('of-self'))?.lease_owner).toBe('inst_self');
+        expect(await store.releaseOrphanedDaemonLeases(orphans)).toBe(0);
       });
 
       it("interruptRunningTasks with an owner interrupts only that instance's tasks", async () => {

@@ -826,6 +826,22 @@ export class PgStore implements Store {
     await this.rows('DELETE FROM instances WHERE id = $1', [instanceId]);
   }
 
+  async releaseOrphanedDaemonLeases(options: {
+    self: string;
+    staleAfterMs: number;
+  }): Promise<number> {
+    return this.tx(async (c) => {
+      const result = await c.query(
+        `UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL
+         WHERE lease_owner IS NOT NULL AND lease_owner IS DISTINCT FROM $1
+           AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = daemon_runs.lease_owner
+                           AND i.heartbeat_at >= now() - make_interval(secs => $2::double precision / 1000))`,
+        [options.self, options.staleAfterMs],
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
   async interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(

@@ -316,6 +316,11 @@ function prepareStatements(db: SqliteDatabase) {
        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
     ),
     removeInstance: db.prepare('DELETE FROM instances WHERE id = ?'),
+    releaseOrphanedLeases: db.prepare(
+      `UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL
+       WHERE lease_owner IS NOT NULL AND lease_owner IS NOT @self
+         AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = daemon_runs.lease_owner AND i.heartbeat_at >= @live_since)`,
+    ),
     listMemory: db.prepare(
       'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? ORDER BY updated_at DESC, id DESC LIMIT ?',
     ),
@@ -861,6 +866,17 @@ export class SqliteStore implements Store {
 
   async removeInstance(instanceId: string): Promise<void> {
     await this.guard(() => this.stmt.removeInstance.run(instanceId));
+  }
+
+  async releaseOrphanedDaemonLeases(options: {
+    self: string;
+    staleAfterMs: number;
+  }): Promise<number> {
+    const liveSince = new Date(Date.now() - options.staleAfterMs).toISOString();
+    return this.guard(
+      () =>
+        this.stmt.releaseOrphanedLeases.run({ self: options.self, live_since: liveSince }).changes,
+    );
   }
 
   async interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number> {
