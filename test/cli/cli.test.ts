@@ -94,7 +94,9 @@ describe('cairn init and agents validate', () => {
       expect(first.stderr).toBe('');
       expect(first.code).toBe(0);
       expect(first.stdout).toMatch(
-        new RegExp(`applied migrations: 1, 2, 3, 4, 5 \\(Postgres database ${database.name} on `),
+        new RegExp(
+          `applied migrations: 1, 2, 3, 4, 5, 6 \\(Postgres database ${database.name} on `,
+        ),
       );
       const second = await cairn(['migrate'], env);
       expect(second.stdout).toContain('up to date');

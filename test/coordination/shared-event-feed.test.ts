@@ -1,55 +1,32 @@
 /**
- * The shared event feed against a real Postgres with migration 006's
- * notify trigger: events committed by any connection reach the feed in id
+ * The shared event feed against a real Postgres (PgStore's schema, with
+ * migration 006's notify trigger): events committed by any connection reach the feed in id
  * order, a late commit of a lower id is waited for (never skipped), and a
  * hole left by a rolled-back insert is stepped over after the grace period.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { SharedEventFeed } from '../../src/coordination/shared-event-feed.js';
-import * as m006 from '../../src/store/postgres/migrations/006-instances.js';
-import type { EventLog, EventRow } from '../../src/store/store.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
+import type { EventRow } from '../../src/store/store.js';
 import { createScratchDatabase, type ScratchDatabase } from './scratch-database.js';
 
 let db: ScratchDatabase;
 const feeds: SharedEventFeed[] = [];
 
-/** The events table as the store keeps it, read the way the store reads it. */
-function eventLog(pool: pg.Pool): Pick<EventLog, 'listEvents'> {
-  return {
-    async listEvents({ afterId, limit }) {
-      const { rows } = await pool.query<{
-        id: string;
-        type: string;
-        session_id: string | null;
-        data: Record<string, unknown>;
-        created_at: Date;
-      }>('SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2', [afterId, limit]);
-      return rows.map((r) => ({
-        id: Number(r.id),
-        type: r.type,
-        session_id: r.session_id,
-        data: r.data,
-        created_at: r.created_at.toISOString(),
-      }));
-    },
-  };
-}
+let store: PgStore;
 
 beforeAll(async () => {
   db = await createScratchDatabase();
-  await db.pool.query(`
-    CREATE TABLE tasks (id TEXT PRIMARY KEY, status TEXT NOT NULL);
-    CREATE TABLE events (id BIGSERIAL PRIMARY KEY, type TEXT NOT NULL, session_id TEXT,
-      data JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now());
-  `);
-  await db.pool.query(m006.up);
+  // The real schema (migrations 001-006, with the notify trigger) and the real reader.
+  store = await PgStore.open(db.url, { poolSize: 2 });
 });
 afterEach(async () => {
   for (const feed of feeds.splice(0)) await feed.close();
   await db.pool.query('TRUNCATE events RESTART IDENTITY');
 });
 afterAll(async () => {
+  await store.close();
   await db.drop();
 });
 
@@ -60,7 +37,7 @@ async function startFeed(
   const feed = new SharedEventFeed({
     connectionString: db.url,
     instanceId: 'test',
-    store: eventLog(db.pool),
+    store,
     deliver: (events) => seen.push(...events),
     gapGraceMs,
     // The poll is a fallback; the notifications must do the work here.
@@ -73,8 +50,8 @@ async function startFeed(
 
 async function insert(client: pg.Pool | pg.PoolClient, type: string): Promise<number> {
   const { rows } = await client.query<{ id: string }>(
-    `INSERT INTO events (type, data) VALUES ($1, '{}') RETURNING id`,
-    [type],
+    `INSERT INTO events (type, data, created_at) VALUES ($1, '{}', $2) RETURNING id`,
+    [type, new Date().toISOString()],
   );
   return Number(rows[0]!.id);
 }
