@@ -129,7 +129,7 @@ export class AdvisorySessionLock implements SessionLock {
         () =>
           reject(
             new CairnError(
-              'SERVICE_UNAVAILABLE',
+              'DATABASE_UNAVAILABLE',
               'The database is unreachable, so the session cannot be locked. Try again when Postgres is back.',
             ),
           ),

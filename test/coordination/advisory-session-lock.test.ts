@@ -140,4 +140,22 @@ describe('AdvisorySessionLock', () => {
     await running;
     expect(await advisoryHolders()).toEqual([]);
   });
+
+  it('fails the work with DATABASE_UNAVAILABLE when the database cannot be reached, without running it', async () => {
+    const lock = new AdvisorySessionLock({
+      connectionString: 'postgres://postgres@127.0.0.1:1/nowhere',
+      instanceId: 'cut-off',
+      connectTimeoutMs: 300,
+      retryMs: { first: 20, max: 50 },
+    });
+    opened.push(lock);
+    let ran = false;
+    await expect(
+      lock.run('sess_x', async () => {
+        ran = true;
+      }),
+    ).rejects.toMatchObject({ code: 'DATABASE_UNAVAILABLE' });
+    expect(ran).toBe(false);
+    expect(lock.isBusy('sess_x')).toBe(false);
+  });
 });
