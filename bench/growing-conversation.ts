@@ -60,7 +60,19 @@ function summarise(latencies: number[], cpuMicros: number): SizeStats {
   };
 }
 
-export async function growingConversationRows(baseURL: string): Promise<string[][]> {
+/** One measured turn, for bench/growing-only.ts's look at the slow ones. */
+export interface TurnTrace {
+  size: number;
+  startedAt: number;
+  ms: number;
+  /** CPU time of this process during the turn (user + system). */
+  cpuMs: number;
+}
+
+export async function growingConversationRows(
+  baseURL: string,
+  trace?: TurnTrace[],
+): Promise<string[][]> {
   const home = mkdtempSync(join(tmpdir(), 'cairn-bench-growing-'));
   let app: AppModule.CairnApp | undefined;
   try {
@@ -100,9 +112,20 @@ export async function growingConversationRows(baseURL: string): Promise<string[]
         const sessionId = bySize[i]!;
         const cpuBefore = process.cpuUsage();
         for (let t = 0; t < BATCH; t++) {
+          const cpuAtStart = trace ? process.cpuUsage() : undefined;
           const started = performance.now();
           await turn(sessionId, `question ${round}.${t}`);
-          latencies[i]!.push(performance.now() - started);
+          const ms = performance.now() - started;
+          latencies[i]!.push(ms);
+          if (trace && cpuAtStart) {
+            const used = process.cpuUsage(cpuAtStart);
+            trace.push({
+              size: SIZES[i]!,
+              startedAt: started,
+              ms,
+              cpuMs: (used.user + used.system) / 1000,
+            });
+          }
         }
         const spent = process.cpuUsage(cpuBefore);
         cpu[i]! += spent.user + spent.system;

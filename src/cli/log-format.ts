@@ -4,9 +4,16 @@
  * stdout is a terminal or CAIRN_LOG_FORMAT=pretty. CAIRN_LOG_FORMAT=json
  * forces JSON on a terminal too.
  */
+import { createRequire } from 'node:module';
 import type { FastifyServerOptions } from 'fastify';
-import { PinoPretty } from 'pino-pretty';
+import type { PinoPretty as PinoPrettyFactory } from 'pino-pretty';
 import { CairnError } from '../errors.js';
+
+/** pino-pretty loads only when lines are pretty: a JSON-logging server never needs it. */
+function pinoPretty(): typeof PinoPrettyFactory {
+  return (createRequire(import.meta.url)('pino-pretty') as { PinoPretty: typeof PinoPrettyFactory })
+    .PinoPretty;
+}
 
 export type LogFormat = 'json' | 'pretty';
 
@@ -30,7 +37,7 @@ export function loggerOptions(
   if (format === 'json') return { level };
   return {
     level,
-    stream: PinoPretty({
+    stream: pinoPretty()({
       colorize,
       translateTime: 'SYS:HH:MM:ss.l',
       ignore: 'pid,hostname',

@@ -57,6 +57,7 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       startupMs: Math.round(performance.now() - startedAt),
       agents: app.runtime.agents.list().map((a) => a.name),
       database: settings.database.kind === 'sqlite' ? settings.database.path : 'postgres',
+      instance: app.instanceId,
       mainModel: describeModelRole(settings.models.main),
       compactModel: describeModelRole(settings.models.compact),
     },

@@ -27,6 +27,13 @@ export interface StoredMessage extends ChatMessage {
   session_id: string;
   seq: number;
   created_at: string;
+  /**
+   * The message's token estimate (src/llm/tokens.ts), stored once when it was
+   * written. Set on context reads (loadContext, listTail) and on what
+   * appendMessages returns; absent for rows written before it was stored:
+   * estimate those.
+   */
+  tokens?: number;
 }
 
 export interface TokenUsage {

@@ -26,8 +26,22 @@ function tokenizer(): CountTokens {
 /** Per-message framing tokens the chat format adds around each message. */
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 
+/**
+ * Long texts are counted in slices of this many characters. BPE is quadratic
+ * in the length of a run without spaces (300 000 'x' took ~2 minutes whole,
+ * 3 ms sliced); slicing changes the count of ordinary prose by well under 1 %.
+ */
+export const ESTIMATE_SLICE_CHARS = 1_000;
+
 export function estimateTextTokens(text: string): number {
-  return text.length === 0 ? 0 : tokenizer()(text);
+  if (text.length === 0) return 0;
+  const count = tokenizer();
+  if (text.length <= ESTIMATE_SLICE_CHARS) return count(text);
+  let tokens = 0;
+  for (let at = 0; at < text.length; at += ESTIMATE_SLICE_CHARS) {
+    tokens += count(text.slice(at, at + ESTIMATE_SLICE_CHARS));
+  }
+  return tokens;
 }
 
 export function estimateMessageTokens(message: ChatMessage): number {

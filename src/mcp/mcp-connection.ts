@@ -6,15 +6,41 @@
  * Every message it exposes is scrubbed of the values read from `${VAR}`.
  */
 import type { Readable } from 'node:stream';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServerSettings } from '../config/mcp-servers.js';
 import { describeError } from '../errors.js';
 import { VERSION } from '../version.js';
 import type { McpCallResult } from './format-result.js';
+
+/** The MCP client SDK, loaded on the first connection. */
+interface ClientSdk {
+  Client: typeof import('@modelcontextprotocol/sdk/client/index.js').Client;
+  SSEClientTransport: typeof import('@modelcontextprotocol/sdk/client/sse.js').SSEClientTransport;
+  StdioClientTransport: typeof import('@modelcontextprotocol/sdk/client/stdio.js').StdioClientTransport;
+  StreamableHTTPClientTransport: typeof import('@modelcontextprotocol/sdk/client/streamableHttp.js').StreamableHTTPClientTransport;
+}
+let clientSdk: Promise<ClientSdk> | undefined;
+
+/**
+ * The SDK (and zod under it, ~20 MB resident) loads when a server first
+ * connects, not at start-up: most servers configure no mcpServers.
+ */
+function loadClientSdk(): Promise<ClientSdk> {
+  clientSdk ??= Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/sse.js'),
+    import('@modelcontextprotocol/sdk/client/stdio.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+  ]).then(([index, sse, stdio, streamable]) => ({
+    Client: index.Client,
+    SSEClientTransport: sse.SSEClientTransport,
+    StdioClientTransport: stdio.StdioClientTransport,
+    StreamableHTTPClientTransport: streamable.StreamableHTTPClientTransport,
+  }));
+  return clientSdk;
+}
 
 export type McpServerStatus = 'connecting' | 'connected' | 'error' | 'closed';
 
@@ -60,6 +86,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
 export class McpConnection {
   private client: Client | undefined;
   private transport: Transport | undefined;
+  /** Set with the transport when it is a stdio child (for `pid`). */
+  private stdio: StdioClientTransport | undefined;
   private currentStatus: McpServerStatus = 'connecting';
   private lastError: string | undefined;
   private listed: McpToolInfo[] = [];
@@ -98,8 +126,8 @@ export class McpConnection {
 
   /** The child's pid (stdio servers), for operators and tests. */
   get pid(): number | undefined {
-    return this.transport instanceof StdioClientTransport
-      ? (this.transport.pid ?? undefined)
+    return this.stdio !== undefined && this.transport === this.stdio
+      ? (this.stdio.pid ?? undefined)
       : undefined;
   }
 
@@ -170,20 +198,25 @@ export class McpConnection {
   }
 
   private async open(attempt: number): Promise<void> {
+    const sdk = await loadClientSdk();
     if (this.settings.transport === 'stdio') {
-      await this.openWith(this.stdioTransport(), attempt);
+      await this.openWith(sdk, this.stdioTransport(sdk), attempt);
       return;
     }
     const url = new URL(this.settings.url);
     const requestInit = { headers: { ...this.settings.headers } };
     try {
-      await this.openWith(new StreamableHTTPClientTransport(url, { requestInit }), attempt);
+      await this.openWith(
+        sdk,
+        new sdk.StreamableHTTPClientTransport(url, { requestInit }),
+        attempt,
+      );
     } catch (streamableError) {
       if (attempt !== this.attempt || this.closing) throw streamableError;
       // Servers from before Streamable HTTP (protocol 2024-11-05) speak SSE.
       await this.dispose();
       try {
-        await this.openWith(new SSEClientTransport(url, { requestInit }), attempt);
+        await this.openWith(sdk, new sdk.SSEClientTransport(url, { requestInit }), attempt);
       } catch (sseError) {
         throw new Error(
           `Streamable HTTP: ${describeError(streamableError)}; SSE fallback: ${describeError(sseError)}`,
@@ -192,11 +225,11 @@ export class McpConnection {
     }
   }
 
-  private stdioTransport(): StdioClientTransport {
+  private stdioTransport(sdk: ClientSdk): StdioClientTransport {
     const settings = this.settings;
     if (settings.transport !== 'stdio') throw new Error('not a stdio server');
     this.stderrTail = '';
-    const transport = new StdioClientTransport({
+    const transport = new sdk.StdioClientTransport({
       command: settings.command,
       args: [...settings.args],
       env: { ...settings.env },
@@ -208,11 +241,12 @@ export class McpConnection {
     (transport.stderr as Readable | null)?.on('data', (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_CHARS);
     });
+    this.stdio = transport;
     return transport;
   }
 
-  private async openWith(transport: Transport, attempt: number): Promise<void> {
-    const client = new Client(
+  private async openWith(sdk: ClientSdk, transport: Transport, attempt: number): Promise<void> {
+    const client = new sdk.Client(
       { name: 'cairn', version: VERSION },
       {
         capabilities: {},

@@ -6,11 +6,12 @@
  * catch-up tick; and a fast schedule keeps ticking, one tick at a time.
  */
 import { rmSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { buildApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import type { SessionRow, TaskRow } from '../../src/store/store.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import {
   DATABASES,
   makeHome,
@@ -217,10 +218,11 @@ describe.each(DATABASES)('runDaemonTick (%s)', (database) => {
   });
 });
 
-describe('daemon scheduling', () => {
+describe.each(DATABASES)('daemon scheduling (%s)', (kind) => {
   let fake: FakeLlmServer;
   const homes: string[] = [];
   const apps: CairnApp[] = [];
+  const databases: TestDatabase[] = [];
 
   beforeAll(async () => {
     fake = await startFakeLlmServer();
@@ -232,10 +234,14 @@ describe('daemon scheduling', () => {
   afterAll(async () => {
     await fake.close();
     for (const home of homes) rmSync(home, { recursive: true, force: true });
+    for (const database of databases) await database.drop();
   });
 
-  function newHome(agents: Record<string, Record<string, unknown>>): string {
-    const home = makeHome({ agents }, fake.baseURL);
+  /** A home with its own empty database (a SQLite file inside it, or a fresh Postgres database). */
+  async function newHome(agents: Record<string, Record<string, unknown>>): Promise<string> {
+    const database = kind === 'postgres' ? await createTestDatabase() : undefined;
+    if (database) databases.push(database);
+    const home = makeHome({ agents }, fake.baseURL, database?.url ?? null);
     homes.push(home);
     return home;
   }
@@ -247,7 +253,7 @@ describe('daemon scheduling', () => {
   }
 
   it('missed slots after a restart give exactly one catch-up tick, then the schedule resumes', async () => {
-    const home = newHome({ hourly: daemonAgent('hourly', '1h') });
+    const home = await newHome({ hourly: daemonAgent('hourly', '1h') });
     const first = await openApp(home, false);
     // The server was down for five hours: five slots were missed.
     await first.store.setDaemonNextRun('hourly', new Date(Date.now() - 5 * HOUR_MS));
@@ -280,9 +286,17 @@ describe('daemon scheduling', () => {
   });
 
   it('a schedule not yet due runs nothing at start', async () => {
-    const home = newHome({ hourly: daemonAgent('hourly', '1h') });
+    const home = await newHome({ hourly: daemonAgent('hourly', '1h') });
     const app = await openApp(home, true);
-    const state = (await app.store.findDaemonState('hourly'))!;
+    // start() records the next run without awaiting it: on Postgres the write lands a moment later.
+    const state = await vi.waitFor(
+      async () => {
+        const found = await app.store.findDaemonState('hourly');
+        if (found?.next_run_at == null) throw new Error('next run not recorded yet');
+        return found;
+      },
+      { timeout: 10_000 },
+    );
     expect(Date.parse(state.next_run_at!)).toBeGreaterThan(Date.now() + HOUR_MS / 2);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(await listSessions(app, 'agentName=hourly')).toEqual([]);
@@ -290,7 +304,7 @@ describe('daemon scheduling', () => {
   });
 
   it('daemons: false schedules nothing, even when a run is overdue', async () => {
-    const home = newHome({ hourly: daemonAgent('hourly', '1h') });
+    const home = await newHome({ hourly: daemonAgent('hourly', '1h') });
     const app = await openApp(home, false);
     await app.store.setDaemonNextRun('hourly', new Date(Date.now() - HOUR_MS));
     await apps.pop()!.close();
@@ -301,7 +315,7 @@ describe('daemon scheduling', () => {
   });
 
   it('every: 1s ticks repeatedly, one tick at a time, each in its own closed session', async () => {
-    const home = newHome({
+    const home = await newHome({
       fast: daemonAgent('fast', '1s'),
       badcron: {
         name: 'badcron',

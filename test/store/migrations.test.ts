@@ -14,13 +14,11 @@ import {
   ensureColumns,
   migrate,
   openDatabase,
+  requiredColumns,
   type SqliteDatabase,
 } from '../../src/store/sqlite/open-database.js';
-import {
-  REQUIRED_COLUMNS,
-  SQLITE_MIGRATIONS,
-  type Migration,
-} from '../../src/store/sqlite/migrations/index.js';
+import { SQLITE_MIGRATIONS, type Migration } from '../../src/store/sqlite/migrations/index.js';
+import { CairnError } from '../../src/errors.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 
 const MIGRATIONS_DIR = fileURLToPath(
@@ -98,7 +96,8 @@ describe('migrate', () => {
     expect(rows[0]).toMatchObject({ version: 1, name: 'initial' });
     expect(Number.isNaN(Date.parse(rows[0]!.applied_at))).toBe(false);
     for (const table of SCHEMA_TABLES) expect(tables(db)).toContain(table);
-    for (const { table, column } of REQUIRED_COLUMNS) expect(columns(db, table)).toContain(column);
+    for (const { table, column } of requiredColumns(SQLITE_MIGRATIONS))
+      expect(columns(db, table)).toContain(column);
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
   });
 
@@ -243,6 +242,88 @@ describe('migrate', () => {
   });
 });
 
+describe('a database from a newer Cairn', () => {
+  it('is refused, naming the version, and left untouched', () => {
+    const db = openRaw();
+    migrate(db);
+    db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
+      NEXT + 5,
+      'from-the-future',
+      new Date().toISOString(),
+    );
+    const before = recorded(db);
+    let thrown: unknown;
+    try {
+      migrate(db);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(CairnError);
+    expect((thrown as CairnError).message).toMatch(
+      new RegExp(`migrated by a newer Cairn, version ${NEXT + 5}.*upgrade`),
+    );
+    expect(recorded(db)).toEqual(before);
+    db.close();
+    expect(() => new SqliteStore(dbPath)).toThrow(/newer Cairn/);
+  });
+
+  it('is refused even when the unknown migration is older than the newest known one', () => {
+    const db = openRaw();
+    migrate(
+      db,
+      SQLITE_MIGRATIONS.filter((m) => m.version !== 2),
+    );
+    expect(() =>
+      migrate(
+        db,
+        SQLITE_MIGRATIONS.filter((m) => m.version !== 3),
+      ),
+    ).toThrow(/newer Cairn.*migrations 3 are unknown/);
+  });
+});
+
+describe('requiredColumns (derived from the migrations, no second list)', () => {
+  it('holds the columns later migrations add with ALTER, and the initial schema', () => {
+    const names = requiredColumns(SQLITE_MIGRATIONS).map((c) => `${c.table}.${c.column}`);
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'sessions.compact_summary',
+        'sessions.epoch',
+        'messages.chars',
+        'sessions.last_seq', // 002
+        'tasks.pending_tool', // 003
+        'messages.transcript_hash', // 004
+        'compactions.input_tokens', // 005
+      ]),
+    );
+    expect(names.some((n) => n.startsWith('messages_fts'))).toBe(false);
+    expect(requiredColumns(SQLITE_MIGRATIONS)).toContainEqual({
+      table: 'sessions',
+      column: 'compact_count',
+      definition: 'REAL NOT NULL DEFAULT 50',
+    });
+  });
+
+  it('only counts the migrations given, so a later ALTER never finds its column first', () => {
+    const before3 = requiredColumns(SQLITE_MIGRATIONS.filter((m) => m.version < 3));
+    expect(before3.map((c) => c.column)).not.toContain('pending_tool');
+  });
+
+  it('restores a column a new migration adds, with no list to update', () => {
+    const db = openRaw();
+    const addsColumn: Migration = {
+      version: NEXT,
+      name: 'adds-column',
+      up: "ALTER TABLE sessions ADD COLUMN mood TEXT NOT NULL DEFAULT 'calm';",
+    };
+    const all = [...SQLITE_MIGRATIONS, addsColumn];
+    migrate(db, all);
+    db.exec('ALTER TABLE sessions DROP COLUMN mood');
+    expect(ensureColumns(db, all)).toEqual(['sessions.mood']);
+    expect(columns(db, 'sessions')).toContain('mood');
+  });
+});
+
 describe('ensureColumns (an old database upgrades itself)', () => {
   it('restores dropped compaction columns when reopened, with data intact', async () => {
     const store = new SqliteStore(dbPath);
@@ -374,7 +455,7 @@ describe('ensureColumns (an old database upgrades itself)', () => {
 describe('migration files', () => {
   it('001 is frozen: its SQL is exactly what landed', () => {
     // Changing a landed migration means databases that already recorded it never get the
-    // change. Add a numbered migration (and a REQUIRED_COLUMNS entry) instead.
+    // change. Add a numbered migration instead.
     const first = SQLITE_MIGRATIONS.find((m) => m.version === 1);
     expect(first?.name).toBe('initial');
     expect(createHash('sha256').update(first!.up).digest('hex')).toBe(MIGRATION_001_SHA256);

@@ -148,6 +148,38 @@ describe('PgStore on Postgres', () => {
     }
   });
 
+  it('event ids become visible in order: a reader paging by afterId during concurrent writes misses none', async () => {
+    const writers = await Promise.all([PgStore.open(db.url), PgStore.open(db.url)]);
+    const reader = await PgStore.open(db.url);
+    try {
+      const start = (await reader.listEvents({ afterId: 0, limit: 1_000_000 })).at(-1)?.id ?? 0;
+      let writing = true;
+      const seen: number[] = [];
+      const read = (async () => {
+        let after = start;
+        for (;;) {
+          const done = !writing;
+          const page = await reader.listEvents({ afterId: after, limit: 1_000 });
+          for (const event of page) seen.push(event.id);
+          after = page.at(-1)?.id ?? after;
+          if (done && page.length === 0) return;
+        }
+      })();
+      await Promise.all(
+        Array.from({ length: 200 }, (_, i) =>
+          writers[i % 2]!.appendEvent({ type: 'probe', data: { i } }),
+        ),
+      );
+      writing = false;
+      await read;
+      const all = (await reader.listEvents({ afterId: start, limit: 1_000 })).map((e) => e.id);
+      expect(all).toHaveLength(200);
+      expect(seen).toEqual(all);
+    } finally {
+      await Promise.all([...writers, reader].map((s) => s.close()));
+    }
+  });
+
   it('an exhausted pool answers 503 SERVICE_UNAVAILABLE instead of hanging', async () => {
     const store = await PgStore.open(db.url, { poolSize: 1, connectTimeoutMs: 200 });
     const hog = await store.pool.connect();
@@ -202,6 +234,38 @@ describe('PgStore on Postgres', () => {
       expect((syntax as { code?: string }).code).toBe('42601');
     } finally {
       await pool.end();
+    }
+  });
+
+  it('stores text with a NUL character (which Postgres text cannot hold) as U+FFFD instead of failing', async () => {
+    const store = await PgStore.open(db.url);
+    try {
+      const session = await store.createSession({
+        agentName: 'assistant',
+        mode: 'chat',
+        compactCount: 50,
+        systemPrompt: 'sys',
+      });
+      const [stored] = await store.appendMessages(session.id, [
+        { role: 'tool', content: 'bytes\u0000here', tool_call_id: 'call_1' },
+      ]);
+      expect(stored!.content).toBe('bytes\uFFFDhere');
+      const [read] = await store.listMessages(session.id, { afterSeq: 1, limit: 1 });
+      expect(read!.content).toBe('bytes\uFFFDhere');
+      expect((await store.searchHistory(session.id, 'bytes', 5)).map((h) => h.seq)).toEqual([2]);
+      expect((await store.putMemory('assistant', 'k\u0000', 'v\u0000')).content).toBe('v\uFFFD');
+      const task = await store.createTask({
+        sessionId: session.id,
+        agentName: 'assistant',
+        input: 'in\u0000put',
+      });
+      const done = await store.transitionTask(task.id, ['running'], {
+        status: 'completed',
+        result: 'out\u0000put',
+      });
+      expect([task.input, done?.result]).toEqual(['in\uFFFDput', 'out\uFFFDput']);
+    } finally {
+      await store.close();
     }
   });
 

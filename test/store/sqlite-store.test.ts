@@ -11,14 +11,17 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import ts from 'typescript';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import {
+  migrate,
   SQLITE_BUSY_TIMEOUT_MS,
   SQLITE_SYNC_BUSY_TIMEOUT_MS,
 } from '../../src/store/sqlite/open-database.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { HISTORY_INDEX_BATCH, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
+import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { describeStoreContract } from './store-contract.js';
 
 const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
@@ -210,6 +213,7 @@ describe('SqliteStore on SQLite', () => {
     await store.putMemory('assistant', 'k2', 'two');
     await store.deleteMemory('assistant', 'k2');
 
+    await store.indexHistory(); // what a search or the batch after an append does
     // Throws SQLITE_CORRUPT_VTAB when the index and its content table disagree.
     store.db.exec("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')");
     store.db.exec("INSERT INTO memory_fts (memory_fts) VALUES ('integrity-check')");
@@ -222,6 +226,117 @@ describe('SqliteStore on SQLite', () => {
     expect((await store.searchHistory(a.id, 'alpha', 10)).length).toBe(0);
     expect((await store.searchHistory(a.id, 'reset', 10)).length).toBe(1);
     expect(store.db.pragma('foreign_key_check')).toEqual([]);
+  });
+
+  describe('the history index, filled in batches off the turn (migration 008)', () => {
+    const queued = (store: SqliteStore) =>
+      store.db.prepare('SELECT COUNT(*) FROM messages_fts_pending').pluck().get() as number;
+    // A scan of an external-content table reads the content table; docsize has one row per indexed row.
+    const indexed = (store: SqliteStore) =>
+      store.db.prepare('SELECT COUNT(*) FROM messages_fts_docsize').pluck().get() as number;
+    // rank 1: also compare the index with the messages, which catches a 'delete' of a row
+    // the index never held. It needs every message to have content and the queue empty.
+    const checkIndex = (store: SqliteStore) =>
+      store.db.exec("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)");
+
+    it('an append queues its messages instead of indexing them; a search sees them at once', async () => {
+      const store = openStore();
+      const session = await newSession(store);
+      await store.appendMessages(session.id, [
+        { role: 'user', content: 'where is the lighthouse' },
+      ]);
+      expect(queued(store)).toBe(2); // the system prompt and the question
+      expect(indexed(store)).toBe(0);
+      const hits = await store.searchHistory(session.id, 'lighthouse', 10);
+      expect(hits).toEqual([{ seq: 2, role: 'user', snippet: 'where is the [lighthouse]' }]);
+      expect(queued(store)).toBe(0);
+      expect(indexed(store)).toBe(2);
+      checkIndex(store);
+    });
+
+    it('the batch after an append indexes the queue without a search', async () => {
+      const store = openStore();
+      const session = await newSession(store);
+      await store.appendMessages(session.id, [{ role: 'user', content: 'queued words' }]);
+      await vi.waitFor(() => expect(queued(store)).toBe(0), { timeout: 10_000, interval: 50 });
+      expect(indexed(store)).toBe(2);
+      checkIndex(store);
+    });
+
+    it('deleting queued and indexed rows keeps the index whole, and a reused id is indexed', async () => {
+      const store = openStore();
+      const session = await newSession(store);
+      await store.appendMessages(session.id, [{ role: 'user', content: 'indexed first' }]);
+      await store.indexHistory();
+      await store.appendMessages(session.id, [{ role: 'user', content: 'still queued' }]);
+      // Reset deletes one indexed and one queued row (the system prompt stays).
+      await store.resetSession(session.id);
+      expect(queued(store)).toBe(0);
+      checkIndex(store);
+      // The highest id was deleted, so SQLite hands it out again.
+      await store.appendMessages(session.id, [{ role: 'user', content: 'reused identifier' }]);
+      expect((await store.searchHistory(session.id, 'reused', 10)).map((h) => h.seq)).toEqual([4]);
+      expect(await store.searchHistory(session.id, 'queued', 10)).toEqual([]);
+      expect(await store.searchHistory(session.id, 'indexed', 10)).toEqual([]);
+      await store.deleteSession(session.id);
+      checkIndex(store);
+      expect(indexed(store)).toBe(0);
+    });
+
+    it('indexes a long queue in several batches', async () => {
+      const store = openStore();
+      const session = await newSession(store);
+      const many = Array.from({ length: HISTORY_INDEX_BATCH + 10 }, (_, i) => ({
+        role: 'user' as const,
+        content: `note ${i}`,
+      }));
+      await store.appendMessages(session.id, many);
+      expect(await store.indexHistoryBatch()).toBe(HISTORY_INDEX_BATCH);
+      expect(queued(store)).toBe(11);
+      expect(
+        (await store.searchHistory(session.id, String(HISTORY_INDEX_BATCH + 9), 10)).length,
+      ).toBe(1);
+      expect(queued(store)).toBe(0);
+      checkIndex(store);
+    });
+
+    it('a database indexed by the old trigger keeps its index and starts with an empty queue', async () => {
+      const db = new Database(dbPath);
+      migrate(
+        db,
+        SQLITE_MIGRATIONS.filter((m) => m.version < 8),
+      );
+      const now = new Date().toISOString();
+      db.prepare(
+        "INSERT INTO sessions (id, agent_name, mode, created_at, updated_at) VALUES ('sess_old', 'assistant', 'chat', ?, ?)",
+      ).run(now, now);
+      db.prepare(
+        "INSERT INTO messages (session_id, seq, role, content, created_at) VALUES ('sess_old', 1, 'user', 'an archived harbour', ?)",
+      ).run(now);
+      db.close();
+
+      const store = openStore();
+      expect(queued(store)).toBe(0);
+      expect(indexed(store)).toBe(1);
+      expect((await store.searchHistory('sess_old', 'harbour', 10)).map((h) => h.seq)).toEqual([1]);
+      await store.resetSession('sess_old');
+      checkIndex(store);
+      expect(indexed(store)).toBe(0);
+    });
+  });
+
+  it('rows written before migration 007 have no stored token estimate; new rows get one', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    await store.appendMessages(session.id, [{ role: 'user', content: 'an old message' }]);
+    store.db.exec('UPDATE messages SET tokens = NULL'); // as migration 007 leaves old rows
+    await store.appendMessages(session.id, [{ role: 'assistant', content: 'a new one' }]);
+    const { system, tail } = await store.loadContext(session.id, 0);
+    expect(system[0]).not.toHaveProperty('tokens');
+    expect(tail[0]).not.toHaveProperty('tokens');
+    expect(tail[1]?.tokens).toBe(
+      estimateMessageTokens({ role: 'assistant', content: 'a new one' }),
+    );
   });
 
   it('keeps everything across close and reopen', async () => {
@@ -487,7 +602,12 @@ function buildStoreForWorkers(outDir: string): string {
         pending.push(path.posix.normalize(path.posix.join(path.posix.dirname(rel), `${spec}.ts`)));
         return match;
       })
-      .replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`);
+      .replace(/from 'better-sqlite3'/g, `from '${betterSqlite}'`)
+      // Lazily required packages (the tokenizer) resolve from this repo, not the temp dir.
+      .replace(
+        /createRequire\(import\.meta\.url\)/g,
+        `createRequire(${JSON.stringify(pathToFileURL(path.join(SRC_DIR, rel)).href)})`,
+      );
     const out = path.join(outDir, rel.replace(/\.ts$/, '.js'));
     fs.mkdirSync(path.dirname(out), { recursive: true });
     fs.writeFileSync(out, js);

@@ -12,6 +12,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import type { ChatMessage, StoredMessage } from '../../src/llm/messages.js';
+import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { transcriptHash } from '../../src/store/transcript-hash.js';
 import type {
   NewCompaction,
@@ -31,6 +32,20 @@ export interface StoreFixture {
 /** Waits long enough that the next write gets a later timestamp than the previous one. */
 function tick(ms = 5): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * A message as a context read (and appendMessages) returns it: with the token
+ * estimate stored when it was written. Pages of listMessages leave it out.
+ */
+function withTokens<M extends ChatMessage>(message: M): M & { tokens: number } {
+  return { ...message, tokens: estimateMessageTokens(message) };
+}
+
+/** A message as listMessages returns it: without the stored estimate. */
+function withoutTokens(message: StoredMessage): StoredMessage {
+  const { tokens: _tokens, ...rest } = message;
+  return rest;
 }
 
 /** `count` alternating user/assistant messages whose content is `${prefix} ${i}`. */
@@ -545,7 +560,34 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           const second = await store.appendMessages(session.id, conversation(2, 'more'));
           expect(second.map((m) => m.seq)).toEqual([5, 6]);
           expect(second.map((m) => m.content)).toEqual(['more 0', 'more 1']);
-          expect((await allMessages(session.id)).slice(1)).toEqual([...first, ...second]);
+          expect((await allMessages(session.id)).slice(1)).toEqual(
+            [...first, ...second].map(withoutTokens),
+          );
+        });
+
+        it("stores each message's token estimate once, and context reads return it", async () => {
+          const session = await newSession();
+          const sent: ChatMessage[] = [
+            { role: 'user', content: 'How many tokens is this sentence, roughly?' },
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [
+                { id: 'c1', type: 'function', function: { name: 'count', arguments: '{"n":1}' } },
+              ],
+            },
+          ];
+          const stored = await store.appendMessages(session.id, sent);
+          expect(stored.map((m) => m.tokens)).toEqual(sent.map(estimateMessageTokens));
+          expect(stored.every((m) => (m.tokens ?? 0) > 0)).toBe(true);
+          const { system, tail } = await store.loadContext(session.id, 0);
+          expect(system[0]?.tokens).toBe(estimateMessageTokens(system[0]!));
+          expect(tail.map((m) => m.tokens)).toEqual(sent.map(estimateMessageTokens));
+          expect((await store.listTail(session.id, 0, 10)).map((m) => m.tokens)).toEqual(
+            sent.map(estimateMessageTokens),
+          );
+          // The API's message pages keep their shape.
+          for (const m of await allMessages(session.id)) expect(m).not.toHaveProperty('tokens');
         });
 
         it('keeps seq per session', async () => {
@@ -642,9 +684,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
             seq: i + 2,
             created_at: stored[i]!.created_at,
           }));
-          expect(stored).toEqual(expected);
+          expect(stored).toEqual(expected.map(withTokens));
           expect((await allMessages(session.id)).slice(1)).toEqual(expected);
-          expect((await store.loadContext(session.id, 0)).tail).toEqual(expected);
+          expect((await store.loadContext(session.id, 0)).tail).toEqual(expected.map(withTokens));
           const plain = (await allMessages(session.id))[1]!;
           expect('tool_calls' in plain).toBe(false);
           expect('tool_call_id' in plain).toBe(false);
@@ -749,7 +791,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await seqs(3, 1)).toEqual([5]);
           expect(await seqs(6, 10)).toEqual([]);
           const [first] = await store.listTail(session.id, 0, 1);
-          expect(first).toEqual((await allMessages(session.id))[1]);
+          expect(first).toEqual(withTokens((await allMessages(session.id))[1]!));
         });
 
         it('listMessageMeta gives seq, role, chars and tool call ids of the non-system tail', async () => {
@@ -1288,6 +1330,13 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
             [2, '2026-01-01T00:00:01.000Z'],
             [5, '2026-01-01T00:00:02.000Z'],
           ]);
+          // Imported messages get their token estimate at write, like appended ones.
+          const context = await store.loadContext(id, 0);
+          expect([...context.system, ...context.tail].map((m) => m.tokens)).toEqual(
+            ['sys', 'hello', 'hi'].map((content) =>
+              estimateMessageTokens({ role: 'user', content }),
+            ),
+          );
           expect(await store.listCompactions(id)).toHaveLength(1);
           // New messages continue after the imported seqs.
           const [next] = await store.appendMessages(id, [{ role: 'user', content: 'more' }]);

@@ -12,7 +12,8 @@ import { INTERRUPTED_TOOL_RESULT } from '../../src/llm/normalize-request.js';
 import { RESUME_AFTER_INTERRUPTION } from '../../src/runtime/tasks.js';
 import type { TaskRow } from '../../src/store/store.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
-import { makeHome } from '../helpers/test-app.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { DATABASES, makeHome } from '../helpers/test-app.js';
 
 const ASKER = {
   name: 'asker',
@@ -34,18 +35,22 @@ async function openApp(home: string): Promise<CairnApp> {
   return buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
 }
 
-describe('tasks across a restart', () => {
+describe.each(DATABASES)('tasks across a restart (%s)', (kind) => {
   let fake: FakeLlmServer;
   let home: string;
   let app: CairnApp | undefined;
+  let database: TestDatabase | undefined;
 
   beforeAll(async () => {
     fake = await startFakeLlmServer();
-    home = makeHome({ agents: { asker: ASKER } }, fake.baseURL);
+    // On Postgres the restarted process finds the tasks in the same database.
+    database = kind === 'postgres' ? await createTestDatabase() : undefined;
+    home = makeHome({ agents: { asker: ASKER } }, fake.baseURL, database?.url ?? null);
   });
   afterAll(async () => {
     await app?.close();
     await fake.close();
+    await database?.drop();
     rmSync(home, { recursive: true, force: true });
   });
   beforeEach(() => fake.reset());

@@ -5,9 +5,8 @@
  * sessions (the tools' `sessionId`), not in an MCP session. GET and DELETE
  * (server-sent streams, session teardown) are not offered: 405.
  */
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { createCairnMcpServer, type CairnMcpServerDeps } from '../../mcp/cairn-mcp-server.js';
+import type { CairnMcpServerDeps } from '../../mcp/cairn-mcp-server.js';
 
 const METHOD_NOT_ALLOWED = {
   jsonrpc: '2.0',
@@ -18,8 +17,24 @@ const METHOD_NOT_ALLOWED = {
   id: null,
 };
 
+/**
+ * The MCP server SDK (and zod under it, ~20 MB resident) loads on the first
+ * POST /mcp, not at start-up: most servers are never used as an MCP server.
+ */
+async function loadServerSdk() {
+  const [transport, server] = await Promise.all([
+    import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+    import('../../mcp/cairn-mcp-server.js'),
+  ]);
+  return {
+    StreamableHTTPServerTransport: transport.StreamableHTTPServerTransport,
+    createCairnMcpServer: server.createCairnMcpServer,
+  };
+}
+
 export function mcpRoutes(app: FastifyInstance, deps: CairnMcpServerDeps): void {
   app.post('/mcp', async (request, reply) => {
+    const { StreamableHTTPServerTransport, createCairnMcpServer } = await loadServerSdk();
     const server = createCairnMcpServer({
       ...deps,
       logError: (details, message) => request.log.error(details, message),

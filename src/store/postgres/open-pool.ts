@@ -7,8 +7,12 @@
 import pg from 'pg';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import { CairnError } from '../../errors.js';
-import type { Migration, RequiredColumn } from '../sqlite/migrations/index.js';
-import { POSTGRES_MIGRATIONS, POSTGRES_REQUIRED_COLUMNS } from './migrations/index.js';
+import type { Migration } from '../sqlite/migrations/index.js';
+import {
+  POSTGRES_MIGRATIONS,
+  POSTGRES_REQUIRED_COLUMNS,
+  type RequiredColumn,
+} from './migrations/index.js';
 
 /** How long a unit of work waits for a free connection (or a new one) before a 503. */
 export const PG_CONNECT_TIMEOUT_MS = 5_000;

@@ -15,6 +15,7 @@ import {
   type StoredMessage,
   type ToolCall,
 } from '../../llm/messages.js';
+import { estimateMessageTokens } from '../../llm/tokens.js';
 import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
@@ -60,6 +61,8 @@ interface MessageRecord {
   tool_call_id: string | null;
   name: string | null;
   created_at: string;
+  /** Selected by context reads only (CONTEXT_COLUMNS); NULL on rows from before migration 007. */
+  tokens?: number | null;
 }
 
 interface EventRecord {
@@ -85,10 +88,24 @@ const TASK_PATCH_COLUMNS: readonly string[] = [
 
 const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
+/**
+ * What a context read selects: the message and its stored token estimate.
+ * Pages of GET /sessions/:id/messages and exports keep MESSAGE_COLUMNS.
+ */
+const CONTEXT_COLUMNS = `${MESSAGE_COLUMNS}, tokens`;
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
 
 const INTERRUPTED_ERROR =
   'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
+
+/**
+ * Postgres text cannot hold U+0000, which SQLite stores as is (a tool may
+ * return it from a binary file): it is written as U+FFFD instead of failing
+ * the whole turn. JSON columns are unaffected (JSON escapes it).
+ */
+function pgText<T extends string | null>(value: T): T {
+  return (value === null ? value : value.replaceAll('\u0000', '\uFFFD')) as T;
+}
 
 function now(): string {
   return new Date().toISOString();
@@ -105,6 +122,7 @@ function toStoredMessage(row: MessageRecord): StoredMessage {
   if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
   if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
   if (row.name !== null) message.name = row.name;
+  if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
   return message;
 }
 
@@ -203,6 +221,8 @@ export class PgStore implements Store {
   async createSession(input: NewSession): Promise<SessionRow> {
     const id = newId('sess');
     const createdAt = now();
+    const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
+    const tokens = system.map(estimateMessageTokens);
     return this.tx(async (c) => {
       await c.query(
         `INSERT INTO sessions
@@ -212,19 +232,13 @@ export class PgStore implements Store {
           id,
           input.agentName,
           input.mode,
-          input.title ?? null,
+          pgText(input.title ?? null),
           input.parentSessionId ?? null,
           createdAt,
           input.compactCount,
         ],
       );
-      await this.insertMessages(
-        c,
-        id,
-        [{ role: 'system', content: input.systemPrompt }],
-        {},
-        createdAt,
-      );
+      await this.insertMessages(c, id, system, tokens, {}, createdAt);
       return getSession(c, id) as Promise<SessionRow>;
     });
   }
@@ -297,7 +311,13 @@ export class PgStore implements Store {
            compact_count = COALESCE($4, compact_count),
            updated_at = $5
          WHERE id = $1 RETURNING *`,
-        [id, edit.title !== undefined, edit.title ?? null, edit.compactCount ?? null, now()],
+        [
+          id,
+          edit.title !== undefined,
+          pgText(edit.title ?? null),
+          edit.compactCount ?? null,
+          now(),
+        ],
       );
       return result.rows[0];
     });
@@ -318,7 +338,7 @@ export class PgStore implements Store {
           session.agent_name,
           session.mode,
           session.status,
-          session.title,
+          pgText(session.title),
           session.created_at,
           session.updated_at,
           session.input_tokens,
@@ -346,7 +366,8 @@ export class PgStore implements Store {
     messages: ChatMessage[],
     options: AppendOptions = {},
   ): Promise<StoredMessage[]> {
-    return this.tx((c) => this.insertMessages(c, sessionId, messages, options, now()));
+    const tokens = messages.map(estimateMessageTokens);
+    return this.tx((c) => this.insertMessages(c, sessionId, messages, tokens, options, now()));
   }
 
   async appendMessagesWithEvents(
@@ -355,9 +376,10 @@ export class PgStore implements Store {
     eventType: string,
     options: AppendOptions = {},
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    const tokens = messages.map(estimateMessageTokens);
     return this.tx(async (c) => {
       const createdAt = now();
-      const stored = await this.insertMessages(c, sessionId, messages, options, createdAt);
+      const stored = await this.insertMessages(c, sessionId, messages, tokens, options, createdAt);
       const events: EventRow[] = [];
       for (const m of stored) {
         events.push(
@@ -372,10 +394,15 @@ export class PgStore implements Store {
     });
   }
 
+  /**
+   * The inserts of one append, inside the caller's transaction. `tokens` are
+   * the messages' estimates, computed by the caller before the transaction.
+   */
   private async insertMessages(
     c: Queryable,
     sessionId: string,
     messages: ChatMessage[],
+    tokens: readonly number[],
     options: AppendOptions,
     createdAt: string,
   ): Promise<StoredMessage[]> {
@@ -386,17 +413,18 @@ export class PgStore implements Store {
     const stored: StoredMessage[] = [];
     if (messages.length === 0) return stored;
     const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
-    for (const message of messages) {
+    for (const [i, message] of messages.entries()) {
       seq += 1;
       const record: MessageRecord = {
         session_id: sessionId,
         seq,
         role: message.role,
-        content: message.content,
+        content: pgText(message.content),
         tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
         tool_call_id: message.tool_call_id ?? null,
         name: message.name ?? null,
         created_at: createdAt,
+        tokens: tokens[i]!,
       };
       // The chain advances at write time, so matching a transcript never scans messages.
       const visible = isVisible(message);
@@ -410,6 +438,7 @@ export class PgStore implements Store {
         record.name,
         messageChars(message),
         visible ? transcript : null,
+        record.tokens,
       ];
       values.forEach((v, i) => columns[i]!.push(v));
       stored.push(toStoredMessage(record));
@@ -417,10 +446,11 @@ export class PgStore implements Store {
     // One statement for the whole batch: a turn's messages cost one round trip.
     await c.query(
       `INSERT INTO messages
-         (session_id, seq, role, content, tool_calls, tool_call_id, name, chars, transcript_hash, created_at)
-       SELECT $1, * , $10 FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
-         $7::text[], $8::int[], $9::text[])`,
-      [sessionId, ...columns.slice(0, 8), createdAt],
+         (session_id, seq, role, content, tool_calls, tool_call_id, name, chars, transcript_hash,
+          tokens, created_at)
+       SELECT $1, *, $11 FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
+         $7::text[], $8::int[], $9::text[], $10::int[])`,
+      [sessionId, ...columns, createdAt],
     );
     await c.query(
       `UPDATE sessions SET
@@ -454,28 +484,30 @@ export class PgStore implements Store {
     messages: readonly ImportedMessage[],
   ): Promise<void> {
     if (messages.length === 0) return;
+    const tokens = messages.map(estimateMessageTokens);
     await this.tx(async (c) => {
       // The visible-transcript chain is rebuilt as the messages go in, so a
       // client resending the imported history lands in the imported session.
       const state = await lockSession(c, sessionId);
       let transcript = state?.transcript_hash ?? null;
-      for (const message of messages) {
+      for (const [i, message] of messages.entries()) {
         const visible = isVisible(message);
         if (visible) transcript = nextTranscriptHash(transcript, message);
         await c.query(
-          `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+          `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash, tokens)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
           [
             sessionId,
             message.seq,
             message.role,
-            message.content,
+            pgText(message.content),
             message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
             message.tool_call_id ?? null,
             message.name ?? null,
             message.created_at,
             messageChars(message),
             visible ? transcript : null,
+            tokens[i]!,
           ],
         );
       }
@@ -504,7 +536,7 @@ export class PgStore implements Store {
   ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }> {
     // One statement: the system messages and the tail, read from one snapshot.
     const rows = await this.rows<MessageRecord>(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages
+      `SELECT ${CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND (role = 'system' OR seq > $2) ORDER BY seq`,
       [sessionId, afterSeq],
     );
@@ -545,7 +577,7 @@ export class PgStore implements Store {
 
   async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
     const rows = await this.rows<MessageRecord>(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages
+      `SELECT ${CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq LIMIT $3`,
       [sessionId, afterSeq, limit],
     );
@@ -588,7 +620,7 @@ export class PgStore implements Store {
          WHERE id = $1 RETURNING *`,
         [
           input.sessionId,
-          input.summary,
+          pgText(input.summary),
           input.toSize,
           input.toSeq,
           input.inputTokens ?? 0,
@@ -609,7 +641,7 @@ export class PgStore implements Store {
           before.compact_seq,
           input.toSeq,
           before.compact_summary,
-          input.summary,
+          pgText(input.summary),
           input.trigger,
           input.model,
           input.inputChars,
@@ -691,8 +723,8 @@ export class PgStore implements Store {
             k.to_size,
             k.from_seq,
             k.to_seq,
-            k.previous_summary,
-            k.summary,
+            pgText(k.previous_summary),
+            pgText(k.summary),
             k.trigger,
             k.model,
             k.input_chars,
@@ -743,7 +775,7 @@ export class PgStore implements Store {
       const created = await c.query<TaskRow>(
         `INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at, updated_at)
          VALUES ($1, $2, $3, 'running', $4, $6, $5, $5) RETURNING *`,
-        [id, input.sessionId, input.agentName, input.input, now(), this.instanceId],
+        [id, input.sessionId, input.agentName, pgText(input.input), now(), this.instanceId],
       );
       return created.rows[0]!;
     });
@@ -773,7 +805,8 @@ export class PgStore implements Store {
     const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
     const params: unknown[] = [id, now(), [...from]];
     const assignments = columns.map((column) => {
-      params.push((patch as Record<string, unknown>)[column] ?? null);
+      const value = (patch as Record<string, unknown>)[column] ?? null;
+      params.push(typeof value === 'string' ? pgText(value) : value);
       return `${column} = $${params.length}`;
     });
     assignments.push('updated_at = $2');
@@ -949,7 +982,7 @@ export class PgStore implements Store {
          VALUES ($1, $2, $3, $4, $4)
          ON CONFLICT (agent_name, key) DO UPDATE SET content = EXCLUDED.content, updated_at = EXCLUDED.updated_at
          RETURNING ${MEMORY_COLUMNS}`,
-        [agentName, key, content, now()],
+        [agentName, pgText(key), pgText(content), now()],
       );
       return result.rows[0]!;
     });

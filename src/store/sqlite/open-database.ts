@@ -5,7 +5,8 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { REQUIRED_COLUMNS, SQLITE_MIGRATIONS, type Migration } from './migrations/index.js';
+import { CairnError } from '../../errors.js';
+import { SQLITE_MIGRATIONS, type Migration } from './migrations/index.js';
 
 export type SqliteDatabase = Database.Database;
 
@@ -45,13 +46,18 @@ export function openDatabase(
   return db;
 }
 
-/** Applies pending migrations, each in its own transaction, and records them. */
+/**
+ * Applies pending migrations, each in its own transaction, and records them.
+ * Refuses a database that records a migration this build does not have: a
+ * newer Cairn migrated it, and this one would misread its schema.
+ */
 export function migrate(
   db: SqliteDatabase,
   migrations: readonly Migration[] = SQLITE_MIGRATIONS,
 ): number[] {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+  refuseUnknownMigrations(db, migrations);
   const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').pluck();
   const record = db.prepare(
     'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
@@ -70,21 +76,114 @@ export function migrate(
       .immediate();
     if (applied) ran.push(migration.version);
   }
-  ensureColumns(db);
+  ensureColumns(db, migrations);
   return ran;
 }
 
-/** Adds any missing column of the applied migrations; safe to run on every start. */
-export function ensureColumns(db: SqliteDatabase): string[] {
+function refuseUnknownMigrations(db: SqliteDatabase, migrations: readonly Migration[]): void {
+  const known = new Set(migrations.map((m) => m.version));
+  const recorded = db
+    .prepare('SELECT version FROM schema_migrations ORDER BY version')
+    .pluck()
+    .all() as number[];
+  const unknown = recorded.filter((version) => !known.has(version));
+  if (unknown.length === 0) return;
+  const newest = Math.max(...recorded);
+  throw new CairnError(
+    'INTERNAL',
+    `This database was migrated by a newer Cairn, version ${newest} (migrations ${unknown.join(', ')} are unknown to this one); upgrade Cairn to open it.`,
+  );
+}
+
+/** A column the applied migrations create, with the definition that re-adds it. */
+export interface RequiredColumn {
+  readonly table: string;
+  readonly column: string;
+  readonly definition: string;
+}
+
+interface ColumnInfo {
+  name: string;
+  type: string;
+  notnull: number;
+  dflt_value: string | null;
+  pk: number;
+}
+
+const requiredCache = new Map<string, readonly RequiredColumn[]>();
+
+/**
+ * The columns of ordinary tables that `migrations` create, read back from a
+ * scratch in-memory database they are applied to: the migrations stay the one
+ * source of truth, and a migration that adds a column needs no second entry
+ * anywhere. Memoized per list of versions (the derivation takes a few ms).
+ */
+export function requiredColumns(migrations: readonly Migration[]): readonly RequiredColumn[] {
+  const ordered = [...migrations].sort((a, b) => a.version - b.version);
+  const key = ordered.map((m) => `${m.version}:${m.name}`).join(',');
+  const cached = requiredCache.get(key);
+  if (cached) return cached;
+  const scratch = new Database(':memory:');
+  try {
+    for (const migration of ordered) scratch.exec(migration.up);
+    const tables = scratch
+      .prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      )
+      .pluck()
+      .all() as string[];
+    const columns: RequiredColumn[] = [];
+    for (const table of tables) {
+      // Shadow tables of FTS (messages_fts_data, …) belong to their virtual table.
+      if (/_(data|idx|content|docsize|config)$/.test(table)) continue;
+      for (const info of scratch.prepare(`PRAGMA table_info(${table})`).all() as ColumnInfo[]) {
+        // A primary key or a NOT NULL column without a default cannot be added by ALTER.
+        if (info.pk > 0 || (info.notnull === 1 && info.dflt_value === null)) continue;
+        const definition = [
+          info.type,
+          info.notnull === 1 ? 'NOT NULL' : '',
+          info.dflt_value !== null ? `DEFAULT ${info.dflt_value}` : '',
+        ]
+          .filter(Boolean)
+          .join(' ');
+        columns.push({ table, column: info.name, definition });
+      }
+    }
+    requiredCache.set(key, columns);
+    return columns;
+  } finally {
+    scratch.close();
+  }
+}
+
+/**
+ * Adds any missing column of the applied migrations (a database made by an
+ * older build, or one whose migration half-applied); safe to run on every
+ * start. Only the migrations recorded as applied count, so a later migration
+ * that adds its column with ALTER never finds it there first.
+ */
+export function ensureColumns(
+  db: SqliteDatabase,
+  migrations: readonly Migration[] = SQLITE_MIGRATIONS,
+): string[] {
   const applied = new Set(
     db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[],
   );
   const added: string[] = [];
-  for (const { since, table, column, definition } of REQUIRED_COLUMNS) {
-    if (!applied.has(since)) continue;
-    const columns = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[];
-    if (columns.length === 0 || columns.some((c) => c.name === column)) continue;
+  const byTable = new Map<string, string[]>();
+  for (const { table, column, definition } of requiredColumns(
+    migrations.filter((m) => applied.has(m.version)),
+  )) {
+    let existing = byTable.get(table);
+    if (existing === undefined) {
+      existing = (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map(
+        (c) => c.name,
+      );
+      byTable.set(table, existing);
+    }
+    if (existing.length === 0 || existing.includes(column)) continue;
     db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
+    existing.push(column);
     added.push(`${table}.${column}`);
   }
   return added;

@@ -11,6 +11,7 @@ import {
   type StoredMessage,
   type ToolCall,
 } from '../../llm/messages.js';
+import { estimateMessageTokens } from '../../llm/tokens.js';
 import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
@@ -52,6 +53,8 @@ interface MessageRecord {
   tool_call_id: string | null;
   name: string | null;
   created_at: string;
+  /** Selected by context reads only (CONTEXT_COLUMNS); NULL on rows from before migration 007. */
+  tokens?: number | null;
 }
 
 interface EventRecord {
@@ -61,6 +64,15 @@ interface EventRecord {
   data: string;
   created_at: string;
 }
+
+/**
+ * Messages wait this long after an append before the queued ones are added
+ * to the history index in one batch (migration 008), so a turn never pays
+ * for the index; a search indexes whatever is still queued first.
+ */
+export const HISTORY_INDEX_DELAY_MS = 1_000;
+/** Rows one indexing transaction takes at most, so a batch never holds the lock for long. */
+export const HISTORY_INDEX_BATCH = 2_000;
 
 /** Notes returned by one memory listing or search unless the caller asks for fewer or more. */
 export const MEMORY_PAGE = 100;
@@ -81,6 +93,12 @@ const INTERRUPTED_ERROR =
 
 const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
+/**
+ * What a context read selects: the message and its stored token estimate.
+ * Pages of GET /sessions/:id/messages and exports keep MESSAGE_COLUMNS, so
+ * their shape is unchanged.
+ */
+const CONTEXT_COLUMNS = `${MESSAGE_COLUMNS}, tokens`;
 
 export function newId(prefix: string): string {
   return `${prefix}_${randomBytes(12).toString('hex')}`;
@@ -101,6 +119,7 @@ function toStoredMessage(row: MessageRecord): StoredMessage {
   if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
   if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
   if (row.name !== null) message.name = row.name;
+  if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
   return message;
 }
 
@@ -189,8 +208,9 @@ function prepareStatements(db: SqliteDatabase) {
       VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
     getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
     appendState: db.prepare('SELECT last_seq, transcript_hash FROM sessions WHERE id = ?'),
-    insertMessage: db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash)
-      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @transcript_hash)`),
+    insertMessage:
+      db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars, tokens, transcript_hash)
+      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @tokens, @transcript_hash)`),
     updateSession: db.prepare(`UPDATE sessions SET
         title = CASE WHEN @set_title THEN @title ELSE title END,
         compact_count = COALESCE(@compact_count, compact_count),
@@ -229,17 +249,24 @@ function prepareStatements(db: SqliteDatabase) {
       `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
     ),
     systemMessages: db.prepare(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND role = 'system' ORDER BY seq`,
+      `SELECT ${CONTEXT_COLUMNS} FROM messages WHERE session_id = ? AND role = 'system' ORDER BY seq`,
     ),
-    tailMessages: db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM messages
+    tailMessages: db.prepare(`SELECT ${CONTEXT_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
-    tailPage: db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM messages
+    tailPage: db.prepare(`SELECT ${CONTEXT_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq LIMIT ?`),
     // Rows from before the chars column existed have NULL there: fall back
     // to the content length (their tool calls are then measured in JS).
     messageMeta:
       db.prepare(`SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
       FROM messages WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
+    // One batch of the history-index queue (migration 008): the same ids, in one transaction.
+    indexQueued: db.prepare(`INSERT INTO messages_fts (rowid, content)
+      SELECT id, content FROM messages
+      WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)`),
+    unqueueIndexed: db.prepare(
+      'DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)',
+    ),
     searchHistory: db.prepare(`SELECT m.seq AS seq, m.role AS role,
         snippet(messages_fts, 0, '[', ']', '…', 16) AS snippet
       FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
@@ -361,6 +388,8 @@ export class SqliteStore implements Store {
   private readonly busyBudgetMs: number;
   /** Written as the owner of every task this store sets running (DESIGN §12). */
   private readonly instanceId: string | null;
+  /** The pending batch of the history index, if one is scheduled. */
+  private historyIndexTimer: NodeJS.Timeout | undefined;
 
   constructor(path: string, options: { busyBudgetMs?: number; instanceId?: string } = {}) {
     this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
@@ -373,11 +402,55 @@ export class SqliteStore implements Store {
     return guard(work, this.busyBudgetMs);
   }
 
+  /**
+   * Indexes up to HISTORY_INDEX_BATCH queued messages for history_search in
+   * one transaction; returns how many it took (0: the queue is empty).
+   */
+  async indexHistoryBatch(): Promise<number> {
+    return this.guard(() =>
+      this.db
+        .transaction(() => {
+          this.stmt.indexQueued.run(HISTORY_INDEX_BATCH);
+          return this.stmt.unqueueIndexed.run(HISTORY_INDEX_BATCH).changes;
+        })
+        .immediate(),
+    );
+  }
+
+  /** Indexes every queued message (before a search: it must see every committed message). */
+  async indexHistory(): Promise<void> {
+    while ((await this.indexHistoryBatch()) === HISTORY_INDEX_BATCH) {
+      // a full batch: more may be queued
+    }
+  }
+
+  /**
+   * Schedules one batch a moment from now, off the turn that appended. A
+   * batch that fails (the database busy past the budget) leaves the queue as
+   * it was: the next batch or search takes it, and a search reports the error.
+   */
+  private scheduleHistoryIndex(delayMs = HISTORY_INDEX_DELAY_MS): void {
+    if (this.historyIndexTimer !== undefined || !this.db.open) return;
+    this.historyIndexTimer = setTimeout(() => {
+      this.historyIndexTimer = undefined;
+      if (!this.db.open) return;
+      this.indexHistoryBatch().then(
+        (taken) => {
+          if (taken === HISTORY_INDEX_BATCH) this.scheduleHistoryIndex(0);
+        },
+        () => undefined,
+      );
+    }, delayMs);
+    this.historyIndexTimer.unref();
+  }
+
   // ---- sessions -------------------------------------------------------------
 
   async createSession(input: NewSession): Promise<SessionRow> {
     const id = newId('sess');
     const createdAt = now();
+    const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
+    const tokens = system.map(estimateMessageTokens);
     return this.guard(() =>
       this.db
         .transaction(() => {
@@ -390,7 +463,7 @@ export class SqliteStore implements Store {
             created_at: createdAt,
             compact_count: input.compactCount,
           });
-          this.insertMessages(id, [{ role: 'system', content: input.systemPrompt }], {}, createdAt);
+          this.insertMessages(id, system, tokens, {}, createdAt);
           return this.stmt.getSession.get(id) as SessionRow;
         })
         .immediate(),
@@ -421,6 +494,7 @@ export class SqliteStore implements Store {
     messages: readonly ImportedMessage[],
   ): Promise<void> {
     if (messages.length === 0) return;
+    const tokens = messages.map(estimateMessageTokens);
     await this.guard(() =>
       this.db
         .transaction(() => {
@@ -429,7 +503,7 @@ export class SqliteStore implements Store {
           const state = this.stmt.appendState.get(sessionId) as
             { transcript_hash: string | null } | undefined;
           let transcript = state?.transcript_hash ?? null;
-          for (const message of messages) {
+          for (const [i, message] of messages.entries()) {
             const visible = isVisible(message);
             if (visible) transcript = nextTranscriptHash(transcript, message);
             this.stmt.insertMessage.run({
@@ -442,9 +516,11 @@ export class SqliteStore implements Store {
               name: message.name ?? null,
               created_at: message.created_at,
               chars: messageChars(message),
+              tokens: tokens[i]!,
               transcript_hash: visible ? transcript : null,
             });
           }
+          this.scheduleHistoryIndex();
           this.stmt.bumpImported.run({
             id: sessionId,
             count: messages.length,
@@ -522,9 +598,10 @@ export class SqliteStore implements Store {
     messages: ChatMessage[],
     options: AppendOptions = {},
   ): Promise<StoredMessage[]> {
+    const tokens = messages.map(estimateMessageTokens);
     return this.guard(() =>
       this.db
-        .transaction(() => this.insertMessages(sessionId, messages, options, now()))
+        .transaction(() => this.insertMessages(sessionId, messages, tokens, options, now()))
         .immediate(),
     );
   }
@@ -535,11 +612,12 @@ export class SqliteStore implements Store {
     eventType: string,
     options: AppendOptions = {},
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    const tokens = messages.map(estimateMessageTokens);
     return this.guard(() =>
       this.db
         .transaction(() => {
           const createdAt = now();
-          const stored = this.insertMessages(sessionId, messages, options, createdAt);
+          const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
           const events = stored.map((m) =>
             this.insertEvent(
               { type: eventType, sessionId, data: { seq: m.seq, role: m.role, sessionId } },
@@ -552,9 +630,15 @@ export class SqliteStore implements Store {
     );
   }
 
+  /**
+   * The inserts of one append, inside the caller's transaction. `tokens` are
+   * the messages' estimates, computed by the caller before the transaction
+   * (encoding is CPU work that must not hold the write lock).
+   */
   private insertMessages(
     sessionId: string,
     messages: ChatMessage[],
+    tokens: readonly number[],
     options: AppendOptions,
     createdAt: string,
   ): StoredMessage[] {
@@ -563,7 +647,7 @@ export class SqliteStore implements Store {
     let seq = state?.last_seq ?? 0;
     let transcript = state?.transcript_hash ?? null;
     const stored: StoredMessage[] = [];
-    for (const message of messages) {
+    for (const [i, message] of messages.entries()) {
       seq += 1;
       const record: MessageRecord = {
         session_id: sessionId,
@@ -578,6 +662,8 @@ export class SqliteStore implements Store {
       // The chain advances at write time, so matching a transcript never scans messages.
       const visible = isVisible(message);
       if (visible) transcript = nextTranscriptHash(transcript, message);
+      // Estimated once, at write; context reads return it instead of re-encoding.
+      record.tokens = tokens[i]!;
       this.stmt.insertMessage.run({
         ...record,
         chars: messageChars(message),
@@ -585,6 +671,7 @@ export class SqliteStore implements Store {
       });
       stored.push(toStoredMessage(record));
     }
+    this.scheduleHistoryIndex();
     this.stmt.bumpSession.run({
       id: sessionId,
       count: messages.length,
@@ -661,6 +748,7 @@ export class SqliteStore implements Store {
   async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
     const fts = toFtsQuery(query);
     if (fts === undefined) return [];
+    await this.indexHistory();
     return this.stmt.searchHistory.all(fts, sessionId, limit) as HistoryHit[];
   }
 
@@ -980,6 +1068,9 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    // Queued messages stay queued in the file; the next search indexes them.
+    clearTimeout(this.historyIndexTimer);
+    this.historyIndexTimer = undefined;
     if (this.db.open) this.db.close();
   }
 

@@ -1,13 +1,32 @@
 /** The ordered list of Postgres migrations: the same numbers as SQLite's. Append only. */
-import type { Migration, RequiredColumn } from '../../sqlite/migrations/index.js';
+import type { Migration } from '../../sqlite/migrations/index.js';
 import * as m001 from './001-initial.js';
 import * as m002 from './002-session-last-seq.js';
 import * as m003 from './003-task-pending-approval.js';
 import * as m004 from './004-transcript-hash.js';
 import * as m005 from './005-compaction-cost.js';
 import * as m006 from './006-instances.js';
+import * as m007 from './007-message-tokens.js';
+import * as m008 from './008-deferred-history-index.js';
 
-export const POSTGRES_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006];
+export const POSTGRES_MIGRATIONS: readonly Migration[] = [
+  m001,
+  m002,
+  m003,
+  m004,
+  m005,
+  m006,
+  m007,
+  m008,
+];
+
+/** A column some migration adds, and the migration (`since`) that adds it. */
+export interface RequiredColumn {
+  readonly since: number;
+  readonly table: string;
+  readonly column: string;
+  readonly definition: string;
+}
 
 /**
  * Columns that must exist whatever path a database took to get here, in
@@ -70,4 +89,5 @@ export const POSTGRES_REQUIRED_COLUMNS: readonly RequiredColumn[] = [
     column: 'compaction_output_tokens',
     definition: 'BIGINT NOT NULL DEFAULT 0',
   },
+  { since: 7, table: 'messages', column: 'tokens', definition: 'INTEGER' },
 ];
