@@ -102,13 +102,19 @@ describe('two instances on one Postgres database', () => {
   });
 
   it("GET /events on B streams A's events live, and resumes after Last-Event-ID", async () => {
-    let sessionId = '';
+    // The session exists first, so the stream knows what to wait for.
+    const created = await a.app.server.inject({
+      method: 'POST',
+      url: '/sessions',
+      payload: { agentName: 'assistant' },
+    });
+    const sessionId = created.json<{ session: { id: string } }>().session.id;
     const live = readEvents(bUrl, {}, (events) =>
       events.some((e) => e.event === 'message.created' && e.data.sessionId === sessionId),
     );
-    // Let B's stream subscribe before A runs the turn.
+    // Let B's stream subscribe before A runs the turn (a late one replays it anyway).
     await new Promise((r) => setTimeout(r, 200));
-    sessionId = (await chat(a.app, 'seen elsewhere?')).sessionId;
+    await chat(a.app, 'seen elsewhere?', sessionId);
     const seen = await live;
     const ofTurn = seen.filter((e) => e.data.sessionId === sessionId);
     expect(ofTurn.map((e) => e.event)).toContain('message.created');
