@@ -71,6 +71,7 @@ import { writeDemoHome } from './bench-app.js';
 import { startScript } from './child-script.js';
 import { percentile, trimTail } from './compacted-tail.js';
 import { growingConversationRows } from './growing-conversation.js';
+import { postgresRows } from './postgres-instances.js';
 import { openaiApiRows } from './openai-api.js';
 
 const TAIL_MESSAGES = 20;
@@ -453,6 +454,7 @@ async function main(): Promise<void> {
     rows.push(
       ...(await serverCostRows(AIM_SMALL_MS)),
       ...(await growingConversationRows(baseURL)),
+      ...(await postgresRows(baseURL)),
       ...(await openaiApiRows()),
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),

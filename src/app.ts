@@ -33,7 +33,10 @@ import { Subagents } from './runtime/subagents.js';
 import { KeyedQueue } from './runtime/keyed-queue.js';
 import type { SessionLock } from './runtime/session-lock.js';
 import { TaskRunner } from './runtime/task-runner.js';
-import { recoverAfterRestart } from './runtime/startup-recovery.js';
+import { recoverAfterRestart, recoverOrphanedWork } from './runtime/startup-recovery.js';
+import { AdvisorySessionLock } from './coordination/advisory-session-lock.js';
+import { InstanceHeartbeat } from './coordination/instance-heartbeat.js';
+import { SharedEventFeed } from './coordination/shared-event-feed.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
 import { mcpRoutes } from './http/routes/mcp.js';
@@ -90,22 +93,55 @@ function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient 
     : new OpenAIModel({ role, logger });
 }
 
-/** The store `settings.database` selects: Postgres when a URL is set (migrated here), else SQLite. */
-export async function openStore(settings: Settings): Promise<Store> {
+/**
+ * The store `settings.database` selects: Postgres when a URL is set (migrated here), else SQLite.
+ * With `instanceId`, the store writes it as the owner of the tasks it sets running.
+ */
+export async function openStore(settings: Settings, instanceId?: string): Promise<Store> {
   const { url, poolSize, path } = settings.database;
-  if (url !== null) return PgStore.open(url, { poolSize });
-  return new SqliteStore(path);
+  const owner = instanceId === undefined ? {} : { instanceId };
+  if (url !== null) return PgStore.open(url, { poolSize, ...owner });
+  return new SqliteStore(path, owner);
+}
+
+/**
+ * What an instance adds on a database shared with peers (DESIGN §12): the
+ * session lock the instances share, its heartbeat (and the sweep for a dead
+ * peer's tasks), and the feed of every instance's events.
+ */
+interface SharedDatabase {
+  readonly lock: AdvisorySessionLock;
+  readonly heartbeat: InstanceHeartbeat;
+  readonly feed: SharedEventFeed;
 }
 
 export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
   const { agents, problems } = loadAgents(settings.agentsDir);
   const registry = new AgentRegistry(agents, problems);
-  const store = await openStore(settings);
   const instanceId = newInstanceId();
+  const store = await openStore(settings, instanceId);
   const events = new EventBus(store);
 
   // The server's logger is created by fastify; model clients log through it.
   const logTarget: { server?: FastifyInstance } = {};
+  const warn = (details: Record<string, unknown>, message: string): void =>
+    logTarget.server?.log.warn(details, message);
+  const databaseUrl = settings.database.url;
+  const shared: SharedDatabase | undefined =
+    databaseUrl === null
+      ? undefined
+      : {
+          lock: new AdvisorySessionLock({ connectionString: databaseUrl, instanceId, log: warn }),
+          heartbeat: new InstanceHeartbeat({ store, instanceId, log: warn }),
+          feed: new SharedEventFeed({
+            connectionString: databaseUrl,
+            instanceId,
+            store,
+            deliver: (delivered) => events.deliverShared(delivered),
+            log: warn,
+          }),
+        };
+  if (shared) events.useSharedFeed(shared.feed);
   const mcp = new McpManager({
     servers: settings.mcpServers,
     log: {
@@ -149,7 +185,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     logger: modelLogger,
   });
 
-  const queue: SessionLock = new KeyedQueue();
+  // On a shared database the turn slot is shared by the instances too.
+  const queue: SessionLock = shared ? shared.lock : new KeyedQueue();
   const runtime: Runtime = new Runtime({
     store,
     queue,
@@ -184,6 +221,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     store,
     events,
     tasks,
+    owner: instanceId,
     log: (details, message) => logTarget.server?.log.warn(details, message),
   });
   const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
@@ -239,7 +277,17 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   if (!consoleBuilt(consoleDir))
     server.log.warn(`web console not built in ${consoleDir}: run npm run build`);
   for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
-  const recovered = await recoverAfterRestart(store);
+  if (shared) {
+    await shared.heartbeat.start();
+    await shared.feed.start();
+  }
+  // Beside live peers only a dead instance's tasks are orphans; alone on SQLite, everything is.
+  const recovered = shared
+    ? await recoverOrphanedWork(store, {
+        self: instanceId,
+        staleAfterMs: shared.heartbeat.staleAfterMs,
+      })
+    : await recoverAfterRestart(store);
   if (recovered.interruptedTasks > 0)
     server.log.warn(
       `${recovered.interruptedTasks} task(s) were running when the server stopped; marked interrupted`,
@@ -275,6 +323,11 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       await queue.drain();
       // After the turns: a running turn may still be calling an MCP tool.
       await mcp.close();
+      if (shared) {
+        await shared.feed.close();
+        await shared.lock.close();
+        await shared.heartbeat.stop();
+      }
       await store.close();
     },
   };

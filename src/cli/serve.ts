@@ -79,7 +79,7 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       // What did not finish is marked interrupted now (resumable with
       // POST /tasks/:id/resume); every message it produced is already stored.
       app.store
-        .interruptRunningTasks()
+        .interruptRunningTasks(app.instanceId)
         .then((count) =>
           app.server.log.warn(`grace period over; ${count} task(s) marked interrupted`),
         )

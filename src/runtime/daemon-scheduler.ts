@@ -51,17 +51,20 @@ export interface DaemonSchedulerDeps {
   tasks: Pick<TaskRunner, 'runTask' | 'wait' | 'cancelTask'>;
   clock?: () => Date;
   log?: (details: Record<string, unknown>, message: string) => void;
+  /** Who holds the tick leases: the instance id, so a dead instance's leases can be freed. */
+  owner?: string;
 }
 
 export class DaemonScheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly ticking = new Map<string, Promise<TaskRow | undefined>>();
-  private readonly owner = `cairn-${randomUUID()}`;
+  private readonly owner: string;
   private readonly clock: () => Date;
   private stopped = false;
 
   constructor(private readonly deps: DaemonSchedulerDeps) {
     this.clock = deps.clock ?? (() => new Date());
+    this.owner = deps.owner ?? `cairn-${randomUUID()}`;
   }
 
   /** Agents that have a valid schedule; a bad cron expression is logged and skipped. */
@@ -112,22 +115,34 @@ export class DaemonScheduler {
    * `daemon` session, which is closed afterwards. Returns undefined when a
    * tick of this agent is already running here or elsewhere (it is skipped).
    */
-  async runDaemonTick({ agentName }: { agentName: string }): Promise<TaskRow | undefined> {
+  async runDaemonTick(
+    { agentName }: { agentName: string },
+    options: { scheduled?: boolean } = {},
+  ): Promise<TaskRow | undefined> {
     const running = this.ticking.get(agentName);
     if (running) return undefined;
-    const tick = this.tick(agentName).finally(() => this.ticking.delete(agentName));
+    const tick = this.tick(agentName, options.scheduled === true).finally(() =>
+      this.ticking.delete(agentName),
+    );
     this.ticking.set(agentName, tick);
     return tick;
   }
 
-  private async tick(agentName: string): Promise<TaskRow | undefined> {
+  private async tick(agentName: string, scheduled: boolean): Promise<TaskRow | undefined> {
     const { runtime, store, events, tasks } = this.deps;
     const agent = this.deps.agents.get(agentName);
     if (!agent.daemon)
       throw new CairnError('VALIDATION_ERROR', `Agent "${agentName}" has no daemon schedule.`);
     const startedAt = this.clock();
-    if (!(await store.claimDaemonLease(agent.name, this.owner, startedAt, DAEMON_LEASE_MS))) {
-      this.deps.log?.({ agent: agent.name }, 'daemon tick skipped: another tick holds the lease');
+    // A scheduled tick claims its slot too: instances sharing a database all
+    // schedule it, and the first to claim it runs it (DESIGN §12).
+    if (
+      !(await store.claimDaemonLease(agent.name, this.owner, startedAt, DAEMON_LEASE_MS, scheduled))
+    ) {
+      this.deps.log?.(
+        { agent: agent.name },
+        'daemon tick skipped: another tick holds the lease or ran this slot',
+      );
       return undefined;
     }
     let task: TaskRow | undefined;
@@ -163,28 +178,45 @@ export class DaemonScheduler {
     }
   }
 
-  private schedule(agent: AgentConfig, at: Date | null): void {
+  /**
+   * After a slot, ticked here or by a peer: the next run the database records
+   * (the tick that ran wrote it), so every instance aims at the same slot.
+   */
+  private scheduleStoredNext(agent: AgentConfig): void {
+    const now = this.clock();
+    this.deps.store
+      .findDaemonState(agent.name)
+      .then((state) => {
+        const stored = state?.next_run_at ? new Date(state.next_run_at) : null;
+        if (stored !== null && stored > now) this.schedule(agent, stored, { record: false });
+        else this.schedule(agent, nextRunAfter(agent, now));
+      })
+      .catch(() => this.schedule(agent, nextRunAfter(agent, now)));
+  }
+
+  private schedule(agent: AgentConfig, at: Date | null, options = { record: true }): void {
     if (this.stopped || at === null) return;
     const delay = Math.max(0, at.getTime() - this.clock().getTime());
-    this.deps.store
-      .setDaemonNextRun(agent.name, at)
-      .catch((err: unknown) =>
-        this.deps.log?.(
-          { agent: agent.name, error: (err as Error).message },
-          'could not store next daemon run',
-        ),
-      );
+    if (options.record)
+      this.deps.store
+        .setDaemonNextRun(agent.name, at)
+        .catch((err: unknown) =>
+          this.deps.log?.(
+            { agent: agent.name, error: (err as Error).message },
+            'could not store next daemon run',
+          ),
+        );
     const timer = setTimeout(
       () => {
         if (delay > MAX_TIMER_MS) return this.schedule(agent, at);
-        void this.runDaemonTick({ agentName: agent.name })
+        void this.runDaemonTick({ agentName: agent.name }, { scheduled: true })
           .catch((err: unknown) =>
             this.deps.log?.(
               { agent: agent.name, error: (err as Error).message },
               'daemon tick failed',
             ),
           )
-          .finally(() => this.schedule(agent, nextRunAfter(agent, this.clock())));
+          .finally(() => this.scheduleStoredNext(agent));
       },
       Math.min(delay, MAX_TIMER_MS),
     );

@@ -1,11 +1,19 @@
 /**
  * What a new server process does about the work a dead one left behind
- * (RELIABILITY 28, 49). `cairn serve` holds the database's process lock
- * (store/sqlite/process-lock.ts), so at start nothing else runs on this
+ * (RELIABILITY 28, 49). On SQLite `cairn serve` holds the database's process
+ * lock (store/sqlite/process-lock.ts), so at start nothing else runs on this
  * database: every `running` task, every open daemon session and every daemon
- * lease belongs to a process that is gone.
+ * lease belongs to a process that is gone. On a database shared by instances
+ * (DESIGN §12) peers are running: only tasks whose owner stopped heartbeating
+ * are interrupted, and only such an instance's daemon leases are freed.
  */
-import type { DaemonLeaseStore, SessionRow, SessionStore, TaskStore } from '../store/store.js';
+import type {
+  DaemonLeaseStore,
+  InstanceStore,
+  SessionRow,
+  SessionStore,
+  TaskStore,
+} from '../store/store.js';
 
 /** The parts of the store that recovery touches. */
 type RecoveryStore = Pick<SessionStore, 'listSessions' | 'closeSession'> &
@@ -48,4 +56,19 @@ export async function recoverAfterRestart(store: RecoveryStore): Promise<Recover
   for (const session of deadTicks) await store.closeSession(session.id);
   const releasedDaemonLeases = await store.releaseDaemonLeases();
   return { interruptedTasks, closedDaemonSessions: deadTicks.length, releasedDaemonLeases };
+}
+
+/**
+ * Start-up on a database shared by live peers: interrupts only the running
+ * tasks, and frees only the daemon leases, whose owner is gone (no heartbeat
+ * within `staleAfterMs`). Open daemon sessions may be a live peer's tick, so
+ * they stay.
+ */
+export async function recoverOrphanedWork(
+  store: Pick<InstanceStore, 'interruptOrphanedTasks' | 'releaseOrphanedDaemonLeases'>,
+  options: { self: string; staleAfterMs: number },
+): Promise<RecoveryReport> {
+  const interruptedTasks = await store.interruptOrphanedTasks(options);
+  const releasedDaemonLeases = await store.releaseOrphanedDaemonLeases(options);
+  return { interruptedTasks, closedDaemonSessions: 0, releasedDaemonLeases };
 }

@@ -143,6 +143,8 @@ export interface TaskRow {
   pending_tool: string | null;
   /** Waiting for approval: the pending call's arguments, raw JSON text as the model sent them. */
   pending_arguments: string | null;
+  /** The instance that set the task running (DESIGN §12); null for tasks of older builds. */
+  owner_instance: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -328,8 +330,37 @@ export interface TaskStore {
     >,
   ): Promise<TaskRow | undefined>;
   findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
-  /** Marks every `running` task `interrupted` (after a crash or shutdown); returns how many. */
-  interruptRunningTasks(): Promise<number>;
+  /**
+   * Marks `running` tasks `interrupted` (after a crash or shutdown); returns how
+   * many. With `ownerInstance`, only the tasks that instance runs (one instance
+   * shutting down beside live peers).
+   */
+  interruptRunningTasks(ownerInstance?: string): Promise<number>;
+}
+
+/**
+ * The instances that share the database (DESIGN §12): each records itself and
+ * heartbeats; a store opened with an instance id writes it as the owner of
+ * every task it sets `running`.
+ */
+export interface InstanceStore {
+  /** Records that `instanceId` is alive now (creating its row the first time). */
+  heartbeatInstance(instanceId: string): Promise<void>;
+  /** Removes the instance's row (a clean shutdown: nothing of it runs any more). */
+  removeInstance(instanceId: string): Promise<void>;
+  /**
+   * Marks `interrupted` the running tasks whose owner is gone: no owner, no
+   * instance row, or a heartbeat older than `staleAfterMs`. Never those of
+   * `self`. Returns how many.
+   */
+  interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number>;
+  /**
+   * Frees daemon leases whose holder is not a live instance (same test as
+   * `interruptOrphanedTasks`; a lease holder is an instance id), so a daemon
+   * whose tick died with its instance ticks again within seconds, not after
+   * the lease's length. Returns how many.
+   */
+  releaseOrphanedDaemonLeases(options: { self: string; staleAfterMs: number }): Promise<number>;
 }
 
 /** Daemon schedule state and the per-agent tick lease. */
@@ -338,8 +369,16 @@ export interface DaemonLeaseStore {
   /**
    * Takes the agent's tick lease if it is free or expired; false when another
    * holder has it. One tick of an agent runs at a time, across processes.
+   * With `onlyIfDue`, also false unless the stored next run is due by `now`
+   * (or unset): a scheduled slot that a peer instance already ran is not run again.
    */
-  claimDaemonLease(agentName: string, owner: string, now: Date, leaseMs: number): Promise<boolean>;
+  claimDaemonLease(
+    agentName: string,
+    owner: string,
+    now: Date,
+    leaseMs: number,
+    onlyIfDue?: boolean,
+  ): Promise<boolean>;
   /** Records a finished tick and releases the lease; ignored unless `owner` still holds it. */
   finishDaemonRun(
     agentName: string,
@@ -375,7 +414,8 @@ export interface Store
     EventLog,
     TaskStore,
     DaemonLeaseStore,
-    MemoryStore {
+    MemoryStore,
+    InstanceStore {
   readonly kind: 'sqlite' | 'postgres';
   close(): Promise<void>;
 }

@@ -26,9 +26,16 @@ describeStoreContract('PgStore', async () => {
   contractDb ??= await createTestDatabase();
   const schema = await createTestSchema(contractDb);
   const store = await PgStore.open(schema.url, { poolSize: 4 });
+  const instances: PgStore[] = [];
   return {
     store,
+    async openInstance(instanceId) {
+      const peer = await PgStore.open(schema.url, { poolSize: 2, instanceId });
+      instances.push(peer);
+      return peer;
+    },
     async cleanup() {
+      for (const peer of instances) await peer.close();
       await store.close();
       await schema.drop();
     },

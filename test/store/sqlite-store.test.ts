@@ -32,10 +32,18 @@ function tempDir(): string {
 
 describeStoreContract('SqliteStore', async () => {
   const dir = tempDir();
-  const store = new SqliteStore(path.join(dir, 'cairn.db'));
+  const file = path.join(dir, 'cairn.db');
+  const store = new SqliteStore(file);
+  const instances: SqliteStore[] = [];
   return {
     store,
+    async openInstance(instanceId) {
+      const peer = new SqliteStore(file, { instanceId });
+      instances.push(peer);
+      return peer;
+    },
     async cleanup() {
+      for (const peer of instances) await peer.close();
       await store.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },
@@ -56,6 +64,7 @@ describe('the Store contract suite', () => {
       'TaskStore',
       'DaemonLeaseStore',
       'MemoryStore',
+      'InstanceStore',
     ]);
     const bodies = [
       store![2]!,

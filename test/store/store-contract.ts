@@ -24,6 +24,8 @@ import type {
 
 export interface StoreFixture {
   store: Store;
+  /** Another store on the same database, opened as instance `instanceId` (closed by cleanup). */
+  openInstance(instanceId: string): Promise<Store>;
   cleanup(): Promise<void>;
 }
 
@@ -1621,6 +1623,19 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await store.findDaemonState('other')).toBeUndefined();
         });
 
+        it('with onlyIfDue, claims only a slot that is due: a slot a peer ran is not run again', async () => {
+          // Unset next run: due.
+          expect(await store.claimDaemonLease('slotted', 'A', t0, 60_000, true)).toBe(true);
+          expect(await store.finishDaemonRun('slotted', 'A', at(1_000), at(10_000))).toBe(true);
+          // The lease is free, but the next slot is not due yet.
+          expect(await store.claimDaemonLease('slotted', 'B', at(2_000), 60_000, true)).toBe(false);
+          // A manual tick (no slot) may still run.
+          expect(await store.claimDaemonLease('slotted', 'B', at(2_000), 60_000)).toBe(true);
+          expect(await store.finishDaemonRun('slotted', 'B', at(3_000), at(10_000))).toBe(true);
+          expect(await store.claimDaemonLease('slotted', 'C', at(10_000), 60_000, true)).toBe(true);
+          expect((await store.findDaemonState('slotted'))?.lease_owner).toBe('C');
+        });
+
         it('gives the lease to one owner until it expires or is released', async () => {
           expect(await store.claimDaemonLease('ticker', 'A', t0, 60_000)).toBe(true);
           let state = await store.findDaemonState('ticker');
@@ -1763,6 +1778,105 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await store.deleteMemory('assistant', 'coffee')).toBe(false);
           expect(await store.listMemory('researcher')).toHaveLength(1);
         });
+      });
+    });
+
+    describe('InstanceStore', () => {
+      it('heartbeats and removal are idempotent; with nothing running nothing is interrupted', async () => {
+        await store.heartbeatInstance('inst_x');
+        await store.heartbeatInstance('inst_x');
+        expect(await store.interruptOrphanedTasks({ self: 'inst_x', staleAfterMs: 1_000 })).toBe(0);
+        await store.removeInstance('inst_x');
+        await store.removeInstance('inst_x');
+      });
+
+      it('a store opened as an instance owns the tasks it sets running', async () => {
+        const a = await fixture.openInstance('inst_a');
+        const b = await fixture.openInstance('inst_b');
+        const session = await newSession({ mode: 'task' });
+        const task = await a.createTask({
+          sessionId: session.id,
+          agentName: 'assistant',
+          input: 'x',
+        });
+        expect(task.owner_instance).toBe('inst_a');
+        await a.transitionTask(task.id, ['running'], { status: 'interrupted' });
+        const resumed = await b.transitionTask(task.id, ['interrupted'], { status: 'running' });
+        expect(resumed?.owner_instance).toBe('inst_b');
+        // Other transitions leave the owner as it is.
+        const waiting = await a.transitionTask(task.id, ['running'], { status: 'waiting' });
+        expect(waiting?.owner_instance).toBe('inst_b');
+      });
+
+      it('interruptOrphanedTasks interrupts only tasks of gone or stale owners, never a live peer or self', async () => {
+        const live = await fixture.openInstance('inst_live');
+        const gone = await fixture.openInstance('inst_gone');
+        const self = await fixture.openInstance('inst_self');
+        await live.heartbeatInstance('inst_live');
+        await self.heartbeatInstance('inst_self');
+        await gone.heartbeatInstance('inst_gone');
+        const session = await newSession({ mode: 'task' });
+        const input = { sessionId: session.id, agentName: 'assistant', input: 'x' };
+        const ofLive = await live.createTask(input);
+        const ofGone = await gone.createTask(input);
+        const ofSelf = await self.createTask(input);
+        const unowned = await store.createTask(input);
+        const doneOfGone = await gone.createTask(input);
+        await gone.transitionTask(doneOfGone.id, ['running'], { status: 'completed' });
+
+        // Everyone heartbeat just now: only the unowned task has no live owner.
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 60_000 })).toBe(
+          1,
+        );
+        expect((await store.findTask(unowned.id))?.status).toBe('interrupted');
+
+        // inst_gone is removed (its row is gone): its running task is orphaned.
+        await gone.removeInstance('inst_gone');
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 60_000 })).toBe(
+          1,
+        );
+        const interrupted = await store.findTask(ofGone.id);
+        expect(interrupted?.status).toBe('interrupted');
+        expect(interrupted?.error).toEqual(expect.any(String));
+        expect((await store.findTask(doneOfGone.id))?.status).toBe('completed');
+        expect((await store.findTask(ofLive.id))?.status).toBe('running');
+
+        // A heartbeat older than the limit counts as gone, except for self.
+        await live.heartbeatInstance('inst_live');
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 60_000 })).toBe(
+          0,
+        );
+        await tick(50);
+        expect(await self.interruptOrphanedTasks({ self: 'inst_self', staleAfterMs: 10 })).toBe(1);
+        expect((await store.findTask(ofLive.id))?.status).toBe('interrupted');
+        expect((await store.findTask(ofSelf.id))?.status).toBe('running');
+      });
+
+      it('releaseOrphanedDaemonLeases frees leases of gone instances only', async () => {
+        await store.heartbeatInstance('inst_live');
+        await store.heartbeatInstance('inst_self');
+        const now = new Date();
+        expect(await store.claimDaemonLease('of-live', 'inst_live', now, 60_000)).toBe(true);
+        expect(await store.claimDaemonLease('of-self', 'inst_self', now, 60_000)).toBe(true);
+        expect(await store.claimDaemonLease('of-gone', 'inst_gone', now, 60_000)).toBe(true);
+        const orphans = { self: 'inst_self', staleAfterMs: 60_000 };
+        expect(await store.releaseOrphanedDaemonLeases(orphans)).toBe(1);
+        expect((await store.findDaemonState('of-gone'))?.lease_owner).toBeNull();
+        expect((await store.findDaemonState('of-live'))?.lease_owner).toBe('inst_live');
+        expect((await store.findDaemonState('of-self'))?.lease_owner).toBe('inst_self');
+        expect(await store.releaseOrphanedDaemonLeases(orphans)).toBe(0);
+      });
+
+      it("interruptRunningTasks with an owner interrupts only that instance's tasks", async () => {
+        const a = await fixture.openInstance('inst_a');
+        const b = await fixture.openInstance('inst_b');
+        const session = await newSession({ mode: 'task' });
+        const input = { sessionId: session.id, agentName: 'assistant', input: 'x' };
+        const ofA = await a.createTask(input);
+        const ofB = await b.createTask(input);
+        expect(await a.interruptRunningTasks('inst_a')).toBe(1);
+        expect((await store.findTask(ofA.id))?.status).toBe('interrupted');
+        expect((await store.findTask(ofB.id))?.status).toBe('running');
       });
     });
 

@@ -65,19 +65,27 @@ export function eventRoutes(
         open.delete(sse);
       });
 
+      // Instances sharing a database commit events out of id order; the replay
+      // stops where the live feed has not yet delivered everything below.
+      let horizonReached = false;
       for (;;) {
+        const horizon = deps.events.replayHorizon();
         const page = await deps.store.listEvents({
           afterId: lastId,
           limit: REPLAY_PAGE,
           ...(sessionId ? { sessionId } : {}),
         });
         for (const event of page) {
+          if (event.id > horizon) {
+            horizonReached = true;
+            break;
+          }
           sse.send(event.type, event.data, event.id);
           lastId = event.id;
           // A long replay goes at the client's pace, never ahead of it.
           await sse.drained();
         }
-        if (page.length < REPLAY_PAGE || sse.isClosed) break;
+        if (horizonReached || page.length < REPLAY_PAGE || sse.isClosed) break;
       }
       const pending = buffer;
       buffer = undefined;

@@ -170,6 +170,8 @@ const HEADLINE =
 export interface PgStoreOptions extends PoolOptions {
   /** Apply pending migrations at open (default true; `cairn migrate` does it explicitly). */
   migrate?: boolean;
+  /** Written as the owner of every task this store sets running (DESIGN §12). */
+  instanceId?: string;
 }
 
 export class PgStore implements Store {
@@ -178,9 +180,12 @@ export class PgStore implements Store {
   private readonly poolSize: number;
   private closed = false;
 
-  private constructor(pool: pg.Pool, poolSize: number) {
+  private readonly instanceId: string | null;
+
+  private constructor(pool: pg.Pool, poolSize: number, instanceId: string | null) {
     this.pool = pool;
     this.poolSize = poolSize;
+    this.instanceId = instanceId;
   }
 
   /** Connects to `url` and migrates the database (instances starting at once are safe). */
@@ -193,7 +198,7 @@ export class PgStore implements Store {
       await pool.end();
       throw err;
     }
-    return new PgStore(pool, poolSize);
+    return new PgStore(pool, poolSize, options.instanceId ?? null);
   }
 
   private tx<T>(work: (client: Queryable) => Promise<T>): Promise<T> {
@@ -768,9 +773,9 @@ export class PgStore implements Store {
     const id = newId('task');
     return this.tx(async (c) => {
       const created = await c.query<TaskRow>(
-        `INSERT INTO tasks (id, session_id, agent_name, status, input, created_at, updated_at)
-         VALUES ($1, $2, $3, 'running', $4, $5, $5) RETURNING *`,
-        [id, input.sessionId, input.agentName, pgText(input.input), now()],
+        `INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at, updated_at)
+         VALUES ($1, $2, $3, 'running', $4, $6, $5, $5) RETURNING *`,
+        [id, input.sessionId, input.agentName, pgText(input.input), now(), this.instanceId],
       );
       return created.rows[0]!;
     });
@@ -805,6 +810,11 @@ export class PgStore implements Store {
       return `${column} = $${params.length}`;
     });
     assignments.push('updated_at = $2');
+    // A task set running is this instance's to run (and to be interrupted with it).
+    if (patch.status === 'running') {
+      params.push(this.instanceId);
+      assignments.push(`owner_instance = $${params.length}`);
+    }
     // A concurrent transition re-checks the status after the first one commits: one wins.
     return this.tx(async (c) => {
       const result = await c.query<TaskRow>(
@@ -822,11 +832,57 @@ export class PgStore implements Store {
     );
   }
 
-  async interruptRunningTasks(): Promise<number> {
+  async interruptRunningTasks(ownerInstance?: string): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(
-        "UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2 WHERE status = 'running'",
-        [INTERRUPTED_ERROR, now()],
+        `UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2
+         WHERE status = 'running' AND ($3::text IS NULL OR owner_instance = $3)`,
+        [INTERRUPTED_ERROR, now(), ownerInstance ?? null],
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
+  // ---- instances ------------------------------------------------------------
+  // Heartbeats use the database's clock, so instances on machines whose
+  // clocks disagree still agree on who is stale.
+
+  async heartbeatInstance(instanceId: string): Promise<void> {
+    await this.rows(
+      `INSERT INTO instances (id, started_at, heartbeat_at) VALUES ($1, now(), now())
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`,
+      [instanceId],
+    );
+  }
+
+  async removeInstance(instanceId: string): Promise<void> {
+    await this.rows('DELETE FROM instances WHERE id = $1', [instanceId]);
+  }
+
+  async releaseOrphanedDaemonLeases(options: {
+    self: string;
+    staleAfterMs: number;
+  }): Promise<number> {
+    return this.tx(async (c) => {
+      const result = await c.query(
+        `UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL
+         WHERE lease_owner IS NOT NULL AND lease_owner IS DISTINCT FROM $1
+           AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = daemon_runs.lease_owner
+                           AND i.heartbeat_at >= now() - make_interval(secs => $2::double precision / 1000))`,
+        [options.self, options.staleAfterMs],
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
+  async interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number> {
+    return this.tx(async (c) => {
+      const result = await c.query(
+        `UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2
+         WHERE status = 'running' AND owner_instance IS DISTINCT FROM $3
+           AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = tasks.owner_instance
+                           AND i.heartbeat_at >= now() - make_interval(secs => $4::double precision / 1000))`,
+        [INTERRUPTED_ERROR, now(), options.self, options.staleAfterMs],
       );
       return result.rowCount ?? 0;
     });
@@ -843,14 +899,22 @@ export class PgStore implements Store {
     owner: string,
     at: Date,
     leaseMs: number,
+    onlyIfDue = false,
   ): Promise<boolean> {
     return this.tx(async (c) => {
       await ensureDaemon(c, agentName);
       // A concurrent claim re-evaluates the WHERE on the committed row: one owner wins.
       const result = await c.query(
         `UPDATE daemon_runs SET lease_owner = $2, lease_expires = $3
-         WHERE agent_name = $1 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $2)`,
-        [agentName, owner, new Date(at.getTime() + leaseMs).toISOString(), at.toISOString()],
+         WHERE agent_name = $1 AND (lease_owner IS NULL OR lease_expires < $4 OR lease_owner = $2)
+           AND (NOT $5 OR next_run_at IS NULL OR next_run_at <= $4)`,
+        [
+          agentName,
+          owner,
+          new Date(at.getTime() + leaseMs).toISOString(),
+          at.toISOString(),
+          onlyIfDue,
+        ],
       );
       return (result.rowCount ?? 0) > 0;
     });

@@ -88,6 +88,9 @@ const TASK_PATCH_COLUMNS: readonly string[] = [
   'pending_arguments',
 ];
 
+const INTERRUPTED_ERROR =
+  'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
+
 const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
 /**
@@ -318,14 +321,32 @@ function prepareStatements(db: SqliteDatabase) {
       'SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?',
     ),
     insertTask:
-      db.prepare(`INSERT INTO tasks (id, session_id, agent_name, status, input, created_at, updated_at)
-      VALUES (@id, @session_id, @agent_name, 'running', @input, @created_at, @created_at)`),
+      db.prepare(`INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at, updated_at)
+      VALUES (@id, @session_id, @agent_name, 'running', @input, @owner_instance, @created_at, @created_at)`),
     getTask: db.prepare('SELECT * FROM tasks WHERE id = ?'),
     waitingTask: db.prepare(
       "SELECT * FROM tasks WHERE session_id = ? AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
     ),
     interruptTasks: db.prepare(
-      "UPDATE tasks SET status = 'interrupted', error = 'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.', updated_at = ? WHERE status = 'running'",
+      `UPDATE tasks SET status = 'interrupted', error = '${INTERRUPTED_ERROR}', updated_at = ? WHERE status = 'running'`,
+    ),
+    interruptOwnedTasks: db.prepare(
+      `UPDATE tasks SET status = 'interrupted', error = '${INTERRUPTED_ERROR}', updated_at = ? WHERE status = 'running' AND owner_instance = ?`,
+    ),
+    interruptOrphanedTasks: db.prepare(
+      `UPDATE tasks SET status = 'interrupted', error = '${INTERRUPTED_ERROR}', updated_at = @now
+       WHERE status = 'running' AND owner_instance IS NOT @self
+         AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = tasks.owner_instance AND i.heartbeat_at >= @live_since)`,
+    ),
+    heartbeatInstance: db.prepare(
+      `INSERT INTO instances (id, started_at, heartbeat_at) VALUES (@id, @now, @now)
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
+    ),
+    removeInstance: db.prepare('DELETE FROM instances WHERE id = ?'),
+    releaseOrphanedLeases: db.prepare(
+      `UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL
+       WHERE lease_owner IS NOT NULL AND lease_owner IS NOT @self
+         AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = daemon_runs.lease_owner AND i.heartbeat_at >= @live_since)`,
     ),
     listMemory: db.prepare(
       'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? ORDER BY updated_at DESC, id DESC LIMIT ?',
@@ -345,7 +366,8 @@ function prepareStatements(db: SqliteDatabase) {
       'INSERT INTO daemon_runs (agent_name) VALUES (?) ON CONFLICT (agent_name) DO NOTHING',
     ),
     claimDaemon: db.prepare(`UPDATE daemon_runs SET lease_owner = @owner, lease_expires = @expires
-      WHERE agent_name = @agent AND (lease_owner IS NULL OR lease_expires < @now OR lease_owner = @owner)`),
+      WHERE agent_name = @agent AND (lease_owner IS NULL OR lease_expires < @now OR lease_owner = @owner)
+        AND (@only_if_due = 0 OR next_run_at IS NULL OR next_run_at <= @now)`),
     finishDaemon: db.prepare(`UPDATE daemon_runs SET last_run_at = @last, next_run_at = @next,
         lease_owner = NULL, lease_expires = NULL
       WHERE agent_name = @agent AND lease_owner = @owner`),
@@ -364,13 +386,16 @@ export class SqliteStore implements Store {
   private readonly stmt: Statements;
 
   private readonly busyBudgetMs: number;
+  /** Written as the owner of every task this store sets running (DESIGN §12). */
+  private readonly instanceId: string | null;
   /** The pending batch of the history index, if one is scheduled. */
   private historyIndexTimer: NodeJS.Timeout | undefined;
 
-  constructor(path: string, options: { busyBudgetMs?: number } = {}) {
+  constructor(path: string, options: { busyBudgetMs?: number; instanceId?: string } = {}) {
     this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
     this.stmt = prepareStatements(this.db);
     this.busyBudgetMs = options.busyBudgetMs ?? SQLITE_BUSY_TIMEOUT_MS;
+    this.instanceId = options.instanceId ?? null;
   }
 
   private guard<T>(work: () => T): Promise<T> {
@@ -854,6 +879,7 @@ export class SqliteStore implements Store {
         session_id: input.sessionId,
         agent_name: input.agentName,
         input: input.input,
+        owner_instance: this.instanceId,
         created_at: now(),
       });
       return this.stmt.getTask.get(id) as TaskRow;
@@ -884,7 +910,14 @@ export class SqliteStore implements Store {
     const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
     const assignments = [...columns.map((c) => `${c} = @${c}`), 'updated_at = @updated_at'];
     const statusList = from.map((_, i) => `@from${i}`).join(', ');
-    const params: Record<string, unknown> = { id, updated_at: now(), ...patch };
+    // A task set running is this instance's to run (and to be interrupted with it).
+    if (patch.status === 'running') assignments.push('owner_instance = @owner_instance');
+    const params: Record<string, unknown> = {
+      id,
+      updated_at: now(),
+      owner_instance: this.instanceId,
+      ...patch,
+    };
     from.forEach((status, i) => (params[`from${i}`] = status));
     return this.guard(() =>
       this.db
@@ -905,8 +938,45 @@ export class SqliteStore implements Store {
     return this.stmt.waitingTask.get(sessionId) as TaskRow | undefined;
   }
 
-  async interruptRunningTasks(): Promise<number> {
-    return this.guard(() => this.stmt.interruptTasks.run(now()).changes);
+  async interruptRunningTasks(ownerInstance?: string): Promise<number> {
+    return this.guard(() =>
+      ownerInstance === undefined
+        ? this.stmt.interruptTasks.run(now()).changes
+        : this.stmt.interruptOwnedTasks.run(now(), ownerInstance).changes,
+    );
+  }
+
+  // ---- instances ------------------------------------------------------------
+
+  async heartbeatInstance(instanceId: string): Promise<void> {
+    await this.guard(() => this.stmt.heartbeatInstance.run({ id: instanceId, now: now() }));
+  }
+
+  async removeInstance(instanceId: string): Promise<void> {
+    await this.guard(() => this.stmt.removeInstance.run(instanceId));
+  }
+
+  async releaseOrphanedDaemonLeases(options: {
+    self: string;
+    staleAfterMs: number;
+  }): Promise<number> {
+    const liveSince = new Date(Date.now() - options.staleAfterMs).toISOString();
+    return this.guard(
+      () =>
+        this.stmt.releaseOrphanedLeases.run({ self: options.self, live_since: liveSince }).changes,
+    );
+  }
+
+  async interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number> {
+    const liveSince = new Date(Date.now() - options.staleAfterMs).toISOString();
+    return this.guard(
+      () =>
+        this.stmt.interruptOrphanedTasks.run({
+          now: now(),
+          self: options.self,
+          live_since: liveSince,
+        }).changes,
+    );
   }
 
   // ---- daemons --------------------------------------------------------------
@@ -924,6 +994,7 @@ export class SqliteStore implements Store {
     owner: string,
     now: Date,
     leaseMs: number,
+    onlyIfDue = false,
   ): Promise<boolean> {
     return this.guard(() =>
       this.db
@@ -934,6 +1005,7 @@ export class SqliteStore implements Store {
             owner,
             now: now.toISOString(),
             expires: new Date(now.getTime() + leaseMs).toISOString(),
+            only_if_due: onlyIfDue ? 1 : 0,
           });
           return result.changes > 0;
         })

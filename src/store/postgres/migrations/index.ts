@@ -5,10 +5,20 @@ import * as m002 from './002-session-last-seq.js';
 import * as m003 from './003-task-pending-approval.js';
 import * as m004 from './004-transcript-hash.js';
 import * as m005 from './005-compaction-cost.js';
+import * as m006 from './006-instances.js';
 import * as m007 from './007-message-tokens.js';
 import * as m008 from './008-deferred-history-index.js';
 
-export const POSTGRES_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m007, m008];
+export const POSTGRES_MIGRATIONS: readonly Migration[] = [
+  m001,
+  m002,
+  m003,
+  m004,
+  m005,
+  m006,
+  m007,
+  m008,
+];
 
 /** A column some migration adds, and the migration (`since`) that adds it. */
 export interface RequiredColumn {
@@ -24,6 +34,7 @@ export interface RequiredColumn {
  * columns of migrations already recorded as applied are ensured.
  */
 export const POSTGRES_REQUIRED_COLUMNS: readonly RequiredColumn[] = [
+  { since: 6, table: 'tasks', column: 'owner_instance', definition: 'TEXT' },
   { since: 1, table: 'sessions', column: 'compact_summary', definition: 'TEXT' },
   { since: 1, table: 'sessions', column: 'compact_size', definition: 'INTEGER NOT NULL DEFAULT 0' },
   {

@@ -4,6 +4,7 @@ import * as m002 from './002-session-last-seq.js';
 import * as m003 from './003-task-pending-approval.js';
 import * as m004 from './004-transcript-hash.js';
 import * as m005 from './005-compaction-cost.js';
+import * as m006 from './006-instances.js';
 import * as m007 from './007-message-tokens.js';
 import * as m008 from './008-deferred-history-index.js';
 
@@ -18,4 +19,13 @@ export interface Migration {
  * startup check restores (`ensureColumns`) are read from what the applied
  * migrations build, never from a second list (see `requiredColumns`).
  */
-export const SQLITE_MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m007, m008];
+export const SQLITE_MIGRATIONS: readonly Migration[] = [
+  m001,
+  m002,
+  m003,
+  m004,
+  m005,
+  m006,
+  m007,
+  m008,
+];

@@ -1,0 +1,180 @@
+/**
+ * The turn slot of a session across instances on one Postgres database
+ * (DESIGN §4, §12). Work on a session first queues in this process (arrival
+ * order per instance, a `KeyedQueue`), then takes a session-level advisory
+ * lock on the instance's one dedicated connection. No transaction is open
+ * while the work runs — the lock belongs to the connection — and when the
+ * instance dies Postgres drops the connection and frees its locks at once.
+ *
+ * A waiter polls with backoff and is woken early by the NOTIFY a holder
+ * sends on release. If the lock connection breaks while this instance lives,
+ * the locks are re-taken on reconnect; one a peer took in between is
+ * reported through `log` (the turn already running cannot be stopped from
+ * here, so the report is the honest outcome).
+ */
+import { CairnError } from '../errors.js';
+import { KeyedQueue } from '../runtime/keyed-queue.js';
+import type { SessionLock } from '../runtime/session-lock.js';
+import { DedicatedConnection } from './dedicated-connection.js';
+
+/** Channel a holder notifies on release, with the session id as payload. */
+export const SESSION_FREE_CHANNEL = 'cairn_session_free';
+/** Advisory lock key of a session: a 64-bit hash of its id, computed by Postgres. */
+const LOCK_KEY = 'hashtextextended($1, 12)';
+
+export interface AdvisorySessionLockOptions {
+  connectionString: string;
+  instanceId: string;
+  log?: (details: Record<string, unknown>, message: string) => void;
+  /** Poll backoff while a peer holds the lock (ms). */
+  pollMs?: { first: number; max: number };
+  /** How long to wait for an unreachable database before failing the turn (ms). */
+  connectTimeoutMs?: number;
+  /** Reconnect backoff of the lock connection (ms); tests shorten it. */
+  retryMs?: { first: number; max: number };
+}
+
+export class AdvisorySessionLock implements SessionLock {
+  private readonly local = new KeyedQueue();
+  private readonly held = new Set<string>();
+  private readonly wakers = new Map<string, () => void>();
+  private readonly connection: DedicatedConnection;
+
+  constructor(private readonly options: AdvisorySessionLockOptions) {
+    this.connection = new DedicatedConnection({
+      connectionString: options.connectionString,
+      applicationName: `cairn ${options.instanceId} locks`,
+      ...(options.retryMs ? { retryMs: options.retryMs } : {}),
+      onNotification: (message) => {
+        if (message.channel === SESSION_FREE_CHANNEL && message.payload)
+          this.wakers.get(message.payload)?.();
+      },
+      onConnect: async (client) => {
+        await client.query(`LISTEN ${SESSION_FREE_CHANNEL}`);
+        for (const sessionId of this.held) {
+          const { rows } = await client.query<{ ok: boolean }>(
+            `SELECT pg_try_advisory_lock(${LOCK_KEY}) AS ok`,
+            [sessionId],
+          );
+          if (!rows[0]?.ok)
+            this.options.log?.(
+              { sessionId, instanceId: options.instanceId },
+              'session lock lost while the lock connection was down; another instance may run a turn on this session',
+            );
+        }
+      },
+      onLost: (error) =>
+        this.options.log?.(
+          { error: error.message, held: this.held.size },
+          'session lock connection lost; reconnecting',
+        ),
+    });
+  }
+
+  run<T>(sessionId: string, work: () => Promise<T>): Promise<T> {
+    return this.local.run(sessionId, async () => {
+      await this.acquire(sessionId);
+      try {
+        return await work();
+      } finally {
+        await this.release(sessionId);
+      }
+    });
+  }
+
+  isBusy(sessionId: string): boolean {
+    return this.local.isBusy(sessionId);
+  }
+
+  get size(): number {
+    return this.local.size;
+  }
+
+  drain(): Promise<void> {
+    return this.local.drain();
+  }
+
+  /** Waits for running work, then closes the lock connection (its locks go with it). */
+  async close(): Promise<void> {
+    await this.local.drain();
+    await this.connection.close();
+  }
+
+  private async acquire(sessionId: string): Promise<void> {
+    const poll = this.options.pollMs ?? { first: 20, max: 250 };
+    let wait = poll.first;
+    for (;;) {
+      if (await this.tryLock(sessionId)) {
+        this.held.add(sessionId);
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, wait);
+        function done(): void {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.wakers.set(sessionId, done);
+      });
+      this.wakers.delete(sessionId);
+      wait = Math.min(wait * 2, poll.max);
+    }
+  }
+
+  private async tryLock(sessionId: string): Promise<boolean> {
+    const timeoutMs = this.options.connectTimeoutMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    const unreachable = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new CairnError(
+              'DATABASE_UNAVAILABLE',
+              'The database is unreachable, so the session cannot be locked. Try again when Postgres is back.',
+            ),
+          ),
+        timeoutMs,
+      );
+    });
+    try {
+      for (;;) {
+        try {
+          const { rows } = await Promise.race([
+            this.connection.query<{ ok: boolean }>(
+              `SELECT pg_try_advisory_lock(${LOCK_KEY}) AS ok`,
+              [sessionId],
+            ),
+            unreachable,
+          ]);
+          return rows[0]?.ok === true;
+        } catch (error) {
+          if (error instanceof CairnError) throw error;
+          // The connection broke under the query: the next query reconnects.
+          await Promise.race([new Promise((resolve) => setTimeout(resolve, 50)), unreachable]);
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+      unreachable.catch(() => undefined);
+    }
+  }
+
+  private async release(sessionId: string): Promise<void> {
+    this.held.delete(sessionId);
+    const unlock = `SELECT pg_advisory_unlock(${LOCK_KEY}), pg_notify('${SESSION_FREE_CHANNEL}', $1)`;
+    if (this.connection.isConnected) {
+      await this.connection.query(unlock, [sessionId]).catch(() => undefined);
+      return;
+    }
+    // The connection broke, and the lock went with it. A reconnect under way
+    // may re-take it (it re-takes what was held); give it back then, without
+    // making this turn wait for the database.
+    if (this.connection.isConnecting)
+      void this.connection
+        .client()
+        .then(async (client) => {
+          if (!this.held.has(sessionId)) await client.query(unlock, [sessionId]);
+        })
+        .catch(() => undefined);
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * One Postgres connection outside the pool, kept for the life of the
+ * instance (DESIGN §12). Session-level advisory locks and LISTEN belong to a
+ * connection, not to a transaction, so they need one that no pooled query
+ * borrows; and when the instance dies, Postgres drops the connection and
+ * frees everything tied to it. When the connection breaks while the
+ * instance lives, it reconnects with backoff and tells its owner, which
+ * re-establishes its state (re-LISTEN, re-take held locks).
+ */
+import pg from 'pg';
+
+export interface DedicatedConnectionOptions {
+  connectionString: string;
+  /** Shown in pg_stat_activity: which instance, which purpose. */
+  applicationName: string;
+  /** Runs on every (re)connect before the connection is handed out. */
+  onConnect?: (client: pg.Client) => Promise<void>;
+  /** The connection broke; locks and LISTENs tied to it are gone. */
+  onLost?: (error: Error) => void;
+  onNotification?: (message: pg.Notification) => void;
+  /** Backoff between reconnect attempts (ms); tests shorten it. */
+  retryMs?: { first: number; max: number };
+}
+
+export class DedicatedConnection {
+  private current: Promise<pg.Client> | undefined;
+  private closed = false;
+  private connected: pg.Client | undefined;
+
+  constructor(private readonly options: DedicatedConnectionOptions) {}
+
+  /** The live connection, connecting (with retries) first when there is none. */
+  client(): Promise<pg.Client> {
+    if (this.closed) return Promise.reject(new Error('connection closed'));
+    this.current ??= this.connect();
+    return this.current;
+  }
+
+  /** True while a connection is up (not while one is being made). */
+  get isConnected(): boolean {
+    return this.connected !== undefined;
+  }
+
+  /** True while a (re)connect is under way. */
+  get isConnecting(): boolean {
+    return this.current !== undefined && this.connected === undefined;
+  }
+
+  async query<R extends pg.QueryResultRow>(
+    text: string,
+    values: unknown[] = [],
+  ): Promise<pg.QueryResult<R>> {
+    const client = await this.client();
+    return client.query<R>(text, values);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const current = this.current;
+    this.current = undefined;
+    if (!current) return;
+    const client = await current.catch(() => undefined);
+    await client?.end().catch(() => undefined);
+  }
+
+  private async connect(): Promise<pg.Client> {
+    const retry = this.options.retryMs ?? { first: 200, max: 2_000 };
+    let wait = retry.first;
+    for (;;) {
+      const client = new pg.Client({
+        connectionString: this.options.connectionString,
+        application_name: this.options.applicationName,
+      });
+      // A broken socket emits 'error'; without a listener Node would crash the process.
+      client.on('error', (error) => this.lost(client, error));
+      client.on('end', () => this.lost(client, new Error('connection ended')));
+      if (this.options.onNotification) client.on('notification', this.options.onNotification);
+      try {
+        await client.connect();
+        await this.options.onConnect?.(client);
+        if (this.closed) {
+          await client.end().catch(() => undefined);
+          throw new Error('connection closed');
+        }
+        this.connected = client;
+        return client;
+      } catch (error) {
+        await client.end().catch(() => undefined);
+        if (this.closed) throw error;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        wait = Math.min(wait * 2, retry.max);
+      }
+    }
+  }
+
+  private lost(client: pg.Client, error: Error): void {
+    // Only the connection in use counts; a failed attempt is retried by connect().
+    if (client !== this.connected) return;
+    this.connected = undefined;
+    this.current = undefined;
+    if (this.closed) return;
+    this.options.onLost?.(error);
+    // Reconnect now, not at the next query: LISTENs and held locks are
+    // re-established by onConnect, and they matter before anyone asks.
+    this.client().catch(() => undefined);
+  }
+}

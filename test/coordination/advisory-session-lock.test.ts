@@ -1,0 +1,161 @@
+/**
+ * The Postgres session lock against a real Postgres: instances that share a
+ * database never run work on one session at once, keep arrival order within
+ * an instance, free a dead holder's lock, and re-take held locks when their
+ * own lock connection breaks.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { AdvisorySessionLock } from '../../src/coordination/advisory-session-lock.js';
+import { createScratchDatabase, type ScratchDatabase } from './scratch-database.js';
+
+let db: ScratchDatabase;
+const opened: AdvisorySessionLock[] = [];
+
+beforeAll(async () => {
+  db = await createScratchDatabase();
+});
+afterEach(async () => {
+  for (const lock of opened.splice(0)) await lock.close();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+function instance(name: string, log?: (d: Record<string, unknown>, m: string) => void) {
+  const lock = new AdvisorySessionLock({
+    connectionString: db.url,
+    instanceId: name,
+    retryMs: { first: 20, max: 100 },
+    ...(log ? { log } : {}),
+  });
+  opened.push(lock);
+  return lock;
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** Advisory locks of this database held now, by application name. */
+async function advisoryHolders(): Promise<string[]> {
+  const { rows } = await db.pool.query<{ application_name: string }>(
+    `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()`,
+  );
+  return rows.map((r) => r.application_name);
+}
+
+describe('AdvisorySessionLock', () => {
+  it('runs work on one session from three instances one at a time, all of it', async () => {
+    const locks = [instance('a'), instance('b'), instance('c')];
+    let active = 0;
+    let maxActive = 0;
+    const done: string[] = [];
+    await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        locks[i % 3]!.run('sess_shared', async () => {
+          active++;
+          maxActive = Math.max(maxActive, active);
+          await new Promise((r) => setTimeout(r, 5));
+          active--;
+          done.push(`w${i}`);
+        }),
+      ),
+    );
+    expect(maxActive).toBe(1);
+    expect(done).toHaveLength(12);
+    expect(await advisoryHolders()).toEqual([]);
+  });
+
+  it('keeps arrival order within one instance', async () => {
+    const lock = instance('a');
+    const order: number[] = [];
+    await Promise.all(
+      [1, 2, 3, 4].map((n) =>
+        lock.run('sess_order', async () => {
+          await new Promise((r) => setTimeout(r, 4 - n));
+          order.push(n);
+        }),
+      ),
+    );
+    expect(order).toEqual([1, 2, 3, 4]);
+  });
+
+  it('runs different sessions at the same time across instances', async () => {
+    const a = instance('a');
+    const b = instance('b');
+    const bothIn = deferred();
+    let inside = 0;
+    const enter = async () => {
+      if (++inside === 2) bothIn.resolve();
+      await bothIn.promise;
+    };
+    await Promise.all([a.run('sess_one', enter), b.run('sess_two', enter)]);
+    expect(inside).toBe(2);
+  });
+
+  it('frees the lock of a holder whose connection dies, and the waiter gets it', async () => {
+    const lock = instance('a');
+    const dead = new pg.Client({ connectionString: db.url, application_name: 'doomed' });
+    await dead.connect();
+    dead.on('error', () => undefined);
+    await dead.query(`SELECT pg_advisory_lock(hashtextextended($1, 12))`, ['sess_dead']);
+    let ran = false;
+    const waiting = lock.run('sess_dead', async () => {
+      ran = true;
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(ran).toBe(false);
+    expect(lock.isBusy('sess_dead')).toBe(true);
+    await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'doomed'`,
+    );
+    await waiting;
+    expect(ran).toBe(true);
+  });
+
+  it('re-takes a held lock when its own lock connection breaks, and frees it after', async () => {
+    const notes: string[] = [];
+    const lock = instance('a', (_d, m) => notes.push(m));
+    const release = deferred();
+    const inside = deferred();
+    const running = lock.run('sess_keep', async () => {
+      inside.resolve();
+      await release.promise;
+    });
+    await inside.promise;
+    expect(await advisoryHolders()).toEqual(['cairn a locks']);
+    await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cairn a locks'`,
+    );
+    // A waiter on another instance cannot get in once the lock is re-taken.
+    for (let i = 0; i < 100 && (await advisoryHolders()).length === 0; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(await advisoryHolders()).toEqual(['cairn a locks']);
+    expect(notes).toContain('session lock connection lost; reconnecting');
+    release.resolve();
+    await running;
+    expect(await advisoryHolders()).toEqual([]);
+  });
+
+  it('fails the work with DATABASE_UNAVAILABLE when the database cannot be reached, without running it', async () => {
+    const lock = new AdvisorySessionLock({
+      connectionString: 'postgres://postgres@127.0.0.1:1/nowhere',
+      instanceId: 'cut-off',
+      connectTimeoutMs: 300,
+      retryMs: { first: 20, max: 50 },
+    });
+    opened.push(lock);
+    let ran = false;
+    await expect(
+      lock.run('sess_x', async () => {
+        ran = true;
+      }),
+    ).rejects.toMatchObject({ code: 'DATABASE_UNAVAILABLE' });
+    expect(ran).toBe(false);
+    expect(lock.isBusy('sess_x')).toBe(false);
+  });
+});

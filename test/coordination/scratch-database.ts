@@ -1,0 +1,45 @@
+/**
+ * A fresh, empty Postgres database per test file, on the shared server
+ * (127.0.0.1:5432, trust auth), dropped afterwards. The name carries this
+ * branch's prefix so parallel suites never meet.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+const ADMIN_URL = process.env.CAIRN_TEST_PG_ADMIN ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface ScratchDatabase {
+  readonly url: string;
+  readonly name: string;
+  /** A pooled connection for the test's own checks. */
+  readonly pool: pg.Pool;
+  drop(): Promise<void>;
+}
+
+export async function createScratchDatabase(): Promise<ScratchDatabase> {
+  const name = `cairn_p2_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  return {
+    url,
+    name,
+    pool,
+    async drop() {
+      await pool.end();
+      const client = new pg.Client({ connectionString: ADMIN_URL });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
