@@ -34,6 +34,7 @@ const FILES = [
     '06-subagents-and-daemons',
     '08-memory',
     '10-openai-api',
+    '13-running-several-instances',
   ].map((chapter) => `docs/guide/${chapter}.md`),
 ];
 
