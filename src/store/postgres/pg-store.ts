@@ -9,14 +9,8 @@
  * a reader paging by `afterId` never skips one that commits late.
  */
 import type pg from 'pg';
-import {
-  messageChars,
-  type ChatMessage,
-  type StoredMessage,
-  type ToolCall,
-} from '../../llm/messages.js';
+import { messageChars, type ChatMessage, type StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
-import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
   CompactionRow,
@@ -41,7 +35,24 @@ import type {
 } from '../store.js';
 import { sessionNotFound } from '../session-not-found.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
-import { MEMORY_PAGE, newId, toFtsQuery } from '../sqlite/sqlite-store.js';
+import {
+  CONTEXT_COLUMNS,
+  INTERRUPTED_ERROR,
+  MEMORY_PAGE,
+  MESSAGE_COLUMNS,
+  TASK_PATCH_COLUMNS,
+  decodeCursor,
+  encodeCursor,
+  newId,
+  now,
+  searchWords,
+  toEventRow,
+  toMessageMeta,
+  toStoredMessage,
+  type EventRecord,
+  type MessageMetaRecord,
+  type MessageRecord,
+} from '../records.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
   inTransaction,
@@ -52,51 +63,10 @@ import {
   type Queryable,
 } from './open-pool.js';
 
-interface MessageRecord {
-  session_id: string;
-  seq: number;
-  role: ChatMessage['role'];
-  content: string | null;
-  tool_calls: string | null;
-  tool_call_id: string | null;
-  name: string | null;
-  created_at: string;
-  /** Selected by context reads only (CONTEXT_COLUMNS); NULL on rows from before migration 007. */
-  tokens?: number | null;
-}
-
-interface EventRecord {
-  id: number;
-  type: string;
-  session_id: string | null;
-  data: string;
-  created_at: string;
-}
-
 /** Serialises event inserts (see the module comment). */
 const EVENTS_LOCK_KEY = 0x636169726e02;
 
-const TASK_PATCH_COLUMNS: readonly string[] = [
-  'status',
-  'result',
-  'question',
-  'error',
-  'pending_call_id',
-  'pending_tool',
-  'pending_arguments',
-];
-
-const MESSAGE_COLUMNS =
-  'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
-/**
- * What a context read selects: the message and its stored token estimate.
- * Pages of GET /sessions/:id/messages and exports keep MESSAGE_COLUMNS.
- */
-const CONTEXT_COLUMNS = `${MESSAGE_COLUMNS}, tokens`;
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
-
-const INTERRUPTED_ERROR =
-  'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
 
 /**
  * Postgres text cannot hold U+0000, which SQLite stores as is (a tool may
@@ -107,60 +77,13 @@ function pgText<T extends string | null>(value: T): T {
   return (value === null ? value : value.replaceAll('\u0000', '\uFFFD')) as T;
 }
 
-function now(): string {
-  return new Date().toISOString();
-}
-
-function toStoredMessage(row: MessageRecord): StoredMessage {
-  const message: StoredMessage = {
-    session_id: row.session_id,
-    seq: row.seq,
-    role: row.role,
-    content: row.content,
-    created_at: row.created_at,
-  };
-  if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
-  if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
-  if (row.name !== null) message.name = row.name;
-  if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
-  return message;
-}
-
-function toEventRow(row: EventRecord): EventRow {
-  return { ...row, data: JSON.parse(row.data) as Record<string, unknown> };
-}
-
-function encodeCursor(createdAt: string, id: string): string {
-  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
-}
-
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (
-      Array.isArray(value) &&
-      value.length === 2 &&
-      typeof value[0] === 'string' &&
-      typeof value[1] === 'string'
-    ) {
-      return [value[0], value[1]];
-    }
-  } catch {
-    // fall through to the validation error
-  }
-  throw new CairnError(
-    'VALIDATION_ERROR',
-    'cursor is not valid: pass the nextCursor of a previous page.',
-  );
-}
-
 /**
  * Free text as a tsquery that cannot be a syntax error: the same words as the
  * SQLite store's FTS5 query, each a quoted lexeme, OR-ed.
  */
 function toTsQuery(text: string): string | undefined {
-  const fts = toFtsQuery(text);
-  return fts?.replace(/"/g, "'").replace(/ OR /g, ' | ');
+  const words = searchWords(text);
+  return words.length === 0 ? undefined : words.map((w) => `'${w}'`).join(' | ');
 }
 
 /** ts_headline options: the match in [brackets], one short fragment, like FTS5's snippet(). */
@@ -547,32 +470,12 @@ export class PgStore implements Store {
   }
 
   async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
-    const rows = await this.rows<{
-      seq: number;
-      role: ChatMessage['role'];
-      chars: number | null;
-      content_chars: number | null;
-      tool_calls: string | null;
-      tool_call_id: string | null;
-    }>(
+    const rows = await this.rows<MessageMetaRecord>(
       `SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
        FROM messages WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq`,
       [sessionId, afterSeq],
     );
-    return rows.map((row) => {
-      const calls =
-        row.tool_calls === null ? undefined : (JSON.parse(row.tool_calls) as ToolCall[]);
-      const meta: MessageMeta = {
-        seq: row.seq,
-        role: row.role,
-        chars:
-          row.chars ??
-          messageChars({ content: null, tool_calls: calls }) + (row.content_chars ?? 0),
-      };
-      if (calls) meta.callIds = calls.map((call) => call.id);
-      if (row.tool_call_id !== null) meta.toolCallId = row.tool_call_id;
-      return meta;
-    });
+    return rows.map(toMessageMeta);
   }
 
   async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {

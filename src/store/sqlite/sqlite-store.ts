@@ -4,13 +4,7 @@
  * before the returned promise resolves and two connections never hit
  * SQLITE_BUSY_SNAPSHOT. Statements are prepared once.
  */
-import { randomBytes } from 'node:crypto';
-import {
-  messageChars,
-  type ChatMessage,
-  type StoredMessage,
-  type ToolCall,
-} from '../../llm/messages.js';
+import { messageChars, type ChatMessage, type StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
 import { CairnError } from '../../errors.js';
 import type {
@@ -43,27 +37,24 @@ import {
   type SqliteDatabase,
 } from './open-database.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
-
-interface MessageRecord {
-  session_id: string;
-  seq: number;
-  role: ChatMessage['role'];
-  content: string | null;
-  tool_calls: string | null;
-  tool_call_id: string | null;
-  name: string | null;
-  created_at: string;
-  /** Selected by context reads only (CONTEXT_COLUMNS); NULL on rows from before migration 007. */
-  tokens?: number | null;
-}
-
-interface EventRecord {
-  id: number;
-  type: string;
-  session_id: string | null;
-  data: string;
-  created_at: string;
-}
+import {
+  CONTEXT_COLUMNS,
+  INTERRUPTED_ERROR,
+  MEMORY_PAGE,
+  MESSAGE_COLUMNS,
+  TASK_PATCH_COLUMNS,
+  decodeCursor,
+  encodeCursor,
+  newId,
+  now,
+  searchWords,
+  toEventRow,
+  toMessageMeta,
+  toStoredMessage,
+  type EventRecord,
+  type MessageMetaRecord,
+  type MessageRecord,
+} from '../records.js';
 
 /**
  * Messages wait this long after an append before the queued ones are added
@@ -74,94 +65,13 @@ export const HISTORY_INDEX_DELAY_MS = 1_000;
 /** Rows one indexing transaction takes at most, so a batch never holds the lock for long. */
 export const HISTORY_INDEX_BATCH = 2_000;
 
-/** Notes returned by one memory listing or search unless the caller asks for fewer or more. */
-export const MEMORY_PAGE = 100;
-
-/** The task columns `transitionTask` may set (never id, session or timestamps). */
-const TASK_PATCH_COLUMNS: readonly string[] = [
-  'status',
-  'result',
-  'question',
-  'error',
-  'pending_call_id',
-  'pending_tool',
-  'pending_arguments',
-];
-
-const INTERRUPTED_ERROR =
-  'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
-
-const MESSAGE_COLUMNS =
-  'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
-/**
- * What a context read selects: the message and its stored token estimate.
- * Pages of GET /sessions/:id/messages and exports keep MESSAGE_COLUMNS, so
- * their shape is unchanged.
- */
-const CONTEXT_COLUMNS = `${MESSAGE_COLUMNS}, tokens`;
-
-export function newId(prefix: string): string {
-  return `${prefix}_${randomBytes(12).toString('hex')}`;
-}
-
-function now(): string {
-  return new Date().toISOString();
-}
-
-function toStoredMessage(row: MessageRecord): StoredMessage {
-  const message: StoredMessage = {
-    session_id: row.session_id,
-    seq: row.seq,
-    role: row.role,
-    content: row.content,
-    created_at: row.created_at,
-  };
-  if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
-  if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
-  if (row.name !== null) message.name = row.name;
-  if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
-  return message;
-}
-
-function toEventRow(row: EventRecord): EventRow {
-  return { ...row, data: JSON.parse(row.data) as Record<string, unknown> };
-}
-
-function encodeCursor(createdAt: string, id: string): string {
-  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
-}
-
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (
-      Array.isArray(value) &&
-      value.length === 2 &&
-      typeof value[0] === 'string' &&
-      typeof value[1] === 'string'
-    ) {
-      return [value[0], value[1]];
-    }
-  } catch {
-    // fall through to the validation error
-  }
-  throw new CairnError(
-    'VALIDATION_ERROR',
-    'cursor is not valid: pass the nextCursor of a previous page.',
-  );
-}
-
 /**
  * Turns free text into an FTS5 query that cannot be a syntax error: each word
  * becomes a quoted phrase and the words are OR-ed, ranked by bm25.
  */
 export function toFtsQuery(text: string): string | undefined {
-  const words = text.match(/[\p{L}\p{N}_]+/gu);
-  if (!words || words.length === 0) return undefined;
-  return words
-    .slice(0, 32)
-    .map((w) => `"${w}"`)
-    .join(' OR ');
+  const words = searchWords(text);
+  return words.length === 0 ? undefined : words.map((w) => `"${w}"`).join(' OR ');
 }
 
 function isBusy(err: unknown): boolean {
@@ -715,27 +625,11 @@ export class SqliteStore implements Store {
 
   async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
     const metas: MessageMeta[] = [];
-    for (const row of this.stmt.messageMeta.iterate(sessionId, afterSeq) as IterableIterator<{
-      seq: number;
-      role: ChatMessage['role'];
-      chars: number | null;
-      content_chars: number | null;
-      tool_calls: string | null;
-      tool_call_id: string | null;
-    }>) {
-      const calls =
-        row.tool_calls === null ? undefined : (JSON.parse(row.tool_calls) as ToolCall[]);
-      const meta: MessageMeta = {
-        seq: row.seq,
-        role: row.role,
-        chars:
-          row.chars ??
-          messageChars({ content: null, tool_calls: calls }) + (row.content_chars ?? 0),
-      };
-      if (calls) meta.callIds = calls.map((c) => c.id);
-      if (row.tool_call_id !== null) meta.toolCallId = row.tool_call_id;
-      metas.push(meta);
-    }
+    for (const row of this.stmt.messageMeta.iterate(
+      sessionId,
+      afterSeq,
+    ) as IterableIterator<MessageMetaRecord>)
+      metas.push(toMessageMeta(row));
     return metas;
   }
 

@@ -1,0 +1,140 @@
+/**
+ * What both dialects share between a row and the `Store` contract: the row
+ * shapes as selected, their conversion to the contract's types, the opaque
+ * page cursor, ids, and the free-text words a search uses. SQL stays with
+ * each dialect; nothing here touches a database.
+ */
+import { randomBytes } from 'node:crypto';
+import { CairnError } from '../errors.js';
+import { messageChars } from '../llm/messages.js';
+import type { ChatMessage, StoredMessage, ToolCall } from '../llm/messages.js';
+import type { EventRow, MessageMeta } from './store.js';
+
+/** A message row as selected with MESSAGE_COLUMNS (or CONTEXT_COLUMNS). */
+export interface MessageRecord {
+  session_id: string;
+  seq: number;
+  role: ChatMessage['role'];
+  content: string | null;
+  tool_calls: string | null;
+  tool_call_id: string | null;
+  name: string | null;
+  created_at: string;
+  /** Selected by context reads only (CONTEXT_COLUMNS); NULL on rows from before migration 007. */
+  tokens?: number | null;
+}
+
+export interface EventRecord {
+  id: number;
+  type: string;
+  session_id: string | null;
+  data: string;
+  created_at: string;
+}
+
+/** What compaction planning selects of a message (`listMessageMeta`). */
+export interface MessageMetaRecord {
+  seq: number;
+  role: ChatMessage['role'];
+  /** Stored size; NULL on rows written before it was stored. */
+  chars: number | null;
+  content_chars: number | null;
+  tool_calls: string | null;
+  tool_call_id: string | null;
+}
+
+/** Notes returned by one memory listing or search unless the caller asks for fewer or more. */
+export const MEMORY_PAGE = 100;
+
+/** The task columns `transitionTask` may set (never id, session or timestamps). */
+export const TASK_PATCH_COLUMNS: readonly string[] = [
+  'status',
+  'result',
+  'question',
+  'error',
+  'pending_call_id',
+  'pending_tool',
+  'pending_arguments',
+];
+
+export const INTERRUPTED_ERROR =
+  'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
+
+export const MESSAGE_COLUMNS =
+  'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';
+/**
+ * What a context read selects: the message and its stored token estimate.
+ * Pages of GET /sessions/:id/messages and exports keep MESSAGE_COLUMNS, so
+ * their shape is unchanged.
+ */
+export const CONTEXT_COLUMNS = `${MESSAGE_COLUMNS}, tokens`;
+
+export function newId(prefix: string): string {
+  return `${prefix}_${randomBytes(12).toString('hex')}`;
+}
+
+export function now(): string {
+  return new Date().toISOString();
+}
+
+export function toStoredMessage(row: MessageRecord): StoredMessage {
+  const message: StoredMessage = {
+    session_id: row.session_id,
+    seq: row.seq,
+    role: row.role,
+    content: row.content,
+    created_at: row.created_at,
+  };
+  if (row.tool_calls !== null) message.tool_calls = JSON.parse(row.tool_calls) as ToolCall[];
+  if (row.tool_call_id !== null) message.tool_call_id = row.tool_call_id;
+  if (row.name !== null) message.name = row.name;
+  if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
+  return message;
+}
+
+export function toEventRow(row: EventRecord): EventRow {
+  return { ...row, data: JSON.parse(row.data) as Record<string, unknown> };
+}
+
+export function toMessageMeta(row: MessageMetaRecord): MessageMeta {
+  const calls = row.tool_calls === null ? undefined : (JSON.parse(row.tool_calls) as ToolCall[]);
+  const meta: MessageMeta = {
+    seq: row.seq,
+    role: row.role,
+    chars:
+      row.chars ?? messageChars({ content: null, tool_calls: calls }) + (row.content_chars ?? 0),
+  };
+  if (calls) meta.callIds = calls.map((call) => call.id);
+  if (row.tool_call_id !== null) meta.toolCallId = row.tool_call_id;
+  return meta;
+}
+
+/** The opaque `nextCursor` of a page ordered by (created_at, id). */
+export function encodeCursor(createdAt: string, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): [string, string] {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (
+      Array.isArray(value) &&
+      value.length === 2 &&
+      typeof value[0] === 'string' &&
+      typeof value[1] === 'string'
+    ) {
+      return [value[0], value[1]];
+    }
+  } catch {
+    // fall through to the validation error
+  }
+  throw new CairnError(
+    'VALIDATION_ERROR',
+    'cursor is not valid: pass the nextCursor of a previous page.',
+  );
+}
+
+/** The words of free text that a search looks for (at most 32), so no input is a syntax error. */
+export function searchWords(text: string): string[] {
+  return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32);
+}
