@@ -1893,7 +1893,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const orphans = { self: 'inst_self', staleAfterMs: 60_000 };
 
         // Every instance heartbeat just now: nothing is orphaned.
-        expect(await self.closeOrphanedDaemonSessions(orphans)).toBe(0);
+        expect(await store.closeOrphanedDaemonSessions(orphans)).toBe(0);
 
         await gone.removeInstance('inst_gone');
         expect(await self.closeOrphanedDaemonSessions(orphans)).toBe(2);
