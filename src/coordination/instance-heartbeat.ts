@@ -2,8 +2,8 @@
  * An instance's pulse on a shared database (DESIGN §12): its `instances` row
  * is refreshed every few seconds, and each beat also sweeps for running tasks
  * whose owner stopped beating — an instance killed mid-task — and marks them
- * `interrupted` (resumable), and frees the daemon leases such an instance
- * held. A live peer's work is never touched: its heartbeat is fresh.
+ * `interrupted` (resumable), closes the daemon sessions of its dead ticks,
+ * and frees the daemon leases it held. A live peer's work is never touched: its heartbeat is fresh.
  */
 import type { InstanceStore } from '../store/store.js';
 
@@ -53,12 +53,19 @@ export class InstanceHeartbeat {
     try {
       await store.heartbeatInstance(instanceId);
       const orphans = { self: instanceId, staleAfterMs: this.staleAfterMs };
+      // First: a dead tick is recognised by its running task and its lease.
+      const closed = await store.closeOrphanedDaemonSessions(orphans);
       const interrupted = await store.interruptOrphanedTasks(orphans);
       const released = await store.releaseOrphanedDaemonLeases(orphans);
       if (released > 0)
         log(
           { released },
           `${released} daemon lease(s) of an instance that stopped heartbeating freed`,
+        );
+      if (closed > 0)
+        log(
+          { closed },
+          `${closed} daemon session(s) of an instance that stopped heartbeating closed`,
         );
       if (interrupted > 0)
         log(

@@ -84,7 +84,11 @@ export class DaemonScheduler {
     });
   }
 
-  /** Schedules every daemon agent; runs one catch-up tick for those that missed slots. */
+  /**
+   * Schedules every daemon agent; runs one catch-up tick for those that missed
+   * slots. Resolves once every agent's next run is stored, so nothing of the
+   * start-up writes can land after (and overwrite) what a first tick records.
+   */
   async start(): Promise<void> {
     const now = this.clock();
     for (const agent of this.daemonAgents()) {
@@ -95,9 +99,9 @@ export class DaemonScheduler {
           { agent: agent.name, missedSince: state?.next_run_at },
           'daemon missed its schedule; running one catch-up tick',
         );
-        this.schedule(agent, now);
+        await this.schedule(agent, now);
       } else {
-        this.schedule(agent, due ?? nextRunAfter(agent, now));
+        await this.schedule(agent, due ?? nextRunAfter(agent, now));
       }
     }
   }
@@ -181,34 +185,49 @@ export class DaemonScheduler {
   /**
    * After a slot, ticked here or by a peer: the next run the database records
    * (the tick that ran wrote it), so every instance aims at the same slot.
+   * Never rejects: a failed read falls back to the agent's own schedule.
    */
-  private scheduleStoredNext(agent: AgentConfig): void {
+  private async scheduleStoredNext(agent: AgentConfig): Promise<void> {
     const now = this.clock();
-    this.deps.store
-      .findDaemonState(agent.name)
-      .then((state) => {
-        const stored = state?.next_run_at ? new Date(state.next_run_at) : null;
-        if (stored !== null && stored > now) this.schedule(agent, stored, { record: false });
-        else this.schedule(agent, nextRunAfter(agent, now));
-      })
-      .catch(() => this.schedule(agent, nextRunAfter(agent, now)));
+    let stored: Date | null = null;
+    try {
+      const state = await this.deps.store.findDaemonState(agent.name);
+      stored = state?.next_run_at ? new Date(state.next_run_at) : null;
+    } catch {
+      // Scheduled from the agent's own schedule below.
+    }
+    if (stored !== null && stored > now) await this.schedule(agent, stored, { record: false });
+    else await this.schedule(agent, nextRunAfter(agent, now));
   }
 
-  private schedule(agent: AgentConfig, at: Date | null, options = { record: true }): void {
+  /**
+   * Records `at` as the agent's next run (unless it is already the stored
+   * one), then arms the timer. The write is awaited before the timer exists,
+   * so a tick never races it; a failed write is logged and the timer still
+   * armed, because the schedule in memory is what fires ticks. Never rejects.
+   */
+  private async schedule(
+    agent: AgentConfig,
+    at: Date | null,
+    options = { record: true },
+  ): Promise<void> {
     if (this.stopped || at === null) return;
-    const delay = Math.max(0, at.getTime() - this.clock().getTime());
-    if (options.record)
-      this.deps.store
-        .setDaemonNextRun(agent.name, at)
-        .catch((err: unknown) =>
-          this.deps.log?.(
-            { agent: agent.name, error: (err as Error).message },
-            'could not store next daemon run',
-          ),
+    if (options.record) {
+      try {
+        await this.deps.store.setDaemonNextRun(agent.name, at);
+      } catch (err) {
+        this.deps.log?.(
+          { agent: agent.name, error: (err as Error).message },
+          'could not store next daemon run',
         );
+      }
+      if (this.stopped) return;
+    }
+    const delay = Math.max(0, at.getTime() - this.clock().getTime());
     const timer = setTimeout(
       () => {
-        if (delay > MAX_TIMER_MS) return this.schedule(agent, at);
+        // A wait beyond setTimeout's limit is re-armed; the stored run is unchanged.
+        if (delay > MAX_TIMER_MS) return void this.schedule(agent, at, { record: false });
         void this.runDaemonTick({ agentName: agent.name }, { scheduled: true })
           .catch((err: unknown) =>
             this.deps.log?.(
@@ -221,6 +240,7 @@ export class DaemonScheduler {
       Math.min(delay, MAX_TIMER_MS),
     );
     timer.unref();
+    clearTimeout(this.timers.get(agent.name));
     this.timers.set(agent.name, timer);
   }
 }

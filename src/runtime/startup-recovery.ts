@@ -59,16 +59,21 @@ export async function recoverAfterRestart(store: RecoveryStore): Promise<Recover
 }
 
 /**
- * Start-up on a database shared by live peers: interrupts only the running
- * tasks, and frees only the daemon leases, whose owner is gone (no heartbeat
- * within `staleAfterMs`). Open daemon sessions may be a live peer's tick, so
- * they stay.
+ * Start-up on a database shared by live peers (and each heartbeat's sweep):
+ * closes only the daemon sessions, interrupts only the running tasks, and
+ * frees only the daemon leases, whose owner is gone (no heartbeat within
+ * `staleAfterMs`). A live peer's tick keeps its session open. Sessions go
+ * first: a dead tick is recognised by its running task and its lease.
  */
 export async function recoverOrphanedWork(
-  store: Pick<InstanceStore, 'interruptOrphanedTasks' | 'releaseOrphanedDaemonLeases'>,
+  store: Pick<
+    InstanceStore,
+    'closeOrphanedDaemonSessions' | 'interruptOrphanedTasks' | 'releaseOrphanedDaemonLeases'
+  >,
   options: { self: string; staleAfterMs: number },
 ): Promise<RecoveryReport> {
+  const closedDaemonSessions = await store.closeOrphanedDaemonSessions(options);
   const interruptedTasks = await store.interruptOrphanedTasks(options);
   const releasedDaemonLeases = await store.releaseOrphanedDaemonLeases(options);
-  return { interruptedTasks, closedDaemonSessions: 0, releasedDaemonLeases };
+  return { interruptedTasks, closedDaemonSessions, releasedDaemonLeases };
 }

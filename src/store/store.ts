@@ -361,6 +361,15 @@ export interface InstanceStore {
    * the lease's length. Returns how many.
    */
   releaseOrphanedDaemonLeases(options: { self: string; staleAfterMs: number }): Promise<number>;
+  /**
+   * Closes the `daemon` sessions of ticks that died with their instance: an
+   * active daemon session whose running task, or whose agent's daemon lease,
+   * belongs to an owner that is not a live instance (same test as
+   * `interruptOrphanedTasks`). A live peer's tick, and self's, stay open.
+   * Call it before `interruptOrphanedTasks` and `releaseOrphanedDaemonLeases`,
+   * which erase what it recognises a dead tick by. Returns how many.
+   */
+  closeOrphanedDaemonSessions(options: { self: string; staleAfterMs: number }): Promise<number>;
 }
 
 /** Daemon schedule state and the per-agent tick lease. */

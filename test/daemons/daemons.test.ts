@@ -6,7 +6,7 @@
  * catch-up tick; and a fast schedule keeps ticking, one tick at a time.
  */
 import { rmSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import type { SessionRow, TaskRow } from '../../src/store/store.js';
@@ -262,18 +262,21 @@ describe.each(DATABASES)('daemon scheduling (%s)', (kind) => {
     fake.setDefault(() => ({ content: 'Caught up.' }));
     const before = Date.now();
     const app = await openApp(home, true);
+    // The catch-up tick runs in the background; its last step is the daemon.tick event.
     await expect
-      .poll(async () => (await listSessions(app, 'agentName=hourly&status=closed')).length, {
-        timeout: 10_000,
-      })
+      .poll(
+        async () =>
+          (await app.store.listEvents({ afterId: 0, limit: 1_000 })).filter(
+            (e) => e.type === 'daemon.tick',
+          ).length,
+        { timeout: 10_000 },
+      )
       .toBe(1);
-    await expect
-      .poll(async () => Date.parse((await app.store.findDaemonState('hourly'))!.next_run_at!), {
-        timeout: 5_000,
-      })
-      .toBeGreaterThanOrEqual(before + HOUR_MS);
+    expect(await listSessions(app, 'agentName=hourly&status=closed')).toHaveLength(1);
 
+    // start() awaited its own write of the catch-up slot, so the tick's next run is what stays.
     const state = (await app.store.findDaemonState('hourly'))!;
+    expect(Date.parse(state.next_run_at!)).toBeGreaterThanOrEqual(before + HOUR_MS);
     expect(Date.parse(state.next_run_at!)).toBeLessThanOrEqual(Date.now() + HOUR_MS);
     expect(Date.parse(state.last_run_at!)).toBeGreaterThanOrEqual(before);
     const tasks = (await app.server.inject({ url: '/tasks?agentName=hourly' })).json()
@@ -287,16 +290,11 @@ describe.each(DATABASES)('daemon scheduling (%s)', (kind) => {
 
   it('a schedule not yet due runs nothing at start', async () => {
     const home = await newHome({ hourly: daemonAgent('hourly', '1h') });
+    const before = Date.now();
     const app = await openApp(home, true);
-    // start() records the next run without awaiting it: on Postgres the write lands a moment later.
-    const state = await vi.waitFor(
-      async () => {
-        const found = await app.store.findDaemonState('hourly');
-        if (found?.next_run_at == null) throw new Error('next run not recorded yet');
-        return found;
-      },
-      { timeout: 10_000 },
-    );
+    // The app starts only once start() has stored every daemon's next run.
+    const state = (await app.store.findDaemonState('hourly'))!;
+    expect(Date.parse(state.next_run_at!)).toBeGreaterThanOrEqual(before + HOUR_MS);
     expect(Date.parse(state.next_run_at!)).toBeGreaterThan(Date.now() + HOUR_MS / 2);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(await listSessions(app, 'agentName=hourly')).toEqual([]);

@@ -3,12 +3,16 @@
  * holding the agent's lease. With two real server processes: after the
  * restart the daemon ticks again within about one interval (not after the
  * lease's 15 minutes), and the dead tick's task and session are closed out.
+ * On Postgres the same, once the dead instance's heartbeat goes stale.
  */
 import { rmSync } from 'node:fs';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { HEARTBEAT_MS, STALE_AFTER_MS } from '../../src/coordination/instance-heartbeat.js';
 import { DAEMON_LEASE_MS } from '../../src/runtime/daemon-scheduler.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { makeHome } from '../helpers/test-app.js';
 import { dbPathOf, spawnServer, type ServerProcess } from '../process/spawn-server.js';
 
@@ -39,10 +43,13 @@ function readDb<T>(home: string, query: (db: Database.Database) => T): T {
 describe('a daemon tick killed with its process (49)', () => {
   let fake: FakeLlmServer | undefined;
   let home: string | undefined;
+  let database: TestDatabase | undefined;
   const servers: ServerProcess[] = [];
   afterEach(async () => {
     for (const server of servers.splice(0)) await server.stop('SIGKILL');
     await fake?.close();
+    await database?.drop();
+    database = undefined;
     if (home) rmSync(home, { recursive: true, force: true });
   });
 
@@ -104,4 +111,60 @@ describe('a daemon tick killed with its process (49)', () => {
     expect(after.task.status).toBe('interrupted');
     expect(after.session.status).toBe('closed');
   });
+
+  it('on Postgres, a live peer closes out the dead tick once its heartbeat is stale, and ticks again', async () => {
+    fake = await startFakeLlmServer();
+    database = await createTestDatabase('cairn_w1_dead_tick');
+    home = makeHome({ agents: { ticker: TICKER } }, fake.baseURL, database.url);
+    fake.script({ content: 'never delivered', delayMs: SLOW_TICK_MS });
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    const query = async <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []) =>
+      (await client.query<R>(sql, params)).rows;
+    try {
+      const first = await spawnServer({ home, daemons: true });
+      servers.push(first);
+      await expect.poll(() => fake!.requests.length, { timeout: 15_000 }).toBe(1);
+      const [deadTask] = await query<Row>(
+        "SELECT id, status, session_id FROM tasks WHERE agent_name = 'ticker'",
+      );
+      expect(deadTask?.status).toBe('running');
+
+      await first.stop('SIGKILL');
+      fake.setDefault(() => ({ content: 'tick report' }));
+      const second = await spawnServer({ home, daemons: true });
+      servers.push(second);
+
+      // The peer's heartbeat sweep finds the dead instance stale: its tick's
+      // session is closed, its task interrupted, its lease freed.
+      const sessionStatus = async () =>
+        (
+          await query<Row>('SELECT id, status FROM sessions WHERE id = $1', [deadTask!.session_id])
+        )[0]?.status;
+      await expect
+        .poll(sessionStatus, { timeout: STALE_AFTER_MS + 4 * HEARTBEAT_MS + 5_000, interval: 250 })
+        .toBe('closed');
+      const [task] = await query<Row>('SELECT id, status FROM tasks WHERE id = $1', [deadTask!.id]);
+      expect(task?.status).toBe('interrupted');
+      // The daemon ticks again, on the live instance.
+      await expect
+        .poll(
+          async () =>
+            (
+              await query<{ n: number }>(
+                "SELECT COUNT(*)::int AS n FROM tasks WHERE agent_name = 'ticker' AND status = 'completed'",
+              )
+            )[0]?.n,
+          { timeout: 10_000, interval: 250 },
+        )
+        .toBeGreaterThan(0);
+      // Ticks of the live instance still close their own sessions: none stays open but a running one.
+      const open = await query<{ n: number }>(
+        "SELECT COUNT(*)::int AS n FROM sessions WHERE mode = 'daemon' AND status = 'active'",
+      );
+      expect(open[0]!.n).toBeLessThanOrEqual(1);
+    } finally {
+      await client.end();
+    }
+  }, 60_000);
 });

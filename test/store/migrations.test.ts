@@ -259,12 +259,16 @@ describe('a database from a newer Cairn', () => {
       thrown = err;
     }
     expect(thrown).toBeInstanceOf(CairnError);
+    // The same code as Postgres's refusal, so scripts need to know only one.
+    expect((thrown as CairnError).code).toBe('DATABASE_TOO_NEW');
     expect((thrown as CairnError).message).toMatch(
       new RegExp(`migrated by a newer Cairn, version ${NEXT + 5}.*upgrade`),
     );
     expect(recorded(db)).toEqual(before);
     db.close();
-    expect(() => new SqliteStore(dbPath)).toThrow(/newer Cairn/);
+    expect(() => new SqliteStore(dbPath)).toThrow(
+      expect.objectContaining({ code: 'DATABASE_TOO_NEW' }),
+    );
   });
 
   it('is refused even when the unknown migration is older than the newest known one', () => {
@@ -278,7 +282,12 @@ describe('a database from a newer Cairn', () => {
         db,
         SQLITE_MIGRATIONS.filter((m) => m.version !== 3),
       ),
-    ).toThrow(/newer Cairn.*migrations 3 are unknown/);
+    ).toThrow(
+      expect.objectContaining({
+        code: 'DATABASE_TOO_NEW',
+        message: expect.stringMatching(/newer Cairn.*migrations 3 are unknown/),
+      }),
+    );
   });
 });
 

@@ -84,17 +84,63 @@ describe('PgStore on Postgres', () => {
     );
   });
 
-  it('adds a column a recorded migration should have made but did not', async () => {
+  it('re-adds columns of applied migrations that were dropped, with their type, default and generation', async () => {
     await (await PgStore.open(db.url)).close();
-    await adminQuery('ALTER TABLE tasks DROP COLUMN pending_tool');
+    const describeColumns = `SELECT table_name, column_name, data_type, is_nullable, column_default,
+        is_generated, generation_expression
+      FROM information_schema.columns
+      WHERE table_schema = current_schema() AND table_name IN ('tasks', 'sessions', 'messages')
+      ORDER BY table_name, column_name`;
+    const before = await adminQuery(describeColumns);
+    await adminQuery(`ALTER TABLE tasks DROP COLUMN pending_tool;
+      ALTER TABLE sessions DROP COLUMN compact_count;
+      ALTER TABLE messages DROP COLUMN search`);
     const pool = new pg.Pool({ connectionString: db.url });
     try {
-      expect(await migratePostgres(pool)).toEqual({
-        ran: [],
-        addedColumns: ['tasks.pending_tool'],
-      });
+      const { ran, addedColumns } = await migratePostgres(pool);
+      expect(ran).toEqual([]);
+      expect([...addedColumns].sort()).toEqual([
+        'messages.search',
+        'sessions.compact_count',
+        'tasks.pending_tool',
+      ]);
+      expect(await adminQuery(describeColumns)).toEqual(before);
+      // Nothing is left of the scratch schema the columns were derived in.
+      expect(
+        await adminQuery("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'cairn_scratch%'"),
+      ).toEqual([]);
+      expect(await migratePostgres(pool)).toEqual({ ran: [], addedColumns: [] });
     } finally {
       await pool.end();
+    }
+  });
+
+  it("re-adds a new migration's column from the migration alone, with no list to edit", async () => {
+    const schema = await createTestSchema(db);
+    const withExtra = [
+      ...POSTGRES_MIGRATIONS,
+      {
+        version: 999,
+        name: 'extra-column',
+        up: "ALTER TABLE tasks ADD COLUMN extra_note TEXT NOT NULL DEFAULT 'none';",
+      },
+    ];
+    const pool = new pg.Pool({ connectionString: schema.url });
+    try {
+      expect((await migratePostgres(pool, withExtra)).ran).toContain(999);
+      await pool.query('ALTER TABLE tasks DROP COLUMN extra_note');
+      expect(await migratePostgres(pool, withExtra)).toEqual({
+        ran: [],
+        addedColumns: ['tasks.extra_note'],
+      });
+      const rows = await pool.query<{ column_default: string; is_nullable: string }>(
+        `SELECT column_default, is_nullable FROM information_schema.columns
+         WHERE table_schema = current_schema() AND table_name = 'tasks' AND column_name = 'extra_note'`,
+      );
+      expect(rows.rows).toEqual([{ column_default: "'none'::text", is_nullable: 'NO' }]);
+    } finally {
+      await pool.end();
+      await schema.drop();
     }
   });
 

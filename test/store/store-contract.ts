@@ -1867,6 +1867,47 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.releaseOrphanedDaemonLeases(orphans)).toBe(0);
       });
 
+      it("closeOrphanedDaemonSessions closes only a dead instance's daemon ticks", async () => {
+        const live = await fixture.openInstance('inst_live');
+        const gone = await fixture.openInstance('inst_gone');
+        const self = await fixture.openInstance('inst_self');
+        await live.heartbeatInstance('inst_live');
+        await self.heartbeatInstance('inst_self');
+        await gone.heartbeatInstance('inst_gone');
+        const tickOf = async (owner: Store, agentName: string, mode: 'daemon' | 'task') => {
+          const session = await newSession({ mode, agentName });
+          await owner.createTask({ sessionId: session.id, agentName, input: 'tick' });
+          return session;
+        };
+        const deadTick = await tickOf(gone, 'd-gone', 'daemon');
+        const liveTick = await tickOf(live, 'd-live', 'daemon');
+        const selfTick = await tickOf(self, 'd-self', 'daemon');
+        const goneTaskSession = await tickOf(gone, 'assistant', 'task');
+        // A tick that died after its task finished, before closing its session:
+        // only its lease, still held by the dead instance, gives it away.
+        const deadAfterTask = await newSession({ mode: 'daemon', agentName: 'l-gone' });
+        const leasedByLive = await newSession({ mode: 'daemon', agentName: 'l-live' });
+        const now = new Date();
+        expect(await store.claimDaemonLease('l-gone', 'inst_gone', now, 60_000)).toBe(true);
+        expect(await store.claimDaemonLease('l-live', 'inst_live', now, 60_000)).toBe(true);
+        const orphans = { self: 'inst_self', staleAfterMs: 60_000 };
+
+        // Every instance heartbeat just now: nothing is orphaned.
+        expect(await store.closeOrphanedDaemonSessions(orphans)).toBe(0);
+
+        await gone.removeInstance('inst_gone');
+        expect(await self.closeOrphanedDaemonSessions(orphans)).toBe(2);
+        const status = async (s: SessionRow) => (await store.findSession(s.id))?.status;
+        expect(await status(deadTick)).toBe('closed');
+        expect(await status(deadAfterTask)).toBe('closed');
+        expect(await status(liveTick)).toBe('active');
+        expect(await status(selfTick)).toBe('active');
+        expect(await status(leasedByLive)).toBe('active');
+        // Not a daemon session: its task is interrupted (resumable), the session stays.
+        expect(await status(goneTaskSession)).toBe('active');
+        expect(await self.closeOrphanedDaemonSessions(orphans)).toBe(0);
+      });
+
       it("interruptRunningTasks with an owner interrupts only that instance's tasks", async () => {
         const a = await fixture.openInstance('inst_a');
         const b = await fixture.openInstance('inst_b');

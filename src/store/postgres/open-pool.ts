@@ -4,15 +4,12 @@
  * server or an exhausted pool is a retryable 503, never a hang or a crash),
  * and the migrations, applied once however many instances start at once.
  */
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import { CairnError } from '../../errors.js';
 import type { Migration } from '../sqlite/migrations/index.js';
-import {
-  POSTGRES_MIGRATIONS,
-  POSTGRES_REQUIRED_COLUMNS,
-  type RequiredColumn,
-} from './migrations/index.js';
+import { POSTGRES_MIGRATIONS } from './migrations/index.js';
 
 /** How long a unit of work waits for a free connection (or a new one) before a 503. */
 export const PG_CONNECT_TIMEOUT_MS = 5_000;
@@ -200,7 +197,6 @@ export async function queryRows<R extends pg.QueryResultRow>(
 export async function migratePostgres(
   pool: pg.Pool,
   migrations: readonly Migration[] = POSTGRES_MIGRATIONS,
-  required: readonly RequiredColumn[] = POSTGRES_REQUIRED_COLUMNS,
 ): Promise<{ ran: number[]; addedColumns: string[] }> {
   return inTransaction(pool, 1, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
@@ -229,15 +225,114 @@ export async function migratePostgres(
       applied.add(migration.version);
       ran.push(migration.version);
     }
-    const addedColumns = await ensurePostgresColumns(client, applied, required);
+    const required = await requiredPostgresColumns(
+      client,
+      migrations.filter((m) => applied.has(m.version)),
+    );
+    const addedColumns = await ensurePostgresColumns(client, required);
     return { ran, addedColumns };
   });
 }
 
-/** Adds any missing column of the applied migrations; only alters a table that lacks one. */
+/** A column the applied migrations create, with the definition that re-adds it. */
+export interface RequiredColumn {
+  readonly table: string;
+  readonly column: string;
+  readonly definition: string;
+}
+
+interface ScratchColumn {
+  table_name: string;
+  column_name: string;
+  type: string;
+  not_null: boolean;
+  is_primary: boolean;
+  identity: string;
+  generated: string;
+  expression: string | null;
+}
+
+const requiredCache = new Map<string, readonly RequiredColumn[]>();
+
+/**
+ * The columns of the tables that `migrations` create, read back from a
+ * scratch schema they are applied to inside a savepoint that is then rolled
+ * back (nothing of it is ever committed): the migrations stay the one source
+ * of truth, and a migration that adds a column needs no second entry
+ * anywhere. Memoized per list of versions, so a process derives it once.
+ */
+export async function requiredPostgresColumns(
+  client: Queryable,
+  migrations: readonly Migration[],
+): Promise<readonly RequiredColumn[]> {
+  const ordered = [...migrations].sort((a, b) => a.version - b.version);
+  const key = ordered.map((m) => `${m.version}:${m.name}`).join(',');
+  const cached = requiredCache.get(key);
+  if (cached) return cached;
+  const scratch = `cairn_scratch_${randomBytes(6).toString('hex')}`;
+  await client.query('SAVEPOINT cairn_scratch');
+  try {
+    await client.query(`CREATE SCHEMA ${scratch}`);
+    // Undone with the savepoint, like everything else in it.
+    await client.query(`SET LOCAL search_path TO ${scratch}`);
+    for (const migration of ordered) await client.query(migration.up);
+    const { rows } = await client.query<ScratchColumn>(
+      `SELECT c.relname AS table_name, a.attname AS column_name,
+              format_type(a.atttypid, a.atttypmod) AS type,
+              a.attnotnull AS not_null,
+              EXISTS (SELECT 1 FROM pg_index i
+                      WHERE i.indrelid = c.oid AND i.indisprimary AND a.attnum = ANY (i.indkey)) AS is_primary,
+              a.attidentity AS identity, a.attgenerated AS generated,
+              pg_get_expr(d.adbin, d.adrelid) AS expression
+       FROM pg_attribute a
+       JOIN pg_class c ON c.oid = a.attrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+       LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY c.relname, a.attnum`,
+      [scratch],
+    );
+    const columns: RequiredColumn[] = [];
+    for (const row of rows) {
+      const definition = columnDefinition(row);
+      if (definition !== null) {
+        columns.push({ table: row.table_name, column: row.column_name, definition });
+      }
+    }
+    requiredCache.set(key, columns);
+    return columns;
+  } finally {
+    await client.query('ROLLBACK TO SAVEPOINT cairn_scratch');
+    await client.query('RELEASE SAVEPOINT cairn_scratch');
+  }
+}
+
+/** How ALTER TABLE … ADD COLUMN re-creates `column`, or null when it cannot. */
+function columnDefinition(column: ScratchColumn): string | null {
+  // A key, an identity or serial column, or a NOT NULL column without a
+  // default cannot be added to a table that has rows.
+  if (column.is_primary || column.identity !== '') return null;
+  if (column.generated === 's') {
+    return `${column.type} GENERATED ALWAYS AS (${column.expression}) STORED`;
+  }
+  if (column.expression?.includes('nextval(')) return null;
+  if (column.not_null && column.expression === null) return null;
+  return [
+    column.type,
+    column.not_null ? 'NOT NULL' : '',
+    column.expression !== null ? `DEFAULT ${column.expression}` : '',
+  ]
+    .filter(Boolean)
+    .join(' ');
+}
+
+/**
+ * Adds any missing column of the applied migrations (a database made by an
+ * older build, or one whose migration half-applied); only alters a table
+ * that exists and lacks one.
+ */
 async function ensurePostgresColumns(
   client: Queryable,
-  applied: ReadonlySet<number>,
   required: readonly RequiredColumn[],
 ): Promise<string[]> {
   const existing = await client.query<{ table_name: string; column_name: string }>(
@@ -247,8 +342,8 @@ async function ensurePostgresColumns(
   const tables = new Set(existing.rows.map((r) => r.table_name));
   const columns = new Set(existing.rows.map((r) => `${r.table_name}.${r.column_name}`));
   const added: string[] = [];
-  for (const { since, table, column, definition } of required) {
-    if (!applied.has(since) || !tables.has(table) || columns.has(`${table}.${column}`)) continue;
+  for (const { table, column, definition } of required) {
+    if (!tables.has(table) || columns.has(`${table}.${column}`)) continue;
     await client.query(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
     added.push(`${table}.${column}`);
   }

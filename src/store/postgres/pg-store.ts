@@ -778,6 +778,28 @@ export class PgStore implements Store {
     });
   }
 
+  async closeOrphanedDaemonSessions(options: {
+    self: string;
+    staleAfterMs: number;
+  }): Promise<number> {
+    const isLive = (owner: string) =>
+      `EXISTS (SELECT 1 FROM instances i WHERE i.id = ${owner}
+               AND i.heartbeat_at >= now() - make_interval(secs => $3::double precision / 1000))`;
+    return this.tx(async (c) => {
+      const result = await c.query(
+        `UPDATE sessions s SET status = 'closed', updated_at = $1
+         WHERE s.mode = 'daemon' AND s.status = 'active' AND (
+           EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.status = 'running'
+                   AND t.owner_instance IS DISTINCT FROM $2 AND NOT ${isLive('t.owner_instance')})
+           OR EXISTS (SELECT 1 FROM daemon_runs d WHERE d.agent_name = s.agent_name
+                      AND d.lease_owner IS NOT NULL AND d.lease_owner IS DISTINCT FROM $2
+                      AND NOT ${isLive('d.lease_owner')}))`,
+        [now(), options.self, options.staleAfterMs],
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
   async interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(

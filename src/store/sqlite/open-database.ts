@@ -90,7 +90,7 @@ function refuseUnknownMigrations(db: SqliteDatabase, migrations: readonly Migrat
   if (unknown.length === 0) return;
   const newest = Math.max(...recorded);
   throw new CairnError(
-    'INTERNAL',
+    'DATABASE_TOO_NEW',
     `This database was migrated by a newer Cairn, version ${newest} (migrations ${unknown.join(', ')} are unknown to this one); upgrade Cairn to open it.`,
   );
 }

@@ -248,6 +248,16 @@ function prepareStatements(db: SqliteDatabase) {
        WHERE status = 'running' AND owner_instance IS NOT @self
          AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = tasks.owner_instance AND i.heartbeat_at >= @live_since)`,
     ),
+    closeOrphanedDaemonSessions: db.prepare(
+      `UPDATE sessions SET status = 'closed', updated_at = @now
+       WHERE mode = 'daemon' AND status = 'active' AND (
+         EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = sessions.id AND t.status = 'running'
+                 AND t.owner_instance IS NOT @self
+                 AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = t.owner_instance AND i.heartbeat_at >= @live_since))
+         OR EXISTS (SELECT 1 FROM daemon_runs d WHERE d.agent_name = sessions.agent_name
+                    AND d.lease_owner IS NOT NULL AND d.lease_owner IS NOT @self
+                    AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = d.lease_owner AND i.heartbeat_at >= @live_since)))`,
+    ),
     heartbeatInstance: db.prepare(
       `INSERT INTO instances (id, started_at, heartbeat_at) VALUES (@id, @now, @now)
        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
@@ -858,6 +868,21 @@ export class SqliteStore implements Store {
     return this.guard(
       () =>
         this.stmt.releaseOrphanedLeases.run({ self: options.self, live_since: liveSince }).changes,
+    );
+  }
+
+  async closeOrphanedDaemonSessions(options: {
+    self: string;
+    staleAfterMs: number;
+  }): Promise<number> {
+    const liveSince = new Date(Date.now() - options.staleAfterMs).toISOString();
+    return this.guard(
+      () =>
+        this.stmt.closeOrphanedDaemonSessions.run({
+          now: now(),
+          self: options.self,
+          live_since: liveSince,
+        }).changes,
     );
   }
 
