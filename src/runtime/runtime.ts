@@ -240,13 +240,19 @@ export class Runtime {
   /** `runChat` without the report; notes the session and how the turn ended in `seen`. */
   private async runChatTurn(input: ChatInput, seen: ChatSeen): Promise<ChatResult> {
     const agent = this.agents.get(input.agentName);
-    const initial = input.sessionId
-      ? await this.usableSession(input.sessionId, agent)
-      : await this.createSession({ agentName: agent.name, mode: 'chat' });
-    seen.sessionId = initial.id;
-    input.onEvent?.({ type: 'session', sessionId: initial.id });
+    // An existing session is read once, under its slot (issue 8): a missing
+    // one still gets its 404 at once, as nothing queues on an id no session
+    // has; a closed one gets SESSION_CLOSED once the turns before it ran.
+    const sessionId =
+      input.sessionId ?? (await this.createSession({ agentName: agent.name, mode: 'chat' })).id;
+    const announce = (): void => {
+      seen.sessionId = sessionId;
+      input.onEvent?.({ type: 'session', sessionId });
+    };
+    if (input.sessionId === undefined) announce();
 
-    return this.withTurnSlot(initial.id, agent, async (session, runTurn) => {
+    return this.withTurnSlot(sessionId, agent, async (session, runTurn) => {
+      if (input.sessionId !== undefined) announce();
       await this.rejectIfTaskWaiting(session.id);
       const turn = await runTurn({
         input: [{ role: 'user', content: input.message }],
