@@ -3,7 +3,8 @@
  * database, and instance A's lock connection is killed while A's turn waits
  * for the model. A's turn stops with 503 `SESSION_LOCK_LOST` (another
  * instance may run the session now), B can run a turn on the session at
- * once, and A runs later turns normally on its new connection.
+ * once, and A runs later turns normally on its new connection. A streamed
+ * turn ends with an `error` event carrying the same code.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
@@ -36,6 +37,19 @@ function chat(app: CairnApp, message: string, sessionId?: string) {
   });
 }
 
+/** Once the model call after `calls` arrived at the fake, kills A's lock connection. */
+async function cutLockConnectionDuringModelCall(calls: number): Promise<void> {
+  const fake = a.fake!;
+  for (let i = 0; i < 3000 && fake.requests.length === calls; i++)
+    await new Promise((r) => setTimeout(r, 10));
+  expect(fake.requests.length).toBe(calls + 1);
+  const { rowCount } = await admin.query(
+    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+    [`cairn ${a.app.instanceId} locks`],
+  );
+  expect(rowCount).toBe(1);
+}
+
 describe('a turn whose session lock is lost', () => {
   it('fails with SESSION_LOCK_LOST; the session is free for B, and A works again', async () => {
     const fake = a.fake!;
@@ -47,15 +61,7 @@ describe('a turn whose session lock is lost', () => {
     fake.script({ hang: true });
     const calls = fake.requests.length;
     const stuck = chat(a.app, 'this one is cut off', sessionId);
-    for (let i = 0; i < 500 && fake.requests.length === calls; i++)
-      await new Promise((r) => setTimeout(r, 10));
-    expect(fake.requests.length).toBe(calls + 1);
-
-    const { rowCount } = await admin.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
-      [`cairn ${a.app.instanceId} locks`],
-    );
-    expect(rowCount).toBe(1);
+    await cutLockConnectionDuringModelCall(calls);
 
     const failed = await stuck;
     expect(failed.statusCode, failed.body).toBe(503);
@@ -81,5 +87,25 @@ describe('a turn whose session lock is lost', () => {
     expect(cut).toBeGreaterThan(0);
     expect(messages[cut + 1]).toBe('user: B carries on');
     expect(messages.filter((m) => m.startsWith('assistant'))).toHaveLength(3);
+  });
+
+  it('a streamed turn ends with an error event carrying SESSION_LOCK_LOST', async () => {
+    const fake = a.fake!;
+    const started = await chat(a.app, 'start streamed');
+    const { sessionId } = started.json<{ sessionId: string }>();
+    fake.script({ hang: true });
+    const calls = fake.requests.length;
+    const stuck = a.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'streamed and cut off', sessionId, stream: true },
+    });
+    await cutLockConnectionDuringModelCall(calls);
+    const res = await stuck;
+    expect(res.statusCode).toBe(200);
+    const error = res.body.split('\n\n').find((frame) => frame.includes('event: error'));
+    expect(error, res.body).toContain('"code":"SESSION_LOCK_LOST"');
+    expect(error).toContain('"status":503');
+    expect((await chat(b, 'B again', sessionId)).statusCode).toBe(200);
   });
 });
