@@ -29,6 +29,8 @@ export const ERROR_STATUS = {
   DATABASE_IN_USE: 503,
   /** The Postgres server cannot be reached or dropped the connection; nothing of the request was saved. */
   DATABASE_UNAVAILABLE: 503,
+  /** The session lock's connection dropped during a turn: another instance may run the session now. */
+  SESSION_LOCK_LOST: 503,
   /** The database records a migration this build does not have (raised at start, never over HTTP). */
   DATABASE_TOO_NEW: 503,
   LLM_TIMEOUT: 504,

@@ -8,9 +8,9 @@
  *
  * A waiter polls with backoff and is woken early by the NOTIFY a holder
  * sends on release. If the lock connection breaks while this instance lives,
- * the locks are re-taken on reconnect; one a peer took in between is
- * reported through `log` (the turn already running cannot be stopped from
- * here, so the report is the honest outcome).
+ * its locks are gone at once and a peer may take them: the work holding them
+ * is aborted (its signal, `SESSION_LOCK_LOST`) and its locks are not re-taken
+ * on reconnect, since a peer may be running on the session by then.
  */
 import { CairnError } from '../errors.js';
 import { KeyedQueue } from '../runtime/keyed-queue.js';
@@ -36,7 +36,8 @@ export interface AdvisorySessionLockOptions {
 
 export class AdvisorySessionLock implements SessionLock {
   private readonly local = new KeyedQueue();
-  private readonly held = new Set<string>();
+  /** Sessions whose lock this instance holds, each with the abort of the work holding it. */
+  private readonly held = new Map<string, AbortController>();
   private readonly wakers = new Map<string, () => void>();
   private readonly connection: DedicatedConnection;
 
@@ -51,33 +52,31 @@ export class AdvisorySessionLock implements SessionLock {
       },
       onConnect: async (client) => {
         await client.query(`LISTEN ${SESSION_FREE_CHANNEL}`);
-        for (const sessionId of this.held) {
-          const { rows } = await client.query<{ ok: boolean }>(
-            `SELECT pg_try_advisory_lock(${LOCK_KEY}) AS ok`,
-            [sessionId],
-          );
-          if (!rows[0]?.ok)
-            this.options.log?.(
-              { sessionId, instanceId: options.instanceId },
-              'session lock lost while the lock connection was down; another instance may run a turn on this session',
-            );
-        }
       },
-      onLost: (error) =>
+      onLost: (error) => {
+        // The locks went with the connection; a peer may hold them already.
+        const lost = [...this.held.keys()];
+        const reason = new CairnError(
+          'SESSION_LOCK_LOST',
+          'The session lock was lost (the database connection dropped), so another instance may now run this session. The turn stopped; retry it.',
+        );
+        for (const controller of this.held.values()) controller.abort(reason);
+        this.held.clear();
         this.options.log?.(
-          { error: error.message, held: this.held.size },
-          'session lock connection lost; reconnecting',
-        ),
+          { error: error.message, lost, instanceId: options.instanceId },
+          'session lock connection lost; work holding a session lock was stopped',
+        );
+      },
     });
   }
 
-  run<T>(sessionId: string, work: () => Promise<T>): Promise<T> {
+  run<T>(sessionId: string, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
     return this.local.run(sessionId, async () => {
-      await this.acquire(sessionId);
+      const holding = await this.acquire(sessionId);
       try {
-        return await work();
+        return await work(holding.signal);
       } finally {
-        await this.release(sessionId);
+        await this.release(sessionId, holding);
       }
     });
   }
@@ -100,13 +99,14 @@ export class AdvisorySessionLock implements SessionLock {
     await this.connection.close();
   }
 
-  private async acquire(sessionId: string): Promise<void> {
+  private async acquire(sessionId: string): Promise<AbortController> {
     const poll = this.options.pollMs ?? { first: 20, max: 250 };
     let wait = poll.first;
     for (;;) {
       if (await this.tryLock(sessionId)) {
-        this.held.add(sessionId);
-        return;
+        const holding = new AbortController();
+        this.held.set(sessionId, holding);
+        return holding;
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, wait);
@@ -159,22 +159,14 @@ export class AdvisorySessionLock implements SessionLock {
     }
   }
 
-  private async release(sessionId: string): Promise<void> {
+  private async release(sessionId: string, holding: AbortController): Promise<void> {
+    // A lock lost with its connection is gone already: nothing to give back.
+    if (holding.signal.aborted) return;
     this.held.delete(sessionId);
-    const unlock = `SELECT pg_advisory_unlock(${LOCK_KEY}), pg_notify('${SESSION_FREE_CHANNEL}', $1)`;
-    if (this.connection.isConnected) {
-      await this.connection.query(unlock, [sessionId]).catch(() => undefined);
-      return;
-    }
-    // The connection broke, and the lock went with it. A reconnect under way
-    // may re-take it (it re-takes what was held); give it back then, without
-    // making this turn wait for the database.
-    if (this.connection.isConnecting)
-      void this.connection
-        .client()
-        .then(async (client) => {
-          if (!this.held.has(sessionId)) await client.query(unlock, [sessionId]);
-        })
-        .catch(() => undefined);
+    await this.connection
+      .query(`SELECT pg_advisory_unlock(${LOCK_KEY}), pg_notify('${SESSION_FREE_CHANNEL}', $1)`, [
+        sessionId,
+      ])
+      .catch(() => undefined);
   }
 }

@@ -5,7 +5,8 @@
  * borrows; and when the instance dies, Postgres drops the connection and
  * frees everything tied to it. When the connection breaks while the
  * instance lives, it reconnects with backoff and tells its owner, which
- * re-establishes its state (re-LISTEN, re-take held locks).
+ * re-establishes its state (re-LISTEN) or gives up what went with it (the
+ * session locks).
  */
 import pg from 'pg';
 
@@ -34,16 +35,6 @@ export class DedicatedConnection {
     if (this.closed) return Promise.reject(new Error('connection closed'));
     this.current ??= this.connect();
     return this.current;
-  }
-
-  /** True while a connection is up (not while one is being made). */
-  get isConnected(): boolean {
-    return this.connected !== undefined;
-  }
-
-  /** True while a (re)connect is under way. */
-  get isConnecting(): boolean {
-    return this.current !== undefined && this.connected === undefined;
   }
 
   async query<R extends pg.QueryResultRow>(

@@ -9,10 +9,11 @@ export class KeyedQueue implements SessionLock {
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly depth = new Map<string, number>();
 
-  /** Runs `work` after everything queued before it on `key`. */
-  run<T>(key: string, work: () => Promise<T>): Promise<T> {
+  /** Runs `work` after everything queued before it on `key`; its signal never aborts. */
+  run<T>(key: string, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
-    const result = previous.then(work, work);
+    const start = (): Promise<T> => work(new AbortController().signal);
+    const result = previous.then(start, start);
     const settled = result.then(
       () => undefined,
       () => undefined,

@@ -107,6 +107,8 @@ interface TurnInput {
   extraTools?: readonly Tool[];
   /** Overrides the agent's temperature for this turn (an API client's `temperature`). */
   temperature?: number;
+  /** Aborted when the session's slot is lost: the turn writes nothing more. */
+  slot?: AbortSignal;
 }
 
 export interface TurnResult {
@@ -115,8 +117,8 @@ export interface TurnResult {
   compaction: TurnCompactionReport | null;
 }
 
-/** A turn's input as a caller inside the session's slot gives it (the session and agent are the slot's). */
-export type TurnRequest = Omit<TurnInput, 'session' | 'agent'>;
+/** A turn's input as a caller inside the session's slot gives it (the session, agent and slot are the slot's). */
+export type TurnRequest = Omit<TurnInput, 'session' | 'agent' | 'slot'>;
 
 /** Runs one turn on the session whose slot is held; handed out by `withTurnSlot` only. */
 export type RunTurn = (request: TurnRequest) => Promise<TurnResult>;
@@ -238,13 +240,19 @@ export class Runtime {
   /** `runChat` without the report; notes the session and how the turn ended in `seen`. */
   private async runChatTurn(input: ChatInput, seen: ChatSeen): Promise<ChatResult> {
     const agent = this.agents.get(input.agentName);
-    const initial = input.sessionId
-      ? await this.usableSession(input.sessionId, agent)
-      : await this.createSession({ agentName: agent.name, mode: 'chat' });
-    seen.sessionId = initial.id;
-    input.onEvent?.({ type: 'session', sessionId: initial.id });
+    // An existing session is read once, under its slot (issue 8): a missing
+    // one still gets its 404 at once, as nothing queues on an id no session
+    // has; a closed one gets SESSION_CLOSED once the turns before it ran.
+    const sessionId =
+      input.sessionId ?? (await this.createSession({ agentName: agent.name, mode: 'chat' })).id;
+    const announce = (): void => {
+      seen.sessionId = sessionId;
+      input.onEvent?.({ type: 'session', sessionId });
+    };
+    if (input.sessionId === undefined) announce();
 
-    return this.withTurnSlot(initial.id, agent, async (session, runTurn) => {
+    return this.withTurnSlot(sessionId, agent, async (session, runTurn) => {
+      if (input.sessionId !== undefined) announce();
       await this.rejectIfTaskWaiting(session.id);
       const turn = await runTurn({
         input: [{ role: 'user', content: input.message }],
@@ -374,15 +382,26 @@ export class Runtime {
    * Holds `sessionId`'s turn slot while `work` runs. `work` gets the session
    * re-read under the slot (it may have been closed, reset or compacted while
    * queued), checked usable by `agent`, and the one way to run a turn on it.
+   * A turn run that way stops, failing with `SESSION_LOCK_LOST`, when the
+   * slot is lost (the Postgres lock's connection dropped).
    */
   async withTurnSlot<T>(
     sessionId: string,
     agent: AgentConfig,
     work: (session: SessionRow, runTurn: RunTurn) => Promise<T>,
   ): Promise<T> {
-    return this.queue.run(sessionId, async () => {
+    return this.queue.run(sessionId, async (slot) => {
       const session = await this.usableSession(sessionId, agent);
-      return work(session, (request) => this.runTurn({ ...request, session, agent }));
+      return work(session, (request) =>
+        this.runTurn({
+          ...request,
+          session,
+          agent,
+          slot,
+          // The turn stops when its caller gives up or the slot is lost.
+          signal: request.signal ? AbortSignal.any([request.signal, slot]) : slot,
+        }),
+      );
     });
   }
 
@@ -401,6 +420,7 @@ export class Runtime {
       events: this.events,
       context: this.context,
       ...(guard ? { guard } : {}),
+      ...(input.slot ? { slot: input.slot } : {}),
     });
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;

@@ -30,6 +30,11 @@ export interface TurnDeps {
   events: Pick<EventBus, 'publish'>;
   context: ContextBuilder;
   guard?: ContextGuard;
+  /**
+   * Aborted when the session's slot is lost: another instance may be writing
+   * to the session now, so this turn stores nothing more.
+   */
+  slot?: AbortSignal;
 }
 
 export class Turn implements LoopTurn, GuardedTurn {
@@ -87,6 +92,7 @@ export class Turn implements LoopTurn, GuardedTurn {
   }
 
   async persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void> {
+    this.deps.slot?.throwIfAborted();
     // Messages and their message.created events commit together.
     const written = await this.deps.store.appendMessagesWithEvents(
       this.current.id,

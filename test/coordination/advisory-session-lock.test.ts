@@ -1,8 +1,8 @@
 /**
  * The Postgres session lock against a real Postgres: instances that share a
  * database never run work on one session at once, keep arrival order within
- * an instance, free a dead holder's lock, and re-take held locks when their
- * own lock connection breaks.
+ * an instance, free a dead holder's lock, and stop the work holding a lock
+ * when their own lock connection breaks (without re-taking it).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
@@ -117,27 +117,47 @@ describe('AdvisorySessionLock', () => {
     expect(ran).toBe(true);
   });
 
-  it('re-takes a held lock when its own lock connection breaks, and frees it after', async () => {
+  it('aborts the work holding a lock when its lock connection breaks, and does not re-take the lock', async () => {
     const notes: string[] = [];
-    const lock = instance('a', (_d, m) => notes.push(m));
-    const release = deferred();
+    const a = instance('a', (_d, m) => notes.push(m));
+    const b = instance('b');
     const inside = deferred();
-    const running = lock.run('sess_keep', async () => {
+    let seen: AbortSignal | undefined;
+    const running = a.run('sess_keep', async (signal) => {
+      seen = signal;
       inside.resolve();
-      await release.promise;
+      // Work that stops when told to, as a turn does at its next boundary.
+      await new Promise((_, reject) =>
+        signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true }),
+      );
     });
     await inside.promise;
+    expect(seen!.aborted).toBe(false);
     expect(await advisoryHolders()).toEqual(['cairn a locks']);
     await db.pool.query(
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cairn a locks'`,
     );
-    // A waiter on another instance cannot get in once the lock is re-taken.
-    for (let i = 0; i < 100 && (await advisoryHolders()).length === 0; i++)
-      await new Promise((r) => setTimeout(r, 20));
-    expect(await advisoryHolders()).toEqual(['cairn a locks']);
-    expect(notes).toContain('session lock connection lost; reconnecting');
-    release.resolve();
-    await running;
+    await expect(running).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+    expect(notes).toContain(
+      'session lock connection lost; work holding a session lock was stopped',
+    );
+    // Another instance takes the session at once; A never takes it back for the stopped work.
+    const inB = deferred();
+    const releaseB = deferred();
+    const onB = b.run('sess_keep', async () => {
+      inB.resolve();
+      await releaseB.promise;
+    });
+    await inB.promise;
+    expect(await advisoryHolders()).toEqual(['cairn b locks']);
+    releaseB.resolve();
+    await onB;
+    // A's next work on the session runs normally, on its new connection.
+    let ranAgain = false;
+    await a.run('sess_keep', async (signal) => {
+      ranAgain = !signal.aborted;
+    });
+    expect(ranAgain).toBe(true);
     expect(await advisoryHolders()).toEqual([]);
   });
 

@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 import { chatOn, startTestApp, type TestApp } from '../helpers/test-app.js';
 
-const OUTAGE_CODES = ['DATABASE_UNAVAILABLE', 'SERVICE_UNAVAILABLE'];
+// A turn that holds its session lock when the server goes away loses the lock
+// with its connection: SESSION_LOCK_LOST.
+const OUTAGE_CODES = ['DATABASE_UNAVAILABLE', 'SERVICE_UNAVAILABLE', 'SESSION_LOCK_LOST'];
 
 describe('Postgres restarting under a running Cairn', () => {
   let server: PrivatePostgres;
