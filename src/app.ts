@@ -142,6 +142,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
           }),
         };
   if (shared) events.useSharedFeed(shared.feed);
+  // On a shared database the turn slot is shared by the instances too.
+  const queue: SessionLock = shared ? shared.lock : new KeyedQueue();
   const mcp = new McpManager({
     servers: settings.mcpServers,
     log: {
@@ -157,10 +159,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     mcp,
   });
   mcp.onToolsChanged(() => tools.invalidate());
-  const modelLogger: ModelLogger = {
-    warn: (details, message) => logTarget.server?.log.warn(details, message),
-  };
-  // Gauges read the runtime and the bus when scraped; both exist by then.
+  const modelLogger: ModelLogger = { warn };
+  // Gauges read the turn slots and the bus when scraped.
   const metrics: CairnMetrics = new CairnMetrics({
     queueDepth: () => queue.size,
     openEventStreams: () => events.subscriberCount,
@@ -185,8 +185,6 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     logger: modelLogger,
   });
 
-  // On a shared database the turn slot is shared by the instances too.
-  const queue: SessionLock = shared ? shared.lock : new KeyedQueue();
   const runtime: Runtime = new Runtime({
     store,
     queue,
@@ -203,7 +201,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     titler: new SessionTitler({
       store,
       model: compactModel,
-      warn: (details, message) => logTarget.server?.log.warn(details, message),
+      warn,
     }),
   });
   const subagents = new Subagents({ runtime, agents: registry });
@@ -222,7 +220,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     events,
     tasks,
     owner: instanceId,
-    log: (details, message) => logTarget.server?.log.warn(details, message),
+    log: warn,
   });
   const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
   const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
