@@ -6,6 +6,7 @@
  * and frees the daemon leases it held. A live peer's work is never touched: its heartbeat is fresh.
  */
 import type { InstanceStore } from '../store/store.js';
+import { recoverOrphanedWork } from '../runtime/startup-recovery.js';
 
 /** How often an instance heartbeats (and sweeps). */
 export const HEARTBEAT_MS = 2_000;
@@ -52,11 +53,11 @@ export class InstanceHeartbeat {
     const { store, instanceId, log } = this.options;
     try {
       await store.heartbeatInstance(instanceId);
-      const orphans = { self: instanceId, staleAfterMs: this.staleAfterMs };
-      // First: a dead tick is recognised by its running task and its lease.
-      const closed = await store.closeOrphanedDaemonSessions(orphans);
-      const interrupted = await store.interruptOrphanedTasks(orphans);
-      const released = await store.releaseOrphanedDaemonLeases(orphans);
+      const {
+        closedDaemonSessions: closed,
+        interruptedTasks: interrupted,
+        releasedDaemonLeases: released,
+      } = await recoverOrphanedWork(store, { self: instanceId, staleAfterMs: this.staleAfterMs });
       if (released > 0)
         log(
           { released },

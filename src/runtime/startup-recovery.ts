@@ -10,6 +10,7 @@
 import type {
   DaemonLeaseStore,
   InstanceStore,
+  OrphanScope,
   SessionRow,
   SessionStore,
   TaskStore,
@@ -70,10 +71,10 @@ export async function recoverOrphanedWork(
     InstanceStore,
     'closeOrphanedDaemonSessions' | 'interruptOrphanedTasks' | 'releaseOrphanedDaemonLeases'
   >,
-  options: { self: string; staleAfterMs: number },
+  scope: OrphanScope,
 ): Promise<RecoveryReport> {
-  const closedDaemonSessions = await store.closeOrphanedDaemonSessions(options);
-  const interruptedTasks = await store.interruptOrphanedTasks(options);
-  const releasedDaemonLeases = await store.releaseOrphanedDaemonLeases(options);
+  const closedDaemonSessions = await store.closeOrphanedDaemonSessions(scope);
+  const interruptedTasks = await store.interruptOrphanedTasks(scope);
+  const releasedDaemonLeases = await store.releaseOrphanedDaemonLeases(scope);
   return { interruptedTasks, closedDaemonSessions, releasedDaemonLeases };
 }

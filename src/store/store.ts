@@ -338,6 +338,12 @@ export interface TaskStore {
   interruptRunningTasks(ownerInstance?: string): Promise<number>;
 }
 
+/** Whose work a sweep may take over: not `self`'s, and only an owner with no heartbeat within `staleAfterMs`. */
+export interface OrphanScope {
+  self: string;
+  staleAfterMs: number;
+}
+
 /**
  * The instances that share the database (DESIGN §12): each records itself and
  * heartbeats; a store opened with an instance id writes it as the owner of
@@ -353,14 +359,14 @@ export interface InstanceStore {
    * instance row, or a heartbeat older than `staleAfterMs`. Never those of
    * `self`. Returns how many.
    */
-  interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number>;
+  interruptOrphanedTasks(scope: OrphanScope): Promise<number>;
   /**
    * Frees daemon leases whose holder is not a live instance (same test as
    * `interruptOrphanedTasks`; a lease holder is an instance id), so a daemon
    * whose tick died with its instance ticks again within seconds, not after
    * the lease's length. Returns how many.
    */
-  releaseOrphanedDaemonLeases(options: { self: string; staleAfterMs: number }): Promise<number>;
+  releaseOrphanedDaemonLeases(scope: OrphanScope): Promise<number>;
   /**
    * Closes the `daemon` sessions of ticks that died with their instance: an
    * active daemon session whose running task, or whose agent's daemon lease,
@@ -369,7 +375,7 @@ export interface InstanceStore {
    * Call it before `interruptOrphanedTasks` and `releaseOrphanedDaemonLeases`,
    * which erase what it recognises a dead tick by. Returns how many.
    */
-  closeOrphanedDaemonSessions(options: { self: string; staleAfterMs: number }): Promise<number>;
+  closeOrphanedDaemonSessions(scope: OrphanScope): Promise<number>;
 }
 
 /** Daemon schedule state and the per-agent tick lease. */

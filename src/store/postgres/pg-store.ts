@@ -32,6 +32,7 @@ import type {
   Store,
   TaskRow,
   TaskStatus,
+  OrphanScope,
 } from '../store.js';
 import { sessionNotFound } from '../session-not-found.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
@@ -762,10 +763,7 @@ export class PgStore implements Store {
     await this.rows('DELETE FROM instances WHERE id = $1', [instanceId]);
   }
 
-  async releaseOrphanedDaemonLeases(options: {
-    self: string;
-    staleAfterMs: number;
-  }): Promise<number> {
+  async releaseOrphanedDaemonLeases(options: OrphanScope): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL
@@ -778,10 +776,7 @@ export class PgStore implements Store {
     });
   }
 
-  async closeOrphanedDaemonSessions(options: {
-    self: string;
-    staleAfterMs: number;
-  }): Promise<number> {
+  async closeOrphanedDaemonSessions(options: OrphanScope): Promise<number> {
     const isLive = (owner: string) =>
       `EXISTS (SELECT 1 FROM instances i WHERE i.id = ${owner}
                AND i.heartbeat_at >= now() - make_interval(secs => $3::double precision / 1000))`;
@@ -800,7 +795,7 @@ export class PgStore implements Store {
     });
   }
 
-  async interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number> {
+  async interruptOrphanedTasks(options: OrphanScope): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2

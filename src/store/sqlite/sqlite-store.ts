@@ -28,6 +28,7 @@ import type {
   ImportedMessage,
   ImportedSession,
   SessionEdit,
+  OrphanScope,
 } from '../store.js';
 import {
   BUSY_RETRY_BASE_MS,
@@ -72,6 +73,12 @@ export const HISTORY_INDEX_BATCH = 2_000;
 export function toFtsQuery(text: string): string | undefined {
   const words = searchWords(text);
   return words.length === 0 ? undefined : words.map((w) => `"${w}"`).join(' OR ');
+}
+
+/** A sweep's statement parameters: who is not an orphan, and since when a heartbeat counts as live. */
+function orphanParams(scope: OrphanScope): { now: string; self: string; live_since: string } {
+  const liveSince = new Date(Date.now() - scope.staleAfterMs).toISOString();
+  return { now: now(), self: scope.self, live_since: liveSince };
 }
 
 function isBusy(err: unknown): boolean {
@@ -860,42 +867,17 @@ export class SqliteStore implements Store {
     await this.guard(() => this.stmt.removeInstance.run(instanceId));
   }
 
-  async releaseOrphanedDaemonLeases(options: {
-    self: string;
-    staleAfterMs: number;
-  }): Promise<number> {
-    const liveSince = new Date(Date.now() - options.staleAfterMs).toISOString();
-    return this.guard(
-      () =>
-        this.stmt.releaseOrphanedLeases.run({ self: options.self, live_since: liveSince }).changes,
-    );
+  async releaseOrphanedDaemonLeases(scope: OrphanScope): Promise<number> {
+    const { self, live_since } = orphanParams(scope);
+    return this.guard(() => this.stmt.releaseOrphanedLeases.run({ self, live_since }).changes);
   }
 
-  async closeOrphanedDaemonSessions(options: {
-    self: string;
-    staleAfterMs: number;
-  }): Promise<number> {
-    const liveSince = new Date(Date.now() - options.staleAfterMs).toISOString();
-    return this.guard(
-      () =>
-        this.stmt.closeOrphanedDaemonSessions.run({
-          now: now(),
-          self: options.self,
-          live_since: liveSince,
-        }).changes,
-    );
+  async closeOrphanedDaemonSessions(scope: OrphanScope): Promise<number> {
+    return this.guard(() => this.stmt.closeOrphanedDaemonSessions.run(orphanParams(scope)).changes);
   }
 
-  async interruptOrphanedTasks(options: { self: string; staleAfterMs: number }): Promise<number> {
-    const liveSince = new Date(Date.now() - options.staleAfterMs).toISOString();
-    return this.guard(
-      () =>
-        this.stmt.interruptOrphanedTasks.run({
-          now: now(),
-          self: options.self,
-          live_since: liveSince,
-        }).changes,
-    );
+  async interruptOrphanedTasks(scope: OrphanScope): Promise<number> {
+    return this.guard(() => this.stmt.interruptOrphanedTasks.run(orphanParams(scope)).changes);
   }
 
   // ---- daemons --------------------------------------------------------------
