@@ -53,6 +53,7 @@ import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
 import { sessionRoutes } from './http/routes/sessions.js';
 import { AgentReloader } from './agents/agent-reloader.js';
+import { a2aRoutes } from './a2a/routes.js';
 import { CairnMetrics } from './metrics/metrics.js';
 
 export interface AppOptions {
@@ -256,6 +257,15 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
           store,
           compaction,
           contextWindow: settings.models.main.contextWindow,
+        }),
+      (app, { streams }) =>
+        a2aRoutes(app, {
+          agents: registry,
+          tasks,
+          store,
+          events,
+          streams,
+          keyRequired: settings.server.apiKey !== null,
         }),
       ...(consoleBuilt(consoleDir)
         ? [(app: FastifyInstance) => consoleRoutes(app, { dir: consoleDir })]

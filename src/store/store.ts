@@ -309,6 +309,8 @@ export interface TaskStore {
   listTasks(filter: {
     status?: TaskStatus;
     agentName?: string;
+    /** Only the tasks of this session (an A2A context). */
+    sessionId?: string;
     limit: number;
     cursor?: string;
   }): Promise<Page<TaskRow>>;

@@ -1598,6 +1598,14 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
             store.listTasks({ limit: 2, cursor: 'garbage' }),
             'VALIDATION_ERROR',
           );
+
+          // By session: the tasks of one conversation, whatever else the agent runs.
+          const other = await newSession({ mode: 'task' });
+          const elsewhere = await taskIn(other.id, 'alpha', 'input elsewhere');
+          expect(await ids({ sessionId: other.id, limit: 100 })).toEqual([elsewhere.id]);
+          expect(await ids({ sessionId: session.id, agentName: 'beta', limit: 100 })).toEqual(
+            [created[1]!.id, created[3]!.id, created[5]!.id].sort(),
+          );
         });
       });
     });

@@ -804,12 +804,14 @@ export class SqliteStore implements Store {
   async listTasks(filter: {
     status?: TaskStatus;
     agentName?: string;
+    sessionId?: string;
     limit: number;
     cursor?: string;
   }): Promise<Page<TaskRow>> {
     return this.newestFirst<TaskRow>('tasks', filter, {
       status: filter.status,
       agent_name: filter.agentName,
+      session_id: filter.sessionId,
     });
   }
 
