@@ -35,6 +35,7 @@ const FILES = [
     '08-memory',
     '10-openai-api',
     '13-running-several-instances',
+    '14-a2a',
   ].map((chapter) => `docs/guide/${chapter}.md`),
 ];
 

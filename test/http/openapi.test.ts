@@ -48,6 +48,9 @@ describe('OpenAPI and /docs', () => {
       'GET /tasks/:id',
       'PUT /agents/:name/memory/:key',
       'GET /events',
+      'GET /.well-known/agent-card.json',
+      'GET /a2a/:name/.well-known/agent-card.json',
+      'POST /a2a/:name',
     ]) {
       expect(documented, expected).toContain(expected);
     }

@@ -1538,7 +1538,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           ).toMatchObject({ status: 'running', error: null });
         });
 
-        it('listTasks filters by status and agent and pages with a cursor', async () => {
+        it('listTasks filters by status, agent and session and pages with a cursor', async () => {
           const session = await newSession({ mode: 'task' });
           const created: TaskRow[] = [];
           for (let i = 0; i < 7; i++) {
