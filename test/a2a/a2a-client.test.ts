@@ -24,7 +24,7 @@ import {
   JsonRpcTransportFactory,
   type Client,
 } from '@a2a-js/sdk/client';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 const API_KEY = 'sk-cairn-a2a-test';
@@ -551,6 +551,68 @@ describe('streaming', () => {
     );
     expect(unknown.status).toBe(200);
     expect(unknown.json.error.code).toBe(-32001);
+  });
+});
+
+describe('a peer that goes away', () => {
+  it('mid-stream: the stream stops following the task at once, and the task runs on', async () => {
+    fake().script({ content: 'Finished without you.', delayMs: 3_000 });
+    const listening = harness.app.events.subscriberCount;
+    const controller = new AbortController();
+    const res = await withKey(`${base}/a2a/assistant`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'SendStreamingMessage',
+        params: { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'Slow one' }] } },
+      }),
+      signal: controller.signal,
+    });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const taskId = /"id":"(task_[0-9a-f]+)"/.exec(first)![1]!;
+    expect(harness.app.events.subscriberCount).toBe(listening + 1);
+    controller.abort();
+    // Well before the model answers, nothing listens for the task any more.
+    await vi.waitFor(() => expect(harness.app.events.subscriberCount).toBe(listening), {
+      timeout: 2_000,
+    });
+    expect((await harness.app.store.findTask(taskId))?.status).toBe('running');
+    await harness.app.tasks.cancelTask(taskId);
+  });
+});
+
+describe('a task a restart interrupted', () => {
+  it('is input-required, and a message on it continues it', async () => {
+    const session = await harness.app.runtime.createSession({
+      agentName: 'assistant',
+      mode: 'task',
+    });
+    const row = await harness.app.store.createTask({
+      sessionId: session.id,
+      agentName: 'assistant',
+      input: 'Count the files',
+    });
+    await harness.app.store.transitionTask(row.id, ['running'], {
+      status: 'interrupted',
+      error: 'The server stopped while this task was running.',
+    });
+    const client = await clientFor('assistant');
+    const read = await client.getTask({ tenant: '', id: row.id });
+    expect(read.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    expect(texts(read.status?.message?.parts)[0]).toContain('interrupted by a server restart');
+
+    fake().script({ content: 'There are 3 files.' });
+    const done = await send(client, userMessage('Go on, please.', { taskId: row.id }));
+    expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(texts(done.artifacts[0]!.parts)).toEqual(['There are 3 files.']);
+    expect(fake().requests.at(-1)!.body.messages.at(-1)).toEqual({
+      role: 'user',
+      content: 'Go on, please.',
+    });
   });
 });
 
