@@ -42,9 +42,10 @@ import {
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError, describeError } from '../errors.js';
+import type { StoredMessage } from '../llm/messages.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type { TaskRunner } from '../runtime/task-runner.js';
-import type { SessionStore, TaskRow, TaskStore } from '../store/store.js';
+import type { MessageLog, SessionStore, TaskRow, TaskStore } from '../store/store.js';
 import type { A2AAccess } from './access.js';
 import {
   approvalDecision,
@@ -56,6 +57,7 @@ import {
   replyArtifact,
   statusForState,
   taskStatus,
+  textPart,
   toA2ATask,
 } from './task-view.js';
 
@@ -75,7 +77,9 @@ export interface CairnA2AHandlerDeps {
     TaskRunner,
     'runTask' | 'resumeTask' | 'decideApproval' | 'cancelTask' | 'wait' | 'getTask'
   >;
-  store: Pick<TaskStore, 'findTask' | 'listTasks'> & Pick<SessionStore, 'findSession'>;
+  store: Pick<TaskStore, 'findTask' | 'listTasks'> &
+    Pick<SessionStore, 'findSession'> &
+    Pick<MessageLog, 'listMessages'>;
   events: Pick<EventBus, 'subscribe'>;
   /** Where unexpected failures are reported (the peer only hears that one happened). */
   log: (details: Record<string, unknown>, message: string) => void;
@@ -284,17 +288,32 @@ export class CairnA2AHandler implements A2ARequestHandler {
     return task;
   }
 
-  /** The task's snapshot, then the events of each change until it settles. */
+  /**
+   * The task's snapshot, then the events of each change until it settles:
+   * while it works, a `working` status update for each step in which the
+   * agent calls tools; at the end, the reply and the final status.
+   */
   private async *stream(
     first: TaskRow,
     follower: TaskFollower,
     historyLength: number | undefined,
   ): AsyncGenerator<StreamResponse, void, undefined> {
-    follower.track(first.id);
+    follower.track(first);
     yield { payload: { $case: 'task', value: toA2ATask(first, historyLength) } };
     let last = first;
     while (!isSettled(last.status)) {
       if (!(await follower.next())) return;
+      for (const seq of follower.takeAgentMessages()) {
+        const [message] = await this.deps.store.listMessages(first.session_id, {
+          afterSeq: seq - 1,
+          limit: 1,
+        });
+        const tools = (message?.seq === seq ? (message.tool_calls ?? []) : [])
+          .map((call) => call.function.name)
+          // A question arrives as input-required, not as progress.
+          .filter((name) => name !== 'ask_user');
+        if (tools.length > 0) yield progressEvent(last, message!, tools);
+      }
       const row = await this.deps.store.findTask(first.id);
       if (!row) return;
       if (row.status === last.status && row.updated_at === last.updated_at) continue;
@@ -347,12 +366,16 @@ export class CairnA2AHandler implements A2ARequestHandler {
 
 /**
  * Wakes a stream when the task it follows may have changed (any task event
- * naming it), or when the peer went away. Listening starts at construction,
- * before the task id is known, so nothing in between is missed.
+ * naming it), when the agent wrote a message in the task's session (its
+ * progress), or when the peer went away. Listening starts at construction,
+ * before the task is known, so nothing in between is missed.
  */
 class TaskFollower {
   private taskId: string | undefined;
+  private sessionId: string | undefined;
   private dirty = false;
+  /** Seqs of the agent's messages not yet reported, with their sessions (kept until the task is known). */
+  private agentMessages: { sessionId: string; seq: number }[] = [];
   private wake: (() => void) | undefined;
   private readonly unsubscribe: () => void;
   private readonly onAbort = (): void => this.wake?.();
@@ -362,16 +385,22 @@ class TaskFollower {
     private readonly signal: AbortSignal | undefined,
   ) {
     this.unsubscribe = events.subscribe((event) => {
-      if (!event.type.startsWith('task.')) return;
-      if (this.taskId !== undefined && event.data.taskId !== this.taskId) return;
+      if (event.type === 'message.created' && event.data.role === 'assistant') {
+        const { seq } = event.data;
+        if (event.session_id === null || typeof seq !== 'number') return;
+        if (this.sessionId !== undefined && event.session_id !== this.sessionId) return;
+        this.agentMessages.push({ sessionId: event.session_id, seq });
+      } else if (!event.type.startsWith('task.')) return;
+      else if (this.taskId !== undefined && event.data.taskId !== this.taskId) return;
       this.dirty = true;
       this.wake?.();
     });
     signal?.addEventListener('abort', this.onAbort);
   }
 
-  track(taskId: string): void {
-    this.taskId = taskId;
+  track(task: TaskRow): void {
+    this.taskId = task.id;
+    this.sessionId = task.session_id;
   }
 
   /** Resolves true once something happened to the task since the last call; false if the peer left. */
@@ -383,11 +412,47 @@ class TaskFollower {
     return !this.signal?.aborted;
   }
 
+  /** The seqs of the agent's new messages in the task's session, once each. */
+  takeAgentMessages(): number[] {
+    const seqs = this.agentMessages.filter((m) => m.sessionId === this.sessionId).map((m) => m.seq);
+    this.agentMessages = [];
+    return seqs;
+  }
+
   stop(): void {
     this.unsubscribe();
     this.signal?.removeEventListener('abort', this.onAbort);
     this.wake?.();
   }
+}
+
+/** A `working` status update saying which tools the agent is calling. */
+function progressEvent(task: TaskRow, step: StoredMessage, tools: string[]): StreamResponse {
+  const message: Message = {
+    messageId: `${task.id}-progress-${step.seq}`,
+    contextId: task.session_id,
+    taskId: task.id,
+    role: Role.ROLE_AGENT,
+    parts: [textPart(`Calling ${tools.map((t) => `"${t}"`).join(', ')}.`)],
+    metadata: undefined,
+    extensions: [],
+    referenceTaskIds: [],
+  };
+  return {
+    payload: {
+      $case: 'statusUpdate',
+      value: {
+        taskId: task.id,
+        contextId: task.session_id,
+        status: {
+          state: TaskState.TASK_STATE_WORKING,
+          message,
+          timestamp: step.created_at,
+        },
+        metadata: undefined,
+      },
+    },
+  };
 }
 
 /** The events a change to `row` makes: a completed task's reply as an artifact, then the new status. */

@@ -479,6 +479,32 @@ describe('streaming', () => {
     expect(status.status.state).toBe(TaskState.TASK_STATE_COMPLETED);
   });
 
+  it('reports each step in which the agent calls tools as a working update', async () => {
+    fake().script(
+      { tool_calls: [{ name: 'current_time', arguments: '{}' }] },
+      { content: 'It is noon.' },
+    );
+    const client = await clientFor('assistant');
+    const events = await collect(
+      client.sendMessageStream({
+        tenant: '',
+        message: userMessage('What time is it?'),
+        configuration: undefined,
+        metadata: undefined,
+      }),
+    );
+    expect(events.map((e) => e.payload?.$case)).toEqual([
+      'task',
+      'statusUpdate',
+      'artifactUpdate',
+      'statusUpdate',
+    ]);
+    const progress = events[1]!.payload!.value as any;
+    expect(progress.status.state).toBe(TaskState.TASK_STATE_WORKING);
+    expect(texts(progress.status.message.parts)).toEqual(['Calling "current_time".']);
+    expect((events[3]!.payload!.value as any).status.state).toBe(TaskState.TASK_STATE_COMPLETED);
+  });
+
   it('stops at input-required, and a streamed answer carries the task to completed', async () => {
     fake().script({
       tool_calls: [{ name: 'ask_user', arguments: JSON.stringify({ question: 'Which city?' }) }],
@@ -492,6 +518,8 @@ describe('streaming', () => {
         metadata: undefined,
       }),
     );
+    // The question is the input-required status, not a progress update.
+    expect(asked.map((e) => e.payload?.$case)).toEqual(['task', 'statusUpdate']);
     const last = asked.at(-1)!.payload!.value as any;
     expect(last.status.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     expect(texts(last.status.message.parts)).toEqual(['Which city?']);
