@@ -117,6 +117,8 @@ export class CairnA2AHandler implements A2ARequestHandler {
     try {
       const task = await this.guard(() => this.accept(params));
       yield* this.stream(task, follower, params.configuration?.historyLength);
+    } catch (err) {
+      throw this.toA2AError(err);
     } finally {
       follower.stop();
     }
@@ -135,6 +137,8 @@ export class CairnA2AHandler implements A2ARequestHandler {
         );
       }
       yield* this.stream(task, follower, undefined);
+    } catch (err) {
+      throw this.toA2AError(err);
     } finally {
       follower.stop();
     }

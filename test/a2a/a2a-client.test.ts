@@ -878,3 +878,32 @@ describe('bad requests get JSON-RPC errors, never a 500', () => {
     );
   });
 });
+
+describe('an unexpected failure', () => {
+  it('is a JSON-RPC internal error that says nothing of the internals (HTTP 200, never a 500)', async () => {
+    const t = await startTestApp({ fake: null });
+    try {
+      await t.app.server.listen({ host: '127.0.0.1', port: 0 });
+      const address = t.app.server.server.address();
+      if (address === null || typeof address === 'string') throw new Error('no address');
+      // The database goes away under the server: the store throws what its driver throws.
+      await t.app.store.close();
+      const res = await fetch(`http://127.0.0.1:${address.port}/a2a/assistant`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'GetTask',
+          params: { id: 'task_1' },
+        }),
+      });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as any;
+      expect(body).toMatchObject({ jsonrpc: '2.0', id: 1, error: { code: -32603 } });
+      expect(body.error.message).toBe('Internal error. The server log has the details.');
+    } finally {
+      await t.close();
+    }
+  });
+});
