@@ -343,25 +343,21 @@ export class CairnA2AHandler implements A2ARequestHandler {
     if (err instanceof A2AError) return err;
     if (err instanceof CairnError) {
       const metadata = { cairnCode: err.code };
-      switch (err.code) {
-        case 'TASK_NOT_FOUND':
-          return new TaskNotFoundError({ message: err.message, metadata });
-        case 'VALIDATION_ERROR':
-        case 'SESSION_NOT_FOUND':
-        case 'SESSION_CLOSED':
-        case 'SESSION_AGENT_MISMATCH':
-          return new RequestMalformedError({ message: err.message, metadata });
-        case 'TASK_WAITING':
-          return new UnsupportedOperationError({
-            message: `${err.message} Over A2A, answer it with a message that carries its taskId.`,
-            metadata,
-          });
-        case 'TASK_NOT_WAITING':
-          return new UnsupportedOperationError({ message: err.message, metadata });
-        default:
-          // Cairn's messages say what happened and what to do, without internals.
-          return new A2AError({ message: `${err.code}: ${err.message}`, metadata });
+      if (err.code === 'TASK_NOT_FOUND')
+        return new TaskNotFoundError({ message: err.message, metadata });
+      // A conflict with the task's or session's state: the message cannot be taken now.
+      if (err.status === 409) {
+        const hint =
+          err.code === 'TASK_WAITING'
+            ? ' Over A2A, answer it with a message that carries its taskId.'
+            : '';
+        return new UnsupportedOperationError({ message: `${err.message}${hint}`, metadata });
       }
+      // What the peer sent names something missing or unusable (a closed session, …).
+      if (err.status === 400 || err.status === 404)
+        return new RequestMalformedError({ message: err.message, metadata });
+      // Cairn's messages say what happened and what to do, without internals.
+      return new A2AError({ message: `${err.code}: ${err.message}`, metadata });
     }
     this.deps.log({ agent: this.deps.agent.name, error: describeError(err) }, 'A2A request failed');
     return new A2AError('Internal error. The server log has the details.');

@@ -858,6 +858,34 @@ describe('bad requests get JSON-RPC errors, never a 500', () => {
     expect(fake().requests).toHaveLength(0);
   });
 
+  it('a message in a closed context is refused with the reason', async () => {
+    fake().script({ content: 'First.' });
+    const client = await clientFor('assistant');
+    const task = await send(client, userMessage('Hi'));
+    const closed = await harness.app.server.inject({
+      method: 'POST',
+      url: `/sessions/${task.contextId}/close`,
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    expect(closed.statusCode).toBe(200);
+    const refused = await rpc('/a2a/assistant', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'SendMessage',
+      params: {
+        message: {
+          messageId: 'm',
+          role: 'ROLE_USER',
+          contextId: task.contextId,
+          parts: [{ text: 'Again' }],
+        },
+      },
+    });
+    expect(refused.json.error.code).toBe(-32602);
+    expect(refused.json.error.message).toContain('is closed');
+    expect(refused.json.error.data[0].metadata).toEqual({ cairnCode: 'SESSION_CLOSED' });
+  });
+
   it('a data part reaches the model as JSON text', async () => {
     fake().script({ content: 'Got it.' });
     const res = await rpc('/a2a/assistant', {
