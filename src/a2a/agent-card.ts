@@ -9,9 +9,8 @@ import { A2A_PROTOCOL_VERSION, AgentCard } from '@a2a-js/sdk';
 import type { AgentSkill, SecurityRequirement, SecurityScheme } from '@a2a-js/sdk';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { VERSION } from '../version.js';
+import { AGENT_CARD_PATH } from './paths.js';
 
-/** The card's path under an agent's A2A URL (and under the server root, for the index). */
-export const AGENT_CARD_PATH = '.well-known/agent-card.json';
 /** What the peer may send: text, and JSON data parts (given to the agent as JSON text). */
 const INPUT_MODES = ['text/plain', 'application/json'];
 const OUTPUT_MODES = ['text/plain'];

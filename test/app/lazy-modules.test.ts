@@ -4,7 +4,8 @@
  * the composition root (src/app.ts) and from `cairn serve`, and fails when
  * one of the lazy packages is reachable by a static import again: the MCP SDK
  * (with zod, ~20 MB resident; loaded by the first MCP connection or POST
- * /mcp) and pino-pretty (only for pretty log lines).
+ * /mcp), the A2A SDK (~9 MB; loaded by the first A2A request) and
+ * pino-pretty (only for pretty log lines).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
 
-const LAZY_PACKAGES = ['@modelcontextprotocol/sdk', 'pino-pretty'];
+const LAZY_PACKAGES = ['@modelcontextprotocol/sdk', '@a2a-js/sdk', 'pino-pretty'];
 
 /** Static value imports and re-exports of a module (`import type` and `import()` excluded). */
 function staticImports(source: string): string[] {
