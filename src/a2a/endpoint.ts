@@ -40,6 +40,9 @@ const METHODS = new Set([
   'GetExtendedAgentCard',
 ]);
 
+/** The `A2A-Version` values this endpoint speaks: 1.0, with or without a patch number. */
+const SPOKEN_VERSION = /^1\.0(\.\d+)?$/;
+
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
 const METHOD_NOT_FOUND = -32601;
@@ -134,8 +137,9 @@ export async function answerRpc(call: {
   const card = AgentCard.fromJSON(agentCard(agent, call.cards));
   const header = request.headers[A2A_VERSION_HEADER.toLowerCase()];
   const version = typeof header === 'string' && header.trim() !== '' ? header.trim() : undefined;
-  // No header: the peer gets the only version there is here.
-  if (version !== undefined && version !== A2A_PROTOCOL_VERSION) {
+  // No header: the peer gets the only version there is here. Versions are
+  // major.minor; a patch number ("1.0.1") is the same protocol.
+  if (version !== undefined && !SPOKEN_VERSION.test(version)) {
     const error = new VersionNotSupportedError(
       `A2A version "${version}" is not supported: this server speaks ${A2A_PROTOCOL_VERSION}.`,
     );

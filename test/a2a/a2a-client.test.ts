@@ -813,6 +813,12 @@ describe('bad requests get JSON-RPC errors, never a 500', () => {
       { 'a2a-version': '0.3' },
     );
     expect(version.json.error.code).toBe(-32009);
+    const patch = await rpc(
+      path,
+      { jsonrpc: '2.0', id: 8, method: 'GetTask', params: { id: 'task_x' } },
+      { 'a2a-version': '1.0.1' },
+    );
+    expect(patch.json.error.code).toBe(-32001);
     const push = await rpc(path, {
       jsonrpc: '2.0',
       id: 9,
