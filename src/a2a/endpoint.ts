@@ -43,6 +43,9 @@ const METHODS = new Set([
 /** The `A2A-Version` values this endpoint speaks: 1.0, with or without a patch number. */
 const SPOKEN_VERSION = /^1\.0(\.\d+)?$/;
 
+/** The methods that answer with an event stream. */
+const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask']);
+
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
 const METHOD_NOT_FOUND = -32601;
@@ -157,31 +160,33 @@ export async function answerRpc(call: {
     events: deps.events,
     log: (details, message) => request.log.error(details, message),
   });
-  const result = await new JsonRpcTransportHandler(handler).handle(envelope.request, context);
-  if (!(Symbol.asyncIterator in result)) return result;
-
-  // A stream: its first event decides whether this is an event stream at all
-  // (an error before it is a plain JSON-RPC error answer).
-  const iterator = result[Symbol.asyncIterator]();
-  let first: IteratorResult<unknown>;
+  // A stream's slot is taken before any work, so a stream refused for the
+  // limit (503) has started no task. It is handed to the event stream below.
+  const holdSlot = STREAMING_METHODS.has(envelope.request.method as string)
+    ? deps.streams.acquire()
+    : undefined;
+  let result: Awaited<ReturnType<JsonRpcTransportHandler['handle']>>;
+  let first: IteratorResult<unknown> | undefined;
   try {
-    first = await iterator.next();
+    result = await new JsonRpcTransportHandler(handler).handle(envelope.request, context);
+    if (!(Symbol.asyncIterator in result)) return result;
+    // The first event decides whether this is an event stream at all (an
+    // error before it is a plain JSON-RPC error answer).
+    first = await result[Symbol.asyncIterator]().next();
   } catch (err) {
     return { jsonrpc: '2.0', id, error: JsonRpcTransportHandler.mapToJSONRPCError(err) };
+  } finally {
+    holdSlot?.();
   }
-  let sse: SseStream;
-  try {
-    sse = new SseStream(reply, deps.streams);
-  } catch (err) {
-    await iterator.return(undefined);
-    throw err;
-  }
+  const iterator = result[Symbol.asyncIterator]();
+  // Synchronously after giving the slot back: nothing can take it in between.
+  const sse = new SseStream(reply, deps.streams);
   openStreams.add(abort);
   const keepalive = setInterval(() => sse.comment('keepalive'), SSE_KEEPALIVE_MS);
   // The response's close: the peer went away (or the stream ended).
   reply.raw.on('close', () => abort.abort());
   try {
-    if (!first.done) sse.data(first.value);
+    if (first !== undefined && !first.done) sse.data(first.value);
     for (;;) {
       const next = await iterator.next();
       if (next.done || sse.isClosed) break;

@@ -387,6 +387,26 @@ describe('SendMessage', () => {
       expect(runs().slice(before)).toEqual(['/tmp/a.txt']);
     });
 
+    it('two decisions at once: exactly one is taken, the other is refused, and the tool runs once', async () => {
+      const client = await clientFor('guarded');
+      const before = runs().length;
+      const task = await waitingForApproval(client, '/tmp/race.txt');
+      fake().setDefault(() => ({ content: 'Deleted once.' }));
+      const outcomes = await Promise.allSettled([
+        send(client, userMessage('approve', { taskId: task.id })),
+        send(client, userMessage('approve', { taskId: task.id })),
+      ]);
+      const taken = outcomes.filter((o) => o.status === 'fulfilled');
+      const refused = outcomes.filter((o) => o.status === 'rejected');
+      expect(taken).toHaveLength(1);
+      expect(refused).toHaveLength(1);
+      expect(String((refused[0] as PromiseRejectedResult).reason)).toMatch(
+        /still working|approved, denied or cancelled by another request|not waiting for approval/,
+      );
+      await harness.app.tasks.wait(task.id);
+      expect(runs().slice(before)).toEqual(['/tmp/race.txt']);
+    });
+
     it('"deny" with a reason: the tool is not run and the model hears why', async () => {
       const client = await clientFor('guarded');
       const before = runs().length;
@@ -910,6 +930,45 @@ describe('bad requests get JSON-RPC errors, never a 500', () => {
     expect(fake().requests.at(-1)!.body.messages.at(-1).content).toBe(
       'Order:\n{"item":"tea","qty":2}',
     );
+  });
+});
+
+describe('the stream limit', () => {
+  it('a stream over server.maxStreams is 503 before any work: no task, nothing followed', async () => {
+    const t = await startTestApp({ server: { maxStreams: 1 } });
+    try {
+      await t.app.server.listen({ host: '127.0.0.1', port: 0 });
+      const address = t.app.server.server.address();
+      if (address === null || typeof address === 'string') throw new Error('no address');
+      const url = `http://127.0.0.1:${address.port}/a2a/assistant`;
+      const stream = (signal?: AbortSignal) =>
+        fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'SendStreamingMessage',
+            params: { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'Hi' }] } },
+          }),
+          ...(signal ? { signal } : {}),
+        });
+      t.fake!.script({ content: 'slow', delayMs: 3_000 }, { content: 'second' });
+      const controller = new AbortController();
+      const first = await stream(controller.signal);
+      expect(first.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      const listening = t.app.events.subscriberCount;
+      const second = await stream();
+      expect(second.status).toBe(503);
+      expect(((await second.json()) as any).error.code).toBe('SERVICE_UNAVAILABLE');
+      // The refused stream started no task and follows nothing.
+      expect((await t.app.store.listTasks({ limit: 10 })).items).toHaveLength(1);
+      expect(t.app.events.subscriberCount).toBe(listening);
+      controller.abort();
+    } finally {
+      await t.app.tasks.drain();
+      await t.close();
+    }
   });
 });
 
