@@ -972,6 +972,38 @@ describe('the stream limit', () => {
   });
 });
 
+describe('shutdown', () => {
+  it('ends open streams (a peer re-attaches elsewhere with SubscribeToTask)', async () => {
+    const t = await startTestApp({});
+    await t.app.server.listen({ host: '127.0.0.1', port: 0 });
+    const address = t.app.server.server.address();
+    if (address === null || typeof address === 'string') throw new Error('no address');
+    t.fake!.script({ content: 'After the stream.', delayMs: 1_500 });
+    const res = await fetch(`http://127.0.0.1:${address.port}/a2a/assistant`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'SendStreamingMessage',
+        params: { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'Hi' }] } },
+      }),
+    });
+    const reader = res.body!.getReader();
+    let text = new TextDecoder().decode((await reader.read()).value);
+    const closing = t.close();
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      text += new TextDecoder().decode(chunk.value);
+    }
+    // The stream ended with the server, before the task did.
+    expect(text).toContain('TASK_STATE_WORKING');
+    expect(text).not.toContain('TASK_STATE_COMPLETED');
+    await closing;
+  });
+});
+
 describe('an unexpected failure', () => {
   it('is a JSON-RPC internal error that says nothing of the internals (HTTP 200, never a 500)', async () => {
     const t = await startTestApp({ fake: null });
