@@ -11,6 +11,7 @@ import type { TokenUsage, ToolCall } from '../llm/messages.js';
 import type { MessageLog, ResponseStore, SessionRow, SessionStore } from '../store/store.js';
 import { readResponsesRequest, toolSpecs, type ResponseFunctionTool } from './responses-request.js';
 import type { ConversationResult, Conversations } from './conversations.js';
+import { describeError } from '../errors.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
@@ -105,16 +106,30 @@ function responseUsage(usage: TokenUsage) {
   };
 }
 
-/** The `response` object; no `outcome` means still in progress. */
-function responseObject(fields: ResponseFields, outcome?: ResponseOutcome) {
+/** Why a response failed, as OpenAI's `response.error` says it. */
+interface ResponseFailure {
+  code: 'server_error' | 'rate_limit_exceeded';
+  message: string;
+}
+
+/** The `response` object; no `outcome` means still in progress, or failed with `failure`. */
+function responseObject(
+  fields: ResponseFields,
+  outcome?: ResponseOutcome,
+  failure?: ResponseFailure,
+) {
   const done = outcome !== undefined;
   return {
     id: fields.id,
     object: 'response' as const,
     created_at: fields.createdAt,
-    status: done ? ('completed' as const) : ('in_progress' as const),
+    status: done
+      ? ('completed' as const)
+      : failure
+        ? ('failed' as const)
+        : ('in_progress' as const),
     completed_at: done ? Math.floor(Date.now() / 1000) : null,
-    error: null,
+    error: failure ?? null,
     incomplete_details: null,
     instructions: fields.instructions,
     model: fields.model,
@@ -199,15 +214,49 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       });
     };
 
+    /**
+     * Stores a turn that started and then failed (the model, the client going
+     * away) as a `failed` response, so reading it back never says
+     * `in_progress` for ever. Best effort: the turn's own error is what the
+     * client is told.
+     */
+    const storeFailure = async (fields: ResponseFields | undefined, err: unknown) => {
+      if (fields === undefined) return;
+      const [, body] = toOpenAIError(err, request.id);
+      const failure: ResponseFailure = {
+        code: body.error.code === 'rate_limit_exceeded' ? 'rate_limit_exceeded' : 'server_error',
+        message: signal.aborted
+          ? 'The client went away before the response was finished.'
+          : body.error.message,
+      };
+      try {
+        const session = await deps.store.findSession(prepared.session.id);
+        if (!session) return;
+        await deps.store.saveResponse({
+          id: fields.id,
+          session_id: session.id,
+          end_seq: session.last_seq,
+          body: responseObject(fields, undefined, failure),
+        });
+      } catch (storeErr) {
+        request.log.warn({ err: describeError(storeErr) }, 'a failed response was not stored');
+      }
+    };
+
     if (!input.stream) {
       // Set before the turn runs, so a failed turn's error still names its session.
       void reply.header(SESSION_HEADER, prepared.session.id);
       let fields: ResponseFields | undefined;
-      const result = await prepared.run({
-        stream: false,
-        signal,
-        onStart: (session) => (fields = fieldsAt(session)),
-      });
+      const result = await prepared
+        .run({
+          stream: false,
+          signal,
+          onStart: (session) => (fields = fieldsAt(session)),
+        })
+        .catch(async (err: unknown) => {
+          await storeFailure(fields, err);
+          throw err;
+        });
       const body = responseObject(fields!, outcomeOf(fields!, result));
       await store(fields!, result, body);
       return body;
@@ -287,6 +336,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       await store(fields!, result, body);
       emit('response.completed', { response: body });
     } catch (err) {
+      await storeFailure(fields, err);
       const [status, body] = toOpenAIError(err, request.id);
       markTurnFailed(request);
       if (status >= 500) request.log.error({ code: body.error.code }, 'streamed response failed');
@@ -321,13 +371,17 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     const turn = messages.slice(1);
     const next = turn.findIndex((m) => m.role === 'user');
     const own = next >= 0 ? turn.slice(0, next) : turn;
-    if (messages[0] === undefined) throw notFound();
+    // Only an id Cairn issued names a turn: one that starts with its input right after the seq.
+    const start = messages[0];
+    if (start === undefined || start.seq !== startSeq + 1 || start.role !== 'user')
+      throw notFound();
     const answer = [...own]
       .reverse()
       .find((m) => m.role === 'assistant' && !m.tool_calls?.length && m.content !== null);
+    if (answer?.content === undefined || answer.content === null) throw notFound();
     const fields: ResponseFields = {
       id: request.params.id,
-      createdAt: Math.floor(Date.parse(messages[0].created_at) / 1000),
+      createdAt: Math.floor(Date.parse(start.created_at) / 1000),
       model: session.agent_name,
       instructions: null,
       previousResponseId: null,
@@ -335,12 +389,10 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       metadata: {},
       tools: [],
     };
-    const text = answer?.content ?? undefined;
-    return responseObject(
-      fields,
-      text === undefined
-        ? undefined
-        : { items: [outputMessage(messageId(fields.id), text, 'completed')], text },
-    );
+    const text = answer.content;
+    return responseObject(fields, {
+      items: [outputMessage(messageId(fields.id), text, 'completed')],
+      text,
+    });
   });
 }

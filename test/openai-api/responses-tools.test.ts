@@ -371,6 +371,51 @@ describe('branching by previous_response_id', () => {
   });
 });
 
+describe('stored responses', () => {
+  it('a streamed turn that fails reads back as failed, never in_progress', async () => {
+    fake().script({ status: 500 });
+    const stream = await client.responses.create({
+      model: 'assistant',
+      input: 'this will fail',
+      stream: true,
+    });
+    const events: any[] = [];
+    await (async () => {
+      for await (const event of stream) events.push(event);
+    })().catch(() => undefined);
+    expect(events.map((e) => e.type)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'error',
+    ]);
+    const id = events.find((e) => e.type === 'response.created').response.id as string;
+    const stored = JSON.parse(JSON.stringify(await client.responses.retrieve(id)));
+    expect(stored.status).toBe('failed');
+    expect(stored.error).toMatchObject({ code: 'server_error' });
+    expect(schemaProblems('Response', stored)).toEqual([]);
+  });
+
+  it('a response id that names no turn of the session is a 404, even in the right shape', async () => {
+    const res = await harness.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      headers: { authorization: `Bearer ${API_KEY}` },
+      payload: { message: 'native turn' },
+    });
+    const sessionId = res.json<{ sessionId: string }>().sessionId;
+    // Seq 1 is the system prompt, 2 the user message, 3 the reply: a turn starts after seq 1 only.
+    const turn = await client.responses.retrieve(`resp_1_${sessionId}`);
+    expect(turn.output_text).toBe('echo: native turn');
+    for (const seq of [0, 2, 3, 40]) {
+      const err = await client.responses
+        .retrieve(`resp_${seq}_${sessionId}`)
+        .catch((e: unknown) => e);
+      expect(err, String(seq)).toBeInstanceOf(OpenAI.NotFoundError);
+      expect((err as ApiError).code).toBe('response_not_found');
+    }
+  });
+});
+
 describe('/v1/responses errors', () => {
   it('what Cairn cannot honour is a 400 naming it, in OpenAI shape', async () => {
     const cases: [Record<string, unknown>, string][] = [
