@@ -557,10 +557,10 @@ export class SqliteStore implements Store {
       this.db
         .transaction(() => {
           const source = this.stmt.getSession.get(id) as SessionRow | undefined;
-          if (source === undefined) return { kind: 'no-session' } as ForkOutcome;
+          if (source === undefined) return { kind: 'no-session' as const };
           const at = atSeq ?? (this.stmt.lastMessageSeq.get(id) as number | null) ?? 0;
           if (this.stmt.hasMessage.get(id, at) === undefined)
-            return { kind: 'no-message' } as ForkOutcome;
+            return { kind: 'no-message' as const };
           const carry = at >= source.compact_seq;
           const params = { id: forkId, source: id, at_seq: at };
           this.stmt.insertFork.run({ ...params, carry: carry ? 1 : 0, now: now() });
@@ -569,9 +569,9 @@ export class SqliteStore implements Store {
           this.stmt.finishFork.run({ id: forkId });
           this.scheduleHistoryIndex();
           return {
-            kind: 'forked',
+            kind: 'forked' as const,
             session: this.stmt.getSession.get(forkId) as SessionRow,
-          } as ForkOutcome;
+          };
         })
         .immediate(),
     );
