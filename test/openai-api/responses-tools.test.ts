@@ -1,5 +1,5 @@
 /**
- * /v1/responses with the client's function tools and branching, driven by
+ * /v1/responses with the client's function tools, driven by
  * the official `openai` package over real HTTP: a real Cairn app on
  * 127.0.0.1 (SQLite in a temp folder) with the fake OpenAI server behind it.
  * Every request body is checked against OpenAI's `CreateResponse` schema and
@@ -65,11 +65,6 @@ function checked<T>(body: T): T {
   return body;
 }
 
-/** The contents of the messages of the model request `index` (agent calls only). */
-function sentContents(index: number): (string | null)[] {
-  return fake().requests[index]!.body.messages.map((m: any) => m.content);
-}
-
 async function raw(path: string, body?: unknown) {
   const res = await fetch(`${baseURL}${path}`, {
     method: body === undefined ? 'GET' : 'POST',
@@ -80,10 +75,6 @@ async function raw(path: string, body?: unknown) {
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: res.status, headers: res.headers, json: (await res.json()) as any };
-}
-
-async function sessionCount(): Promise<number> {
-  return (await harness.app.store.listSessions({ limit: 500 })).items.length;
 }
 
 describe('/v1/responses with function tools', () => {
@@ -269,105 +260,6 @@ describe('/v1/responses with function tools', () => {
     expect(res.output[0]).toMatchObject({ type: 'function_call', call_id: 'call_z2' });
     const correction = fake().requests[1]!.body.messages.find((m: any) => m.role === 'tool');
     expect(correction.content).toContain('do not match');
-  });
-});
-
-describe('branching by previous_response_id', () => {
-  it('A, then B from A, then C from A: the model sees A then C, and each branch goes on by itself', async () => {
-    const a = await client.responses
-      .create(checked({ model: 'assistant', input: 'A' }))
-      .withResponse();
-    const b = await client.responses
-      .create(checked({ model: 'assistant', input: 'B', previous_response_id: a.data.id }))
-      .withResponse();
-    const parentSession = a.response.headers.get('x-cairn-session-id')!;
-    expect(b.response.headers.get('x-cairn-session-id')).toBe(parentSession);
-
-    const c = await client.responses
-      .create(checked({ model: 'assistant', input: 'C', previous_response_id: a.data.id }))
-      .withResponse();
-    expect(sentContents(2)).toEqual(['You are a test assistant.', 'A', 'echo: A', 'C']);
-    const branchSession = c.response.headers.get('x-cairn-session-id')!;
-    expect(branchSession).not.toBe(parentSession);
-    expect(c.data.previous_response_id).toBe(a.data.id);
-
-    // Each branch continues where it is: D after C, E after B.
-    await client.responses.create({
-      model: 'assistant',
-      input: 'D',
-      previous_response_id: c.data.id,
-    });
-    expect(sentContents(3)).toEqual([
-      'You are a test assistant.',
-      'A',
-      'echo: A',
-      'C',
-      'echo: C',
-      'D',
-    ]);
-    const e = await client.responses
-      .create({ model: 'assistant', input: 'E', previous_response_id: b.data.id })
-      .withResponse();
-    expect(e.response.headers.get('x-cairn-session-id')).toBe(parentSession);
-    expect(sentContents(4)).toEqual([
-      'You are a test assistant.',
-      'A',
-      'echo: A',
-      'B',
-      'echo: B',
-      'E',
-    ]);
-    expect((await client.responses.retrieve(b.data.id)).output_text).toBe('echo: B');
-    expectValidModelRequests();
-  });
-
-  it('a tool output answering an older response branches from it, with the call still open there', async () => {
-    fake().script(
-      { tool_calls: [{ id: 'call_b1', name: 'get_weather', arguments: '{"city":"Nice"}' }] },
-      { content: 'Warm in Nice.' },
-      { content: 'Again: warm.' },
-    );
-    const asked = await client.responses.create(
-      checked({ model: 'assistant', input: 'Weather in Nice?', tools: [WEATHER_TOOL] }),
-    );
-    const answer = checked({
-      model: 'assistant',
-      previous_response_id: asked.id,
-      input: [{ type: 'function_call_output' as const, call_id: 'call_b1', output: '25 C' }],
-      tools: [WEATHER_TOOL],
-    });
-    const first = await client.responses.create(answer).withResponse();
-    expect(first.data.output_text).toBe('Warm in Nice.');
-    // The same answer again (a regenerate): a new branch from the response with the open call.
-    const again = await client.responses.create(answer).withResponse();
-    expect(again.data.output_text).toBe('Again: warm.');
-    expect(again.response.headers.get('x-cairn-session-id')).not.toBe(
-      first.response.headers.get('x-cairn-session-id'),
-    );
-    const sent = fake().requests[2]!.body.messages;
-    expect(sent.filter((m: any) => m.role === 'tool').map((m: any) => m.content)).toEqual(['25 C']);
-    expect(sent.some((m: any) => m.content === 'Warm in Nice.')).toBe(false);
-    expectValidModelRequests();
-  });
-
-  it('a tool output for a call the older response did not make is a 400 and forks nothing', async () => {
-    const a = await client.responses.create({ model: 'assistant', input: 'first' });
-    await client.responses.create({
-      model: 'assistant',
-      input: 'second',
-      previous_response_id: a.id,
-    });
-    const before = await sessionCount();
-    const err = await client.responses
-      .create({
-        model: 'assistant',
-        previous_response_id: a.id,
-        input: [{ type: 'function_call_output', call_id: 'call_never', output: 'x' }],
-      })
-      .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((err as ApiError).code).toBe('tool_call_not_waiting');
-    expect(await sessionCount()).toBe(before);
   });
 });
 
