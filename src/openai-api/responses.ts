@@ -205,7 +205,11 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       tools: input.tools,
     });
     /** Stores the finished response, so GET returns it whole and a later turn can continue or branch from it. */
-    const store = async (fields: ResponseFields, result: ConversationResult, body: object) => {
+    const storeFinished = async (
+      fields: ResponseFields,
+      result: ConversationResult,
+      body: object,
+    ) => {
       await deps.store.saveResponse({
         id: fields.id,
         session_id: result.sessionId,
@@ -258,7 +262,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
           throw err;
         });
       const body = responseObject(fields!, outcomeOf(fields!, result));
-      await store(fields!, result, body);
+      await storeFinished(fields!, result, body);
       return body;
     }
 
@@ -333,7 +337,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
         emit('response.output_item.done', { output_index: index, item });
       }
       const body = responseObject(fields!, outcome);
-      await store(fields!, result, body);
+      await storeFinished(fields!, result, body);
       emit('response.completed', { response: body });
     } catch (err) {
       await storeFailure(fields, err);
