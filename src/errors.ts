@@ -14,6 +14,8 @@ export const ERROR_STATUS = {
   AGENT_NOT_FOUND: 404,
   SESSION_NOT_FOUND: 404,
   TASK_NOT_FOUND: 404,
+  /** A fork point (`atSeq`) that is not a message of the session. */
+  MESSAGE_NOT_FOUND: 404,
   COMPACTION_CONFLICT: 409,
   TASK_NOT_WAITING: 409,
   TASK_WAITING: 409,

@@ -118,3 +118,16 @@ describe('<Transcript>', () => {
     expect(html).toContain('&lt;img');
   });
 });
+
+describe('Fork from here', () => {
+  it('is offered on user and assistant messages, not on system messages or tool calls, when forking is possible', () => {
+    const html = renderToString(
+      <Transcript messages={HISTORY} compactSize={4} summary="S" onFork={() => undefined} />,
+    );
+    // Messages 2, 5, 6 and 7 are texts of the user or the assistant.
+    expect(html.match(/Fork from here/g)).toHaveLength(4);
+    expect(html).not.toMatch(/data-seq="1"[^>]*>(?:(?!<\/li>).)*Fork from here/s);
+    const without = renderToString(<Transcript messages={HISTORY} compactSize={4} summary="S" />);
+    expect(without).not.toContain('Fork from here');
+  });
+});

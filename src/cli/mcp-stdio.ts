@@ -2,12 +2,13 @@
  * `cairn mcp`: Cairn as an MCP server on stdin/stdout, for MCP clients that
  * start their servers as child processes (desktop assistants, IDEs). Builds the
  * same app as `cairn serve` without listening; logs go to stderr, since stdout
- * carries the protocol. Exits when the client closes stdin or on SIGTERM/SIGINT.
+ * carries the protocol. A line that is not one JSON-RPC message is answered
+ * with a JSON-RPC error. Exits when the client closes stdin or on SIGTERM/SIGINT.
  */
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { buildApp } from '../app.js';
 import { loadSettings } from '../config/settings.js';
 import { createCairnMcpServer } from '../mcp/cairn-mcp-server.js';
+import { StdioLineTransport } from '../mcp/stdio-line-transport.js';
 import { acquireProcessLock } from '../store/sqlite/process-lock.js';
 
 export async function serveMcpStdio(): Promise<void> {
@@ -44,5 +45,6 @@ export async function serveMcpStdio(): Promise<void> {
   process.stdin.on('end', stop);
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
-  await server.connect(new StdioServerTransport());
+  // Cairn's own line transport: a bad line gets a JSON-RPC error reply, not silence.
+  await server.connect(new StdioLineTransport());
 }

@@ -3,7 +3,8 @@
  * `{message, sessionId?}` and answering with the reply and the session id, so
  * an MCP client (desktop assistant, IDE, another agent framework) can hold a
  * conversation with a Cairn agent. Served over stdio by `cairn mcp` and over
- * Streamable HTTP by `POST /mcp`; both build it with this function.
+ * Streamable HTTP by `POST /mcp`; both build it with this function. A call
+ * that carries a `progressToken` gets progress notifications while it runs.
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
@@ -16,6 +17,7 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError, describeError } from '../errors.js';
 import type { ChatInput, ChatResult } from '../runtime/runtime.js';
 import { VERSION } from '../version.js';
+import { TurnProgress } from './turn-progress.js';
 
 export const CHAT_TOOL_PREFIX = 'chat_with_';
 /** The longest message accepted from an MCP client, like the HTTP chat route's body limit in spirit. */
@@ -31,6 +33,8 @@ export interface CairnMcpServerDeps {
   agents: Pick<AgentRegistry, 'list' | 'find'>;
   /** Where unexpected failures go (their details are not sent to the client). */
   logError?: (details: Record<string, unknown>, message: string) => void;
+  /** How often a turn reporting progress says it is still working (default 5 s). */
+  progressHeartbeatMs?: number;
 }
 
 const INPUT_SCHEMA = {
@@ -110,12 +114,23 @@ export function createCairnMcpServer(deps: CairnMcpServerDeps): Server {
     }
     const input = readArguments(args);
     if (typeof input === 'string') return errorResult(input);
+    const token = request.params._meta?.progressToken;
+    const progress =
+      token === undefined
+        ? undefined
+        : new TurnProgress(
+            token,
+            (notification) => extra.sendNotification(notification),
+            agent.name,
+            deps.progressHeartbeatMs,
+          );
     try {
       const result = await deps.runtime.runChat({
         agentName: agent.name,
         message: input.message,
         ...(input.sessionId !== undefined ? { sessionId: input.sessionId } : {}),
         signal: extra.signal,
+        ...(progress ? { stream: true, onEvent: progress.onEvent } : {}),
       });
       return {
         content: [
@@ -130,6 +145,8 @@ export function createCairnMcpServer(deps: CairnMcpServerDeps): Server {
       if (err instanceof CairnError) return errorResult(`${err.code}: ${err.message}`);
       deps.logError?.({ agent: agent.name, message: describeError(err) }, 'MCP chat turn failed');
       return errorResult('INTERNAL: the turn failed unexpectedly; the server log has the details.');
+    } finally {
+      progress?.stop();
     }
   });
   return server;

@@ -9,13 +9,20 @@ import { outsideAnswer, type Tool } from '../tools/tool.js';
 import { ToolSet } from '../tools/tool-set.js';
 import { InvalidRequestError } from './errors.js';
 
-/** Wraps the client's tool specs as tools the loop stops on; rejects schemas that do not compile. */
-export function clientTools(specs: readonly ToolSpec[]): Tool[] {
+/**
+ * Wraps the client's tool specs as tools the loop stops on; rejects schemas
+ * that do not compile. `paramOf(i)` names the i-th tool in errors (its path
+ * differs between chat completions and responses).
+ */
+export function clientTools(
+  specs: readonly ToolSpec[],
+  paramOf: (index: number) => string = (i) => `tools[${i}].function`,
+): Tool[] {
   const seen = new Set<string>();
   return specs.map((spec, i) => {
     if (seen.has(spec.name))
-      throw new InvalidRequestError(`tools[${i}].function.name "${spec.name}" is declared twice.`, {
-        param: `tools[${i}].function.name`,
+      throw new InvalidRequestError(`${paramOf(i)}.name "${spec.name}" is declared twice.`, {
+        param: `${paramOf(i)}.name`,
       });
     seen.add(spec.name);
     const tool: Tool = {
@@ -29,8 +36,8 @@ export function clientTools(specs: readonly ToolSpec[]): Tool[] {
       new ToolSet([tool]).parseArguments(tool, '{}');
     } catch (err) {
       throw new InvalidRequestError(
-        `tools[${i}].function.parameters is not a valid JSON Schema: ${(err as Error).message}`,
-        { param: `tools[${i}].function.parameters` },
+        `${paramOf(i)}.parameters is not a valid JSON Schema: ${(err as Error).message}`,
+        { param: `${paramOf(i)}.parameters` },
       );
     }
     return tool;

@@ -20,9 +20,17 @@ export interface ConversationRequest {
   agentName: string;
   /** The posted messages, system messages included. */
   messages: ChatMessage[];
-  /** An explicit session (header or `previous_response_id`). */
+  /** An explicit session (the session header). */
   sessionId?: string;
+  /**
+   * Continue `sessionId` from its message `atSeq` (a `previous_response_id`):
+   * in that session when `atSeq` is still its last message, else in a fork
+   * of it holding the history up to `atSeq`.
+   */
+  branch?: { sessionId: string; atSeq: number };
   clientTools: ToolSpec[];
+  /** How errors name the i-th client tool (default `tools[i].function`). */
+  clientToolParam?: (index: number) => string;
   temperature?: number;
 }
 
@@ -43,6 +51,8 @@ export interface ConversationResult {
   usage: TokenUsage;
   /** Seq of the stored assistant message that carries the reply. */
   replySeq: number;
+  /** Seq of the last message the turn stored: where a turn continuing this one starts. */
+  lastSeq: number;
 }
 
 /** A resolved request: its session, and the turn to run on it once the session's queue slot is ours. */
@@ -93,6 +103,7 @@ export interface ConversationsDeps {
     | 'toolsFor'
     | 'withTurnSlot'
     | 'holdForApproval'
+    | 'forkSession'
   >;
   agents: Pick<AgentRegistry, 'get'>;
   store: Pick<SessionStore, 'findSession' | 'findSessionByTranscript'> &
@@ -115,12 +126,16 @@ export class Conversations {
   async prepare(request: ConversationRequest): Promise<PreparedConversation> {
     const agent = this.deps.agents.get(request.agentName);
     const parts = splitPosted(request.messages);
-    const extraTools = clientTools(request.clientTools);
+    const extraTools = clientTools(request.clientTools, request.clientToolParam);
     // A clash with the agent's tool names is a 400 before any session is created.
     await this.runtime.toolsFor(agent, extraTools);
     let session: SessionRow | undefined;
     let expectedHash: string | null = null;
-    if (request.sessionId !== undefined) {
+    let expectedLastSeq: number | null = null;
+    if (request.branch !== undefined) {
+      session = await this.branchFrom(request.branch, agent, parts);
+      expectedLastSeq = request.branch.atSeq;
+    } else if (request.sessionId !== undefined) {
       session = await this.runtime.usableSession(request.sessionId, agent);
     } else {
       expectedHash = transcriptHash(parts.history);
@@ -144,6 +159,12 @@ export class Conversations {
               { status: 409, code: 'conversation_conflict', param: 'messages' },
             );
           }
+          if (expectedLastSeq !== null && current.last_seq !== expectedLastSeq) {
+            throw new InvalidRequestError(
+              'Another request continued the previous response while this one waited. Send this request again: it will branch from the previous response.',
+              { status: 409, code: 'conversation_conflict', param: 'previous_response_id' },
+            );
+          }
           await this.runtime.rejectIfTaskWaiting(sessionId);
           const input =
             parts.input[0]?.role === 'tool'
@@ -153,6 +174,22 @@ export class Conversations {
           return this.runTurn(runTurn, current, agent, input, extraTools, request, options);
         }),
     };
+  }
+
+  /**
+   * The session a branch continues: the named one while `atSeq` is its last
+   * message, else a fork of it up to `atSeq`. Posted tool results are checked
+   * against the calls open at `atSeq` first, so a bad request forks nothing.
+   */
+  private async branchFrom(
+    branch: NonNullable<ConversationRequest['branch']>,
+    agent: AgentConfig,
+    parts: PostedParts,
+  ): Promise<SessionRow> {
+    const session = await this.runtime.usableSession(branch.sessionId, agent);
+    if (session.last_seq === branch.atSeq) return session;
+    if (parts.input[0]?.role === 'tool') await this.answers(session, parts.input, branch.atSeq);
+    return this.runtime.forkSession(session.id, branch.atSeq);
   }
 
   /** A new chat session holding the client's instructions and history after the agent's prompt. */
@@ -169,11 +206,21 @@ export class Conversations {
     return (await this.deps.store.findSession(session.id)) ?? session;
   }
 
-  /** The posted tool results, checked against the calls the session waits on, with their tool names. */
-  private async answers(session: SessionRow, results: ChatMessage[]): Promise<ChatMessage[]> {
+  /**
+   * The posted tool results, checked against the calls the session waits on
+   * (at its message `atSeq`, when given), with their tool names.
+   */
+  private async answers(
+    session: SessionRow,
+    results: ChatMessage[],
+    atSeq = session.last_seq,
+  ): Promise<ChatMessage[]> {
     const { tail } = await this.deps.store.loadContext(session.id, session.compact_seq);
     const open = new Map(
-      missingTrailingResults(tail).map((m) => [m.tool_call_id ?? '', m.name ?? '']),
+      missingTrailingResults(tail.filter((m) => m.seq <= atSeq)).map((m) => [
+        m.tool_call_id ?? '',
+        m.name ?? '',
+      ]),
     );
     const answered = new Set<string>();
     return results.map((result) => {
@@ -225,6 +272,7 @@ export class Conversations {
       sessionId: session.id,
       usage: turn.result.usage,
       replySeq: lastAssistant?.seq ?? session.last_seq,
+      lastSeq: Math.max(session.last_seq, ...turn.stored.map((m) => m.seq)),
     };
     switch (turn.result.kind) {
       case 'outside':
@@ -254,7 +302,13 @@ export class Conversations {
         );
         this.deps.events.publish(answered.events);
         options.onDelta?.(turn.result.question);
-        return { ...base, finish: 'stop', reply: turn.result.question, calls: [] };
+        return {
+          ...base,
+          lastSeq: Math.max(base.lastSeq, ...answered.messages.map((m) => m.seq)),
+          finish: 'stop',
+          reply: turn.result.question,
+          calls: [],
+        };
       }
       case 'pending': {
         // A call that needs a person's approval: as in a native chat, the

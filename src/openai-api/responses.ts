@@ -1,37 +1,24 @@
 /**
- * POST /v1/responses and GET /v1/responses/:id: OpenAI's Responses API, text
- * in and out (DESIGN §10). A response id names the session and the point of
- * the turn in it (`resp_<seq>_<sessionId>`), so `previous_response_id`
- * continues that session and a response is read back from the stored
- * messages, with no table of its own.
+ * POST /v1/responses and GET /v1/responses/:id: OpenAI's Responses API, with
+ * the client's function tools. A response id names the session and the point
+ * of the turn in it (`resp_<seq>_<sessionId>`); each finished response is
+ * stored whole with the seq its turn ended at, so `previous_response_id`
+ * continues from exactly there: in the same session while it is the latest
+ * response, else in a fork of the session up to it (branching, as OpenAI does).
  */
 import type { FastifyInstance } from 'fastify';
-import type { ChatMessage, TokenUsage } from '../llm/messages.js';
-import type { MessageLog, SessionStore } from '../store/store.js';
-import type { SessionRow } from '../store/store.js';
-import { contentText, readTemperature } from './chat-request.js';
+import type { TokenUsage, ToolCall } from '../llm/messages.js';
+import type { MessageLog, ResponseStore, SessionRow, SessionStore } from '../store/store.js';
+import { readResponsesRequest, toolSpecs, type ResponseFunctionTool } from './responses-request.js';
 import type { ConversationResult, Conversations } from './conversations.js';
+import { describeError } from '../errors.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { markTurnFailed } from '../http/turn-outcome.js';
 
-interface ResponsesInput {
-  agentName: string;
-  messages: ChatMessage[];
-  instructions: string | null;
-  previousResponseId: string | null;
-  stream: boolean;
-  temperature: number | null;
-  metadata: Record<string, string>;
-}
-
 /** How many stored messages GET /v1/responses/:id reads after the turn's start to find its reply. */
 const RESPONSE_READ_LIMIT = 500;
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 export function responseId(sessionId: string, startSeq: number): string {
   return `resp_${startSeq}_${sessionId}`;
@@ -49,89 +36,6 @@ function parseResponseId(id: string, param: string): { sessionId: string; startS
   return { sessionId: match[2]!, startSeq: Number(match[1]) };
 }
 
-function readInputItems(input: unknown): ChatMessage[] {
-  if (typeof input === 'string') return [{ role: 'user', content: input }];
-  if (!Array.isArray(input) || input.length === 0)
-    throw new InvalidRequestError('input must be a string or a non-empty array of messages.', {
-      param: 'input',
-    });
-  return input.map((item: unknown, i): ChatMessage => {
-    const at = `input[${i}]`;
-    if (!isRecord(item) || (item.type !== undefined && item.type !== 'message'))
-      throw new InvalidRequestError(
-        `${at}: only message items ({role, content}) are supported; Cairn's Responses API is text in and out.`,
-        { param: at },
-      );
-    const content = contentText(item.content, `${at}.content`);
-    switch (item.role) {
-      case 'user':
-        return { role: 'user', content };
-      case 'assistant':
-        return { role: 'assistant', content };
-      case 'system':
-      case 'developer':
-        return { role: 'system', content };
-      default:
-        throw new InvalidRequestError(`${at}.role must be user, assistant, system or developer.`, {
-          param: `${at}.role`,
-        });
-    }
-  });
-}
-
-function readResponsesRequest(body: unknown): ResponsesInput {
-  if (!isRecord(body)) throw new InvalidRequestError('The request body must be a JSON object.');
-  if (typeof body.model !== 'string' || body.model === '')
-    throw new InvalidRequestError(
-      'model is required: the name of a Cairn agent (GET /v1/models).',
-      {
-        param: 'model',
-      },
-    );
-  if (Array.isArray(body.tools) && body.tools.length > 0)
-    throw new InvalidRequestError(
-      "tools: Cairn's Responses API is text in and out; use POST /v1/chat/completions for client-side tools.",
-      { param: 'tools', code: 'unsupported_parameter' },
-    );
-  const format = isRecord(body.text) ? body.text.format : undefined;
-  if (format !== undefined && (!isRecord(format) || format.type !== 'text'))
-    throw new InvalidRequestError('text.format: only {"type":"text"} is supported.', {
-      param: 'text.format',
-      code: 'unsupported_parameter',
-    });
-  if (
-    body.instructions !== undefined &&
-    body.instructions !== null &&
-    typeof body.instructions !== 'string'
-  )
-    throw new InvalidRequestError('instructions must be a string.', { param: 'instructions' });
-  if (
-    body.previous_response_id !== undefined &&
-    body.previous_response_id !== null &&
-    typeof body.previous_response_id !== 'string'
-  )
-    throw new InvalidRequestError('previous_response_id must be a string.', {
-      param: 'previous_response_id',
-    });
-  const metadata: Record<string, string> = {};
-  if (isRecord(body.metadata))
-    for (const [k, v] of Object.entries(body.metadata)) if (typeof v === 'string') metadata[k] = v;
-  const instructions = typeof body.instructions === 'string' ? body.instructions : null;
-  return {
-    agentName: body.model,
-    messages: [
-      ...(instructions ? [{ role: 'system' as const, content: instructions }] : []),
-      ...readInputItems(body.input),
-    ],
-    instructions,
-    previousResponseId:
-      typeof body.previous_response_id === 'string' ? body.previous_response_id : null,
-    stream: body.stream === true,
-    temperature: readTemperature(body.temperature),
-    metadata,
-  };
-}
-
 interface ResponseFields {
   id: string;
   createdAt: number;
@@ -140,6 +44,7 @@ interface ResponseFields {
   previousResponseId: string | null;
   temperature: number | null;
   metadata: Record<string, string>;
+  tools: ResponseFunctionTool[];
 }
 
 function outputMessage(id: string, text: string, status: 'in_progress' | 'completed') {
@@ -155,6 +60,42 @@ function outputMessage(id: string, text: string, status: 'in_progress' | 'comple
   };
 }
 
+/** A call to one of the client's tools; its arguments are empty while it is in progress. */
+function functionCallItem(id: string, call: ToolCall, status: 'in_progress' | 'completed') {
+  return {
+    type: 'function_call' as const,
+    id,
+    call_id: call.id,
+    name: call.function.name,
+    arguments: status === 'completed' ? call.function.arguments : '',
+    status,
+  };
+}
+
+type OutputItem = ReturnType<typeof outputMessage> | ReturnType<typeof functionCallItem>;
+
+/** What a finished turn answered: its output items, its text, its usage. */
+interface ResponseOutcome {
+  items: OutputItem[];
+  text: string;
+  usage?: TokenUsage;
+}
+
+/**
+ * A finished turn's output: its text as a message (left out when the turn
+ * is only calls and streamed no text), then one `function_call` per call to a
+ * client tool, which the client answers with `function_call_output` items.
+ */
+function outcomeOf(fields: ResponseFields, result: ConversationResult, streamedText = false) {
+  const items: OutputItem[] = [];
+  if (result.reply !== '' || result.calls.length === 0 || streamedText)
+    items.push(outputMessage(messageId(fields.id), result.reply, 'completed'));
+  result.calls.forEach((call, i) =>
+    items.push(functionCallItem(callItemId(fields.id, i), call, 'completed')),
+  );
+  return { items, text: result.reply, usage: result.usage };
+}
+
 function responseUsage(usage: TokenUsage) {
   return {
     input_tokens: usage.input_tokens,
@@ -165,29 +106,43 @@ function responseUsage(usage: TokenUsage) {
   };
 }
 
-/** The `response` object; `text` undefined means still in progress. */
-function responseObject(fields: ResponseFields, text: string | undefined, usage?: TokenUsage) {
-  const done = text !== undefined;
+/** Why a response failed, as OpenAI's `response.error` says it. */
+interface ResponseFailure {
+  code: 'server_error' | 'rate_limit_exceeded';
+  message: string;
+}
+
+/** The `response` object; no `outcome` means still in progress, or failed with `failure`. */
+function responseObject(
+  fields: ResponseFields,
+  outcome?: ResponseOutcome,
+  failure?: ResponseFailure,
+) {
+  const done = outcome !== undefined;
   return {
     id: fields.id,
     object: 'response' as const,
     created_at: fields.createdAt,
-    status: done ? ('completed' as const) : ('in_progress' as const),
+    status: done
+      ? ('completed' as const)
+      : failure
+        ? ('failed' as const)
+        : ('in_progress' as const),
     completed_at: done ? Math.floor(Date.now() / 1000) : null,
-    error: null,
+    error: failure ?? null,
     incomplete_details: null,
     instructions: fields.instructions,
     model: fields.model,
-    output: done ? [outputMessage(messageId(fields.id), text, 'completed')] : [],
-    output_text: text ?? '',
+    output: outcome?.items ?? [],
+    output_text: outcome?.text ?? '',
     parallel_tool_calls: true,
     previous_response_id: fields.previousResponseId,
     tool_choice: 'auto' as const,
-    tools: [],
+    tools: fields.tools,
     temperature: fields.temperature,
     top_p: null,
     metadata: fields.metadata,
-    ...(usage ? { usage: responseUsage(usage) } : {}),
+    ...(outcome?.usage ? { usage: responseUsage(outcome.usage) } : {}),
   };
 }
 
@@ -195,27 +150,47 @@ function messageId(responseIdValue: string): string {
   return `msg_${responseIdValue.slice('resp_'.length)}`;
 }
 
+function callItemId(responseIdValue: string, index: number): string {
+  return `fc_${index}_${responseIdValue.slice('resp_'.length)}`;
+}
+
 export interface ResponseRouteDeps {
   conversations: Conversations;
-  /** GET /responses/:id reads the turn back from the session's log. */
-  store: Pick<SessionStore, 'findSession'> & Pick<MessageLog, 'listMessages'>;
+  /** Stored responses; GET /responses/:id of an older response reads the turn back from the session's log. */
+  store: Pick<SessionStore, 'findSession'> &
+    Pick<MessageLog, 'listMessages'> &
+    Pick<ResponseStore, 'saveResponse' | 'findResponse'>;
   streams: StreamGate;
 }
 
 export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): void {
+  /**
+   * Where a turn naming `previous_response_id` continues: from the end of that
+   * stored response (the conversation forks there if it has moved on since),
+   * or, for a response older than the stored ones, at the end of its session.
+   */
+  async function continuation(previousId: string) {
+    const { sessionId } = parseResponseId(previousId, 'previous_response_id');
+    const stored = await deps.store.findResponse(previousId);
+    return stored
+      ? { branch: { sessionId: stored.session_id, atSeq: stored.end_seq } }
+      : { sessionId };
+  }
+
   app.post('/responses', async (request, reply) => {
     const input = readResponsesRequest(request.body);
-    const previous = input.previousResponseId
-      ? parseResponseId(input.previousResponseId, 'previous_response_id')
-      : undefined;
     const header = request.headers[SESSION_HEADER];
-    const sessionId =
-      previous?.sessionId ?? (typeof header === 'string' && header !== '' ? header : undefined);
+    const target = input.previousResponseId
+      ? await continuation(input.previousResponseId)
+      : typeof header === 'string' && header !== ''
+        ? { sessionId: header }
+        : {};
     const prepared = await deps.conversations.prepare({
       agentName: input.agentName,
       messages: input.messages,
-      clientTools: [],
-      ...(sessionId !== undefined ? { sessionId } : {}),
+      clientTools: toolSpecs(input.tools),
+      clientToolParam: (i) => `tools[${i}]`,
+      ...target,
       ...(input.temperature !== null ? { temperature: input.temperature } : {}),
     });
     const signal = disconnectSignal(reply);
@@ -227,18 +202,68 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       previousResponseId: input.previousResponseId,
       temperature: input.temperature,
       metadata: input.metadata,
+      tools: input.tools,
     });
+    /** Stores the finished response, so GET returns it whole and a later turn can continue or branch from it. */
+    const storeFinished = async (
+      fields: ResponseFields,
+      result: ConversationResult,
+      body: object,
+    ) => {
+      await deps.store.saveResponse({
+        id: fields.id,
+        session_id: result.sessionId,
+        end_seq: result.lastSeq,
+        body: body as Record<string, unknown>,
+      });
+    };
+
+    /**
+     * Stores a turn that started and then failed (the model, the client going
+     * away) as a `failed` response, so reading it back never says
+     * `in_progress` for ever. Best effort: the turn's own error is what the
+     * client is told.
+     */
+    const storeFailure = async (fields: ResponseFields | undefined, err: unknown) => {
+      if (fields === undefined) return;
+      const [, body] = toOpenAIError(err, request.id);
+      const failure: ResponseFailure = {
+        code: body.error.code === 'rate_limit_exceeded' ? 'rate_limit_exceeded' : 'server_error',
+        message: signal.aborted
+          ? 'The client went away before the response was finished.'
+          : body.error.message,
+      };
+      try {
+        const session = await deps.store.findSession(prepared.session.id);
+        if (!session) return;
+        await deps.store.saveResponse({
+          id: fields.id,
+          session_id: session.id,
+          end_seq: session.last_seq,
+          body: responseObject(fields, undefined, failure),
+        });
+      } catch (storeErr) {
+        request.log.warn({ err: describeError(storeErr) }, 'a failed response was not stored');
+      }
+    };
 
     if (!input.stream) {
       // Set before the turn runs, so a failed turn's error still names its session.
       void reply.header(SESSION_HEADER, prepared.session.id);
       let fields: ResponseFields | undefined;
-      const result = await prepared.run({
-        stream: false,
-        signal,
-        onStart: (session) => (fields = fieldsAt(session)),
-      });
-      return responseObject(fields!, result.reply, result.usage);
+      const result = await prepared
+        .run({
+          stream: false,
+          signal,
+          onStart: (session) => (fields = fieldsAt(session)),
+        })
+        .catch(async (err: unknown) => {
+          await storeFailure(fields, err);
+          throw err;
+        });
+      const body = responseObject(fields!, outcomeOf(fields!, result));
+      await storeFinished(fields!, result, body);
+      return body;
     }
 
     const stream = new OpenAIEventStream(reply, deps.streams, prepared.session.id);
@@ -246,48 +271,76 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     const emit = (type: string, data: Record<string, unknown>): void =>
       stream.send({ type, ...data, sequence_number: sequence++ }, type);
     let fields: ResponseFields | undefined;
+    let nextIndex = 0;
+    /** The output index of the text message, once its first delta (or the end) opened it. */
+    let textIndex: number | undefined;
+    const openText = (): number => {
+      if (textIndex !== undefined) return textIndex;
+      textIndex = nextIndex++;
+      const item = messageId(fields!.id);
+      emit('response.output_item.added', {
+        output_index: textIndex,
+        item: outputMessage(item, '', 'in_progress'),
+      });
+      emit('response.content_part.added', {
+        item_id: item,
+        output_index: textIndex,
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+      });
+      return textIndex;
+    };
     try {
       const result: ConversationResult = await prepared.run({
         stream: true,
         signal,
         onStart: (session) => {
           fields = fieldsAt(session);
-          const item = messageId(fields.id);
-          emit('response.created', { response: responseObject(fields, undefined) });
-          emit('response.in_progress', { response: responseObject(fields, undefined) });
-          emit('response.output_item.added', {
-            output_index: 0,
-            item: outputMessage(item, '', 'in_progress'),
-          });
-          emit('response.content_part.added', {
-            item_id: item,
-            output_index: 0,
-            content_index: 0,
-            part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
-          });
+          emit('response.created', { response: responseObject(fields) });
+          emit('response.in_progress', { response: responseObject(fields) });
         },
         onDelta: (delta) =>
           emit('response.output_text.delta', {
             item_id: messageId(fields!.id),
-            output_index: 0,
+            output_index: openText(),
             content_index: 0,
             delta,
             logprobs: [],
           }),
       });
-      const item = messageId(fields!.id);
-      const position = { item_id: item, output_index: 0, content_index: 0 };
-      emit('response.output_text.done', { ...position, text: result.reply, logprobs: [] });
-      emit('response.content_part.done', {
-        ...position,
-        part: { type: 'output_text', text: result.reply, annotations: [], logprobs: [] },
-      });
-      emit('response.output_item.done', {
-        output_index: 0,
-        item: outputMessage(item, result.reply, 'completed'),
-      });
-      emit('response.completed', { response: responseObject(fields!, result.reply, result.usage) });
+      const outcome = outcomeOf(fields!, result, textIndex !== undefined);
+      for (const item of outcome.items) {
+        if (item.type === 'message') {
+          const position = { item_id: item.id, output_index: openText(), content_index: 0 };
+          emit('response.output_text.done', { ...position, text: result.reply, logprobs: [] });
+          emit('response.content_part.done', { ...position, part: item.content[0] });
+          emit('response.output_item.done', { output_index: position.output_index, item });
+          continue;
+        }
+        const index = nextIndex++;
+        const call = result.calls.find((c) => c.id === item.call_id)!;
+        emit('response.output_item.added', {
+          output_index: index,
+          item: functionCallItem(item.id, call, 'in_progress'),
+        });
+        emit('response.function_call_arguments.delta', {
+          item_id: item.id,
+          output_index: index,
+          delta: item.arguments,
+        });
+        emit('response.function_call_arguments.done', {
+          item_id: item.id,
+          output_index: index,
+          name: item.name,
+          arguments: item.arguments,
+        });
+        emit('response.output_item.done', { output_index: index, item });
+      }
+      const body = responseObject(fields!, outcome);
+      await storeFinished(fields!, result, body);
+      emit('response.completed', { response: body });
     } catch (err) {
+      await storeFailure(fields, err);
       const [status, body] = toOpenAIError(err, request.id);
       markTurnFailed(request);
       if (status >= 500) request.log.error({ code: body.error.code }, 'streamed response failed');
@@ -304,6 +357,9 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
 
   app.get<{ Params: { id: string } }>('/responses/:id', async (request) => {
     const { sessionId, startSeq } = parseResponseId(request.params.id, 'response_id');
+    const stored = await deps.store.findResponse(request.params.id);
+    if (stored) return stored.body;
+    // A response from before responses were stored: read back from the session's log.
     const notFound = () =>
       new InvalidRequestError(`No response "${request.params.id}" on this server.`, {
         status: 404,
@@ -319,19 +375,28 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     const turn = messages.slice(1);
     const next = turn.findIndex((m) => m.role === 'user');
     const own = next >= 0 ? turn.slice(0, next) : turn;
-    if (messages[0] === undefined) throw notFound();
+    // Only an id Cairn issued names a turn: one that starts with its input right after the seq.
+    const start = messages[0];
+    if (start === undefined || start.seq !== startSeq + 1 || start.role !== 'user')
+      throw notFound();
     const answer = [...own]
       .reverse()
       .find((m) => m.role === 'assistant' && !m.tool_calls?.length && m.content !== null);
+    if (answer?.content === undefined || answer.content === null) throw notFound();
     const fields: ResponseFields = {
       id: request.params.id,
-      createdAt: Math.floor(Date.parse(messages[0].created_at) / 1000),
+      createdAt: Math.floor(Date.parse(start.created_at) / 1000),
       model: session.agent_name,
       instructions: null,
       previousResponseId: null,
       temperature: null,
       metadata: {},
+      tools: [],
     };
-    return responseObject(fields, answer?.content ?? undefined);
+    const text = answer.content;
+    return responseObject(fields, {
+      items: [outputMessage(messageId(fields.id), text, 'completed')],
+      text,
+    });
   });
 }

@@ -14,7 +14,7 @@ import type { ContextGuard } from './context-guard.js';
 import { Turn, type TurnCompactionReport } from './turn.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
-import { requireSession } from '../store/session-not-found.js';
+import { requireSession, sessionNotFound } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
@@ -161,6 +161,29 @@ export class Runtime {
       parentSessionId: session.parent_session_id,
     });
     return session;
+  }
+
+  /**
+   * A new chat session holding `id`'s history up to `atSeq` (default: all of
+   * it), compaction state included where `atSeq` is past the pointer. It does
+   * not wait for a running turn: it copies what is committed up to `atSeq`.
+   */
+  async forkSession(id: string, atSeq?: number): Promise<SessionRow> {
+    const outcome = await this.store.forkSession(id, atSeq);
+    if (outcome.kind === 'no-session') throw sessionNotFound(id);
+    if (outcome.kind === 'no-message')
+      throw new CairnError(
+        'MESSAGE_NOT_FOUND',
+        `Session "${id}" has no message with seq ${atSeq ?? '(none)'}. Fork at the seq of one of its messages (GET /sessions/${id}/messages), or omit atSeq to fork all of it.`,
+      );
+    const fork = outcome.session;
+    await this.events.emit('session.created', fork.id, {
+      agentName: fork.agent_name,
+      mode: fork.mode,
+      parentSessionId: null,
+      forkedFrom: { sessionId: id, atSeq: fork.last_seq },
+    });
+    return fork;
   }
 
   /** The session, or 404 `SESSION_NOT_FOUND`. */

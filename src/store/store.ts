@@ -221,7 +221,26 @@ export interface HistoryHit {
   snippet: string;
 }
 
-/** Session rows: create, find, list, edit, reset, close, delete. */
+/** What `forkSession` made, or what it found missing. */
+export type ForkOutcome =
+  | { kind: 'forked'; session: SessionRow }
+  | { kind: 'no-session' }
+  /** The session has no message with that seq (never had one, or a reset removed it). */
+  | { kind: 'no-message' };
+
+/** A Responses API answer as `GET /v1/responses/:id` returns it. */
+export interface ResponseRow {
+  /** `resp_…`, as the client received it. */
+  id: string;
+  session_id: string;
+  /** Seq of the last message the response's turn stored: where a later turn naming it continues. */
+  end_seq: number;
+  /** The whole `response` object. */
+  body: Record<string, unknown>;
+  created_at: string;
+}
+
+/** Session rows: create, find, list, edit, reset, close, delete, fork. */
 export interface SessionStore {
   createSession(input: NewSession): Promise<SessionRow>;
   findSession(id: string): Promise<SessionRow | undefined>;
@@ -239,6 +258,22 @@ export interface SessionStore {
   updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined>;
   /** Import: writes `session` under a new id, with no messages yet; returns the id. */
   createImportedSession(session: ImportedSession): Promise<string>;
+  /**
+   * A new active `chat` session of the same agent (and owner) holding the
+   * messages of `id` up to `atSeq` (default: its last message), seqs and
+   * times kept. When `atSeq` is at or past the compaction pointer the
+   * summary, the pointer and the compactions that built them come along;
+   * before it, the fork has no summary and only raw messages. Token counts
+   * start at zero. One transaction.
+   */
+  forkSession(id: string, atSeq?: number): Promise<ForkOutcome>;
+}
+
+/** Stored Responses API answers (`GET /v1/responses/:id`, branching by `previous_response_id`). */
+export interface ResponseStore {
+  /** Writes (or overwrites) one response; it goes when its session is deleted. */
+  saveResponse(response: Omit<ResponseRow, 'created_at'>): Promise<void>;
+  findResponse(id: string): Promise<ResponseRow | undefined>;
 }
 
 /** The append-only message log of each session, and its full-text index. */
@@ -432,7 +467,8 @@ export interface Store
     TaskStore,
     DaemonLeaseStore,
     MemoryStore,
-    InstanceStore {
+    InstanceStore,
+    ResponseStore {
   readonly kind: 'sqlite' | 'postgres';
   close(): Promise<void>;
 }

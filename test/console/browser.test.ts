@@ -290,6 +290,21 @@ describe('the console in Chromium', () => {
       expect(chat.status).toBe(200);
       await page.getByText('Reply to: sent from the API').waitFor();
 
+      // Fork from here: a new session holding the conversation up to that message, opened.
+      await page
+        .locator('li.msg', { hasText: 'Reply to: message number 2' })
+        .getByRole('button', { name: 'Fork from here' })
+        .click();
+      await page.waitForURL((url) => url.pathname !== new URL(sessionUrl).pathname);
+      await page.getByText('Reply to: message number 2', { exact: true }).waitFor();
+      expect(await page.getByText('message number 3', { exact: true }).count()).toBe(0);
+      const forkId = page.url().split('/').at(-1)!;
+      const forked = (await (await fetch(`${server.url}/sessions/${forkId}`)).json()) as {
+        session: { id: string; agent_name: string };
+      };
+      expect(forked.session).toMatchObject({ id: forkId, agent_name: 'assistant' });
+      await page.goto(sessionUrl);
+
       // Sessions: the list links to the session; a filter that matches nothing says so.
       await page.getByRole('link', { name: 'Sessions', exact: true }).click();
       await page.getByRole('link', { name: sessionId }).waitFor();

@@ -45,6 +45,7 @@ describe('OpenAPI and /docs', () => {
       'GET /sessions/:id/export',
       'POST /sessions/import',
       'POST /sessions/:id/compact',
+      'POST /sessions/:id/fork',
       'GET /tasks/:id',
       'PUT /agents/:name/memory/:key',
       'GET /events',

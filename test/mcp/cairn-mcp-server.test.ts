@@ -5,12 +5,16 @@
  * `chat_with_<agent>` tool; the reply carries a session id that continues the
  * conversation; bad arguments and unknown sessions are tool errors.
  */
+import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
+import { createCairnMcpServer } from '../../src/mcp/cairn-mcp-server.js';
 import { makeHome, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 import { CLI_PATH, dbPathOf } from '../process/spawn-server.js';
 
@@ -24,6 +28,14 @@ interface ChatToolResult {
   content: { type: string; text: string }[];
   structuredContent?: { reply: string; sessionId: string };
   isError?: boolean;
+}
+
+/** One line `cairn mcp` writes to stdout. */
+interface RpcLine {
+  jsonrpc: string;
+  id: string | number | null;
+  error?: { code: number; message: string };
+  result?: { serverInfo: { name: string } };
 }
 
 interface WireMessage {
@@ -67,6 +79,44 @@ function describeChatTools(connect: () => Promise<Client>, fake: () => FakeLlmSe
     expect(seen.map((m) => m.content)).toEqual(
       expect.arrayContaining(['plan a trip', 'First reply', 'and back']),
     );
+  });
+
+  it('sends progress notifications while the turn runs, when the call carries a progressToken', async () => {
+    // The SDK's client handles a notification a microtask after the line that
+    // carries it, and forgets the token once the result is in: a notification
+    // sent just before the result may be dropped there. So the reply is
+    // written twice, and only the first "Writing the reply." is expected.
+    fake().script(
+      { tool_calls: [{ name: 'current_time', arguments: '{}' }] },
+      { content: 'Let me look again.', tool_calls: [{ name: 'current_time', arguments: '{}' }] },
+      { content: 'It is now.' },
+    );
+    const progress: { progress: number; message?: string }[] = [];
+    const result = (await client.callTool(
+      { name: 'chat_with_assistant', arguments: { message: 'what time is it?' } },
+      undefined,
+      { onprogress: (p) => progress.push(p) },
+    )) as ChatToolResult;
+    expect(result.structuredContent?.reply).toBe('It is now.');
+    const messages = progress.map((p) => p.message);
+    expect(messages).toEqual(
+      expect.arrayContaining([
+        'The agent "assistant" is working.',
+        'Calling the tool current_time.',
+        'The tool current_time finished.',
+        'Writing the reply.',
+      ]),
+    );
+    expect(messages.slice(0, 6)).toEqual([
+      'The agent "assistant" is working.',
+      'Calling the tool current_time.',
+      'The tool current_time finished.',
+      'Writing the reply.',
+      'Calling the tool current_time.',
+      'The tool current_time finished.',
+    ]);
+    // Progress only grows, as MCP requires.
+    progress.forEach((p, i) => expect(p.progress).toBe(i + 1));
   });
 
   it('bad arguments, unknown sessions and unknown tools are tool errors', async () => {
@@ -182,4 +232,78 @@ describe('Cairn as an MCP server over stdio (cairn mcp)', () => {
     },
     () => fake,
   );
+});
+
+describe('cairn mcp answers lines it cannot read with JSON-RPC errors', () => {
+  let fake: FakeLlmServer;
+  let home: string;
+  beforeAll(async () => {
+    fake = await startFakeLlmServer();
+    home = makeHome({ agents: AGENTS }, fake.baseURL);
+  });
+  afterAll(async () => {
+    await fake.close();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('garbage is -32700, a batch or a non-message -32600, a blank line nothing; the server goes on', async () => {
+    const child = spawn(process.execPath, [CLI_PATH, 'mcp'], {
+      env: { CAIRN_HOME: home, CAIRN_DB: dbPathOf(home), PATH: process.env.PATH ?? '' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+    const next = async () => JSON.parse((await lines.next()).value as string) as RpcLine;
+    const send = (line: string) => child.stdin.write(`${line}\n`);
+
+    send('this is not json');
+    expect(await next()).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32700 } });
+    send('[{"jsonrpc":"2.0","id":1,"method":"ping"}]');
+    const batch = await next();
+    expect(batch).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600 } });
+    expect(batch.error!.message).toContain('batch');
+    send('');
+    send('{"jsonrpc":"2.0","id":7,"method":5}');
+    expect(await next()).toMatchObject({ id: 7, error: { code: -32600 } });
+    send(
+      '{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
+    );
+    const initialized = await next();
+    expect(initialized.id).toBe(8);
+    expect(initialized.result!.serverInfo.name).toBe('cairn');
+
+    child.stdin.end();
+    expect(await exited).toBe(0);
+  }, 30_000);
+});
+
+describe('progress heartbeat', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ agents: AGENTS });
+  });
+  afterAll(async () => t.close());
+
+  it('a turn waiting on a slow model call keeps sending progress', async () => {
+    // The model takes 40 heartbeats to answer: the client hears that the turn is alive meanwhile.
+    t.fake!.script({ content: 'done at last', delayMs: 2_000 });
+    const server = createCairnMcpServer({
+      runtime: t.app.runtime,
+      agents: t.app.agents,
+      progressHeartbeatMs: 50,
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: 'test', version: '1.0.0' });
+    await client.connect(clientSide);
+    const messages: (string | undefined)[] = [];
+    const result = (await client.callTool(
+      { name: 'chat_with_planner', arguments: { message: 'take your time' } },
+      undefined,
+      { onprogress: (p) => messages.push(p.message) },
+    )) as ChatToolResult;
+    expect(result.structuredContent?.reply).toBe('done at last');
+    expect(messages).toContain('Still working.');
+    await client.close();
+  });
 });

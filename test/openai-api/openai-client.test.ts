@@ -562,7 +562,8 @@ describe('POST /v1/responses', () => {
       tools: [{ type: 'web_search' }],
     });
     expect(tools.status).toBe(400);
-    expect(tools.json.error.param).toBe('tools');
+    expect(tools.json.error.param).toBe('tools[0]');
+    expect(tools.json.error.code).toBe('unsupported_parameter');
     const bad = await raw('/responses', {
       model: 'assistant',
       input: 'x',

@@ -65,6 +65,7 @@ describe('the Store contract suite', () => {
       'DaemonLeaseStore',
       'MemoryStore',
       'InstanceStore',
+      'ResponseStore',
     ]);
     const bodies = [
       store![2]!,

@@ -1929,6 +1929,133 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('forkSession', () => {
+      it('copies the messages up to atSeq into a new chat session, seqs, times and transcript kept', async () => {
+        const parent = await newSession({ title: 'Trip' });
+        await store.appendMessages(parent.id, conversation(6), {
+          usage: { input_tokens: 10, output_tokens: 5 },
+        });
+        const outcome = await store.forkSession(parent.id, 5);
+        if (outcome.kind !== 'forked') throw new Error(outcome.kind);
+        const fork = outcome.session;
+        expect(fork.id).not.toBe(parent.id);
+        expect(fork).toMatchObject({
+          agent_name: 'assistant',
+          mode: 'chat',
+          status: 'active',
+          title: 'Trip',
+          parent_session_id: null,
+          message_count: 5,
+          last_seq: 5,
+          input_tokens: 0,
+          output_tokens: 0,
+          compact_summary: null,
+          compact_seq: 0,
+        });
+        const parentMessages = await allMessages(parent.id);
+        expect(await allMessages(fork.id)).toEqual(
+          parentMessages.slice(0, 5).map((m) => ({ ...m, session_id: fork.id })),
+        );
+        // The fork answers to the transcript it holds, and grows after it.
+        const visible = parentMessages.slice(1, 5);
+        expect(fork.transcript_hash).toBe(transcriptHash(visible));
+        expect((await store.findSessionByTranscript('assistant', fork.transcript_hash!))?.id).toBe(
+          fork.id,
+        );
+        const [next] = await store.appendMessages(fork.id, [{ role: 'user', content: 'branch' }]);
+        expect(next!.seq).toBe(6);
+        expect(await allMessages(parent.id)).toEqual(parentMessages);
+        expect((await store.searchHistory(fork.id, 'message', 10)).length).toBeGreaterThan(0);
+      });
+
+      it('forks at the last message without atSeq, and says what is missing otherwise', async () => {
+        const parent = await newSession();
+        await store.appendMessages(parent.id, conversation(3));
+        const whole = await store.forkSession(parent.id);
+        expect(whole.kind === 'forked' && whole.session.last_seq).toBe(4);
+        expect(await store.forkSession(parent.id, 9)).toEqual({ kind: 'no-message' });
+        expect(await store.forkSession(parent.id, 0)).toEqual({ kind: 'no-message' });
+        expect(await store.forkSession('sess_missing')).toEqual({ kind: 'no-session' });
+        await store.resetSession(parent.id);
+        expect(await store.forkSession(parent.id, 3)).toEqual({ kind: 'no-message' });
+      });
+
+      it('carries the summary, the pointer and their compactions when atSeq is past the pointer', async () => {
+        const parent = await newSession();
+        await store.appendMessages(parent.id, conversation(10));
+        await store.commitCompaction(
+          compaction(parent.id, { expectedSize: 0, toSize: 4, toSeq: 5, summary: 'S1' }),
+        );
+        const compacted = await store.commitCompaction(
+          compaction(parent.id, { expectedSize: 4, toSize: 6, toSeq: 7, summary: 'S2' }),
+        );
+        const past = await store.forkSession(parent.id, 9);
+        if (past.kind !== 'forked') throw new Error(past.kind);
+        expect(past.session).toMatchObject({
+          compact_summary: 'S2',
+          compact_size: 6,
+          compact_seq: 7,
+          compaction_count: compacted!.compaction_count,
+          message_count: 9,
+        });
+        const copied = await store.listCompactions(past.session.id);
+        expect(copied.map((c) => [c.summary, c.to_seq])).toEqual([
+          ['S1', 5],
+          ['S2', 7],
+        ]);
+        // The fork's own compaction history works: undo goes back to S1 there only.
+        expect((await store.undoCompaction(past.session.id))?.session.compact_summary).toBe('S1');
+        expect((await store.findSession(parent.id))?.compact_summary).toBe('S2');
+
+        const before = await store.forkSession(parent.id, 6);
+        if (before.kind !== 'forked') throw new Error(before.kind);
+        expect(before.session).toMatchObject({
+          compact_summary: null,
+          compact_size: 0,
+          compact_seq: 0,
+          compaction_count: 0,
+          message_count: 6,
+        });
+        expect(await store.listCompactions(before.session.id)).toEqual([]);
+        const context = await store.loadContext(before.session.id, 0);
+        expect(context.tail.map((m) => m.seq)).toEqual([2, 3, 4, 5, 6]);
+      });
+
+      it('a fork is deleted on its own, and its parent can go first', async () => {
+        const parent = await newSession();
+        await store.appendMessages(parent.id, conversation(2));
+        const outcome = await store.forkSession(parent.id);
+        if (outcome.kind !== 'forked') throw new Error(outcome.kind);
+        expect(await store.deleteSession(parent.id)).toBe(true);
+        expect((await allMessages(outcome.session.id)).length).toBe(3);
+        expect(await store.deleteSession(outcome.session.id)).toBe(true);
+      });
+    });
+
+    describe('ResponseStore', () => {
+      it('saves a response whole, overwrites it by id, and drops it with its session', async () => {
+        const session = await newSession();
+        const body = { id: 'resp_1_x', output: [{ type: 'function_call', call_id: 'c1' }] };
+        await store.saveResponse({ id: 'resp_1_x', session_id: session.id, end_seq: 3, body });
+        const found = await store.findResponse('resp_1_x');
+        expect(found).toMatchObject({ id: 'resp_1_x', session_id: session.id, end_seq: 3, body });
+        expect(Number.isNaN(ms(found!.created_at))).toBe(false);
+        await store.saveResponse({
+          id: 'resp_1_x',
+          session_id: session.id,
+          end_seq: 4,
+          body: { ...body, status: 'completed' },
+        });
+        expect(await store.findResponse('resp_1_x')).toMatchObject({
+          end_seq: 4,
+          body: { status: 'completed' },
+        });
+        expect(await store.findResponse('resp_nope')).toBeUndefined();
+        await store.deleteSession(session.id);
+        expect(await store.findResponse('resp_1_x')).toBeUndefined();
+      });
+    });
+
     describe('close', () => {
       it('resolves, and closing twice is harmless', async () => {
         await newSession();

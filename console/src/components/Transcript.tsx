@@ -1,16 +1,29 @@
 /**
  * A session's messages: tool calls folded with their results, the compacted
  * prefix set apart behind "Summary covers N messages", then the raw tail.
+ * With `onFork`, each user and assistant message offers "Fork from here".
  */
 import { summaryCoversLabel, transcriptModel, type Block } from '../lib/transcript';
 import type { Message } from '../lib/types';
 
-function BlockView({ block }: { block: Block }) {
+type OnFork = (seq: number) => void;
+
+function BlockView({ block, onFork }: { block: Block; onFork: OnFork | undefined }) {
   if (block.kind === 'text') {
     return (
       <li class={`msg msg-${block.role}`} data-seq={block.seq}>
         <span class="role">{block.role}</span>
         <div class="text">{block.text}</div>
+        {onFork && block.role !== 'system' && (
+          <button
+            type="button"
+            class="fork"
+            title="A new session holding the conversation up to this message"
+            onClick={() => onFork(block.seq)}
+          >
+            Fork from here
+          </button>
+        )}
       </li>
     );
   }
@@ -34,11 +47,15 @@ function BlockView({ block }: { block: Block }) {
   );
 }
 
-function Blocks({ blocks }: { blocks: Block[] }) {
+function Blocks({ blocks, onFork }: { blocks: Block[]; onFork?: OnFork | undefined }) {
   return (
     <ol class="messages">
       {blocks.map((b) => (
-        <BlockView key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`} block={b} />
+        <BlockView
+          key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`}
+          block={b}
+          onFork={onFork}
+        />
       ))}
     </ol>
   );
@@ -49,9 +66,11 @@ export interface TranscriptProps {
   /** `compact_size`: how many non-system messages the summary covers. */
   compactSize: number;
   summary: string | null;
+  /** Forks the session at this message's seq (the console opens the fork). */
+  onFork?: OnFork;
 }
 
-export function Transcript({ messages, compactSize, summary }: TranscriptProps) {
+export function Transcript({ messages, compactSize, summary, onFork }: TranscriptProps) {
   const model = transcriptModel(messages);
   return (
     <section class="transcript" aria-label="Transcript">
@@ -65,7 +84,7 @@ export function Transcript({ messages, compactSize, summary }: TranscriptProps) 
         <div class="compacted">
           <details>
             <summary class="divider">{summaryCoversLabel(compactSize)}</summary>
-            <Blocks blocks={model.compacted} />
+            <Blocks blocks={model.compacted} onFork={onFork} />
           </details>
           {summary !== null && (
             <section class="summary" aria-label="Summary">
@@ -75,7 +94,7 @@ export function Transcript({ messages, compactSize, summary }: TranscriptProps) 
           )}
         </div>
       )}
-      <Blocks blocks={model.live} />
+      <Blocks blocks={model.live} onFork={onFork} />
     </section>
   );
 }

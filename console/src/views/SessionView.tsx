@@ -1,13 +1,15 @@
 /**
  * One session: the context bar, compaction (preview, compact now, history,
- * undo), the transcript with the compacted prefix set apart, and the chat box.
- * Follows the session's events, so turns sent elsewhere appear live.
+ * undo), the transcript with the compacted prefix set apart (each message can
+ * be forked into a new session), and the chat box. Follows the session's
+ * events, so turns sent elsewhere appear live.
  */
 import { useState } from 'preact/hooks';
 import { ContextBar } from '../components/ContextBar';
 import { Transcript } from '../components/Transcript';
 import type { Api } from '../lib/api';
 import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
+import { href, navigate } from '../lib/router';
 import type { Compaction, ContextInfo, DryRun, Message, Session } from '../lib/types';
 import { ChatBox } from './ChatBox';
 import { ErrorNote } from './ErrorNote';
@@ -46,6 +48,16 @@ export function SessionView({ id }: { id: string }) {
     return { session, messages, context, compactions };
   }, [id]);
   const live = useLiveEvents(id, loaded.reload);
+  const [forkError, setForkError] = useState<string>();
+  const fork = async (atSeq: number) => {
+    setForkError(undefined);
+    try {
+      const { session } = await api.post<{ session: Session }>(`/sessions/${id}/fork`, { atSeq });
+      navigate(href(`sessions/${encodeURIComponent(session.id)}`));
+    } catch (err) {
+      setForkError((err as Error).message);
+    }
+  };
   const data = loaded.data;
   if (!data) {
     return (
@@ -64,11 +76,12 @@ export function SessionView({ id }: { id: string }) {
           {session.agent_name} · {session.mode} · {session.status} · {session.message_count}{' '}
           messages · <span class={`live-${live}`}>{live === 'live' ? 'live' : live}</span>
         </p>
-        <ErrorNote error={loaded.error} />
+        <ErrorNote error={loaded.error ?? forkError} />
         <Transcript
           messages={data.messages}
           compactSize={session.compact_size}
           summary={session.compact_summary}
+          onFork={(seq) => void fork(seq)}
         />
         <ChatBox
           agentName={session.agent_name}

@@ -32,6 +32,12 @@ async function loadServerSdk() {
   };
 }
 
+/** The posted JSON-RPC message carries `params._meta.progressToken`. */
+function asksForProgress(body: unknown): boolean {
+  const meta = (body as { params?: { _meta?: { progressToken?: unknown } } } | null)?.params?._meta;
+  return meta?.progressToken !== undefined;
+}
+
 export function mcpRoutes(app: FastifyInstance, deps: CairnMcpServerDeps): void {
   app.post('/mcp', async (request, reply) => {
     const { StreamableHTTPServerTransport, createCairnMcpServer } = await loadServerSdk();
@@ -41,7 +47,9 @@ export function mcpRoutes(app: FastifyInstance, deps: CairnMcpServerDeps): void 
     });
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
-      enableJsonResponse: true,
+      // A plain JSON answer has no room for notifications: a call that asks
+      // for progress is answered as an event stream carrying them.
+      enableJsonResponse: !asksForProgress(request.body),
     });
     reply.raw.on('close', () => {
       void transport.close();

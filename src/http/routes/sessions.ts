@@ -1,4 +1,4 @@
-/** Session resources: create, list, read, messages, reset, close, delete. */
+/** Session resources: create, list, read, messages, fork, reset, close, delete. */
 import type { FastifyInstance } from 'fastify';
 import type { Runtime } from '../../runtime/runtime.js';
 import type { MessageLog, SessionFilter, SessionStore } from '../../store/store.js';
@@ -23,7 +23,12 @@ export function sessionRoutes(
   deps: {
     runtime: Pick<
       Runtime,
-      'createSession' | 'getSession' | 'resetSession' | 'closeSession' | 'deleteSession'
+      | 'createSession'
+      | 'getSession'
+      | 'resetSession'
+      | 'closeSession'
+      | 'deleteSession'
+      | 'forkSession'
     >;
     store: Pick<SessionStore, 'listSessions'> & Pick<MessageLog, 'listMessages'>;
   },
@@ -100,6 +105,26 @@ export function sessionRoutes(
           compacted: m.role !== 'system' && m.seq <= session.compact_seq,
         })),
       };
+    },
+  );
+
+  app.post<WithId & { Body: { atSeq?: number } | undefined }>(
+    '/sessions/:id/fork',
+    {
+      schema: {
+        params: sessionParams,
+        body: {
+          ...objectSchema({ atSeq: { type: 'integer', minimum: 1 } }),
+          type: ['object', 'null'],
+        },
+      },
+    },
+    async (request, reply) => {
+      const session = await runtime.forkSession(request.params.id, request.body?.atSeq);
+      return reply.code(201).send({
+        session,
+        forkedFrom: { sessionId: request.params.id, atSeq: session.last_seq },
+      });
     },
   );
 

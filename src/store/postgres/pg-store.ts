@@ -16,6 +16,8 @@ import type {
   CompactionRow,
   DaemonState,
   EventRow,
+  ForkOutcome,
+  ResponseRow,
   HistoryHit,
   ImportedCompaction,
   ImportedMessage,
@@ -281,6 +283,82 @@ export class PgStore implements Store {
       ),
     );
     return id;
+  }
+
+  async forkSession(id: string, atSeq?: number): Promise<ForkOutcome> {
+    const forkId = newId('sess');
+    return this.tx(async (c): Promise<ForkOutcome> => {
+      // Locked, so no append or compaction of the parent lands between the copies.
+      if ((await lockSession(c, id)) === undefined) return { kind: 'no-session' };
+      const source = (await getSession(c, id))!;
+      const found = await c.query<{ seq: number }>(
+        atSeq === undefined
+          ? 'SELECT MAX(seq) AS seq FROM messages WHERE session_id = $1'
+          : 'SELECT seq FROM messages WHERE session_id = $1 AND seq = $2',
+        atSeq === undefined ? [id] : [id, atSeq],
+      );
+      const at = found.rows[0]?.seq ?? null;
+      if (at === null) return { kind: 'no-message' };
+      const carry = at >= source.compact_seq;
+      // The fork's row is made from its parent's: columns added to sessions later
+      // (owners, say) are copied here, in this one statement.
+      await c.query(
+        `INSERT INTO sessions
+           (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
+            compact_count, compact_summary, compact_size, compaction_count, compact_seq, last_seq)
+         SELECT $1::text, agent_name, 'chat', 'active', title, NULL, $3::text, $3::text,
+           compact_count, CASE WHEN $4::boolean THEN compact_summary END,
+           CASE WHEN $4::boolean THEN compact_size ELSE 0 END,
+           CASE WHEN $4::boolean THEN compaction_count ELSE 0 END,
+           CASE WHEN $4::boolean THEN compact_seq ELSE 0 END, $5::integer
+         FROM sessions WHERE id = $2`,
+        [forkId, id, now(), carry, at],
+      );
+      await c.query(
+        `INSERT INTO messages
+           (session_id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash)
+         SELECT $1::text, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash
+         FROM messages WHERE session_id = $2 AND seq <= $3 ORDER BY seq`,
+        [forkId, id, at],
+      );
+      if (carry)
+        await c.query(
+          `INSERT INTO compactions
+             (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger,
+              model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
+           SELECT $1::text, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger,
+             model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at
+           FROM compactions WHERE session_id = $2 AND to_seq <= $3 ORDER BY id`,
+          [forkId, id, at],
+        );
+      await c.query(
+        `UPDATE sessions SET
+           message_count = (SELECT COUNT(*) FROM messages WHERE session_id = $1),
+           transcript_hash = (SELECT transcript_hash FROM messages
+             WHERE session_id = $1 AND transcript_hash IS NOT NULL ORDER BY seq DESC LIMIT 1)
+         WHERE id = $1`,
+        [forkId],
+      );
+      return { kind: 'forked', session: (await getSession(c, forkId))! };
+    });
+  }
+
+  // ---- responses ------------------------------------------------------------
+
+  async saveResponse(response: Omit<ResponseRow, 'created_at'>): Promise<void> {
+    await this.rows(
+      `INSERT INTO responses (id, session_id, end_seq, body, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (id) DO UPDATE SET end_seq = excluded.end_seq, body = excluded.body`,
+      [response.id, response.session_id, response.end_seq, JSON.stringify(response.body), now()],
+    );
+  }
+
+  async findResponse(id: string): Promise<ResponseRow | undefined> {
+    const row = await this.row<ResponseRow & { body: string }>(
+      'SELECT * FROM responses WHERE id = $1',
+      [id],
+    );
+    return row && { ...row, body: JSON.parse(row.body) as Record<string, unknown> };
   }
 
   // ---- messages -------------------------------------------------------------

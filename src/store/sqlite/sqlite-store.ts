@@ -12,6 +12,8 @@ import type {
   CompactionRow,
   DaemonState,
   EventRow,
+  ForkOutcome,
+  ResponseRow,
   HistoryHit,
   MemoryNote,
   MessageMeta,
@@ -302,6 +304,37 @@ function prepareStatements(db: SqliteDatabase) {
       'UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner IS NOT NULL',
     ),
     setDaemonNext: db.prepare('UPDATE daemon_runs SET next_run_at = ? WHERE agent_name = ?'),
+    lastMessageSeq: db.prepare('SELECT MAX(seq) FROM messages WHERE session_id = ?').pluck(),
+    hasMessage: db.prepare('SELECT 1 FROM messages WHERE session_id = ? AND seq = ?').pluck(),
+    // The fork's row is made from its parent's: columns added to sessions later
+    // (owners, say) are copied here, in this one statement.
+    insertFork: db.prepare(`INSERT INTO sessions
+      (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
+       compact_count, compact_summary, compact_size, compaction_count, compact_seq, last_seq)
+      SELECT @id, agent_name, 'chat', 'active', title, NULL, @now, @now, compact_count,
+        CASE WHEN @carry THEN compact_summary END, CASE WHEN @carry THEN compact_size ELSE 0 END,
+        CASE WHEN @carry THEN compaction_count ELSE 0 END, CASE WHEN @carry THEN compact_seq ELSE 0 END,
+        @at_seq
+      FROM sessions WHERE id = @source`),
+    copyForkMessages: db.prepare(`INSERT INTO messages
+      (session_id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash)
+      SELECT @id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash
+      FROM messages WHERE session_id = @source AND seq <= @at_seq ORDER BY seq`),
+    copyForkCompactions: db.prepare(`INSERT INTO compactions
+      (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
+       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
+      SELECT @id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
+       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at
+      FROM compactions WHERE session_id = @source AND to_seq <= @at_seq ORDER BY id`),
+    finishFork: db.prepare(`UPDATE sessions SET
+        message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
+        transcript_hash = (SELECT transcript_hash FROM messages
+          WHERE session_id = @id AND transcript_hash IS NOT NULL ORDER BY seq DESC LIMIT 1)
+      WHERE id = @id`),
+    saveResponse: db.prepare(`INSERT INTO responses (id, session_id, end_seq, body, created_at)
+      VALUES (@id, @session_id, @end_seq, @body, @created_at)
+      ON CONFLICT (id) DO UPDATE SET end_seq = excluded.end_seq, body = excluded.body`),
+    getResponse: db.prepare('SELECT * FROM responses WHERE id = ?'),
   };
 }
 
@@ -516,6 +549,49 @@ export class SqliteStore implements Store {
 
   async deleteSession(id: string): Promise<boolean> {
     return this.guard(() => this.stmt.deleteSession.run(id).changes > 0);
+  }
+
+  async forkSession(id: string, atSeq?: number): Promise<ForkOutcome> {
+    const forkId = newId('sess');
+    return this.guard(() =>
+      this.db
+        .transaction(() => {
+          const source = this.stmt.getSession.get(id) as SessionRow | undefined;
+          if (source === undefined) return { kind: 'no-session' as const };
+          const at = atSeq ?? (this.stmt.lastMessageSeq.get(id) as number | null) ?? 0;
+          if (this.stmt.hasMessage.get(id, at) === undefined)
+            return { kind: 'no-message' as const };
+          const carry = at >= source.compact_seq;
+          const params = { id: forkId, source: id, at_seq: at };
+          this.stmt.insertFork.run({ ...params, carry: carry ? 1 : 0, now: now() });
+          this.stmt.copyForkMessages.run(params);
+          if (carry) this.stmt.copyForkCompactions.run(params);
+          this.stmt.finishFork.run({ id: forkId });
+          this.scheduleHistoryIndex();
+          return {
+            kind: 'forked' as const,
+            session: this.stmt.getSession.get(forkId) as SessionRow,
+          };
+        })
+        .immediate(),
+    );
+  }
+
+  // ---- responses ------------------------------------------------------------
+
+  async saveResponse(response: Omit<ResponseRow, 'created_at'>): Promise<void> {
+    await this.guard(() =>
+      this.stmt.saveResponse.run({
+        ...response,
+        body: JSON.stringify(response.body),
+        created_at: now(),
+      }),
+    );
+  }
+
+  async findResponse(id: string): Promise<ResponseRow | undefined> {
+    const row = this.stmt.getResponse.get(id) as (ResponseRow & { body: string }) | undefined;
+    return row && { ...row, body: JSON.parse(row.body) as Record<string, unknown> };
   }
 
   // ---- messages -------------------------------------------------------------
