@@ -10,6 +10,10 @@ export const ERROR_STATUS = {
   SESSION_AGENT_MISMATCH: 400,
   CONTEXT_OVERFLOW: 400,
   UNAUTHORIZED: 401,
+  /** The `Host` header names no host this server answers to (DNS rebinding is refused here). */
+  HOST_NOT_ALLOWED: 403,
+  /** The request comes from a web page whose origin is neither the server's nor in server.corsOrigins. */
+  ORIGIN_NOT_ALLOWED: 403,
   NOT_FOUND: 404,
   AGENT_NOT_FOUND: 404,
   SESSION_NOT_FOUND: 404,
