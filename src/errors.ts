@@ -22,6 +22,8 @@ export const ERROR_STATUS = {
   TASK_NOT_WAITING: 409,
   TASK_WAITING: 409,
   PAYLOAD_TOO_LARGE: 413,
+  /** One line of a session import is longer than the import line limit (16 MiB); nothing was imported. */
+  IMPORT_LINE_TOO_LONG: 413,
   MAX_ITERATIONS: 422,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
