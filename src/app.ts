@@ -251,7 +251,14 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app, { streams }) =>
-        openaiApiRoutes(app, { runtime, agents: registry, store, events, streams }),
+        openaiApiRoutes(app, {
+          runtime,
+          agents: registry,
+          store,
+          events,
+          streams,
+          sessions: queue,
+        }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
       (app) =>
         metricsRoutes(app, { metrics, isAgent: (name) => registry.find(name) !== undefined }),

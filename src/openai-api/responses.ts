@@ -9,12 +9,13 @@ import type { FastifyInstance } from 'fastify';
 import type { ChatMessage, TokenUsage } from '../llm/messages.js';
 import type { MessageLog, SessionStore } from '../store/store.js';
 import type { SessionRow } from '../store/store.js';
-import { contentText, readTemperature } from './chat-request.js';
+import { contentText, readTemperature, rejectMidHistorySystem } from './chat-request.js';
 import type { ConversationResult, Conversations } from './conversations.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { markTurnFailed } from '../http/turn-outcome.js';
+import type { SessionLock } from '../runtime/session-lock.js';
 
 interface ResponsesInput {
   agentName: string;
@@ -117,11 +118,13 @@ function readResponsesRequest(body: unknown): ResponsesInput {
   if (isRecord(body.metadata))
     for (const [k, v] of Object.entries(body.metadata)) if (typeof v === 'string') metadata[k] = v;
   const instructions = typeof body.instructions === 'string' ? body.instructions : null;
+  const items = readInputItems(body.input);
+  rejectMidHistorySystem(items, 'input');
   return {
     agentName: body.model,
     messages: [
       ...(instructions ? [{ role: 'system' as const, content: instructions }] : []),
-      ...readInputItems(body.input),
+      ...items,
     ],
     instructions,
     previousResponseId:
@@ -165,16 +168,32 @@ function responseUsage(usage: TokenUsage) {
   };
 }
 
-/** The `response` object; `text` undefined means still in progress. */
-function responseObject(fields: ResponseFields, text: string | undefined, usage?: TokenUsage) {
+/** What GET says of a turn that ended without a reply (its client went away, or it failed). */
+const ENDED_WITHOUT_REPLY = {
+  code: 'server_error' as const,
+  message:
+    'The response ended before it was complete: its client disconnected or the turn failed, and nothing more will be added. Send the request again.',
+};
+
+/**
+ * The `response` object; `text` undefined means still in progress, or, with
+ * `failed`, ended without a reply.
+ */
+function responseObject(
+  fields: ResponseFields,
+  text: string | undefined,
+  usage?: TokenUsage,
+  failed = false,
+) {
   const done = text !== undefined;
+  const status = done ? 'completed' : failed ? 'failed' : 'in_progress';
   return {
     id: fields.id,
     object: 'response' as const,
     created_at: fields.createdAt,
-    status: done ? ('completed' as const) : ('in_progress' as const),
+    status: status as 'completed' | 'failed' | 'in_progress',
     completed_at: done ? Math.floor(Date.now() / 1000) : null,
-    error: null,
+    error: status === 'failed' ? ENDED_WITHOUT_REPLY : null,
     incomplete_details: null,
     instructions: fields.instructions,
     model: fields.model,
@@ -199,6 +218,8 @@ export interface ResponseRouteDeps {
   conversations: Conversations;
   /** GET /responses/:id reads the turn back from the session's log. */
   store: Pick<SessionStore, 'findSession'> & Pick<MessageLog, 'listMessages'>;
+  /** Whether a turn runs on a session here: a reply still missing is then in progress. */
+  sessions: Pick<SessionLock, 'isBusy'>;
   streams: StreamGate;
 }
 
@@ -316,22 +337,29 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       afterSeq: startSeq,
       limit: RESPONSE_READ_LIMIT,
     });
+    // An id Cairn issued names the seq before a turn's input: the user
+    // message that started it follows. Any other seq was never issued.
+    const input = messages[0];
+    if (input === undefined || input.seq !== startSeq + 1 || input.role !== 'user')
+      throw notFound();
     const turn = messages.slice(1);
     const next = turn.findIndex((m) => m.role === 'user');
     const own = next >= 0 ? turn.slice(0, next) : turn;
-    if (messages[0] === undefined) throw notFound();
     const answer = [...own]
       .reverse()
       .find((m) => m.role === 'assistant' && !m.tool_calls?.length && m.content !== null);
     const fields: ResponseFields = {
       id: request.params.id,
-      createdAt: Math.floor(Date.parse(messages[0].created_at) / 1000),
+      createdAt: Math.floor(Date.parse(input.created_at) / 1000),
       model: session.agent_name,
       instructions: null,
       previousResponseId: null,
       temperature: null,
       metadata: {},
     };
-    return responseObject(fields, answer?.content ?? undefined);
+    // No reply and no turn running on it here (or a later turn began): it
+    // ended without one, and never will have one.
+    const running = next < 0 && deps.sessions.isBusy(sessionId);
+    return responseObject(fields, answer?.content ?? undefined, undefined, !running);
   });
 }
