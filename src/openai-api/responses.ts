@@ -191,7 +191,7 @@ function responseObject(
     id: fields.id,
     object: 'response' as const,
     created_at: fields.createdAt,
-    status: status as 'completed' | 'failed' | 'in_progress',
+    status,
     completed_at: done ? Math.floor(Date.now() / 1000) : null,
     error: status === 'failed' ? ENDED_WITHOUT_REPLY : null,
     incomplete_details: null,
