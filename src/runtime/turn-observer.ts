@@ -6,8 +6,12 @@
 import { CairnError } from '../errors.js';
 import type { InfoLogger } from './event-log.js';
 
+/** The tool of a call whose name the agent does not offer (the model made it up). */
+export const UNKNOWN_TOOL = 'unknown';
+
 export interface ToolResultNote {
   agentName: string;
+  /** The called tool's name, or UNKNOWN_TOOL when the agent offers no tool of that name. */
   tool: string;
   /** The tool failed, timed out, was unknown or got arguments not matching its schema. */
   isError: boolean;
