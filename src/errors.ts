@@ -47,12 +47,19 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export class CairnError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
+  /** Sent as `Retry-After` (seconds) with the error response, when set. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown; retryAfterSeconds?: number },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'CairnError';
     this.code = code;
     this.status = ERROR_STATUS[code];
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 

@@ -132,6 +132,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       maxStreams: DEFAULT_MAX_STREAMS,
       maxBufferedBytes: DEFAULT_STREAM_BUFFER_BYTES,
     },
+    (details, message) => app.log.warn(details, message),
   );
   // Before the routes: the OpenAPI document is collected as routes are added.
   registerOpenApi(app);

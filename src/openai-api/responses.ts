@@ -15,6 +15,7 @@ import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { markTurnFailed } from '../http/turn-outcome.js';
+import { logFailure } from '../http/errors.js';
 import type { SessionLock } from '../runtime/session-lock.js';
 
 interface ResponsesInput {
@@ -311,7 +312,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     } catch (err) {
       const [status, body] = toOpenAIError(err, request.id);
       markTurnFailed(request);
-      if (status >= 500) request.log.error({ code: body.error.code }, 'streamed response failed');
+      logFailure(request, err, status, 'streamed response failed');
       emit('error', {
         code: body.error.code,
         message: body.error.message,

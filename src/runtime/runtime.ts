@@ -237,7 +237,7 @@ export class Runtime {
       note(seen.outcome ?? 'answer');
       return result;
     } catch (err) {
-      note('error', errorCodeOf(err));
+      note('error', errorCodeOf(err, input.signal));
       throw err;
     }
   }

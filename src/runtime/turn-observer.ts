@@ -33,9 +33,17 @@ export interface TurnObserver {
   chatTurn?(note: ChatTurnNote): void;
 }
 
-/** The error code of a failed turn, for the log line (never its message: it may echo input). */
-export function errorCodeOf(err: unknown): string {
-  return err instanceof CairnError ? err.code : 'INTERNAL';
+/** How a turn whose client went away is reported: not a server failure. */
+export const CLIENT_DISCONNECTED = 'CLIENT_DISCONNECTED';
+
+/**
+ * The error code of a failed turn, for the log line (never its message: it
+ * may echo input). A turn that stopped because its caller's `signal` aborted
+ * (the client disconnected) is CLIENT_DISCONNECTED, not INTERNAL.
+ */
+export function errorCodeOf(err: unknown, signal?: AbortSignal): string {
+  if (err instanceof CairnError) return err.code;
+  return signal?.aborted === true ? CLIENT_DISCONNECTED : 'INTERNAL';
 }
 
 /** Logs every chat turn once at info with its ids, outcome and duration. */
