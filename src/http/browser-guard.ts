@@ -147,19 +147,23 @@ export function corsOriginKeys(origins: readonly string[]): Set<string> {
   return keys;
 }
 
+/**
+ * Set on the raw response, so they also reach responses written past fastify
+ * (server-sent event streams, the MCP transport); a header a route sets
+ * itself (Swagger UI's own CSP) still takes precedence.
+ */
 function setSecurityHeaders(reply: FastifyReply, isConsolePage: boolean): void {
-  void reply
-    .header('x-content-type-options', 'nosniff')
-    .header('referrer-policy', 'no-referrer')
-    .header('x-frame-options', 'DENY')
-    .header('content-security-policy', isConsolePage ? CONSOLE_CSP : API_CSP)
-    .header('vary', 'Origin');
+  const raw = reply.raw;
+  raw.setHeader('x-content-type-options', 'nosniff');
+  raw.setHeader('referrer-policy', 'no-referrer');
+  raw.setHeader('x-frame-options', 'DENY');
+  raw.setHeader('content-security-policy', isConsolePage ? CONSOLE_CSP : API_CSP);
+  raw.setHeader('vary', 'Origin');
 }
 
 function allowCors(reply: FastifyReply, origin: string): void {
-  void reply
-    .header('access-control-allow-origin', origin)
-    .header('access-control-expose-headers', CORS_EXPOSED_HEADERS);
+  reply.raw.setHeader('access-control-allow-origin', origin);
+  reply.raw.setHeader('access-control-expose-headers', CORS_EXPOSED_HEADERS);
 }
 
 function isPreflight(request: FastifyRequest): boolean {

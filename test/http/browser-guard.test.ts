@@ -303,3 +303,47 @@ describe('host names', () => {
       expect(isHostAllowed(host, allowed), String(host)).toBe(false);
   });
 });
+
+describe('browser headers on responses written past the framework', () => {
+  let t: TestApp;
+  let port: number;
+
+  beforeAll(async () => {
+    t = await startTestApp({ server: { corsOrigins: [LISTED_ORIGIN] } });
+    await t.app.server.listen({ host: '127.0.0.1', port: 0 });
+    port = (t.app.server.server.address() as { port: number }).port;
+  });
+  afterAll(async () => t.close());
+
+  it('an event stream and an MCP answer carry them, and CORS for a listed origin', async () => {
+    const events = await new Promise<RawReply>((resolve, reject) => {
+      const req = httpRequest(
+        { host: '127.0.0.1', port, path: '/events', headers: { origin: LISTED_ORIGIN } },
+        (res) => {
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: '' });
+          res.destroy();
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    expect(events.status).toBe(200);
+    expect(events.headers['x-content-type-options']).toBe('nosniff');
+    expect(events.headers['x-frame-options']).toBe('DENY');
+    expect(events.headers['access-control-allow-origin']).toBe(LISTED_ORIGIN);
+
+    const mcp = await rawRequest(port, {
+      method: 'POST',
+      path: '/mcp',
+      headers: {
+        host: `127.0.0.1:${port}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    expect(mcp.status).toBe(200);
+    expect(mcp.headers['x-content-type-options']).toBe('nosniff');
+    expect(mcp.headers['referrer-policy']).toBe('no-referrer');
+  });
+});
