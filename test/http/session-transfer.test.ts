@@ -6,7 +6,15 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
-import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  chatOn,
+  DATABASES,
+  seedSession,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
+import { MAX_IMPORTED_SEQ } from '../../src/transfer/session-import.js';
 import { isSummaryRequest } from '../compaction/summary-requests.js';
 
 const NDJSON = 'application/x-ndjson';
@@ -436,5 +444,59 @@ describe('session export and import', () => {
       expect(res.statusCode).toBe(400);
       expect(res.json().error.message).toContain(NDJSON);
     });
+  });
+});
+
+describe.each(DATABASES)('an import near the seq limit on %s', (database) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ database });
+    t.fake!.setDefault(() => ({ content: 'ok' }));
+  });
+  afterAll(() => t.close());
+
+  it('is stored and chats on, with the seqs the store holds', async () => {
+    const id = await seedSession(t.app, conversation(2));
+    const exported = await t.app.server.inject({ url: `/sessions/${id}/export` });
+    const shifted = exported.body
+      .trimEnd()
+      .split('\n')
+      .map((line) =>
+        line.replace(
+          /"seq":(\d+)/,
+          (_m, seq: string) => `"seq":${MAX_IMPORTED_SEQ - 10 + Number(seq)}`,
+        ),
+      );
+    const imported = await t.app.server.inject({
+      method: 'POST',
+      url: '/sessions/import',
+      payload: shifted.join('\n'),
+      headers: { 'content-type': NDJSON },
+    });
+    expect(imported.statusCode, imported.body).toBe(201);
+    const copy = imported.json().session.id as string;
+    const chat = await chatOn(t.app, copy, 'more');
+    expect(chat.statusCode, chat.body).toBe(200);
+    const messages = (await t.app.store.listMessages(copy, { afterSeq: 0, limit: 10 })).map(
+      (m) => m.seq,
+    );
+    expect(messages.at(-1)).toBeGreaterThan(MAX_IMPORTED_SEQ - 10);
+  });
+
+  it('refuses a seq past 32 bits with 400, never a database error', async () => {
+    const id = await seedSession(t.app, conversation(2));
+    const exported = await t.app.server.inject({ url: `/sessions/${id}/export` });
+    const lines = exported.body.trimEnd().split('\n');
+    const body = [...lines.slice(0, -1), lines.at(-1)!.replace(/"seq":\d+/, '"seq":3000000000')];
+    const before = (await t.app.store.listSessions({ limit: 100 })).items.length;
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/sessions/import',
+      payload: body.join('\n'),
+      headers: { 'content-type': NDJSON },
+    });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json().error.code).toBe('VALIDATION_ERROR');
+    expect((await t.app.store.listSessions({ limit: 100 })).items.length).toBe(before);
   });
 });
