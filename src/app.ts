@@ -9,6 +9,7 @@ import { formatProblem, loadAgents } from './agents/load-agents.js';
 import type { AgentProblem } from './agents/agent-config.js';
 import type { ModelRoleSettings, Settings } from './config/settings.js';
 import { createServer } from './http/create-server.js';
+import { defaultAllowedHosts } from './http/browser-guard.js';
 import { compactionRoutes } from './http/routes/compaction.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
@@ -227,6 +228,12 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
   const server = createServer({
     apiKey: settings.server.apiKey,
+    browser: {
+      allowedHosts: defaultAllowedHosts(settings.server),
+      corsOrigins: settings.server.corsOrigins,
+      publicOrigin:
+        settings.server.publicUrl === null ? null : new URL(settings.server.publicUrl).origin,
+    },
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
     streamLimits: {
@@ -245,7 +252,13 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app, { streams }) =>
-        openaiApiRoutes(app, { runtime, agents: registry, store, events, streams }),
+        openaiApiRoutes(app, {
+          runtime,
+          agents: registry,
+          store,
+          events,
+          streams,
+        }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
       (app) =>
         metricsRoutes(app, { metrics, isAgent: (name) => registry.find(name) !== undefined }),

@@ -10,6 +10,10 @@ export const ERROR_STATUS = {
   SESSION_AGENT_MISMATCH: 400,
   CONTEXT_OVERFLOW: 400,
   UNAUTHORIZED: 401,
+  /** The `Host` header names no host this server answers to (DNS rebinding is refused here). */
+  HOST_NOT_ALLOWED: 403,
+  /** The request comes from a web page whose origin is neither the server's nor in server.corsOrigins. */
+  ORIGIN_NOT_ALLOWED: 403,
   NOT_FOUND: 404,
   AGENT_NOT_FOUND: 404,
   SESSION_NOT_FOUND: 404,
@@ -20,6 +24,8 @@ export const ERROR_STATUS = {
   TASK_NOT_WAITING: 409,
   TASK_WAITING: 409,
   PAYLOAD_TOO_LARGE: 413,
+  /** One line of a session import is longer than the import line limit (16 MiB); nothing was imported. */
+  IMPORT_LINE_TOO_LONG: 413,
   MAX_ITERATIONS: 422,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
@@ -43,12 +49,19 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export class CairnError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
+  /** Sent as `Retry-After` (seconds) with the error response, when set. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown; retryAfterSeconds?: number },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'CairnError';
     this.code = code;
     this.status = ERROR_STATUS[code];
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 

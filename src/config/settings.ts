@@ -61,6 +61,12 @@ export interface Settings {
     readonly maxStreams: number;
     /** Bytes one stream may queue for a client that does not read before it is dropped. */
     readonly streamBufferBytes: number;
+    /** The URL browsers and clients reach this server by (behind a proxy), or null. */
+    readonly publicUrl: string | null;
+    /** Host names the server answers to besides loopback, the bind address and publicUrl's host. */
+    readonly allowedHosts: readonly string[];
+    /** Web origins whose pages may call the API (CORS); none by default. */
+    readonly corsOrigins: readonly string[];
   };
   readonly database: {
     readonly kind: 'sqlite' | 'postgres';
@@ -115,6 +121,15 @@ export const CAIRN_JSON_SCHEMA = {
         },
         maxStreams: { type: 'integer', minimum: 1 },
         streamBufferBytes: { type: 'integer', minimum: 1024 },
+        publicUrl: { type: ['string', 'null'], pattern: '^https?://[^/?#]+(/[^?#]*)?$' },
+        allowedHosts: {
+          type: 'array',
+          items: { type: 'string', pattern: '^\\.?[A-Za-z0-9.:\\[\\]-]+$' },
+        },
+        corsOrigins: {
+          type: 'array',
+          items: { type: 'string', pattern: '^https?://[^/?#*]+$' },
+        },
       },
     },
     database: {
@@ -154,6 +169,9 @@ interface CairnJson {
     rateLimit?: { max: number; windowMs: number } | null;
     maxStreams?: number;
     streamBufferBytes?: number;
+    publicUrl?: string | null;
+    allowedHosts?: string[];
+    corsOrigins?: string[];
   };
   database?: { path?: string; url?: string | null; poolSize?: number };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
@@ -197,6 +215,23 @@ function parsePort(value: string): number {
     );
   }
   return port;
+}
+
+/** `server.publicUrl` (or CAIRN_PUBLIC_URL) must be an http(s) URL: its host is allowed, its origin is the console's. */
+function checkPublicUrl(value: string | null): string | null {
+  if (value === null) return null;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `server.publicUrl must be an http(s) URL such as https://cairn.example.com, got "${value}".`,
+    );
+  return value;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
@@ -273,6 +308,9 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       rateLimit: file.server?.rateLimit ? Object.freeze({ ...file.server.rateLimit }) : null,
       maxStreams: file.server?.maxStreams ?? DEFAULT_MAX_STREAMS,
       streamBufferBytes: file.server?.streamBufferBytes ?? DEFAULT_STREAM_BUFFER_BYTES,
+      publicUrl: checkPublicUrl(nonEmpty(env.CAIRN_PUBLIC_URL) ?? file.server?.publicUrl ?? null),
+      allowedHosts: Object.freeze([...(file.server?.allowedHosts ?? [])]),
+      corsOrigins: Object.freeze([...(file.server?.corsOrigins ?? [])]),
     }),
     database: Object.freeze({
       kind: databaseUrl === null ? 'sqlite' : 'postgres',

@@ -8,6 +8,7 @@ import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { CairnError } from '../errors.js';
 import { clientIdentity, registerAuth } from './auth.js';
+import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
 import { registerOpenApi } from './openapi.js';
@@ -19,6 +20,8 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 
 export interface ServerDeps {
   apiKey: string | null;
+  /** Hosts and web origins the server answers to (checked before anything else). */
+  browser: BrowserPolicy;
   bodyLimitBytes: number;
   /** Requests per client per window (the client is the key holder, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
@@ -76,6 +79,9 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     void jsonParser(request, text, done);
   });
 
+  // First of all hooks: a foreign Host or Origin is refused before anything runs.
+  registerBrowserGuard(app, deps.browser, isConsolePath);
+
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
@@ -126,6 +132,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       maxStreams: DEFAULT_MAX_STREAMS,
       maxBufferedBytes: DEFAULT_STREAM_BUFFER_BYTES,
     },
+    (details, message) => app.log.warn(details, message),
   );
   // Before the routes: the OpenAPI document is collected as routes are added.
   registerOpenApi(app);

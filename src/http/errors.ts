@@ -7,6 +7,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { CairnError, type ErrorCode } from '../errors.js';
 import { describeValidation } from './validation-message.js';
+import { CLIENT_DISCONNECTED } from '../runtime/turn-observer.js';
 
 export interface ErrorBody {
   error: { code: ErrorCode; message: string };
@@ -61,10 +62,50 @@ export function toHttpError(err: unknown, requestId: string): [number, ErrorBody
   ];
 }
 
+/** Errors whose cause was logged where it arose (e.g. once per burst of refusals). */
+const reported = new WeakSet<object>();
+
+/** Marks `err` as logged already: answering it logs nothing more. */
+export function markReported<T extends object>(err: T): T {
+  reported.add(err);
+  return err;
+}
+
+/** True when the client closed the connection before its answer was complete. */
+export function clientWentAway(request: FastifyRequest): boolean {
+  const raw = request.raw;
+  return raw.destroyed || raw.socket?.destroyed === true;
+}
+
 /**
- * Sends `err` as an error response: logs a 5xx (code and message only, never
- * a body or stack), adds the auth challenge to a 401. `shape` maps the error
- * to `[status, body]` (Cairn's envelope by default; `/v1` passes OpenAI's).
+ * Logs a failed request or turn once, at the right level: a 5xx at error (code
+ * and message only, never a body or stack); a failure because the client
+ * went away at info (it is not the server's fault); nothing for a 4xx or an
+ * error already reported where it arose.
+ */
+export function logFailure(
+  request: FastifyRequest,
+  err: unknown,
+  status: number,
+  message: string,
+): void {
+  if (typeof err === 'object' && err !== null && reported.has(err)) return;
+  if (clientWentAway(request)) {
+    request.log.info({ code: CLIENT_DISCONNECTED }, `${message}: the client disconnected`);
+    return;
+  }
+  if (status < 500) return;
+  request.log.error(
+    { err: { code: (err as { code?: unknown }).code, message: (err as Error).message } },
+    message,
+  );
+}
+
+/**
+ * Sends `err` as an error response: logs it (logFailure), adds the auth
+ * challenge to a 401 and `Retry-After` when the error names one. `shape` maps
+ * the error to `[status, body]` (Cairn's envelope by default; `/v1` passes
+ * OpenAI's).
  */
 export function sendError(
   err: unknown,
@@ -73,12 +114,9 @@ export function sendError(
   shape: (err: unknown, requestId: string) => [number, unknown] = toHttpError,
 ): void {
   const [status, body] = shape(err, request.id);
-  if (status >= 500) {
-    request.log.error(
-      { err: { code: (err as { code?: unknown }).code, message: (err as Error).message } },
-      'request failed',
-    );
-  }
+  logFailure(request, err, status, 'request failed');
   if (status === 401) void reply.header('www-authenticate', 'Bearer realm="cairn"');
+  if (err instanceof CairnError && err.retryAfterSeconds !== undefined)
+    void reply.header('retry-after', String(err.retryAfterSeconds));
   void reply.code(status).send(body);
 }

@@ -5,6 +5,10 @@
  * may have queued for a client that does not read before it is dropped.
  */
 import { CairnError } from '../errors.js';
+import { markReported } from './errors.js';
+
+/** What a refused client is told to wait before it tries again. */
+export const STREAM_RETRY_AFTER_S = 5;
 
 export interface StreamLimits {
   /** Open streams allowed at once, all clients together. */
@@ -13,10 +17,17 @@ export interface StreamLimits {
   readonly maxBufferedBytes: number;
 }
 
+export type GateLogger = (details: Record<string, unknown>, message: string) => void;
+
 export class StreamGate {
   private open = 0;
+  /** Refusals since the cap was last reached: a burst is logged once, when it starts. */
+  private refusedInBurst = 0;
 
-  constructor(readonly limits: StreamLimits) {}
+  constructor(
+    readonly limits: StreamLimits,
+    private readonly warn: GateLogger = () => undefined,
+  ) {}
 
   /** Streams open right now. */
   get openStreams(): number {
@@ -29,9 +40,19 @@ export class StreamGate {
    */
   acquire(): () => void {
     if (this.open >= this.limits.maxStreams) {
-      throw new CairnError(
-        'SERVICE_UNAVAILABLE',
-        `Too many open event streams (the limit is ${this.limits.maxStreams}, server.maxStreams). Close a stream or retry later.`,
+      this.refusedInBurst += 1;
+      if (this.refusedInBurst === 1)
+        this.warn(
+          { maxStreams: this.limits.maxStreams },
+          'stream cap reached: new streams get 503 until one closes (server.maxStreams)',
+        );
+      // Logged above, once for the burst: not again as a failed request.
+      throw markReported(
+        new CairnError(
+          'SERVICE_UNAVAILABLE',
+          `Too many open event streams (the limit is ${this.limits.maxStreams}, server.maxStreams). Close a stream or retry in ${STREAM_RETRY_AFTER_S} s.`,
+          { retryAfterSeconds: STREAM_RETRY_AFTER_S },
+        ),
       );
     }
     this.open += 1;
@@ -40,6 +61,8 @@ export class StreamGate {
       if (released) return;
       released = true;
       this.open -= 1;
+      // Below the cap again: the next refusal starts a new burst.
+      this.refusedInBurst = 0;
     };
   }
 }

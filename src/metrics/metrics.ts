@@ -14,6 +14,17 @@ export type ModelRole = 'main' | 'compact';
 /** Seconds; model calls and turns run from milliseconds to minutes. */
 const LATENCY_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
+/** Label values are cut to this many characters: a long name never makes a huge series. */
+export const MAX_LABEL_CHARS = 64;
+
+/**
+ * A label value as exported. Values come from closed sets (agents loaded,
+ * tools they offer, fixed outcomes); this bounds their length too.
+ */
+export function labelValue(value: string): string {
+  return value.length <= MAX_LABEL_CHARS ? value : value.slice(0, MAX_LABEL_CHARS);
+}
+
 /** Read when /metrics is scraped. */
 export interface MetricsGauges {
   queueDepth(): number;
@@ -167,8 +178,9 @@ export class CairnMetrics {
   }
 
   /** A tool call the loop ran; `isError` covers failures, timeouts, unknown tools and bad arguments. */
+  /** Counts one tool call; `tool` is a name the agent offers (or `unknown`), cut to a label's length. */
   toolCall(tool: string, isError: boolean): void {
-    this.toolCalls.inc({ tool, outcome: isError ? 'error' : 'ok' });
+    this.toolCalls.inc({ tool: labelValue(tool), outcome: isError ? 'error' : 'ok' });
   }
 
   /** An EventBus observer: task turns and transitions, compactions, daemon ticks. */

@@ -9,6 +9,7 @@ import type { TokenUsage } from '../llm/messages.js';
 import { readChatCompletionRequest } from './chat-request.js';
 import type { ConversationResult, Conversations } from './conversations.js';
 import { toOpenAIError } from './errors.js';
+import { logFailure } from '../http/errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { markTurnFailed } from '../http/turn-outcome.js';
@@ -123,7 +124,7 @@ export function chatCompletionRoutes(
       // Headers are gone: OpenAI reports a failure mid-stream as an error event.
       const [status, body] = toOpenAIError(err, request.id);
       markTurnFailed(request);
-      if (status >= 500) request.log.error({ code: body.error.code }, 'streamed completion failed');
+      logFailure(request, err, status, 'streamed completion failed');
       stream.send(body);
       stream.end(false);
     }

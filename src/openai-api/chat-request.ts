@@ -141,6 +141,22 @@ export function readMessage(value: unknown, param: string): ChatMessage {
   }
 }
 
+/**
+ * Refuses a system (or developer) message after the conversation started:
+ * Cairn's context puts every system message first, so one in mid-history
+ * would silently become an instruction at the top.
+ */
+export function rejectMidHistorySystem(messages: readonly ChatMessage[], param: string): void {
+  const firstOther = messages.findIndex((m) => m.role !== 'system');
+  if (firstOther < 0) return;
+  const late = messages.findIndex((m, i) => i > firstOther && m.role === 'system');
+  if (late >= 0)
+    throw new InvalidRequestError(
+      `${param}[${late}]: a system or developer message may only open the conversation, before any user, assistant or tool message. Move it to the start (or send it as a user message).`,
+      { param: `${param}[${late}]`, code: 'misplaced_system_message' },
+    );
+}
+
 function readTools(value: unknown): ToolSpec[] {
   if (value === undefined || value === null) return [];
   if (!Array.isArray(value))
@@ -197,9 +213,11 @@ export function readChatCompletionRequest(body: unknown): ChatCompletionInput {
   rejectUnhonourable(body);
   const temperature = readTemperature(body.temperature);
   const options = isRecord(body.stream_options) ? body.stream_options : {};
+  const messages = body.messages.map((m: unknown, i) => readMessage(m, `messages[${i}]`));
+  rejectMidHistorySystem(messages, 'messages');
   return {
     agentName: body.model,
-    messages: body.messages.map((m: unknown, i) => readMessage(m, `messages[${i}]`)),
+    messages,
     clientTools: readTools(body.tools),
     stream: body.stream === true,
     includeUsage: options.include_usage === true,

@@ -14,6 +14,7 @@ import { ASK_USER_IN_CHAT_RESULT, type Runtime, type RunTurn } from '../runtime/
 import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { transcriptHash } from '../store/transcript-hash.js';
 import { clientTools } from './client-tools.js';
+import { CairnError } from '../errors.js';
 import { InvalidRequestError } from './errors.js';
 
 export interface ConversationRequest {
@@ -94,6 +95,17 @@ function splitPosted(messages: readonly ChatMessage[]): PostedParts {
   );
 }
 
+/**
+ * A 4xx: the request was refused. A 5xx is the server's failure, and a turn
+ * that ran out of iterations did work (its tool calls ran): both are kept.
+ */
+function isRefusal(err: unknown): boolean {
+  if (err instanceof CairnError && err.code === 'MAX_ITERATIONS') return false;
+  const status =
+    err instanceof InvalidRequestError || err instanceof CairnError ? err.status : undefined;
+  return status !== undefined && status >= 400 && status < 500;
+}
+
 export interface ConversationsDeps {
   runtime: Pick<
     Runtime,
@@ -106,7 +118,7 @@ export interface ConversationsDeps {
     | 'forkSession'
   >;
   agents: Pick<AgentRegistry, 'get'>;
-  store: Pick<SessionStore, 'findSession' | 'findSessionByTranscript'> &
+  store: Pick<SessionStore, 'findSession' | 'findSessionByTranscript' | 'deleteSession'> &
     Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext'>;
   events: Pick<EventBus, 'publish'>;
 }
@@ -146,33 +158,43 @@ export class Conversations {
       if (found) session = found;
       else expectedHash = null;
     }
+    const seeded = session === undefined;
     session ??= await this.seed(agent, parts);
 
     const sessionId = session.id;
+    const turn = (options: ConversationRunOptions) =>
+      this.runtime.withTurnSlot(sessionId, agent, async (current, runTurn) => {
+        if (expectedHash !== null && current.transcript_hash !== expectedHash) {
+          throw new InvalidRequestError(
+            'The conversation moved on while this request waited (another request continued it). Resend with the current history.',
+            { status: 409, code: 'conversation_conflict', param: 'messages' },
+          );
+        }
+        if (expectedLastSeq !== null && current.last_seq !== expectedLastSeq) {
+          throw new InvalidRequestError(
+            'Another request continued the previous response while this one waited. Send this request again: it will branch from the previous response.',
+            { status: 409, code: 'conversation_conflict', param: 'previous_response_id' },
+          );
+        }
+        await this.runtime.rejectIfTaskWaiting(sessionId);
+        const input =
+          parts.input[0]?.role === 'tool' ? await this.answers(current, parts.input) : parts.input;
+        options.onStart?.(current);
+        return this.runTurn(runTurn, current, agent, input, extraTools, request, options);
+      });
     return {
       session,
-      run: (options) =>
-        this.runtime.withTurnSlot(sessionId, agent, async (current, runTurn) => {
-          if (expectedHash !== null && current.transcript_hash !== expectedHash) {
-            throw new InvalidRequestError(
-              'The conversation moved on while this request waited (another request continued it). Resend with the current history.',
-              { status: 409, code: 'conversation_conflict', param: 'messages' },
-            );
-          }
-          if (expectedLastSeq !== null && current.last_seq !== expectedLastSeq) {
-            throw new InvalidRequestError(
-              'Another request continued the previous response while this one waited. Send this request again: it will branch from the previous response.',
-              { status: 409, code: 'conversation_conflict', param: 'previous_response_id' },
-            );
-          }
-          await this.runtime.rejectIfTaskWaiting(sessionId);
-          const input =
-            parts.input[0]?.role === 'tool'
-              ? await this.answers(current, parts.input)
-              : parts.input;
-          options.onStart?.(current);
-          return this.runTurn(runTurn, current, agent, input, extraTools, request, options);
-        }),
+      run: async (options) => {
+        try {
+          return await turn(options);
+        } catch (err) {
+          // A refused request leaves nothing behind: not even the session
+          // seeded for it (the client resends the history; it seeds anew).
+          if (seeded && isRefusal(err))
+            await this.deps.store.deleteSession(sessionId).catch(() => undefined);
+          throw err;
+        }
+      },
     };
   }
 

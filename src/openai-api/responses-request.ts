@@ -7,7 +7,7 @@
  * Cairn cannot honour are a 400 naming them.
  */
 import type { ChatMessage, ToolSpec } from '../llm/messages.js';
-import { contentText, readTemperature } from './chat-request.js';
+import { contentText, readTemperature, rejectMidHistorySystem } from './chat-request.js';
 import { InvalidRequestError } from './errors.js';
 
 /** A client function tool as the response echoes it back. */
@@ -196,11 +196,13 @@ export function readResponsesRequest(body: unknown): ResponsesInput {
   const metadata: Record<string, string> = {};
   if (isRecord(body.metadata))
     for (const [k, v] of Object.entries(body.metadata)) if (typeof v === 'string') metadata[k] = v;
+  const items = readInputItems(body.input);
+  rejectMidHistorySystem(items, 'input');
   return {
     agentName: body.model,
     messages: [
       ...(instructions ? [{ role: 'system' as const, content: instructions }] : []),
-      ...readInputItems(body.input),
+      ...items,
     ],
     tools: readTools(body.tools),
     instructions,

@@ -16,6 +16,7 @@ import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { markTurnFailed } from '../http/turn-outcome.js';
+import { logFailure } from '../http/errors.js';
 
 /** How many stored messages GET /v1/responses/:id reads after the turn's start to find its reply. */
 const RESPONSE_READ_LIMIT = 500;
@@ -343,7 +344,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       await storeFailure(fields, err);
       const [status, body] = toOpenAIError(err, request.id);
       markTurnFailed(request);
-      if (status >= 500) request.log.error({ code: body.error.code }, 'streamed response failed');
+      logFailure(request, err, status, 'streamed response failed');
       emit('error', {
         code: body.error.code,
         message: body.error.message,

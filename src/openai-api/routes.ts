@@ -41,7 +41,11 @@ export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void
       );
       modelRoutes(v1, { agents: deps.agents, startedAt });
       chatCompletionRoutes(v1, { conversations, streams: deps.streams });
-      responseRoutes(v1, { conversations, store: deps.store, streams: deps.streams });
+      responseRoutes(v1, {
+        conversations,
+        store: deps.store,
+        streams: deps.streams,
+      });
     },
     { prefix: '/v1' },
   );

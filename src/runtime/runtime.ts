@@ -24,7 +24,12 @@ import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
 import type { SessionTitler } from './session-titler.js';
-import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
+import {
+  errorCodeOf,
+  UNKNOWN_TOOL,
+  type ChatTurnNote,
+  type TurnObserver,
+} from './turn-observer.js';
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -255,7 +260,7 @@ export class Runtime {
       note(seen.outcome ?? 'answer');
       return result;
     } catch (err) {
-      note('error', errorCodeOf(err));
+      note('error', errorCodeOf(err, input.signal));
       throw err;
     }
   }
@@ -462,7 +467,9 @@ export class Runtime {
         if (event.type === 'tool_result') {
           this.deps.observer?.toolResult?.({
             agentName: agent.name,
-            tool: event.name,
+            // A name the model made up is not passed on: observers (metrics
+            // labels) see only names from the agent's tool list.
+            tool: tools.find(event.name) ? event.name : UNKNOWN_TOOL,
             isError: event.isError,
           });
         }

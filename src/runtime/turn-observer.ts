@@ -6,8 +6,12 @@
 import { CairnError } from '../errors.js';
 import type { InfoLogger } from './event-log.js';
 
+/** The tool of a call whose name the agent does not offer (the model made it up). */
+export const UNKNOWN_TOOL = 'unknown';
+
 export interface ToolResultNote {
   agentName: string;
+  /** The called tool's name, or UNKNOWN_TOOL when the agent offers no tool of that name. */
   tool: string;
   /** The tool failed, timed out, was unknown or got arguments not matching its schema. */
   isError: boolean;
@@ -29,9 +33,17 @@ export interface TurnObserver {
   chatTurn?(note: ChatTurnNote): void;
 }
 
-/** The error code of a failed turn, for the log line (never its message: it may echo input). */
-export function errorCodeOf(err: unknown): string {
-  return err instanceof CairnError ? err.code : 'INTERNAL';
+/** How a turn whose client went away is reported: not a server failure. */
+export const CLIENT_DISCONNECTED = 'CLIENT_DISCONNECTED';
+
+/**
+ * The error code of a failed turn, for the log line (never its message: it
+ * may echo input). A turn that stopped because its caller's `signal` aborted
+ * (the client disconnected) is CLIENT_DISCONNECTED, not INTERNAL.
+ */
+export function errorCodeOf(err: unknown, signal?: AbortSignal): string {
+  if (err instanceof CairnError) return err.code;
+  return signal?.aborted === true ? CLIENT_DISCONNECTED : 'INTERNAL';
 }
 
 /** Logs every chat turn once at info with its ids, outcome and duration. */

@@ -22,7 +22,7 @@ import { EXPORT_FORMAT, EXPORT_VERSION } from './session-export.js';
 /** Messages written per transaction while importing. */
 const IMPORT_BATCH = 500;
 /** A single line longer than this is refused (a message is at most ~1 MB of text). */
-export const IMPORT_MAX_LINE_CHARS = 16 * 1024 * 1024;
+export const IMPORT_MAX_LINE_BYTES = 16 * 1024 * 1024;
 
 export type ImportStore = Pick<
   SessionStore,
@@ -31,10 +31,24 @@ export type ImportStore = Pick<
   Pick<MessageLog, 'appendImportedMessages'> &
   Pick<CompactionStore, 'appendImportedCompactions'>;
 
-const INT = { type: 'integer', minimum: 0 } as const;
+/**
+ * The largest seq, size or count an import may carry: both stores keep them as
+ * 32-bit integers, and the session must still have room to grow (an imported
+ * seq near 2^53 once made every later chat on the session a 500).
+ */
+export const MAX_IMPORTED_SEQ = 1_000_000_000;
+/** Seqs, sizes and counts. */
+const INT = { type: 'integer', minimum: 0, maximum: MAX_IMPORTED_SEQ } as const;
+/** Token counts: 64-bit in both stores, so any integer a JavaScript number holds exactly. */
+const TOKENS = { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER } as const;
 const TEXT = { type: 'string' } as const;
 const TEXT_OR_NULL = { type: ['string', 'null'] } as const;
-const INT_OR_NULL = { type: ['integer', 'null'], minimum: 0 } as const;
+const INT_OR_NULL = { type: ['integer', 'null'], minimum: 0, maximum: MAX_IMPORTED_SEQ } as const;
+const TOKENS_OR_NULL = {
+  type: ['integer', 'null'],
+  minimum: 0,
+  maximum: Number.MAX_SAFE_INTEGER,
+} as const;
 
 const SESSION_LINE = {
   type: 'object',
@@ -53,18 +67,18 @@ const SESSION_LINE = {
         title: TEXT_OR_NULL,
         created_at: TEXT,
         updated_at: TEXT,
-        input_tokens: INT,
-        output_tokens: INT,
+        input_tokens: TOKENS,
+        output_tokens: TOKENS,
         compact_summary: TEXT_OR_NULL,
         compact_size: INT,
         compact_count: { type: 'number', minimum: 1, maximum: 99 },
         compaction_count: INT,
         compact_seq: INT,
-        last_prompt_tokens: INT_OR_NULL,
+        last_prompt_tokens: TOKENS_OR_NULL,
         last_prompt_seq: INT_OR_NULL,
         compaction_suspended: { enum: [0, 1] },
-        compaction_input_tokens: INT,
-        compaction_output_tokens: INT,
+        compaction_input_tokens: TOKENS,
+        compaction_output_tokens: TOKENS,
       },
     },
   },
@@ -79,7 +93,7 @@ const MESSAGE_LINE = {
       type: 'object',
       required: ['seq', 'role', 'created_at'],
       properties: {
-        seq: { type: 'integer', minimum: 1 },
+        seq: { type: 'integer', minimum: 1, maximum: MAX_IMPORTED_SEQ },
         role: { enum: ['system', 'user', 'assistant', 'tool'] },
         content: TEXT_OR_NULL,
         tool_calls: {
@@ -134,8 +148,8 @@ const COMPACTION_LINE = {
         model: TEXT,
         input_chars: INT,
         summary_chars: INT,
-        input_tokens: INT,
-        output_tokens: INT,
+        input_tokens: TOKENS,
+        output_tokens: TOKENS,
         created_at: TEXT,
         undone_at: TEXT_OR_NULL,
       },
@@ -193,32 +207,54 @@ function parseLine(text: string, lineNo: number): { type?: unknown } {
   throw invalid(lineNo, 'must be a JSON object');
 }
 
+const NEWLINE = 0x0a;
+
+function lineTooLong(): CairnError {
+  return new CairnError(
+    'IMPORT_LINE_TOO_LONG',
+    `An import line is longer than ${IMPORT_MAX_LINE_BYTES} bytes (${IMPORT_MAX_LINE_BYTES / 1024 / 1024} MiB). Nothing was imported.`,
+  );
+}
+
+function decodeLine(parts: readonly Buffer[]): string {
+  const line = (parts.length === 1 ? parts[0]! : Buffer.concat(parts)).toString('utf8');
+  return line.endsWith('\r') ? line.slice(0, -1) : line;
+}
+
 /**
- * Splits a stream of text chunks into lines (without their newline), refusing
- * a line longer than IMPORT_MAX_LINE_CHARS. Blank lines are skipped.
+ * Splits a stream of chunks into lines (without their newline), refusing a
+ * line longer than IMPORT_MAX_LINE_BYTES as soon as it gets that long. A line
+ * is held as the chunks it arrived in and decoded once, when complete: only
+ * each new chunk is searched for a newline, so a long line costs its size,
+ * never its size squared (a 16 MB line once stalled the server for seconds).
+ * Blank lines are skipped.
  */
 export async function* ndjsonLines(
   chunks: AsyncIterable<string | Uint8Array>,
 ): AsyncGenerator<string> {
-  const decoder = new TextDecoder();
-  let buffer = '';
+  let parts: Buffer[] = [];
+  let held = 0;
   for await (const chunk of chunks) {
-    buffer += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk);
+    let start = 0;
     let end: number;
-    while ((end = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, end).replace(/\r$/, '');
-      buffer = buffer.slice(end + 1);
+    while ((end = bytes.indexOf(NEWLINE, start)) >= 0) {
+      if (held + end - start > IMPORT_MAX_LINE_BYTES) throw lineTooLong();
+      parts.push(bytes.subarray(start, end));
+      const line = decodeLine(parts);
+      parts = [];
+      held = 0;
+      start = end + 1;
       if (line.trim() !== '') yield line;
     }
-    if (buffer.length > IMPORT_MAX_LINE_CHARS) {
-      throw new CairnError(
-        'PAYLOAD_TOO_LARGE',
-        `An import line is longer than ${IMPORT_MAX_LINE_CHARS} characters.`,
-      );
+    if (start < bytes.length) {
+      held += bytes.length - start;
+      if (held > IMPORT_MAX_LINE_BYTES) throw lineTooLong();
+      parts.push(bytes.subarray(start));
     }
   }
-  buffer += decoder.decode();
-  if (buffer.trim() !== '') yield buffer;
+  const last = decodeLine(parts);
+  if (last.trim() !== '') yield last;
 }
 
 /**
@@ -229,13 +265,17 @@ export async function importSession(
   store: ImportStore,
   lines: AsyncIterable<string>,
   checkAgent: (name: string) => void,
+  now: () => number = Date.now,
 ): Promise<SessionRow> {
   const v = lineValidators();
+  const importedAt = now();
   let id: string | undefined;
   try {
     let lineNo = 0;
     let header: ImportedSession | undefined;
     let lastSeq = 0;
+    /** Seqs of the non-system messages, in order: what a compaction row's sizes count. */
+    const conversationSeqs: number[] = [];
     /** Non-system messages at or before the summary pointer. */
     let coveredBySummary = 0;
     let batch: ImportedMessage[] = [];
@@ -254,6 +294,11 @@ export async function importSession(
         }
         checkAgent(value.session.agent_name);
         header = toImportedSession(value.session);
+        header = {
+          ...header,
+          created_at: importedTime(header.created_at, importedAt, lineNo, 'session.created_at'),
+          updated_at: importedTime(header.updated_at, importedAt, lineNo, 'session.updated_at'),
+        };
         id = await store.createImportedSession(header);
         continue;
       }
@@ -262,9 +307,23 @@ export async function importSession(
         if (compactions.length > 0)
           throw invalid(lineNo, 'message lines must come before compaction lines');
         const message = toImportedMessage(value.message);
+        message.created_at = importedTime(
+          message.created_at,
+          importedAt,
+          lineNo,
+          'message.created_at',
+        );
         if (message.seq <= lastSeq)
           throw invalid(lineNo, `seq ${message.seq} must be greater than ${lastSeq}`);
+        // The context puts every system message first: one in mid-history would
+        // be promoted to an instruction, so only the opening ones are accepted.
+        if (message.role === 'system' && conversationSeqs.length > 0)
+          throw invalid(
+            lineNo,
+            `a system message may only open the history; seq ${message.seq} comes after the conversation started`,
+          );
         lastSeq = message.seq;
+        if (message.role !== 'system') conversationSeqs.push(message.seq);
         if (message.role !== 'system' && message.seq <= header.compact_seq) coveredBySummary += 1;
         batch.push(message);
         if (batch.length >= IMPORT_BATCH) {
@@ -273,7 +332,22 @@ export async function importSession(
         }
       } else if (value.type === 'compaction') {
         if (!v.compaction(value)) throw invalid(lineNo, firstError(v.compaction));
-        compactions.push(toImportedCompaction(value.compaction));
+        const compaction = toImportedCompaction(value.compaction);
+        compaction.created_at = importedTime(
+          compaction.created_at,
+          importedAt,
+          lineNo,
+          'compaction.created_at',
+        );
+        if (compaction.undone_at !== null)
+          compaction.undone_at = importedTime(
+            compaction.undone_at,
+            importedAt,
+            lineNo,
+            'compaction.undone_at',
+          );
+        checkCompactionFits(compaction, conversationSeqs, lineNo);
+        compactions.push(compaction);
       } else {
         throw invalid(lineNo, 'type must be "message" or "compaction" after the session line');
       }
@@ -294,6 +368,55 @@ export async function importSession(
     if (id !== undefined) await store.deleteSession(id).catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * An imported timestamp, as the store writes them (ISO 8601), and never later
+ * than the import: a session dated in the future would otherwise stay the
+ * newest one for ever (and win transcript matching against live ones).
+ */
+function importedTime(value: string, importedAt: number, lineNo: number, field: string): string {
+  const ms = Date.parse(value);
+  if (Number.isNaN(ms))
+    throw invalid(lineNo, `${field} "${value.slice(0, 40)}" is not a timestamp`);
+  return new Date(Math.min(ms, importedAt)).toISOString();
+}
+
+/** How many of the (sorted) `seqs` are at or below `seq`. */
+function countUpTo(seqs: readonly number[], seq: number): number {
+  let low = 0;
+  let high = seqs.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (seqs[mid]! <= seq) low = mid + 1;
+    else high = mid;
+  }
+  return low;
+}
+
+/**
+ * A compaction row describes the summary pointer moving forward over the
+ * imported messages: its seqs lie within them, and each size is the number
+ * of conversation messages up to its seq (as the store counts them).
+ */
+function checkCompactionFits(
+  c: ImportedCompaction,
+  conversationSeqs: readonly number[],
+  lineNo: number,
+): void {
+  const lastSeq = conversationSeqs.at(-1) ?? 0;
+  const problem =
+    c.from_seq > c.to_seq
+      ? `from_seq ${c.from_seq} is after to_seq ${c.to_seq}`
+      : c.to_seq > lastSeq
+        ? `to_seq ${c.to_seq} is after the last imported message (${lastSeq})`
+        : countUpTo(conversationSeqs, c.from_seq) !== c.from_size
+          ? `from_size ${c.from_size} does not count the messages up to seq ${c.from_seq}`
+          : countUpTo(conversationSeqs, c.to_seq) !== c.to_size
+            ? `to_size ${c.to_size} does not count the messages up to seq ${c.to_seq}`
+            : undefined;
+  if (problem !== undefined)
+    throw invalid(lineNo, `the compaction does not fit the imported messages: ${problem}`);
 }
 
 function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): ImportedSession {

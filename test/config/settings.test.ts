@@ -61,6 +61,9 @@ describe('loadSettings', () => {
       rateLimit: null,
       maxStreams: 200,
       streamBufferBytes: 1_048_576,
+      publicUrl: null,
+      allowedHosts: [],
+      corsOrigins: [],
     });
     expect(settings.database).toEqual({
       kind: 'sqlite',
@@ -112,6 +115,9 @@ describe('loadSettings', () => {
       rateLimit: { max: 100, windowMs: 60000 },
       maxStreams: 5,
       streamBufferBytes: 65536,
+      publicUrl: null,
+      allowedHosts: [],
+      corsOrigins: [],
     });
     expect(settings.database.path).toBe(join(dir, 'db', 'here.db'));
     expect(settings.models.main).toMatchObject({
@@ -230,6 +236,42 @@ describe('loadSettings', () => {
     expect(err.message).toContain('/server/streamBufferBytes');
     expect(err.message).toContain('/models/main/maxRetries');
     expect(err.message).toContain('/models/main/profile');
+  });
+
+  it('reads the hosts and origins a browser may use, and refuses a wildcard origin or a bad URL', () => {
+    const settings = loadSettings({
+      home: home({
+        server: {
+          publicUrl: 'https://cairn.example.com',
+          allowedHosts: ['cairn.internal', '.corp.example'],
+          corsOrigins: ['https://chat.example.com'],
+        },
+      }),
+      env: {},
+    });
+    expect(settings.server).toMatchObject({
+      publicUrl: 'https://cairn.example.com',
+      allowedHosts: ['cairn.internal', '.corp.example'],
+      corsOrigins: ['https://chat.example.com'],
+    });
+    expect(
+      loadSettings({ home: home({}), env: { CAIRN_PUBLIC_URL: 'http://10.0.0.5:5050' } }).server
+        .publicUrl,
+    ).toBe('http://10.0.0.5:5050');
+    const err = loadError(
+      home({
+        server: {
+          corsOrigins: ['*', 'https://chat.example.com/path'],
+          publicUrl: 'cairn.example.com',
+        },
+      }),
+    );
+    expect(err.message).toContain('/server/corsOrigins/0');
+    expect(err.message).toContain('/server/corsOrigins/1');
+    expect(err.message).toContain('/server/publicUrl');
+    expect(() =>
+      loadSettings({ home: home({}), env: { CAIRN_PUBLIC_URL: 'ftp://cairn.example.com' } }),
+    ).toThrow(/server.publicUrl must be an http\(s\) URL/);
   });
 
   it('rejects a cairn.json that is not JSON', () => {

@@ -4,10 +4,13 @@
  * model. Clicks through chat → compact → divider and summary → undo → answer
  * a waiting task → a turn sent through the API appears live; then the key
  * prompt of a server with an API key. No page errors, and no request leaves
- * the server's origin. Screenshots go to test-artifacts/console/.
+ * the server's origin. Last, a page on another origin frames the console:
+ * the browser refuses to show it. Screenshots go to test-artifacts/console/.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -378,6 +381,61 @@ describe('the console against a server with an API key', () => {
 
       expect(browser.pageErrors).toEqual([]);
       expect(browser.foreignRequests).toEqual([]);
+    },
+    FLOW_TIMEOUT_MS,
+  );
+});
+
+describe('the console inside another site’s frame', () => {
+  let home: string;
+  let server: ServerProcess;
+  let foreign: Server;
+  let foreignUrl: string;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    execFileSync('bash', [join(ROOT, 'scripts', 'ensure-chromium.sh')], { stdio: 'inherit' });
+    home = makeHome({ agents: { guarded: GUARDED } }, null);
+    server = await spawnServer({ home });
+    // Another origin (same address, another port) whose page frames the console.
+    foreign = createHttpServer((_request, response) => {
+      response.setHeader('content-type', 'text/html');
+      response.end(
+        `<!doctype html><title>Not Cairn</title><iframe id="victim" src="${server.url}/console/tasks" width="800" height="600"></iframe>`,
+      );
+    });
+    await new Promise<void>((resolve) => foreign.listen(0, '127.0.0.1', resolve));
+    foreignUrl = `http://127.0.0.1:${(foreign.address() as AddressInfo).port}`;
+    browser = await openBrowser(foreignUrl);
+  }, SETUP_TIMEOUT_MS);
+
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((resolve) => foreign?.close(resolve));
+    await server?.stop('SIGTERM');
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  it(
+    'is refused by the browser: no console page loads in the frame',
+    async () => {
+      const { page } = browser;
+      const refusals: string[] = [];
+      page.on('console', (message) => {
+        if (/frame-ancestors|X-Frame-Options/i.test(message.text())) refusals.push(message.text());
+      });
+      await page.goto(`${foreignUrl}/`);
+      await expect.poll(() => refusals.length, { timeout: UI_TIMEOUT_MS }).toBeGreaterThan(0);
+      const frame = page.frames().find((f) => f !== page.mainFrame());
+      expect(frame).toBeDefined();
+      // The frame holds the browser's error page, not the console: nothing to click.
+      expect(frame!.url()).not.toContain('/console/');
+      expect(await frame!.locator('#app').count()).toBe(0);
+      await page.screenshot({ path: join(ARTIFACTS, 'framed-refused.png') });
+
+      // The same page opened directly still works under its CSP.
+      await page.goto(`${server.url}/console/tasks`);
+      await page.getByRole('link', { name: 'Tasks' }).waitFor();
     },
     FLOW_TIMEOUT_MS,
   );

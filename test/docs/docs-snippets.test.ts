@@ -33,6 +33,7 @@ const FILES = [
     '05-tasks',
     '06-subagents-and-daemons',
     '08-memory',
+    '09-security',
     '10-openai-api',
     '13-running-several-instances',
     '14-a2a',

@@ -4,6 +4,7 @@
  * the API key.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CairnMetrics, labelValue, MAX_LABEL_CHARS } from '../../src/metrics/metrics.js';
 import { isSummaryRequest } from '../compaction/summary-requests.js';
 import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
@@ -137,8 +138,44 @@ describe('GET /metrics', () => {
       sample(after, 'cairn_tool_calls_total', labels) -
       sample(before, 'cairn_tool_calls_total', labels);
     expect(delta({ tool: 'current_time', outcome: 'ok' })).toBe(2);
-    expect(delta({ tool: 'no_such_tool', outcome: 'error' })).toBe(1);
+    // A name the agent does not offer is counted as `unknown`, never as itself.
+    expect(delta({ tool: 'unknown', outcome: 'error' })).toBe(1);
+    expect(after).not.toContain('no_such_tool');
     expect(delta({ tool: 'current_time', outcome: 'error' })).toBe(0);
+  });
+
+  it('creates no new series when the model invents 520 tool names', async () => {
+    const series = (text: string) =>
+      text.split('\n').filter((line) => line.startsWith('cairn_tool_calls_total{'));
+    // `unknown` exists once any invented call was counted; make sure it does.
+    t.fake!.script(
+      { tool_calls: [{ name: 'warm_up_invention', arguments: '{}' }] },
+      { content: 'ok' },
+    );
+    await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'warm up' },
+    });
+    const before = await scrape();
+    const invented = Array.from({ length: 520 }, (_, i) => ({
+      name: `invented_${i}_${'x'.repeat(80)}`,
+      arguments: '{}',
+    }));
+    t.fake!.script({ tool_calls: invented }, { content: 'Never mind.' });
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      payload: { message: 'use every tool you can think of' },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const after = await scrape();
+    expect(series(after)).toHaveLength(series(before).length);
+    expect(after).not.toContain('invented_');
+    expect(
+      sample(after, 'cairn_tool_calls_total', { tool: 'unknown', outcome: 'error' }) -
+        sample(before, 'cairn_tool_calls_total', { tool: 'unknown', outcome: 'error' }),
+    ).toBe(520);
   });
 
   it('counts a call run after its approval', async () => {
@@ -274,5 +311,17 @@ describe('GET /metrics', () => {
     } finally {
       await locked.close();
     }
+  });
+});
+
+describe('metric label values', () => {
+  it('are cut to 64 characters', async () => {
+    const metrics = new CairnMetrics({ queueDepth: () => 0, openEventStreams: () => 0 });
+    const long = `mcp_${'y'.repeat(200)}`;
+    metrics.toolCall(long, false);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(`tool="${long.slice(0, MAX_LABEL_CHARS)}"`);
+    expect(text).not.toContain(long.slice(0, MAX_LABEL_CHARS + 1));
+    expect(labelValue('short')).toBe('short');
   });
 });

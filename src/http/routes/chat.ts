@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { Runtime } from '../../runtime/runtime.js';
-import { toHttpError } from '../errors.js';
+import { logFailure, toHttpError } from '../errors.js';
 import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js';
 import { SseStream, wantsEventStream } from '../sse.js';
 import type { StreamGate } from '../stream-gate.js';
@@ -96,7 +96,7 @@ export function chatRoutes(
       } catch (err) {
         const [status, body] = toHttpError(err, request.id);
         markTurnFailed(request);
-        if (status >= 500) request.log.error({ code: body.error.code }, 'streamed chat failed');
+        logFailure(request, err, status, 'streamed chat failed');
         sse.send('error', { status, ...body });
       } finally {
         sse.end();

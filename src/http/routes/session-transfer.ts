@@ -15,6 +15,36 @@ import { objectSchema, sessionParams } from '../schemas.js';
 
 export const NDJSON = 'application/x-ndjson';
 
+/**
+ * Imports read at once; more wait their turn, their bodies unread (so held
+ * by the socket, not in memory). Each holds at most one line of
+ * IMPORT_MAX_LINE_BYTES and its parse: parallel imports of huge lines stay
+ * within a fixed amount of memory.
+ */
+export const MAX_CONCURRENT_IMPORTS = 2;
+
+/** A counting semaphore: `run` waits for one of `size` slots. */
+class Slots {
+  private free: number;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(size: number) {
+    this.free = size;
+  }
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.free > 0) this.free -= 1;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await work();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free += 1;
+    }
+  }
+}
+
 interface EditBody {
   title?: string | null;
   compactCount?: number;
@@ -72,18 +102,31 @@ export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransfe
   );
 
   // The import body is read as a stream, line by line, so its size is not
-  // bounded by server.bodyLimitBytes (each line is; see IMPORT_MAX_LINE_CHARS).
+  // bounded by server.bodyLimitBytes (each line is; see IMPORT_MAX_LINE_BYTES).
   app.addContentTypeParser(NDJSON, (_request, payload, done) => done(null, payload));
 
+  const imports = new Slots(MAX_CONCURRENT_IMPORTS);
   app.post('/sessions/import', async (request, reply) => {
-    if (!(request.body instanceof Readable)) {
+    const body = request.body;
+    if (!(body instanceof Readable)) {
       throw new CairnError(
         'VALIDATION_ERROR',
         `Send the export as the body with content-type ${NDJSON} (the output of GET /sessions/:id/export).`,
       );
     }
-    const session = await importSession(store, ndjsonLines(request.body), (name) => {
-      agents.get(name);
+    const session = await imports.run(async () => {
+      try {
+        return await importSession(
+          store,
+          ndjsonLines(body.iterator({ destroyOnReturn: false })),
+          (name) => agents.get(name),
+        );
+      } catch (err) {
+        // The rest of a refused body is read and dropped, not kept and not
+        // left unread: the socket stays usable and the client reads the error.
+        body.resume();
+        throw err;
+      }
     });
     return reply.code(201).send({ session });
   });
