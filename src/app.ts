@@ -258,6 +258,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
           store,
           events,
           streams,
+          sessions: queue,
         }),
       (app) => sessionTransferRoutes(app, { agents: registry, store }),
       (app) =>

@@ -17,6 +17,7 @@ import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-str
 import type { StreamGate } from '../http/stream-gate.js';
 import { markTurnFailed } from '../http/turn-outcome.js';
 import { logFailure } from '../http/errors.js';
+import type { SessionLock } from '../runtime/session-lock.js';
 
 /** How many stored messages GET /v1/responses/:id reads after the turn's start to find its reply. */
 const RESPONSE_READ_LIMIT = 500;
@@ -113,6 +114,13 @@ interface ResponseFailure {
   message: string;
 }
 
+/** What GET says of a turn that ended without a reply and without a stored response. */
+const ENDED_WITHOUT_REPLY: ResponseFailure = {
+  code: 'server_error',
+  message:
+    'The response ended before it was complete: its client disconnected or the turn failed, and nothing more will be added. Send the request again.',
+};
+
 /** The `response` object; no `outcome` means still in progress, or failed with `failure`. */
 function responseObject(
   fields: ResponseFields,
@@ -157,6 +165,8 @@ function callItemId(responseIdValue: string, index: number): string {
 
 export interface ResponseRouteDeps {
   conversations: Conversations;
+  /** Whether a turn runs on a session here: a reply still missing is then in progress. */
+  sessions: Pick<SessionLock, 'isBusy'>;
   /** Stored responses; GET /responses/:id of an older response reads the turn back from the session's log. */
   store: Pick<SessionStore, 'findSession'> &
     Pick<MessageLog, 'listMessages'> &
@@ -383,7 +393,6 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     const answer = [...own]
       .reverse()
       .find((m) => m.role === 'assistant' && !m.tool_calls?.length && m.content !== null);
-    if (answer?.content === undefined || answer.content === null) throw notFound();
     const fields: ResponseFields = {
       id: request.params.id,
       createdAt: Math.floor(Date.parse(start.created_at) / 1000),
@@ -394,6 +403,15 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       metadata: {},
       tools: [],
     };
+    if (answer?.content === undefined || answer.content === null) {
+      // No reply yet: in progress while its turn still runs here (finished
+      // turns, failed ones included, were stored above); otherwise it ended
+      // without one and never will have one.
+      const running = next < 0 && deps.sessions.isBusy(sessionId);
+      return running
+        ? responseObject(fields)
+        : responseObject(fields, undefined, ENDED_WITHOUT_REPLY);
+    }
     const text = answer.content;
     return responseObject(fields, {
       items: [outputMessage(messageId(fields.id), text, 'completed')],

@@ -20,6 +20,7 @@ export interface OpenAIApiDeps extends ConversationsDeps {
   store: ConversationsDeps['store'] & ResponseRouteDeps['store'];
   /** The server's one stream gate: /v1 streams count against `server.maxStreams` too. */
   streams: StreamGate;
+  sessions: ResponseRouteDeps['sessions'];
 }
 
 /** Registers `/v1/*` on `app` (call it from the composition root's route list). */
@@ -44,6 +45,7 @@ export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void
       responseRoutes(v1, {
         conversations,
         store: deps.store,
+        sessions: deps.sessions,
         streams: deps.streams,
       });
     },
