@@ -9,6 +9,7 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
+import { linkAbort } from '../llm/abort-link.js';
 import { ContextBuilder, type BuiltContext } from './context-builder.js';
 import type { ContextGuard } from './context-guard.js';
 import { Turn, type TurnCompactionReport } from './turn.js';
@@ -392,16 +393,15 @@ export class Runtime {
   ): Promise<T> {
     return this.queue.run(sessionId, async (slot) => {
       const session = await this.usableSession(sessionId, agent);
-      return work(session, (request) =>
-        this.runTurn({
-          ...request,
-          session,
-          agent,
-          slot,
-          // The turn stops when its caller gives up or the slot is lost.
-          signal: request.signal ? AbortSignal.any([request.signal, slot]) : slot,
-        }),
-      );
+      return work(session, async (request) => {
+        // The turn stops when its caller gives up or the slot is lost.
+        const stop = linkAbort(request.signal, slot);
+        try {
+          return await this.runTurn({ ...request, session, agent, slot, signal: stop.signal });
+        } finally {
+          stop.dispose();
+        }
+      });
     });
   }
 
