@@ -26,6 +26,7 @@ import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
 import type { SessionTitler } from './session-titler.js';
 import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
+import { reportOutage } from './outage-report.js';
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -422,6 +423,16 @@ export class Runtime {
       ...(guard ? { guard } : {}),
       ...(input.slot ? { slot: input.slot } : {}),
     });
+    try {
+      return await this.loopOver(turn, input, tools);
+    } catch (err) {
+      throw reportOutage(err, turn.stored);
+    }
+  }
+
+  private async loopOver(turn: Turn, input: TurnInput, tools: ToolSet): Promise<TurnResult> {
+    const { agent } = input;
+    const guard = this.deps.contextGuard;
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;
     const result = await runLoop({

@@ -432,5 +432,7 @@ export interface Store
     MemoryStore,
     InstanceStore {
   readonly kind: 'sqlite' | 'postgres';
+  /** Answers once the database answers a trivial query; rejects when it cannot be reached. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -122,6 +122,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       expect(['sqlite', 'postgres']).toContain(store.kind);
     });
 
+    it('answers a ping while the database is reachable', async () => {
+      await expect(store.ping()).resolves.toBeUndefined();
+    });
+
     describe('SessionStore', () => {
       describe('createSession / findSession', () => {
         it('creates an active session with zeroed counters and the system prompt as seq 1', async () => {

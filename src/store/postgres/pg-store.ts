@@ -129,6 +129,10 @@ export class PgStore implements Store {
     return inTransaction(this.pool, this.poolSize, work);
   }
 
+  async ping(): Promise<void> {
+    await this.rows('SELECT 1');
+  }
+
   private rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
     return queryRows<R>(this.pool, this.poolSize, sql, params);
   }

@@ -968,6 +968,10 @@ export class SqliteStore implements Store {
     return this.guard(() => this.stmt.deleteMemory.run(agentName, key).changes > 0);
   }
 
+  async ping(): Promise<void> {
+    await this.guard(() => this.db.prepare('SELECT 1').get());
+  }
+
   async close(): Promise<void> {
     // Queued messages stay queued in the file; the next search indexes them.
     clearTimeout(this.historyIndexTimer);
