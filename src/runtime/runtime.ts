@@ -17,7 +17,7 @@ import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
 import { requireSession } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
-import type { ToolCatalog } from '../tools/tool-catalog.js';
+import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
@@ -338,7 +338,10 @@ export class Runtime {
 
   /** The tools a turn of `agent` gets, plus `extra` (names must not clash); throws before anything is stored. */
   async toolsFor(agent: AgentConfig, extra: readonly Tool[] = []): Promise<ToolSet> {
-    return (await this.deps.tools.forAgent(agent)).with(extra);
+    const tools = (await this.deps.tools.forAgent(agent)).with(extra);
+    // A client's own tools count too: the request carries them all.
+    assertOfferable(agent.name, tools.size);
+    return tools;
   }
 
   /** The session, checked to belong to `agent` and to be open. */
