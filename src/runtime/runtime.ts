@@ -111,6 +111,8 @@ interface TurnInput {
   temperature?: number;
   /** Aborted when the session's slot is lost: the turn writes nothing more. */
   slot?: AbortSignal;
+  /** The task this turn runs: it appends only while the task is still this instance's to run. */
+  runningTask?: string;
 }
 
 export interface TurnResult {
@@ -425,6 +427,7 @@ export class Runtime {
       context: this.context,
       ...(guard ? { guard } : {}),
       ...(input.slot ? { slot: input.slot } : {}),
+      ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
     });
     try {
       return await this.loopOver(turn, input, tools);

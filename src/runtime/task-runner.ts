@@ -313,7 +313,11 @@ export class TaskRunner {
     const controller = new AbortController();
     const done = this.deps.runtime
       .withTurnSlot(task.session_id, agent, (session, runTurn) =>
-        turn(controller.signal, session, runTurn),
+        // Every append of the run checks the task is still this instance's:
+        // a peer may declare it dead (paused past the stale limit) meanwhile.
+        turn(controller.signal, session, (request) =>
+          runTurn({ ...request, runningTask: task.id }),
+        ),
       )
       .then(
         (outcome) => this.settle(task, outcome),
