@@ -5,7 +5,8 @@
  * (default 10, at most 240) and prints one table row per sample:
  *
  * - rss MB, fds: the server process's resident memory (/proc/<pid>/status)
- *   and open file descriptors (/proc/<pid>/fd), sampled now;
+ *   and open file descriptors (/proc/<pid>/fd), sampled now; heap MB: its V8
+ *   heap in use (`cairn_process_heap_used_bytes` from GET /metrics);
  * - wal KB: size of the SQLite write-ahead log;
  * - turns: chats answered 200 since the previous row; compactions: manual
  *   POST /sessions/:id/compact answered 200;
@@ -17,8 +18,12 @@
  * Load: SESSIONS clients each chat on their own session (a short pause
  * between turns); a daemon agent ticks every few seconds; one manual
  * compaction every COMPACT_EVERY_MS; a restart every RESTART_EVERY_MS,
- * alternating SIGTERM and kill -9. At the end: integrity_check, and no task
- * left running. Exit code 1 if any lock error, 5xx, or integrity problem.
+ * alternating SIGTERM and kill -9 (`--no-restarts` turns them off, to watch
+ * one process's memory for the whole run). At the end: integrity_check, no
+ * task left running, and — without restarts — RSS at the end against RSS
+ * after the warm-up (the first sample past WARM_UP_MS). Exit code 1 if any
+ * lock error, 5xx, integrity problem, or (without restarts) RSS more than
+ * MAX_RSS_GROWTH above the warm-up figure.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
@@ -45,6 +50,9 @@ const SAMPLE_MS = 10_000;
 const COMPACT_EVERY_MS = 15_000;
 const RESTART_EVERY_MS = 45_000;
 const MAX_MINUTES = 240;
+const WARM_UP_MS = 60_000;
+/** RSS at the end may exceed RSS after the warm-up by this fraction at most. */
+const MAX_RSS_GROWTH = 0.15;
 const READY_TIMEOUT_MS = 30_000;
 
 function minutesArg(argv: string[]): number {
@@ -152,6 +160,15 @@ function openFds(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;
 }
 
+/** The server's V8 heap in use, from its metrics. */
+async function heapMb(url: string): Promise<number | undefined> {
+  const text = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(2_000) })
+    .then((res) => res.text())
+    .catch(() => '');
+  const bytes = /^cairn_process_heap_used_bytes (\d+(?:\.\d+)?)/m.exec(text)?.[1];
+  return bytes === undefined ? undefined : Math.round(Number(bytes) / 1024 / 1024);
+}
+
 function fileKb(path: string): number {
   try {
     return Math.round(statSync(path).size / 1024);
@@ -162,6 +179,7 @@ function fileKb(path: string): number {
 
 async function main(): Promise<void> {
   const minutes = minutesArg(process.argv.slice(2));
+  const restartsOn = !process.argv.includes('--no-restarts');
   // Validation off: the compiled fake cannot find its OpenAPI fixture, and
   // request shapes are the test suite's job, not the soak's.
   const fake = await startFakeLlmServer({ validate: false });
@@ -234,7 +252,7 @@ async function main(): Promise<void> {
   }, COMPACT_EVERY_MS);
 
   const restarter = setInterval(() => {
-    if (restarting) return;
+    if (restarting || !restartsOn) return;
     restarting = true;
     const signal: NodeJS.Signals = restarts % 2 === 0 ? 'SIGTERM' : 'SIGKILL';
     void server
@@ -248,28 +266,38 @@ async function main(): Promise<void> {
   }, RESTART_EVERY_MS);
 
   const started = Date.now();
-  console.log(`soak: ${minutes} min, ${SESSIONS} sessions, a daemon every 5 s, home ${home}\n`);
   console.log(
-    '| t (s) | rss MB | fds | wal KB | turns | compactions | lock | 5xx | down | restarts |',
+    `soak: ${minutes} min, ${SESSIONS} sessions, a daemon every 5 s, ` +
+      `${restartsOn ? 'restarts' : 'no restarts'}, home ${home}\n`,
   );
   console.log(
-    '|------:|-------:|----:|-------:|------:|------------:|-----:|----:|-----:|---------:|',
+    '| t (s) | rss MB | heap MB | fds | wal KB | turns | compactions | lock | 5xx | down | restarts |',
   );
-  const sample = (): void => {
+  console.log(
+    '|------:|-------:|--------:|----:|-------:|------:|------------:|-----:|----:|-----:|---------:|',
+  );
+  let warmRss: number | undefined;
+  let lastRss: number | undefined;
+  const sample = async (): Promise<void> => {
     const pid = server.child?.pid;
     let rss = '-';
     let fds = '-';
+    let heap = '-';
+    const t = Math.round((Date.now() - started) / 1000);
     try {
       if (pid !== undefined && !restarting) {
-        rss = String(rssMb(pid));
+        const mb = rssMb(pid);
+        rss = String(mb);
         fds = String(openFds(pid));
+        lastRss = mb;
+        if (warmRss === undefined && t * 1000 >= WARM_UP_MS) warmRss = mb;
+        heap = String((await heapMb(server.url)) ?? '-');
       }
     } catch {
       // the process is being replaced
     }
-    const t = Math.round((Date.now() - started) / 1000);
     console.log(
-      `| ${t} | ${rss} | ${fds} | ${fileKb(`${dbPath}-wal`)} | ${counters.turns} | ${counters.compactions} | ${counters.lock} | ${counters.other5xx} | ${counters.down} | ${restarts} |`,
+      `| ${t} | ${rss} | ${heap} | ${fds} | ${fileKb(`${dbPath}-wal`)} | ${counters.turns} | ${counters.compactions} | ${counters.lock} | ${counters.other5xx} | ${counters.down} | ${restarts} |`,
     );
     // Forget the fake's records: they would grow for hours.
     fake.requests.length = 0;
@@ -278,7 +306,7 @@ async function main(): Promise<void> {
       counters[key] = 0;
     }
   };
-  const sampler = setInterval(sample, SAMPLE_MS);
+  const sampler = setInterval(() => void sample(), SAMPLE_MS);
 
   await sleep(minutes * 60_000);
   clearInterval(restarter);
@@ -287,7 +315,7 @@ async function main(): Promise<void> {
   while (restarting) await sleep(50);
   running = false;
   await Promise.all(clients);
-  sample();
+  await sample();
   await server.stop('SIGTERM');
 
   // A final start and stop closes out what the last run left, then check the file.
@@ -306,8 +334,18 @@ async function main(): Promise<void> {
       `${totals.lock} lock errors, ${totals.other5xx} other 5xx, ${totals.down} refused while restarting; ` +
       `integrity_check ${integrity}; ${stuck} task(s) stuck running`,
   );
+  let memoryGrew = false;
+  if (!restartsOn && warmRss !== undefined && lastRss !== undefined) {
+    const growth = (lastRss - warmRss) / warmRss;
+    memoryGrew = growth > MAX_RSS_GROWTH;
+    console.log(
+      `rss: ${warmRss} MB after warm-up, ${lastRss} MB at the end (${(growth * 100).toFixed(1)} %, ` +
+        `limit ${MAX_RSS_GROWTH * 100} %)`,
+    );
+  }
   rmSync(home, { recursive: true, force: true });
-  const failed = totals.lock > 0 || totals.other5xx > 0 || integrity !== 'ok' || stuck > 0;
+  const failed =
+    totals.lock > 0 || totals.other5xx > 0 || integrity !== 'ok' || stuck > 0 || memoryGrew;
   process.exit(failed ? 1 : 0);
 }
 

@@ -35,7 +35,7 @@ export const ERROR_STATUS = {
   SERVICE_UNAVAILABLE: 503,
   /** Another server process holds this SQLite file (raised at start, never over HTTP). */
   DATABASE_IN_USE: 503,
-  /** The Postgres server cannot be reached or dropped the connection; nothing of the request was saved. */
+  /** The Postgres server cannot be reached or dropped the connection; the message says what of a turn was saved. */
   DATABASE_UNAVAILABLE: 503,
   /** The session lock's connection dropped during a turn: another instance may run the session now. */
   SESSION_LOCK_LOST: 503,

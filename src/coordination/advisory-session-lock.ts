@@ -21,6 +21,8 @@ import { DedicatedConnection } from './dedicated-connection.js';
 export const SESSION_FREE_CHANNEL = 'cairn_session_free';
 /** Advisory lock key of a session: a 64-bit hash of its id, computed by Postgres. */
 const LOCK_KEY = 'hashtextextended($1, 12)';
+/** How long work waits for a session lock that another instance holds, by default. */
+export const SESSION_LOCK_WAIT_MS = 120_000;
 
 export interface AdvisorySessionLockOptions {
   connectionString: string;
@@ -30,6 +32,8 @@ export interface AdvisorySessionLockOptions {
   pollMs?: { first: number; max: number };
   /** How long to wait for an unreachable database before failing the turn (ms). */
   connectTimeoutMs?: number;
+  /** How long to wait for a lock another instance holds before failing the turn with a 503 (ms). */
+  lockWaitMs?: number;
   /** Reconnect backoff of the lock connection (ms); tests shorten it. */
   retryMs?: { first: number; max: number };
 }
@@ -101,12 +105,22 @@ export class AdvisorySessionLock implements SessionLock {
 
   private async acquire(sessionId: string): Promise<AbortController> {
     const poll = this.options.pollMs ?? { first: 20, max: 250 };
+    const waitMs = this.options.lockWaitMs ?? SESSION_LOCK_WAIT_MS;
+    const deadline = Date.now() + waitMs;
     let wait = poll.first;
     for (;;) {
       if (await this.tryLock(sessionId)) {
         const holding = new AbortController();
         this.held.set(sessionId, holding);
         return holding;
+      }
+      // A holder that never lets go (paused, or stuck) must not hold this
+      // instance's work on the session for good.
+      if (Date.now() >= deadline) {
+        throw new CairnError(
+          'SERVICE_UNAVAILABLE',
+          `Another instance has been running work on this session for over ${Math.round(waitMs / 1000)} s. Retry later.`,
+        );
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, wait);
@@ -121,34 +135,44 @@ export class AdvisorySessionLock implements SessionLock {
     }
   }
 
+  /**
+   * One attempt at the lock. While the database is unreachable, the query
+   * waits for the lock connection to come back; past `connectTimeoutMs` the
+   * work fails — and the attempt is abandoned for good: it is not sent once
+   * the connection is back, and if it was sent already and still takes the
+   * lock, the lock is given back at once, so no lock is held that nothing
+   * records (every turn on the session elsewhere would wait on it).
+   */
   private async tryLock(sessionId: string): Promise<boolean> {
     const timeoutMs = this.options.connectTimeoutMs ?? 10_000;
+    const abandoned = new AbortController();
     let timer: NodeJS.Timeout | undefined;
     const unreachable = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new CairnError(
-              'DATABASE_UNAVAILABLE',
-              'The database is unreachable, so the session cannot be locked. Try again when Postgres is back.',
-            ),
+      timer = setTimeout(() => {
+        abandoned.abort();
+        reject(
+          new CairnError(
+            'DATABASE_UNAVAILABLE',
+            'The database is unreachable, so the session cannot be locked. Try again when Postgres is back.',
           ),
-        timeoutMs,
-      );
+        );
+      }, timeoutMs);
     });
     try {
       for (;;) {
+        const attempt = this.connection.query<{ ok: boolean }>(
+          `SELECT pg_try_advisory_lock(${LOCK_KEY}) AS ok`,
+          [sessionId],
+          abandoned.signal,
+        );
         try {
-          const { rows } = await Promise.race([
-            this.connection.query<{ ok: boolean }>(
-              `SELECT pg_try_advisory_lock(${LOCK_KEY}) AS ok`,
-              [sessionId],
-            ),
-            unreachable,
-          ]);
+          const { rows } = await Promise.race([attempt, unreachable]);
           return rows[0]?.ok === true;
         } catch (error) {
-          if (error instanceof CairnError) throw error;
+          if (error instanceof CairnError) {
+            this.giveBackIfTaken(sessionId, attempt);
+            throw error;
+          }
           // The connection broke under the query: the next query reconnects.
           await Promise.race([new Promise((resolve) => setTimeout(resolve, 50)), unreachable]);
         }
@@ -159,10 +183,29 @@ export class AdvisorySessionLock implements SessionLock {
     }
   }
 
+  /** An abandoned attempt that still succeeds later: unlock at once, on the connection that took it. */
+  private giveBackIfTaken(sessionId: string, attempt: Promise<{ rows: { ok: boolean }[] }>): void {
+    attempt.then(
+      ({ rows }) => {
+        if (rows[0]?.ok !== true) return;
+        this.options.log?.(
+          { sessionId, instanceId: this.options.instanceId },
+          'a session lock taken after its turn had given up was released',
+        );
+        void this.unlock(sessionId);
+      },
+      () => undefined,
+    );
+  }
+
   private async release(sessionId: string, holding: AbortController): Promise<void> {
     // A lock lost with its connection is gone already: nothing to give back.
     if (holding.signal.aborted) return;
     this.held.delete(sessionId);
+    await this.unlock(sessionId);
+  }
+
+  private async unlock(sessionId: string): Promise<void> {
     await this.connection
       .query(`SELECT pg_advisory_unlock(${LOCK_KEY}), pg_notify('${SESSION_FREE_CHANNEL}', $1)`, [
         sessionId,

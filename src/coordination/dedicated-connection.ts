@@ -37,11 +37,18 @@ export class DedicatedConnection {
     return this.current;
   }
 
+  /**
+   * Runs `text` on the live connection, waiting for one first. A query whose
+   * `abandoned` signal aborted while it waited is never sent: its caller has
+   * given up on it, and it must not take effect behind the caller's back.
+   */
   async query<R extends pg.QueryResultRow>(
     text: string,
     values: unknown[] = [],
+    abandoned?: AbortSignal,
   ): Promise<pg.QueryResult<R>> {
     const client = await this.client();
+    if (abandoned?.aborted) throw new Error('query abandoned before it was sent');
     return client.query<R>(text, values);
   }
 

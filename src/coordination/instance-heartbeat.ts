@@ -26,6 +26,9 @@ export class InstanceHeartbeat {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private failing = false;
+  /** Since when this instance's beats have landed without a gap (ms, this process's clock). */
+  private beatingSince = 0;
+  private lastBeat = 0;
 
   constructor(private readonly options: InstanceHeartbeatOptions) {}
 
@@ -33,12 +36,17 @@ export class InstanceHeartbeat {
     return this.options.staleAfterMs ?? STALE_AFTER_MS;
   }
 
+  private get heartbeatMs(): number {
+    return this.options.heartbeatMs ?? HEARTBEAT_MS;
+  }
+
   /** Records the instance before it serves, then beats in the background. */
   async start(): Promise<void> {
     await this.options.store.heartbeatInstance(this.options.instanceId);
+    this.beatingSince = this.lastBeat = Date.now();
     this.timer = setInterval(() => {
       this.beating ??= this.beat().finally(() => (this.beating = undefined));
-    }, this.options.heartbeatMs ?? HEARTBEAT_MS);
+    }, this.heartbeatMs);
     this.timer.unref();
   }
 
@@ -53,6 +61,17 @@ export class InstanceHeartbeat {
     const { store, instanceId, log } = this.options;
     try {
       await store.heartbeatInstance(instanceId);
+      const now = Date.now();
+      // A gap in this instance's own beats (the database was away, or this
+      // process was paused) means its peers could not beat either, or that
+      // its view is stale: it sweeps only once every peer has had a stale
+      // limit's time to beat again. A database outage alone then never
+      // makes live peers interrupt each other's tasks.
+      if (now - this.lastBeat > 2 * this.heartbeatMs) this.beatingSince = now;
+      this.lastBeat = now;
+      if (this.failing) log({ instanceId }, 'instance heartbeat restored');
+      this.failing = false;
+      if (now - this.beatingSince < this.staleAfterMs) return;
       const {
         closedDaemonSessions: closed,
         interruptedTasks: interrupted,
@@ -73,8 +92,6 @@ export class InstanceHeartbeat {
           { interrupted },
           `${interrupted} task(s) of an instance that stopped heartbeating marked interrupted`,
         );
-      if (this.failing) log({ instanceId }, 'instance heartbeat restored');
-      this.failing = false;
     } catch (error) {
       // The database is away; the next beat tries again. Logged once per outage.
       if (!this.failing)

@@ -13,6 +13,7 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import { CairnError } from '../errors.js';
+import { linkAbort } from './abort-link.js';
 import type { ModelRoleSettings } from '../config/settings.js';
 import type { ChatMessage, ToolCall } from './messages.js';
 import { bridgeToolToUser } from './wire-profile.js';
@@ -310,23 +311,24 @@ export class OpenAIModel implements ModelClient {
     // The SDK's timeout ends at the headers; a body that stalls after them
     // would hold the turn (and the session's queue) forever. This deadline
     // bounds the whole call, body included (RELIABILITY 47).
-    const deadline = new AbortController();
-    const timer = setTimeout(
-      () =>
-        deadline.abort(new OpenAI.APIConnectionTimeoutError({ message: 'model call timed out' })),
-      this.role.timeoutMs,
-    );
+    const call = linkAbort(signal);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      call.abort(new OpenAI.APIConnectionTimeoutError({ message: 'model call timed out' }));
+    }, this.role.timeoutMs);
     let completion: ChatCompletion;
     try {
       completion = await this.client.chat.completions.create(
         { ...this.params(request), stream: false },
-        { signal: signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal },
+        { signal: call.signal },
       );
     } catch (err) {
-      if (deadline.signal.aborted && !signal?.aborted) throw deadline.signal.reason;
+      if (timedOut && !signal?.aborted) throw call.signal.reason;
       throw err;
     } finally {
       clearTimeout(timer);
+      call.dispose();
     }
     const choice = completion.choices[0];
     if (!choice) throw new CairnError('LLM_ERROR', 'The model returned no choices.');
@@ -354,15 +356,15 @@ export class OpenAIModel implements ModelClient {
   ): Promise<ModelResponse> {
     // The SDK timeout ends at the headers; this idle timer covers a stream
     // that stalls after its first chunks (RELIABILITY 15).
-    const idle = new AbortController();
-    const combined = signal ? AbortSignal.any([signal, idle.signal]) : idle.signal;
+    const call = linkAbort(signal);
+    let idleTimeout: Error | undefined;
     let timer: NodeJS.Timeout | undefined;
     const arm = (): void => {
       clearTimeout(timer);
-      timer = setTimeout(
-        () => idle.abort(new OpenAI.APIConnectionTimeoutError({ message: 'stream idle timeout' })),
-        this.role.timeoutMs,
-      );
+      timer = setTimeout(() => {
+        idleTimeout = new OpenAI.APIConnectionTimeoutError({ message: 'stream idle timeout' });
+        call.abort(idleTimeout);
+      }, this.role.timeoutMs);
     };
     let emitted = false;
     let content = '';
@@ -374,7 +376,7 @@ export class OpenAIModel implements ModelClient {
       arm();
       const stream = await this.client.chat.completions.create(
         { ...this.params(request), stream: true, stream_options: { include_usage: true } },
-        { signal: combined },
+        { signal: call.signal },
       );
       for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
         arm();
@@ -402,9 +404,8 @@ export class OpenAIModel implements ModelClient {
         if (choice.finish_reason) finishReason = choice.finish_reason;
       }
     } catch (err) {
-      if (idle.signal.aborted && !signal?.aborted) {
-        const timeout = idle.signal.reason as Error;
-        throw emitted ? new EmittedError(timeout) : timeout;
+      if (idleTimeout && !signal?.aborted) {
+        throw emitted ? new EmittedError(idleTimeout) : idleTimeout;
       }
       // The SDK wraps request failures in APIError; anything else broke the
       // body mid-stream (undici's "terminated" on a reset socket).
@@ -418,14 +419,12 @@ export class OpenAIModel implements ModelClient {
       throw emitted ? new EmittedError(failure) : failure;
     } finally {
       clearTimeout(timer);
+      call.dispose();
     }
     // The SDK ends an aborted stream quietly, as if it had finished: a stall
     // (our idle timer) must still fail as a timeout (RELIABILITY 15).
     if (signal?.aborted) throw signal.reason;
-    if (idle.signal.aborted) {
-      const timeout = idle.signal.reason as Error;
-      throw emitted ? new EmittedError(timeout) : timeout;
-    }
+    if (idleTimeout) throw emitted ? new EmittedError(idleTimeout) : idleTimeout;
     if (finishReason === null) {
       // A clean end of stream without a finish_reason is a cut connection,
       // not an answer (RELIABILITY 16).

@@ -83,6 +83,9 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/** Tool-list changes closer together than this are one burst, logged once when it ends. */
+const CHANGE_BURST_QUIET_MS = 1_000;
+
 export class McpConnection {
   private client: Client | undefined;
   private transport: Transport | undefined;
@@ -97,6 +100,9 @@ export class McpConnection {
   /** Bumped when an attempt is abandoned (time limit), so its late steps undo themselves. */
   private attempt = 0;
   private stderrTail = '';
+  /** Tool-list changes of the current burst, and the timer that ends it. */
+  private changes = 0;
+  private changeTimer: NodeJS.Timeout | undefined;
   private readonly backoff: McpBackoff;
 
   constructor(
@@ -193,6 +199,7 @@ export class McpConnection {
   async close(): Promise<void> {
     this.closing = true;
     clearTimeout(this.reconnectTimer);
+    clearTimeout(this.changeTimer);
     await this.dispose();
     this.currentStatus = 'closed';
   }
@@ -256,9 +263,7 @@ export class McpConnection {
             onChanged: (error, tools) => {
               if (error || !tools || client !== this.client) return;
               this.listed = tools.filter(callable).map(toInfo);
-              this.options.log.info(
-                `MCP server "${this.name}" changed its tools (${this.listed.length} now)`,
-              );
+              this.noteToolsChanged();
               this.options.onToolsChanged();
             },
           },
@@ -293,6 +298,24 @@ export class McpConnection {
       cursor = page.nextCursor;
     } while (cursor !== undefined);
     return tools;
+  }
+
+  /**
+   * Logs tool-list changes once per burst, when it has been quiet for a
+   * while: a server that announces a change ten times a second would
+   * otherwise write ten lines a second.
+   */
+  private noteToolsChanged(): void {
+    this.changes += 1;
+    clearTimeout(this.changeTimer);
+    this.changeTimer = setTimeout(() => {
+      const times = this.changes;
+      this.changes = 0;
+      this.options.log.info(
+        `MCP server "${this.name}" changed its tools${times > 1 ? ` ${times} times` : ''} (${this.listed.length} now)`,
+      );
+    }, CHANGE_BURST_QUIET_MS);
+    this.changeTimer.unref();
   }
 
   private async dispose(): Promise<void> {

@@ -124,6 +124,23 @@ export class CairnMetrics {
         this.set(gauges.openEventStreams());
       },
     });
+    // Memory of this process, so a slow leak shows on a dashboard (and in the soak).
+    new Gauge({
+      name: 'cairn_process_heap_used_bytes',
+      help: 'V8 heap in use by this process (process.memoryUsage().heapUsed).',
+      registers,
+      collect() {
+        this.set(process.memoryUsage().heapUsed);
+      },
+    });
+    new Gauge({
+      name: 'cairn_process_rss_bytes',
+      help: 'Resident memory of this process (RSS).',
+      registers,
+      collect() {
+        this.set(process.memoryUsage.rss());
+      },
+    });
     const running = this.taskStarted;
     new Gauge({
       name: 'cairn_tasks_running',

@@ -118,26 +118,35 @@ export class DaemonScheduler {
    * `runDaemonTick` (DESIGN §4): the agent's prompt as a task in a fresh
    * `daemon` session, which is closed afterwards. Returns undefined when a
    * tick of this agent is already running here or elsewhere (it is skipped).
+   * A scheduled tick names its slot (`slot`, the stored next run it was armed for).
    */
   async runDaemonTick(
     { agentName }: { agentName: string },
-    options: { scheduled?: boolean } = {},
+    options: { scheduled?: boolean; slot?: Date } = {},
   ): Promise<TaskRow | undefined> {
     const running = this.ticking.get(agentName);
     if (running) return undefined;
-    const tick = this.tick(agentName, options.scheduled === true).finally(() =>
+    const tick = this.tick(agentName, options.scheduled === true, options.slot).finally(() =>
       this.ticking.delete(agentName),
     );
     this.ticking.set(agentName, tick);
     return tick;
   }
 
-  private async tick(agentName: string, scheduled: boolean): Promise<TaskRow | undefined> {
+  private async tick(
+    agentName: string,
+    scheduled: boolean,
+    slot?: Date,
+  ): Promise<TaskRow | undefined> {
     const { runtime, store, events, tasks } = this.deps;
     const agent = this.deps.agents.get(agentName);
     if (!agent.daemon)
       throw new CairnError('VALIDATION_ERROR', `Agent "${agentName}" has no daemon schedule.`);
-    const startedAt = this.clock();
+    // A timer may fire a millisecond or two before the time it was armed for
+    // (its clock is not the wall clock): the tick still belongs to that slot,
+    // so it claims as of the slot, or it would find its own slot not yet due.
+    const now = this.clock();
+    const startedAt = slot !== undefined && slot > now ? slot : now;
     // A scheduled tick claims its slot too: instances sharing a database all
     // schedule it, and the first to claim it runs it (DESIGN §12).
     if (
@@ -228,7 +237,7 @@ export class DaemonScheduler {
       () => {
         // A wait beyond setTimeout's limit is re-armed; the stored run is unchanged.
         if (delay > MAX_TIMER_MS) return void this.schedule(agent, at, { record: false });
-        void this.runDaemonTick({ agentName: agent.name }, { scheduled: true })
+        void this.runDaemonTick({ agentName: agent.name }, { scheduled: true, slot: at })
           .catch((err: unknown) =>
             this.deps.log?.(
               { agent: agent.name, error: (err as Error).message },

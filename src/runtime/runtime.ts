@@ -9,6 +9,7 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
+import { linkAbort } from '../llm/abort-link.js';
 import { ContextBuilder, type BuiltContext } from './context-builder.js';
 import type { ContextGuard } from './context-guard.js';
 import { Turn, type TurnCompactionReport } from './turn.js';
@@ -16,7 +17,7 @@ import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
 import { requireSession, sessionNotFound } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
-import type { ToolCatalog } from '../tools/tool-catalog.js';
+import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
@@ -30,6 +31,7 @@ import {
   type ChatTurnNote,
   type TurnObserver,
 } from './turn-observer.js';
+import { reportOutage } from './outage-report.js';
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -114,6 +116,8 @@ interface TurnInput {
   temperature?: number;
   /** Aborted when the session's slot is lost: the turn writes nothing more. */
   slot?: AbortSignal;
+  /** The task this turn runs: it appends only while the task is still this instance's to run. */
+  runningTask?: string;
 }
 
 export interface TurnResult {
@@ -364,7 +368,10 @@ export class Runtime {
 
   /** The tools a turn of `agent` gets, plus `extra` (names must not clash); throws before anything is stored. */
   async toolsFor(agent: AgentConfig, extra: readonly Tool[] = []): Promise<ToolSet> {
-    return (await this.deps.tools.forAgent(agent)).with(extra);
+    const tools = (await this.deps.tools.forAgent(agent)).with(extra);
+    // A client's own tools count too: the request carries them all.
+    assertOfferable(agent.name, tools.size);
+    return tools;
   }
 
   /** The session, checked to belong to `agent` and to be open. */
@@ -420,16 +427,15 @@ export class Runtime {
   ): Promise<T> {
     return this.queue.run(sessionId, async (slot) => {
       const session = await this.usableSession(sessionId, agent);
-      return work(session, (request) =>
-        this.runTurn({
-          ...request,
-          session,
-          agent,
-          slot,
-          // The turn stops when its caller gives up or the slot is lost.
-          signal: request.signal ? AbortSignal.any([request.signal, slot]) : slot,
-        }),
-      );
+      return work(session, async (request) => {
+        // The turn stops when its caller gives up or the slot is lost.
+        const stop = linkAbort(request.signal, slot);
+        try {
+          return await this.runTurn({ ...request, session, agent, slot, signal: stop.signal });
+        } finally {
+          stop.dispose();
+        }
+      });
     });
   }
 
@@ -449,7 +455,18 @@ export class Runtime {
       context: this.context,
       ...(guard ? { guard } : {}),
       ...(input.slot ? { slot: input.slot } : {}),
+      ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
     });
+    try {
+      return await this.loopOver(turn, input, tools);
+    } catch (err) {
+      throw reportOutage(err, turn.stored);
+    }
+  }
+
+  private async loopOver(turn: Turn, input: TurnInput, tools: ToolSet): Promise<TurnResult> {
+    const { agent } = input;
+    const guard = this.deps.contextGuard;
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;
     const result = await runLoop({

@@ -17,6 +17,7 @@ import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.
 import type { EventBus } from './event-bus.js';
 import type { Runtime, RunTurn, TurnResult } from './runtime.js';
 import { KeyedQueue } from './keyed-queue.js';
+import { isOutage } from './outage-report.js';
 import type { SessionLock } from './session-lock.js';
 
 export const RESUME_AFTER_INTERRUPTION =
@@ -52,11 +53,15 @@ export interface TaskRunnerDeps {
 
 /** How many times a cancel aborts a run that keeps settling as `waiting` before it gives up. */
 const CANCEL_ROUNDS = 3;
+/** Backoff between attempts of a task's final status write while the database is away (ms). */
+const SETTLE_RETRY_MS = { first: 200, max: 5_000 };
 
 export class TaskRunner {
   private readonly running = new Map<string, Running>();
   /** Per-task lock for resume and cancel (a FIFO keyed by task id). */
   private readonly control = new KeyedQueue();
+  /** Set by `drain()`: a final status write that keeps failing is left to the next start's recovery. */
+  private shuttingDown = false;
 
   constructor(private readonly deps: TaskRunnerDeps) {}
 
@@ -289,6 +294,7 @@ export class TaskRunner {
 
   /** Resolves when every task running in this process has stopped. */
   async drain(): Promise<void> {
+    this.shuttingDown = true;
     await Promise.all([...this.running.values()].map((r) => r.done));
   }
 
@@ -307,13 +313,22 @@ export class TaskRunner {
     const controller = new AbortController();
     const done = this.deps.runtime
       .withTurnSlot(task.session_id, agent, (session, runTurn) =>
-        turn(controller.signal, session, runTurn),
+        // Every append of the run checks the task is still this instance's:
+        // a peer may declare it dead (paused past the stale limit) meanwhile.
+        turn(controller.signal, session, (request) =>
+          runTurn({ ...request, runningTask: task.id }),
+        ),
       )
       .then(
         (outcome) => this.settle(task, outcome),
         (err: unknown) => this.fail(task, err, controller.signal.aborted),
       )
-      .catch(() => undefined)
+      .catch((err: unknown) =>
+        this.deps.log?.(
+          { taskId: task.id, error: describeError(err) },
+          'task could not be settled',
+        ),
+      )
       .finally(() => this.running.delete(task.id));
     this.running.set(task.id, { controller, done });
   }
@@ -325,32 +340,40 @@ export class TaskRunner {
       return;
     }
     if (outcome.result.kind === 'waiting') {
-      await store.transitionTask(task.id, ['running'], {
-        status: 'waiting',
-        question: outcome.result.question,
-        pending_call_id: outcome.result.callId,
-      });
-      await events.emit('task.waiting', task.session_id, {
-        taskId: task.id,
-        question: outcome.result.question,
-      });
+      const { question, callId } = outcome.result;
+      await this.untilStored(task, () =>
+        store.transitionTask(task.id, ['running'], {
+          status: 'waiting',
+          question,
+          pending_call_id: callId,
+        }),
+      );
+      await this.untilStored(task, () =>
+        events.emit('task.waiting', task.session_id, { taskId: task.id, question }),
+      );
       return;
     }
-    await store.transitionTask(task.id, ['running'], {
-      status: 'completed',
-      result: outcome.result.reply,
-    });
-    await events.emit('task.completed', task.session_id, { taskId: task.id });
+    const reply = outcome.result.reply;
+    await this.untilStored(task, () =>
+      store.transitionTask(task.id, ['running'], { status: 'completed', result: reply }),
+    );
+    await this.untilStored(task, () =>
+      events.emit('task.completed', task.session_id, { taskId: task.id }),
+    );
   }
 
   private async fail(task: TaskRow, err: unknown, cancelled: boolean): Promise<void> {
     const { store, events } = this.deps;
     if (cancelled) {
-      await store.transitionTask(task.id, ['running'], {
-        status: 'cancelled',
-        error: 'Cancelled by request.',
-      });
-      await events.emit('task.cancelled', task.session_id, { taskId: task.id });
+      await this.untilStored(task, () =>
+        store.transitionTask(task.id, ['running'], {
+          status: 'cancelled',
+          error: 'Cancelled by request.',
+        }),
+      );
+      await this.untilStored(task, () =>
+        events.emit('task.cancelled', task.session_id, { taskId: task.id }),
+      );
       return;
     }
     // Unknown errors may carry internals: the row gets a generic text, the log the detail.
@@ -360,7 +383,47 @@ export class TaskRunner {
         : 'INTERNAL: The task failed unexpectedly; the server log has the details.';
     if (!(err instanceof CairnError))
       this.deps.log?.({ taskId: task.id, error: describeError(err) }, 'task failed');
-    await store.transitionTask(task.id, ['running'], { status: 'failed', error: message });
-    await events.emit('task.failed', task.session_id, { taskId: task.id, error: message });
+    // A run cut short by a database outage (or its session lock lost with the
+    // connection) did nothing wrong: it ends `interrupted`, as after a crash,
+    // so it can be resumed once the database is back.
+    const outage = isOutage(err);
+    const status = outage ? 'interrupted' : 'failed';
+    await this.untilStored(task, () =>
+      store.transitionTask(task.id, ['running'], { status, error: message }),
+    );
+    await this.untilStored(task, () =>
+      events.emit(outage ? 'task.interrupted' : 'task.failed', task.session_id, {
+        taskId: task.id,
+        error: message,
+      }),
+    );
+  }
+
+  /**
+   * Runs a write that closes out a run until it lands: while the database is
+   * away it fails, and a task whose final status is never written would stay
+   * `running` for good (its owner is alive, so no sweep takes it over).
+   * Retried with backoff; logged once. At shutdown the row is left to the
+   * next start's recovery, which interrupts a dead instance's running tasks.
+   */
+  private async untilStored<T>(task: TaskRow, write: () => Promise<T>): Promise<T | undefined> {
+    let wait = SETTLE_RETRY_MS.first;
+    let logged = false;
+    for (;;) {
+      try {
+        return await write();
+      } catch (err) {
+        if (this.shuttingDown) throw err;
+        if (!logged) {
+          this.deps.log?.(
+            { taskId: task.id, error: describeError(err) },
+            'task status could not be stored; retrying until the database is back',
+          );
+          logged = true;
+        }
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        wait = Math.min(wait * 2, SETTLE_RETRY_MS.max);
+      }
+    }
   }
 }

@@ -35,6 +35,8 @@ export interface TurnDeps {
    * to the session now, so this turn stores nothing more.
    */
   slot?: AbortSignal;
+  /** The task this turn runs: each append checks it is still this instance's running task. */
+  runningTask?: string;
 }
 
 export class Turn implements LoopTurn, GuardedTurn {
@@ -101,6 +103,7 @@ export class Turn implements LoopTurn, GuardedTurn {
       {
         ...(usage ? { usage } : {}),
         ...(promptTokens !== undefined ? { promptTokens } : {}),
+        ...(this.deps.runningTask !== undefined ? { runningTask: this.deps.runningTask } : {}),
       },
     );
     this.stored.push(...written.messages);

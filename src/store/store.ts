@@ -109,6 +109,13 @@ export interface AppendOptions {
   usage?: TokenUsage;
   /** Prompt tokens reported for the call, recorded for the auto-compaction estimate. */
   promptTokens?: number;
+  /**
+   * The task whose run appends: nothing is appended (SESSION_LOCK_LOST) unless
+   * it is still `running` and owned by this store's instance. A peer that
+   * declared this instance dead has marked it `interrupted` (or resumed it,
+   * owning it now): a run that wakes up after a pause must not write on.
+   */
+  runningTask?: string;
 }
 
 export interface EventRow {
@@ -349,7 +356,12 @@ export interface TaskStore {
     limit: number;
     cursor?: string;
   }): Promise<Page<TaskRow>>;
-  /** Updates a task only if its status is one of `from`; returns undefined when it was not. */
+  /**
+   * Updates a task only if its status is one of `from`; returns undefined when
+   * it was not. A `running` task moves on only by its owner (this store's
+   * instance, or none recorded): a run that outlived being declared dead
+   * cannot settle a task a peer has resumed since.
+   */
   transitionTask(
     id: string,
     from: readonly TaskStatus[],
@@ -470,5 +482,7 @@ export interface Store
     InstanceStore,
     ResponseStore {
   readonly kind: 'sqlite' | 'postgres';
+  /** Answers once the database answers a trivial query; rejects when it cannot be reached. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

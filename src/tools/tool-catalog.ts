@@ -15,6 +15,22 @@ import { parseMcpToolSpec, type McpToolSpec } from './mcp-tool-spec.js';
 import type { Tool } from './tool.js';
 import { ToolSet } from './tool-set.js';
 
+/**
+ * Tools one model request may offer: OpenAI refuses more than 128, and
+ * OpenAI-compatible servers follow it. An agent past it would have every
+ * turn refused by the provider, so it is a configuration error instead.
+ */
+export const MAX_TOOLS_PER_REQUEST = 128;
+
+/** Throws a VALIDATION_ERROR naming the agent when `count` tools are more than a request may offer. */
+export function assertOfferable(agentName: string, count: number): void {
+  if (count <= MAX_TOOLS_PER_REQUEST) return;
+  throw new CairnError(
+    'VALIDATION_ERROR',
+    `Agent "${agentName}" would offer ${count} tools to the model, more than the ${MAX_TOOLS_PER_REQUEST} a request may carry (the provider would refuse every turn). List fewer tools: name single MCP tools ("mcp:<server>/<tool>") instead of a whole server ("mcp:<server>").`,
+  );
+}
+
 /** Builds a built-in tool for one agent (some built-ins depend on the agent). */
 export type BuiltinFactory = (agent: AgentConfig) => Tool | Tool[];
 /** Builds the tool that calls agent `name` as a subagent. */
@@ -113,6 +129,7 @@ export class ToolCatalog {
       const approval = agent.toolsNeedingApproval.includes(spec);
       tools.push(...resolved.map((tool) => (approval ? requireApproval(tool) : tool)));
     }
+    assertOfferable(agent.name, tools.length);
     return new ToolSet(tools);
   }
 

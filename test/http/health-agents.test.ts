@@ -32,6 +32,7 @@ describe('health and agents routes', () => {
       status: 'ok',
       version: VERSION,
       database: 'sqlite',
+      databaseReachable: true,
       instance: t.app.instanceId,
     });
     expect(t.app.instanceId).toMatch(/^inst_/);

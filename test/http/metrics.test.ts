@@ -113,6 +113,9 @@ describe('GET /metrics', () => {
     expect(delta('cairn_task_transitions_total', { state: 'completed' })).toBe(1);
     for (const gauge of ['cairn_queue_depth', 'cairn_event_streams_open', 'cairn_tasks_running'])
       expect(after).toMatch(new RegExp(`^${gauge} 0$`, 'm'));
+    // The process's memory, so a leak shows on a dashboard.
+    for (const gauge of ['cairn_process_heap_used_bytes', 'cairn_process_rss_bytes'])
+      expect(Number(new RegExp(`^${gauge} (\\d+)$`, 'm').exec(after)?.[1])).toBeGreaterThan(0);
   });
 
   it('counts tool calls by tool and outcome', async () => {

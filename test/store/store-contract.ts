@@ -122,6 +122,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       expect(['sqlite', 'postgres']).toContain(store.kind);
     });
 
+    it('answers a ping while the database is reachable', async () => {
+      await expect(store.ping()).resolves.toBeUndefined();
+    });
+
     describe('SessionStore', () => {
       describe('createSession / findSession', () => {
         it('creates an active session with zeroed counters and the system prompt as seq 1', async () => {
@@ -1428,6 +1432,31 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await store.findTask('task_doesnotexist')).toBeUndefined();
         });
 
+        it('an append for a task run lands only while that task is running', async () => {
+          const session = await newSession({ mode: 'task' });
+          const task = await taskIn(session.id);
+          const first = await store.appendMessagesWithEvents(
+            session.id,
+            [{ role: 'user', content: 'while running' }],
+            'message.created',
+            { runningTask: task.id },
+          );
+          expect(first.messages).toHaveLength(1);
+          // Another instance declared the run dead and marked the task interrupted.
+          await store.interruptRunningTasks();
+          await expect(
+            store.appendMessagesWithEvents(
+              session.id,
+              [{ role: 'assistant', content: 'after waking up' }],
+              'message.created',
+              { runningTask: task.id },
+            ),
+          ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+          const stored = await store.listMessages(session.id, { afterSeq: 0, limit: 10 });
+          expect(stored.map((m) => m.content)).not.toContain('after waking up');
+          expect((await store.findSession(session.id))!.message_count).toBe(stored.length);
+        });
+
         it('transitionTask moves only from the allowed statuses', async () => {
           const session = await newSession({ mode: 'task' });
           const task = await taskIn(session.id);
@@ -1811,9 +1840,26 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         await a.transitionTask(task.id, ['running'], { status: 'interrupted' });
         const resumed = await b.transitionTask(task.id, ['interrupted'], { status: 'running' });
         expect(resumed?.owner_instance).toBe('inst_b');
+        // A running task moves on only by its owner: a run of inst_a that outlived
+        // being declared dead cannot settle what inst_b runs now.
+        expect(
+          await a.transitionTask(task.id, ['running'], { status: 'completed' }),
+        ).toBeUndefined();
+        expect((await store.findTask(task.id))!.status).toBe('running');
         // Other transitions leave the owner as it is.
-        const waiting = await a.transitionTask(task.id, ['running'], { status: 'waiting' });
+        const waiting = await b.transitionTask(task.id, ['running'], { status: 'waiting' });
         expect(waiting?.owner_instance).toBe('inst_b');
+        // Appends for inst_a's run are refused; inst_b's own land.
+        await b.transitionTask(task.id, ['waiting'], { status: 'running' });
+        const append = (by: typeof a) =>
+          by.appendMessagesWithEvents(
+            session.id,
+            [{ role: 'user', content: 'x' }],
+            'message.created',
+            { runningTask: task.id },
+          );
+        await expect(append(a)).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+        expect((await append(b)).messages).toHaveLength(1);
       });
 
       it('interruptOrphanedTasks interrupts only tasks of gone or stale owners, never a live peer or self', async () => {

@@ -118,7 +118,7 @@ export function translateError(err: unknown, poolSize: number): unknown {
   if (isConnectionError(err)) {
     return new CairnError(
       'DATABASE_UNAVAILABLE',
-      'The Postgres database cannot be reached; nothing of this request was saved. Retry when the database is back.',
+      'The Postgres database cannot be reached; the write that met the outage was not saved. Retry when the database is back.',
       { cause: err },
     );
   }

@@ -37,6 +37,7 @@ import type {
   OrphanScope,
 } from '../store.js';
 import { sessionNotFound } from '../session-not-found.js';
+import { taskTakenOver } from '../task-taken-over.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
 import {
   CONTEXT_COLUMNS,
@@ -129,6 +130,10 @@ export class PgStore implements Store {
 
   private tx<T>(work: (client: Queryable) => Promise<T>): Promise<T> {
     return inTransaction(this.pool, this.poolSize, work);
+  }
+
+  async ping(): Promise<void> {
+    await this.rows('SELECT 1');
   }
 
   private rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
@@ -381,6 +386,7 @@ export class PgStore implements Store {
     const tokens = messages.map(estimateMessageTokens);
     return this.tx(async (c) => {
       const createdAt = now();
+      if (options.runningTask !== undefined) await this.assertStillRunning(c, options.runningTask);
       const stored = await this.insertMessages(c, sessionId, messages, tokens, options, createdAt);
       const events: EventRow[] = [];
       for (const m of stored) {
@@ -394,6 +400,20 @@ export class PgStore implements Store {
       }
       return { messages: stored, events };
     });
+  }
+
+  /**
+   * Inside the append's transaction: the task is still this instance's
+   * running task. The row is locked, so a peer's sweep marking it
+   * `interrupted` commits either before (and this append fails) or after.
+   */
+  private async assertStillRunning(c: Queryable, taskId: string): Promise<void> {
+    const { rows } = await c.query<TaskRow>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [
+      taskId,
+    ]);
+    const task = rows[0];
+    const mine = task?.owner_instance == null || task.owner_instance === this.instanceId;
+    if (task?.status !== 'running' || !mine) throw taskTakenOver(taskId, task);
   }
 
   /**
@@ -799,10 +819,14 @@ export class PgStore implements Store {
       params.push(this.instanceId);
       assignments.push(`owner_instance = $${params.length}`);
     }
+    params.push(this.instanceId);
+    const self = params.length;
     // A concurrent transition re-checks the status after the first one commits: one wins.
     return this.tx(async (c) => {
       const result = await c.query<TaskRow>(
-        `UPDATE tasks SET ${assignments.join(', ')} WHERE id = $1 AND status = ANY($3::text[]) RETURNING *`,
+        `UPDATE tasks SET ${assignments.join(', ')} WHERE id = $1 AND status = ANY($3::text[])
+           AND (status <> 'running' OR owner_instance IS NULL OR owner_instance = $${self})
+         RETURNING *`,
         params,
       );
       return result.rows[0];

@@ -40,6 +40,7 @@ import {
   type SqliteDatabase,
 } from './open-database.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
+import { taskTakenOver } from '../task-taken-over.js';
 import {
   CONTEXT_COLUMNS,
   INTERRUPTED_ERROR,
@@ -620,6 +621,7 @@ export class SqliteStore implements Store {
       this.db
         .transaction(() => {
           const createdAt = now();
+          if (options.runningTask !== undefined) this.assertStillRunning(options.runningTask);
           const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
           const events = stored.map((m) =>
             this.insertEvent(
@@ -631,6 +633,13 @@ export class SqliteStore implements Store {
         })
         .immediate(),
     );
+  }
+
+  /** Inside the append's transaction: the task is still this instance's running task. */
+  private assertStillRunning(taskId: string): void {
+    const task = this.stmt.getTask.get(taskId) as TaskRow | undefined;
+    const mine = task?.owner_instance == null || task.owner_instance === this.instanceId;
+    if (task?.status !== 'running' || !mine) throw taskTakenOver(taskId, task);
   }
 
   /**
@@ -905,6 +914,7 @@ export class SqliteStore implements Store {
       id,
       updated_at: now(),
       owner_instance: this.instanceId,
+      self: this.instanceId,
       ...patch,
     };
     from.forEach((status, i) => (params[`from${i}`] = status));
@@ -913,7 +923,8 @@ export class SqliteStore implements Store {
         .transaction(() => {
           const result = this.db
             .prepare(
-              `UPDATE tasks SET ${assignments.join(', ')} WHERE id = @id AND status IN (${statusList})`,
+              `UPDATE tasks SET ${assignments.join(', ')} WHERE id = @id AND status IN (${statusList})
+                 AND (status <> 'running' OR owner_instance IS NULL OR owner_instance IS @self)`,
             )
             .run(params);
           if (result.changes === 0) return undefined;
@@ -1044,6 +1055,10 @@ export class SqliteStore implements Store {
 
   async deleteMemory(agentName: string, key: string): Promise<boolean> {
     return this.guard(() => this.stmt.deleteMemory.run(agentName, key).changes > 0);
+  }
+
+  async ping(): Promise<void> {
+    await this.guard(() => this.db.prepare('SELECT 1').get());
   }
 
   async close(): Promise<void> {
