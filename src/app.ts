@@ -12,6 +12,8 @@ import { createServer } from './http/create-server.js';
 import { compactionRoutes } from './http/routes/compaction.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
+import { AutomaticRecall } from './recall/automatic-recall.js';
+import { RecallLedger } from './recall/recall-ledger.js';
 import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
@@ -177,12 +179,20 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     agents: registry,
     model: compactModel,
   });
+  const recallLedger = new RecallLedger();
   const autoCompaction = new AutoCompaction({
     store,
     events,
     compaction,
     contextWindow: settings.models.main.contextWindow,
     logger: modelLogger,
+    recalledTokens: (sessionId) => recallLedger.tokens(sessionId),
+  });
+  const recall = new AutomaticRecall({
+    store,
+    contextWindow: settings.models.main.contextWindow,
+    estimate: (turn, messages) => autoCompaction.estimate(turn, messages),
+    ledger: recallLedger,
   });
 
   const runtime: Runtime = new Runtime({
@@ -193,6 +203,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tools,
     events,
     contextGuard: autoCompaction,
+    contextRecall: recall,
     systemContext: memoryContext(store),
     observer: {
       toolResult: (note) => metrics.toolCall(note.tool, note.isError),

@@ -75,6 +75,7 @@ describe('loadAgents', () => {
       defaultCompaction: {
         compactionCount: DEFAULT_COMPACT_COUNT,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
+        recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
       },
       dir: fs.realpathSync(path.join(agentsDir, 'a')),
     } satisfies AgentConfig);
