@@ -159,7 +159,7 @@ describe.each(DATABASES)('automatic recall (%s)', (database) => {
     const id = await seedSession(
       t.app,
       [
-        ...Array.from({ length: 8 }, (_, i) => ({
+        ...Array.from({ length: 8 }, (_, i): ChatMessage => ({
           role: i % 2 === 0 ? 'user' : 'assistant',
           content: `Locker ${i} at the gym: ${'details '.repeat(80)}`,
         })),
