@@ -42,6 +42,8 @@ export interface AgentConfig {
     readonly compactionCount: number;
     readonly autoThreshold?: number;
     readonly maxSummaryChars: number;
+    /** Fixed sections edited in place by each compaction, or free prose. */
+    readonly summaryFormat: 'sections' | 'prose';
     /** Before each model call, search the compacted raw messages and put the best matches back. */
     readonly recall: {
       readonly enabled: boolean;

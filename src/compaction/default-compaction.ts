@@ -22,7 +22,7 @@ import type {
 import { requireSession } from '../store/session-not-found.js';
 import { planCut, safeBoundaries } from './cut.js';
 import { CHARS_PER_TOKEN } from '../llm/tokens.js';
-import { capSummary, summaryRequest, transcriptEntry } from './prompt.js';
+import { capSummary, summaryRequest, transcriptEntry, type SummaryFormat } from './prompt.js';
 
 /** Messages loaded per page while building the summariser's input. */
 const BATCH_PAGE = 1_000;
@@ -160,6 +160,7 @@ export class DefaultCompaction {
       transcript: request.transcript,
       ...(options.instructions !== undefined ? { instructions: options.instructions } : {}),
       maxSummaryChars,
+      format: this.formatOf(session.agent_name),
     });
     const { summary: newSummary, usage } = await this.summarize(
       messages,
@@ -248,13 +249,23 @@ export class DefaultCompaction {
       transcript.unshift(entry);
       used += entry.length;
     }
-    const request = summaryRequest({ previousSummary, transcript, maxSummaryChars });
+    const request = summaryRequest({
+      previousSummary,
+      transcript,
+      maxSummaryChars,
+      format: this.formatOf(agentName),
+    });
     const { summary } = await this.summarize(request.messages, request.maxTokens, maxSummaryChars);
     await this.deps.events.emit('context.compacted', sessionId, {
       messageCount: messages.length,
       summaryChars: summary.length,
     });
     return summary;
+  }
+
+  /** The agent's summary format (sections unless it asks for prose). */
+  private formatOf(agentName: string): SummaryFormat {
+    return this.deps.agents.find(agentName)?.defaultCompaction.summaryFormat ?? 'sections';
   }
 
   private inputBudgetChars(maxSummaryChars: number): number {

@@ -20,6 +20,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     defaultCompaction: {
       compactionCount: 50,
       maxSummaryChars: 12_000,
+      summaryFormat: 'sections',
       recall: { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 },
     },
     ...(daemon ? { daemon } : {}),
