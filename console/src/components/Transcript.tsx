@@ -5,12 +5,25 @@
 import { summaryCoversLabel, transcriptModel, type Block } from '../lib/transcript';
 import type { Message } from '../lib/types';
 
-function BlockView({ block }: { block: Block }) {
+/** "Recalled #4, #12": the compacted messages automatic recall gave the model for a reply. */
+export function recalledLabel(seqs: readonly number[]): string {
+  return `Recalled ${seqs.map((seq) => `#${seq}`).join(', ')}`;
+}
+
+function BlockView({ block, recalled }: { block: Block; recalled?: readonly number[] }) {
   if (block.kind === 'text') {
     return (
       <li class={`msg msg-${block.role}`} data-seq={block.seq}>
         <span class="role">{block.role}</span>
         <div class="text">{block.text}</div>
+        {recalled && recalled.length > 0 && (
+          <p
+            class="recalled"
+            title="Earlier messages put back into the model's request for this reply"
+          >
+            {recalledLabel(recalled)}
+          </p>
+        )}
       </li>
     );
   }
@@ -34,11 +47,21 @@ function BlockView({ block }: { block: Block }) {
   );
 }
 
-function Blocks({ blocks }: { blocks: Block[] }) {
+function Blocks({
+  blocks,
+  recalled,
+}: {
+  blocks: Block[];
+  recalled?: ReadonlyMap<number, readonly number[]>;
+}) {
   return (
     <ol class="messages">
       {blocks.map((b) => (
-        <BlockView key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`} block={b} />
+        <BlockView
+          key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`}
+          block={b}
+          {...(recalled?.has(b.seq) ? { recalled: recalled.get(b.seq)! } : {})}
+        />
       ))}
     </ol>
   );
@@ -49,9 +72,11 @@ export interface TranscriptProps {
   /** `compact_size`: how many non-system messages the summary covers. */
   compactSize: number;
   summary: string | null;
+  /** Per reply (its seq): the compacted messages automatic recall gave the model for it. */
+  recalled?: ReadonlyMap<number, readonly number[]>;
 }
 
-export function Transcript({ messages, compactSize, summary }: TranscriptProps) {
+export function Transcript({ messages, compactSize, summary, recalled }: TranscriptProps) {
   const model = transcriptModel(messages);
   return (
     <section class="transcript" aria-label="Transcript">
@@ -75,7 +100,7 @@ export function Transcript({ messages, compactSize, summary }: TranscriptProps) 
           )}
         </div>
       )}
-      <Blocks blocks={model.live} />
+      <Blocks blocks={model.live} {...(recalled ? { recalled } : {})} />
     </section>
   );
 }

@@ -46,6 +46,12 @@ export function SessionView({ id }: { id: string }) {
     return { session, messages, context, compactions };
   }, [id]);
   const live = useLiveEvents(id, loaded.reload);
+  // Replies of this visit whose model calls got recalled messages (reply seq → recalled seqs).
+  const [recall, setRecall] = useState<{ sessionId: string; bySeq: Map<number, number[]> }>({
+    sessionId: id,
+    bySeq: new Map(),
+  });
+  const recalled = recall.sessionId === id ? recall.bySeq : undefined;
   const data = loaded.data;
   if (!data) {
     return (
@@ -69,12 +75,19 @@ export function SessionView({ id }: { id: string }) {
           messages={data.messages}
           compactSize={session.compact_size}
           summary={session.compact_summary}
+          {...(recalled ? { recalled } : {})}
         />
         <ChatBox
           agentName={session.agent_name}
           sessionId={session.id}
           disabled={session.status === 'closed'}
-          onTurnEnd={loaded.reload}
+          onTurnEnd={(turn) => {
+            if (turn) {
+              const bySeq = new Map(recalled ?? []).set(turn.replySeq, turn.seqs);
+              setRecall({ sessionId: id, bySeq });
+            }
+            loaded.reload();
+          }}
         />
       </section>
       <aside class="side-panel" aria-label="Context and compaction">
