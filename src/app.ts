@@ -13,8 +13,11 @@ import { defaultAllowedHosts } from './http/browser-guard.js';
 import { compactionRoutes } from './http/routes/compaction.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
+import { AutomaticRecall } from './recall/automatic-recall.js';
+import { RecallLedger } from './recall/recall-ledger.js';
 import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
+import { observeModel, type ModelCallObserver, type ModelRole } from './llm/observed-model.js';
 import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
 import { EventBus } from './runtime/event-bus.js';
 import { eventLogger } from './runtime/event-log.js';
@@ -68,6 +71,8 @@ export interface AppOptions {
   consoleDir?: string;
   /** Reload agents when agents/ changes (`cairn serve` turns it on; POST /agents/reload works either way). */
   watchAgents?: boolean;
+  /** Shown every model call with its request and response (`cairn eval compaction` reads them). */
+  observeModelCall?: ModelCallObserver;
 }
 
 export interface CairnApp {
@@ -93,6 +98,10 @@ function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient 
   return role.provider === 'offline'
     ? new OfflineModel(role.contextWindow)
     : new OpenAIModel({ role, logger });
+}
+
+function observed(role: ModelRole, model: ModelClient, observer?: ModelCallObserver): ModelClient {
+  return observer ? observeModel(role, model, observer) : model;
 }
 
 /**
@@ -168,23 +177,41 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
-  const mainModel = metrics.instrumentModel('main', createModel(settings.models.main, modelLogger));
+  const mainModel = metrics.instrumentModel(
+    'main',
+    observed('main', createModel(settings.models.main, modelLogger), options.observeModelCall),
+  );
   const compactModel =
     settings.models.compact === settings.models.main
       ? mainModel
-      : metrics.instrumentModel('compact', createModel(settings.models.compact, modelLogger));
+      : metrics.instrumentModel(
+          'compact',
+          observed(
+            'compact',
+            createModel(settings.models.compact, modelLogger),
+            options.observeModelCall,
+          ),
+        );
   const compaction = new DefaultCompaction({
     store,
     events,
     agents: registry,
     model: compactModel,
   });
+  const recallLedger = new RecallLedger();
   const autoCompaction = new AutoCompaction({
     store,
     events,
     compaction,
     contextWindow: settings.models.main.contextWindow,
     logger: modelLogger,
+    recalledTokens: (sessionId) => recallLedger.tokens(sessionId),
+  });
+  const recall = new AutomaticRecall({
+    store,
+    contextWindow: settings.models.main.contextWindow,
+    estimate: (turn, messages) => autoCompaction.estimate(turn, messages),
+    ledger: recallLedger,
   });
 
   const runtime: Runtime = new Runtime({
@@ -195,6 +222,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tools,
     events,
     contextGuard: autoCompaction,
+    contextRecall: recall,
     systemContext: memoryContext(store),
     observer: {
       toolResult: (note) => metrics.toolCall(note.tool, note.isError),

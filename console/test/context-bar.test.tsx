@@ -7,7 +7,7 @@ import { contextBarModel } from '../src/lib/context-bar';
 describe('contextBarModel', () => {
   it('gives each part its share of the window', () => {
     const model = contextBarModel(
-      { system: 100, memory: 50, summary: 150, raw: 200, total: 500 },
+      { system: 100, memory: 50, summary: 150, raw: 200, recall: 100, total: 600 },
       1000,
     );
     expect(model.segments.map((s) => [s.key, s.tokens, s.percent])).toEqual([
@@ -15,14 +15,16 @@ describe('contextBarModel', () => {
       ['memory', 50, 5],
       ['summary', 150, 15],
       ['raw', 200, 20],
+      ['recall', 100, 10],
     ]);
-    expect(model.usedPercent).toBe(50);
+    expect(model.usedPercent).toBe(60);
     expect(model.over).toBe(false);
   });
 
-  it('treats a missing memory figure (older servers) as 0', () => {
+  it('treats a missing memory or recall figure (older servers) as 0', () => {
     const model = contextBarModel({ system: 10, summary: 0, raw: 30, total: 40 }, 100);
     expect(model.segments.find((s) => s.key === 'memory')!.tokens).toBe(0);
+    expect(model.segments.find((s) => s.key === 'recall')!.tokens).toBe(0);
   });
 
   it('never draws past the end of the bar when the context is over the window', () => {

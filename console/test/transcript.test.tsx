@@ -131,3 +131,27 @@ describe('Fork from here', () => {
     expect(without).not.toContain('Fork from here');
   });
 });
+
+describe('recalled messages under a reply', () => {
+  it('shows which compacted messages were recalled for a reply, and nothing under the others', () => {
+    const html = renderToString(
+      <Transcript
+        messages={HISTORY}
+        compactSize={4}
+        summary="They asked twice."
+        recalled={new Map([[7, [2, 5]]])}
+      />,
+    );
+    expect(html).toContain('Recalled #2, #5');
+    expect(html.match(/class="recalled"/g)).toHaveLength(1);
+    const reply = html.slice(html.indexOf('data-seq="7"'));
+    expect(reply).toContain('Recalled #2, #5');
+  });
+
+  it('without recall the transcript has no such note', () => {
+    const html = renderToString(
+      <Transcript messages={HISTORY} compactSize={4} summary="They asked twice." />,
+    );
+    expect(html).not.toContain('Recalled');
+  });
+});

@@ -9,6 +9,13 @@ export const AGENT_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const DEFAULT_COMPACT_COUNT = 50;
 export const DEFAULT_MAX_SUMMARY_CHARS = 12_000;
 export const DEFAULT_MAX_ITERATIONS = 10;
+/** Automatic recall of compacted messages, on for every agent unless turned off. */
+export const DEFAULT_RECALL: AgentConfig['defaultCompaction']['recall'] = {
+  enabled: true,
+  maxMessages: 6,
+  maxTokens: 1_200,
+  minScore: 0.5,
+};
 export const DEFAULT_MEMORY_MAX_CHARS = 4_000;
 
 export interface AgentConfig {
@@ -35,6 +42,16 @@ export interface AgentConfig {
     readonly compactionCount: number;
     readonly autoThreshold?: number;
     readonly maxSummaryChars: number;
+    /** Fixed sections edited in place by each compaction, or free prose. */
+    readonly summaryFormat: 'sections' | 'prose';
+    /** Before each model call, search the compacted raw messages and put the best matches back. */
+    readonly recall: {
+      readonly enabled: boolean;
+      readonly maxMessages: number;
+      readonly maxTokens: number;
+      /** 0–1: the share of the query's terms (up to four) a message must contain. */
+      readonly minScore: number;
+    };
   };
   readonly daemon?: { readonly every?: string; readonly cron?: string; readonly prompt: string };
   /** Absolute path of the agent folder. */

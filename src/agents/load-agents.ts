@@ -13,6 +13,7 @@ import {
   DEFAULT_MAX_ITERATIONS,
   DEFAULT_MAX_SUMMARY_CHARS,
   DEFAULT_MEMORY_MAX_CHARS,
+  DEFAULT_RECALL,
   type AgentConfig,
   type AgentProblem,
 } from './agent-config.js';
@@ -37,6 +38,8 @@ interface AgentFile {
     compactionCount?: number;
     autoThreshold?: number;
     maxSummaryChars?: number;
+    summaryFormat?: 'sections' | 'prose';
+    recall?: { enabled?: boolean; maxMessages?: number; maxTokens?: number; minScore?: number };
   };
   daemon?: { every?: string; cron?: string; prompt: string };
 }
@@ -219,6 +222,8 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
       compactionCount: compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,
       ...(compaction.autoThreshold !== undefined && { autoThreshold: compaction.autoThreshold }),
       maxSummaryChars: compaction.maxSummaryChars ?? DEFAULT_MAX_SUMMARY_CHARS,
+      summaryFormat: compaction.summaryFormat ?? 'sections',
+      recall: { ...DEFAULT_RECALL, ...compaction.recall },
     },
     ...(data.daemon !== undefined && { daemon: { ...data.daemon } }),
     dir,

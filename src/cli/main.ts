@@ -13,6 +13,7 @@ import {
   runMigrations,
   validateAgents,
 } from './commands.js';
+import { evalCompaction } from './eval-compaction.js';
 import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
 import { exportSession, importSessionFile } from './session-transfer.js';
@@ -118,6 +119,35 @@ program
       options: { dryRun?: boolean; undo?: boolean; instructions?: string; url?: string },
     ) => {
       await compact(sessionId, options).catch(fail);
+    },
+  );
+
+program
+  .command('eval')
+  .description('measurements')
+  .command('compaction')
+  .description(
+    'measure what compaction keeps: plant facts in a generated conversation, force rolling compactions, probe each fact',
+  )
+  .option('--agent <name>', 'agent to evaluate (default: the first agent)')
+  .option(
+    '--model-url <url>',
+    'an OpenAI-compatible server for both roles (default: the offline model)',
+  )
+  .option('--facts <n>', 'facts to plant', '40')
+  .option('--compactions <n>', 'rolling compactions to force', '10')
+  .option('--seed <n>', 'seed of the generated conversation', '1')
+  .option('--json', 'print the report as JSON')
+  .action(
+    async (options: {
+      agent?: string;
+      modelUrl?: string;
+      facts?: string;
+      compactions?: string;
+      seed?: string;
+      json?: boolean;
+    }) => {
+      await evalCompaction(options).catch(fail);
     },
   );
 

@@ -35,6 +35,11 @@ export interface AutoCompactionDeps {
   /** Context window of the main model, in tokens. */
   contextWindow: number;
   logger?: { warn(details: Record<string, unknown>, message: string): void };
+  /**
+   * Tokens of the recall block the session's last call carried: part of its
+   * reported prompt, but replaced (not kept) by the next call.
+   */
+  recalledTokens?: (sessionId: string) => number;
 }
 
 function isOverflow(err: unknown): boolean {
@@ -54,8 +59,10 @@ export class AutoCompaction implements ContextGuard {
     const { session } = turn;
     if (session.last_prompt_tokens !== null && session.last_prompt_seq !== null) {
       const since = await turn.messagesAfter(session.last_prompt_seq, SINCE_LIMIT);
-      if (since.length < SINCE_LIMIT)
-        return session.last_prompt_tokens + estimateMessagesTokens(since);
+      if (since.length < SINCE_LIMIT) {
+        const recalled = this.deps.recalledTokens?.(session.id) ?? 0;
+        return Math.max(0, session.last_prompt_tokens - recalled) + estimateMessagesTokens(since);
+      }
     }
     return estimateMessagesTokens(messages);
   }

@@ -32,6 +32,21 @@ export interface CutPlan {
 export interface CutOptions {
   /** Never cut past this many messages (automatic compaction keeps the running turn raw). */
   maxCutoff?: number;
+  /**
+   * A call that waits for a person (approval, or an `ask_user` answer): the
+   * message that makes it, and everything after, stay raw until the wait ends.
+   */
+  pendingCallId?: string;
+}
+
+/** How many messages may be cut at most: before the running turn and before a pending call. */
+export function cutLimit(messages: readonly CutCandidate[], options: CutOptions): number {
+  let limit = Math.min(options.maxCutoff ?? messages.length, messages.length);
+  if (options.pendingCallId !== undefined) {
+    const at = messages.findIndex((m) => m.callIds?.includes(options.pendingCallId!) === true);
+    if (at >= 0) limit = Math.min(limit, at);
+  }
+  return limit;
 }
 
 /**
@@ -78,10 +93,11 @@ export function planCut(
     greedy += 1;
   }
 
-  const limit = Math.min(options.maxCutoff ?? messages.length, messages.length);
+  const limit = cutLimit(messages, options);
   const safe = safeBoundaries(messages);
   let cutoff = 0;
   // Forward to the next safe boundary; if there is none, back to the last one before.
+  // Never past the limit, whichever way.
   for (let c = Math.min(greedy, limit); c <= limit; c++) {
     if (safe[c] && c > 0) {
       cutoff = c;

@@ -12,11 +12,17 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { EventBus } from '../runtime/event-bus.js';
-import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
+import type {
+  CompactionStore,
+  MessageLog,
+  SessionRow,
+  SessionStore,
+  TaskStore,
+} from '../store/store.js';
 import { requireSession } from '../store/session-not-found.js';
 import { planCut, safeBoundaries } from './cut.js';
 import { CHARS_PER_TOKEN } from '../llm/tokens.js';
-import { capSummary, summaryRequest, transcriptEntry } from './prompt.js';
+import { capSummary, summaryRequest, transcriptEntry, type SummaryFormat } from './prompt.js';
 
 /** Messages loaded per page while building the summariser's input. */
 const BATCH_PAGE = 1_000;
@@ -55,7 +61,7 @@ export interface DryRunResult {
 }
 
 export interface CompactionDeps {
-  store: SessionStore & MessageLog & CompactionStore;
+  store: SessionStore & MessageLog & CompactionStore & Pick<TaskStore, 'findWaitingTaskForSession'>;
   events: EventBus;
   agents: AgentRegistry;
   /** The `compact` role (falls back to `main`). */
@@ -115,13 +121,14 @@ export class DefaultCompaction {
       options.beforeSeq === undefined
         ? undefined
         : metas.filter((m) => m.seq < options.beforeSeq!).length;
+    // A call waiting for approval or an answer stays raw, and so does what follows it.
+    const pendingCallId =
+      (await store.findWaitingTaskForSession(session.id))?.pending_call_id ?? undefined;
     const summary = session.compact_summary ?? '';
-    const plan = planCut(
-      metas,
-      summary.length,
-      session.compact_count,
-      maxCutoff === undefined ? {} : { maxCutoff },
-    );
+    const plan = planCut(metas, summary.length, session.compact_count, {
+      ...(maxCutoff === undefined ? {} : { maxCutoff }),
+      ...(pendingCallId === undefined ? {} : { pendingCallId }),
+    });
     // The summariser's input must fit its own context window: when the batch
     // is larger, compact a shorter, still tool-safe, prefix now. A dry run
     // applies the same limit (loading contents, never calling the model), so
@@ -153,6 +160,7 @@ export class DefaultCompaction {
       transcript: request.transcript,
       ...(options.instructions !== undefined ? { instructions: options.instructions } : {}),
       maxSummaryChars,
+      format: this.formatOf(session.agent_name),
     });
     const { summary: newSummary, usage } = await this.summarize(
       messages,
@@ -241,13 +249,23 @@ export class DefaultCompaction {
       transcript.unshift(entry);
       used += entry.length;
     }
-    const request = summaryRequest({ previousSummary, transcript, maxSummaryChars });
+    const request = summaryRequest({
+      previousSummary,
+      transcript,
+      maxSummaryChars,
+      format: this.formatOf(agentName),
+    });
     const { summary } = await this.summarize(request.messages, request.maxTokens, maxSummaryChars);
     await this.deps.events.emit('context.compacted', sessionId, {
       messageCount: messages.length,
       summaryChars: summary.length,
     });
     return summary;
+  }
+
+  /** The agent's summary format (sections unless it asks for prose). */
+  private formatOf(agentName: string): SummaryFormat {
+    return this.deps.agents.find(agentName)?.defaultCompaction.summaryFormat ?? 'sections';
   }
 
   private inputBudgetChars(maxSummaryChars: number): number {

@@ -15,6 +15,8 @@ export interface ModelRequest {
   model?: string;
   /** What the call is for; the offline model answers summaries extractively. Never sent. */
   purpose: 'chat' | 'summary' | 'title';
+  /** Seqs of the compacted messages automatic recall put in `messages`, for the call's record. Never sent. */
+  recalledSeqs?: readonly number[];
 }
 
 export interface ModelCallOptions {

@@ -7,6 +7,12 @@
 import { CHARS_PER_TOKEN, estimateMessagesTokens, estimateTextTokens } from './tokens.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
 import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/settings.js';
+import { extractSections } from './offline-sections.js';
+import {
+  ADDITIONAL_INSTRUCTIONS,
+  NEW_MESSAGES,
+  SECTIONS_PROMPT_MARKER,
+} from '../compaction/prompt.js';
 
 export const OFFLINE_LABEL = '[offline model]';
 const QUOTE_CHARS = 200;
@@ -75,13 +81,19 @@ export class OfflineModel implements ModelClient {
     return title === '' ? 'New conversation' : title.charAt(0).toUpperCase() + title.slice(1);
   }
 
-  /** Keeps the start of every non-empty input line, within the max_tokens budget. */
+  /**
+   * Extractive: in sections when the prompt asks for them (the previous
+   * summary edited in place), else the start of every non-empty input line,
+   * within the max_tokens budget.
+   */
   private summarize(request: ModelRequest): string {
     const input = request.messages
       .filter((m) => m.role === 'user')
       .map((m) => m.content ?? '')
       .join('\n');
     const maxChars = (request.maxTokens ?? 3000) * CHARS_PER_TOKEN;
+    const system = request.messages.find((m) => m.role === 'system')?.content ?? '';
+    if (system.includes(SECTIONS_PROMPT_MARKER)) return this.summarizeSections(input, maxChars);
     // Keep content lines; drop the prompt's own headings ("Existing summary:")
     // and list markers, so repeated summaries do not nest "- - ".
     const lines = input
@@ -100,5 +112,18 @@ export class OfflineModel implements ModelClient {
       summary += `\n- ${line}`;
     }
     return summary;
+  }
+
+  /** The prompt's "Existing summary:" part edited with its "New messages" part. */
+  private summarizeSections(input: string, maxChars: number): string {
+    const body = input.split(ADDITIONAL_INSTRUCTIONS)[0] ?? '';
+    const [head = '', transcript = ''] = body.split(NEW_MESSAGES);
+    const previous = head.replace(/^[\s\S]*?Existing summary:\n/, '');
+    return extractSections({
+      previous: previous === '(none yet)' ? '' : previous,
+      transcript,
+      maxChars,
+      skip: (line) => line.startsWith(OFFLINE_LABEL),
+    });
   }
 }

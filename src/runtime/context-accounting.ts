@@ -11,7 +11,17 @@ import { summaryMessages, type BuiltContext } from './context-builder.js';
 export interface ContextAccount {
   /** The messages as the model would get them (normalized). */
   messages: ChatMessage[];
-  tokens: { system: number; memory: number; summary: number; raw: number; total: number };
+  tokens: {
+    system: number;
+    memory: number;
+    summary: number;
+    raw: number;
+    /** The recalled block the newest user message gets (not in `messages`, which stay the stable prefix). */
+    recall: number;
+    total: number;
+  };
+  /** Seqs of the compacted messages that block holds. */
+  recalled: number[];
 }
 
 export function accountContext(built: BuiltContext): ContextAccount {
@@ -22,9 +32,18 @@ export function accountContext(built: BuiltContext): ContextAccount {
     : 0;
   const system = estimateMessagesTokens(messages.filter((m) => m.role === 'system')) - memory;
   const summary = estimateMessagesTokens(summaryMessages(built.summary, built.tail[0]));
-  const total = estimateMessagesTokens(messages);
+  const stable = estimateMessagesTokens(messages);
+  const recall = built.recall?.tokens ?? 0;
   return {
     messages,
-    tokens: { system, memory, summary, raw: total - system - memory - summary, total },
+    tokens: {
+      system,
+      memory,
+      summary,
+      raw: stable - system - memory - summary,
+      recall,
+      total: stable + recall,
+    },
+    recalled: built.recall?.seqs ?? [],
   };
 }

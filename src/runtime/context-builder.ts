@@ -53,6 +53,11 @@ export interface BuiltContext {
   summary: string | null;
   /** The build-time system context (memory notes) on its own. */
   memory: string | undefined;
+  /**
+   * What automatic recall adds for the newest user message (the context
+   * view's preview; a model call places the block right before that message).
+   */
+  recall?: { block: ChatMessage; seqs: number[]; tokens: number };
 }
 
 export interface ContextBuilderDeps {

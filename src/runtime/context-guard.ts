@@ -36,6 +36,24 @@ export interface GuardedTurn {
   recordCompaction(done: CompactionDone): void;
 }
 
+/** What automatic recall added to one model call. */
+export interface RecallDone {
+  /** Seqs of the compacted messages put back in the request, oldest first. */
+  seqs: number[];
+  /** Estimated tokens of the recalled block. */
+  tokens: number;
+}
+
+/** The hook automatic recall plugs into: runs after the guard, right before each model call. */
+export interface ContextRecall {
+  /** The call's messages with recalled messages added (never stored), and what was added. */
+  recall(
+    turn: GuardedTurn,
+    messages: ChatMessage[],
+    options?: { preview?: boolean },
+  ): Promise<{ messages: ChatMessage[]; done: (RecallDone & { block: ChatMessage }) | null }>;
+}
+
 /** The hook automatic compaction plugs into. */
 export interface ContextGuard {
   /** Called before every model call; may compact and return a rebuilt context. */

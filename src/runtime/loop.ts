@@ -28,7 +28,9 @@ export const NOT_RUN_TOOL_RESULT =
 export type LoopEvent =
   | { type: 'delta'; text: string }
   | { type: 'tool_call'; call: ToolCall }
-  | { type: 'tool_result'; callId: string; name: string; content: string; isError: boolean };
+  | { type: 'tool_result'; callId: string; name: string; content: string; isError: boolean }
+  /** Automatic recall put these compacted messages into the next model call. */
+  | { type: 'recall'; seqs: number[]; tokens: number };
 
 /** What the loop sees of the turn it runs (the router's `Turn`). */
 export interface LoopTurn {
@@ -36,6 +38,8 @@ export interface LoopTurn {
   prepare(messages: ChatMessage[]): Promise<ChatMessage[]>;
   /** Persists messages as they are produced; resolves once committed. */
   persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void>;
+  /** Seqs of the compacted messages recalled into the messages `prepare` last returned. */
+  recalledSeqs?(): readonly number[] | undefined;
 }
 
 export interface LoopOptions {
@@ -130,6 +134,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       note ? [...messages, { role: 'user', content: note }] : messages,
     );
     note = undefined;
+    const recalledSeqs = options.turn.recalledSeqs?.();
 
     const response = await model.complete(
       {
@@ -138,6 +143,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
         ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
         ...(options.modelName !== undefined ? { model: options.modelName } : {}),
         purpose: 'chat',
+        ...(recalledSeqs !== undefined && recalledSeqs.length > 0 ? { recalledSeqs } : {}),
       },
       {
         ...(signal ? { signal } : {}),

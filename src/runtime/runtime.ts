@@ -11,8 +11,8 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import { linkAbort } from '../llm/abort-link.js';
 import { ContextBuilder, type BuiltContext } from './context-builder.js';
-import type { ContextGuard } from './context-guard.js';
-import { Turn, type TurnCompactionReport } from './turn.js';
+import type { ContextGuard, ContextRecall } from './context-guard.js';
+import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionMode, SessionRow, Store } from '../store/store.js';
 import { requireSession, sessionNotFound } from '../store/session-not-found.js';
@@ -48,6 +48,8 @@ export interface RuntimeDeps {
   /** The per-session turn slot (default: a `KeyedQueue`, for one process). */
   queue?: SessionLock;
   contextGuard?: ContextGuard;
+  /** Puts recalled compacted messages into each model call (automatic recall). */
+  contextRecall?: ContextRecall;
   /** Adds memory notes or other build-time context to the system messages. */
   systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
   /** Told of tool results and finished chat turns (metrics, the info log). */
@@ -81,6 +83,8 @@ export interface ChatResult {
   messages: StoredMessage[];
   usage: TokenUsage;
   compaction: TurnCompactionReport | null;
+  /** Which compacted messages automatic recall put back into the turn's model calls; null: none. */
+  recall: TurnRecallReport | null;
   /**
    * Present when the turn stopped on a tool call that needs a person's
    * approval: the chat turn became a waiting task (the reply says how to continue).
@@ -124,6 +128,7 @@ export interface TurnResult {
   result: LoopResult;
   stored: StoredMessage[];
   compaction: TurnCompactionReport | null;
+  recall: TurnRecallReport | null;
 }
 
 /** A turn's input as a caller inside the session's slot gives it (the session, agent and slot are the slot's). */
@@ -363,6 +368,7 @@ export class Runtime {
       messages: turn.stored,
       usage: turn.result.usage,
       compaction: turn.compaction,
+      recall: turn.recall,
     };
   }
 
@@ -410,7 +416,17 @@ export class Runtime {
    * build-time context such as memory), the summary pair, and the raw tail.
    */
   async buildContext(session: SessionRow, agent: AgentConfig): Promise<BuiltContext> {
-    return this.context.build(session, agent);
+    const built = await this.context.build(session, agent);
+    const recall = this.deps.contextRecall;
+    if (!recall) return built;
+    // What recall would add for the newest user message, counted apart.
+    const turn = new Turn(session, agent, {
+      store: this.store,
+      events: this.events,
+      context: this.context,
+    });
+    const { done } = await recall.recall(turn, built.messages, { preview: true });
+    return done ? { ...built, recall: done } : built;
   }
 
   /**
@@ -449,11 +465,16 @@ export class Runtime {
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
     const tools = await this.toolsFor(agent, input.extraTools);
     const guard = this.deps.contextGuard;
+    const recall = this.deps.contextRecall;
     const turn = new Turn(input.session, agent, {
       store: this.store,
       events: this.events,
       context: this.context,
       ...(guard ? { guard } : {}),
+      ...(recall ? { recall } : {}),
+      ...(input.onEvent
+        ? { onRecall: (done) => input.onEvent?.({ type: 'recall', ...done }) }
+        : {}),
       ...(input.slot ? { slot: input.slot } : {}),
       ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
     });
@@ -493,7 +514,7 @@ export class Runtime {
         input.onEvent?.(event);
       },
     });
-    return { result, stored: turn.stored, compaction: turn.compaction };
+    return { result, stored: turn.stored, compaction: turn.compaction, recall: turn.recall };
   }
 
   /**

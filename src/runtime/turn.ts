@@ -9,7 +9,13 @@ import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js'
 import { missingTrailingResults } from '../llm/normalize-request.js';
 import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import type { ContextBuilder } from './context-builder.js';
-import type { CompactionDone, ContextGuard, GuardedTurn } from './context-guard.js';
+import type {
+  CompactionDone,
+  ContextGuard,
+  ContextRecall,
+  GuardedTurn,
+  RecallDone,
+} from './context-guard.js';
 import type { EventBus } from './event-bus.js';
 import type { LoopTurn } from './loop.js';
 
@@ -24,12 +30,26 @@ export interface TurnCompactionReport {
   output_tokens: number;
 }
 
+/** What automatic recall put in the turn's model calls (the chat envelope's `recall`). */
+export interface TurnRecallReport {
+  /** Model calls of the turn that carried a recalled block. */
+  calls: number;
+  /** Seqs of every compacted message recalled during the turn, oldest first. */
+  seqs: number[];
+  /** Estimated tokens of the blocks, summed over the calls. */
+  tokens: number;
+}
+
 export interface TurnDeps {
   store: Pick<SessionStore, 'findSession'> &
     Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext' | 'listTail'>;
   events: Pick<EventBus, 'publish'>;
   context: ContextBuilder;
   guard?: ContextGuard;
+  /** Puts recalled compacted messages into each model call. */
+  recall?: ContextRecall;
+  /** Told each time a model call gets recalled messages (the stream's `recall` event). */
+  onRecall?: (done: RecallDone) => void;
   /**
    * Aborted when the session's slot is lost: another instance may be writing
    * to the session now, so this turn stores nothing more.
@@ -50,6 +70,10 @@ export class Turn implements LoopTurn, GuardedTurn {
    */
   private builtAtSeq: number;
   private report: TurnCompactionReport | null = null;
+  /** The recalled block of the last prepared call: taken out before the next one. */
+  private recallBlock: ChatMessage | undefined;
+  private lastRecalled: RecallDone | null = null;
+  private recallReport: TurnRecallReport | null = null;
   /**
    * True while the session row is as read under the slot, with only this
    * turn's appends since: the first model call needs no re-read.
@@ -76,6 +100,15 @@ export class Turn implements LoopTurn, GuardedTurn {
   /** What automatic compaction did during the turn; null if it did not run. */
   get compaction(): TurnCompactionReport | null {
     return this.report;
+  }
+
+  /** What automatic recall put in the turn's calls; null if it recalled nothing. */
+  get recall(): TurnRecallReport | null {
+    return this.recallReport;
+  }
+
+  recalledSeqs(): readonly number[] | undefined {
+    return this.lastRecalled?.seqs;
   }
 
   /**
@@ -112,14 +145,26 @@ export class Turn implements LoopTurn, GuardedTurn {
   }
 
   async prepare(messages: ChatMessage[]): Promise<ChatMessage[]> {
-    const { guard } = this.deps;
-    if (!guard) return messages;
+    const { guard, recall } = this.deps;
+    // The last call's recalled block is replaced, never kept.
+    const block = this.recallBlock;
+    const base = block ? messages.filter((m) => m !== block) : messages;
+    this.recallBlock = undefined;
+    this.lastRecalled = null;
+    if (!guard && !recall) return base;
     // Usage, pointer and suspension change between calls (a manual compaction
     // does not wait for the slot): re-read once per call after the first.
     if (this.sessionFresh) this.sessionFresh = false;
     else await this.refresh();
-    const fresh = this.current.compact_seq === this.builtAtSeq ? messages : await this.build();
-    return guard.beforeModelCall(this, fresh);
+    const fresh = this.current.compact_seq === this.builtAtSeq ? base : await this.build();
+    const guarded = guard ? await guard.beforeModelCall(this, fresh) : fresh;
+    if (!recall) return guarded;
+    const { messages: out, done } = await recall.recall(this, guarded);
+    if (done) {
+      this.recallBlock = done.block;
+      this.noteRecall({ seqs: done.seqs, tokens: done.tokens });
+    }
+    return out;
   }
 
   async rebuild(): Promise<ChatMessage[]> {
@@ -161,6 +206,18 @@ export class Turn implements LoopTurn, GuardedTurn {
       input_tokens: (soFar?.input_tokens ?? 0) + done.input_tokens,
       output_tokens: (soFar?.output_tokens ?? 0) + done.output_tokens,
     };
+  }
+
+  private noteRecall(done: RecallDone): void {
+    this.lastRecalled = done;
+    const soFar = this.recallReport;
+    const seqs = new Set([...(soFar?.seqs ?? []), ...done.seqs]);
+    this.recallReport = {
+      calls: (soFar?.calls ?? 0) + 1,
+      seqs: [...seqs].sort((a, b) => a - b),
+      tokens: (soFar?.tokens ?? 0) + done.tokens,
+    };
+    this.deps.onRecall?.(done);
   }
 
   /** Re-reads the session: usage, pointer and suspension change between calls. */

@@ -134,6 +134,11 @@ export function decodeCursor(cursor: string): [string, string] {
   );
 }
 
+/** Recall terms that are plain words (anything else is dropped, so no term is a syntax error). */
+export function plainTerms<T extends { text: string }>(terms: readonly T[]): T[] {
+  return terms.filter((term) => /^[\p{L}\p{N}_]+$/u.test(term.text));
+}
+
 /** The words of free text that a search looks for (at most 32), so no input is a syntax error. */
 export function searchWords(text: string): string[] {
   return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32);

@@ -247,6 +247,24 @@ export interface ResponseRow {
   created_at: string;
 }
 
+/** One word of a recall search: folded text; a `prefix` term matches any word starting with it. */
+export interface SearchTerm {
+  text: string;
+  prefix: boolean;
+}
+
+/** A compacted message found by automatic recall, best match first. */
+export interface RecallHit {
+  seq: number;
+  role: string;
+  /** The message's text, at most RECALL_CONTENT_CHARS characters of it. */
+  content: string;
+  created_at: string;
+}
+
+/** How much of one message a recall search returns (a long tool output is clipped). */
+export const RECALL_CONTENT_CHARS = 4_000;
+
 /** Session rows: create, find, list, edit, reset, close, delete, fork. */
 export interface SessionStore {
   createSession(input: NewSession): Promise<SessionRow>;
@@ -317,6 +335,17 @@ export interface MessageLog {
   listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
   /** Full-text search over every raw message of a session, compacted ones included. */
   searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]>;
+  /**
+   * The session's non-system messages with seq ≤ `maxSeq` (the compacted
+   * ones) that contain any of `terms`, best ranked first (full-text index,
+   * one query), at most `limit`. No terms, no hits.
+   */
+  recallMessages(
+    sessionId: string,
+    terms: readonly SearchTerm[],
+    maxSeq: number,
+    limit: number,
+  ): Promise<RecallHit[]>;
   /** Import: appends messages keeping their seq (increasing, after the last one) and time. */
   appendImportedMessages(sessionId: string, messages: readonly ImportedMessage[]): Promise<void>;
 }

@@ -75,6 +75,8 @@ describe('loadAgents', () => {
       defaultCompaction: {
         compactionCount: DEFAULT_COMPACT_COUNT,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
+        summaryFormat: 'sections',
+        recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
       },
       dir: fs.realpathSync(path.join(agentsDir, 'a')),
     } satisfies AgentConfig);
@@ -294,6 +296,31 @@ describe('agent.json rules', () => {
       'compactionCount as a string',
       { system: 'x', defaultCompaction: { compactionCount: '50' } },
       [['/defaultCompaction/compactionCount', 'type']],
+    ],
+    [
+      'summaryFormat not one of sections and prose',
+      { system: 'x', defaultCompaction: { summaryFormat: 'bullets' } },
+      [['/defaultCompaction/summaryFormat', 'enum']],
+    ],
+    [
+      'recall.maxMessages 0',
+      { system: 'x', defaultCompaction: { recall: { maxMessages: 0 } } },
+      [['/defaultCompaction/recall/maxMessages', 'minimum']],
+    ],
+    [
+      'recall.minScore above 1',
+      { system: 'x', defaultCompaction: { recall: { minScore: 1.5 } } },
+      [['/defaultCompaction/recall/minScore', 'maximum']],
+    ],
+    [
+      'recall.maxTokens below 200',
+      { system: 'x', defaultCompaction: { recall: { maxTokens: 50 } } },
+      [['/defaultCompaction/recall/maxTokens', 'minimum']],
+    ],
+    [
+      'unknown recall property',
+      { system: 'x', defaultCompaction: { recall: { query: 'x' } } },
+      [['/defaultCompaction/recall', 'additionalProperties']],
     ],
     [
       'autoThreshold 0',

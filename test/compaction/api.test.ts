@@ -266,7 +266,10 @@ describe.each(DATABASES)('defaultCompaction API (%s)', (database) => {
       const prompt = first.messages[1].content as string;
       for (let i = 0; i < 6; i++) expect(prompt).toContain(`word${i}xyz`);
       for (let i = 6; i < 12; i++) expect(prompt).not.toContain(`word${i}xyz`);
-      expect(prompt).toContain('(none yet)');
+      // No summary yet: the summariser gets the empty sections to fill in.
+      expect(prompt).toContain(
+        'Existing summary:\n## Goal\n- none\n\n## Instructions and preferences',
+      );
 
       expect((await compact(id)).statusCode).toBe(200);
       const second = summaryRequests()[1]!.body;

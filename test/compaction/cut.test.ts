@@ -471,3 +471,34 @@ describe('planCut: properties over random histories', () => {
     );
   });
 });
+
+describe('planCut: a call waiting for a person stays raw', () => {
+  const messages = [
+    user(100),
+    text(100),
+    user(100),
+    calls(['wait_1']),
+    result('wait_1'),
+    user(100),
+    text(100),
+  ];
+
+  it('stops before the message that makes the pending call, however much is asked', () => {
+    expect(planCut(candidates(messages), 0, 99).cutoff).toBe(7);
+    expect(planCut(candidates(messages), 0, 99, { pendingCallId: 'wait_1' }).cutoff).toBe(3);
+  });
+
+  it('with the running turn as well, the stricter limit holds', () => {
+    const plan = planCut(candidates(messages), 0, 99, { pendingCallId: 'wait_1', maxCutoff: 2 });
+    expect(plan.cutoff).toBe(2);
+  });
+
+  it('a pending call the history does not hold limits nothing', () => {
+    expect(planCut(candidates(messages), 0, 99, { pendingCallId: 'other' }).cutoff).toBe(7);
+  });
+
+  it('a pending call in the first message leaves nothing to compact', () => {
+    const first = [calls(['wait_1']), result('wait_1'), user(100), text(100)];
+    expect(planCut(candidates(first), 0, 99, { pendingCallId: 'wait_1' }).cutoff).toBe(0);
+  });
+});

@@ -6,7 +6,13 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
-import { chatOn, seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
+import {
+  chatOn,
+  seedSession,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 import { isSummaryRequest } from './summary-requests.js';
 
 const SECRET = 'zebracorn42';
@@ -26,7 +32,11 @@ describe('history_search after compaction', () => {
   const fake = () => t.fake!;
 
   beforeAll(async () => {
-    t = await startTestApp(); // the test agent's tools include history_search
+    // The test agent's tools include history_search. Automatic recall is off:
+    // this suite is about the tool, which must find what the request lacks.
+    t = await startTestApp({
+      agents: { assistant: { ...TEST_AGENT, defaultCompaction: { recall: { enabled: false } } } },
+    });
   });
   afterAll(async () => t.close());
   beforeEach(() => {

@@ -17,7 +17,12 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     maxIterations: 3,
     autoTitle: false,
     memory: { enabled: false, maxChars: 4000, write: true },
-    defaultCompaction: { compactionCount: 50, maxSummaryChars: 12_000 },
+    defaultCompaction: {
+      compactionCount: 50,
+      maxSummaryChars: 12_000,
+      summaryFormat: 'sections',
+      recall: { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 },
+    },
     ...(daemon ? { daemon } : {}),
     dir: '/nonexistent',
   };

@@ -90,6 +90,7 @@ describe.each(DATABASES)('POST /agents/:name/chat (%s)', (database) => {
       expect(Object.keys(body).sort()).toEqual([
         'compaction',
         'messages',
+        'recall',
         'reply',
         'sessionId',
         'usage',
@@ -99,6 +100,7 @@ describe.each(DATABASES)('POST /agents/:name/chat (%s)', (database) => {
         reply: 'Hello there.',
         usage: { input_tokens: expect.any(Number), output_tokens: expect.any(Number) },
         compaction: null,
+        recall: null,
       });
       expect(body.usage.input_tokens).toBeGreaterThan(0);
       expect(

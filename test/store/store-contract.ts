@@ -14,6 +14,7 @@ import { CairnError } from '../../src/errors.js';
 import type { ChatMessage, StoredMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { transcriptHash } from '../../src/store/transcript-hash.js';
+import { RECALL_CONTENT_CHARS } from '../../src/store/store.js';
 import type {
   NewCompaction,
   NewSession,
@@ -933,6 +934,65 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
             expect(Array.isArray(hits), query).toBe(true);
           }
           expect(await allMessages(session.id)).toHaveLength(5);
+        });
+      });
+
+      describe('recallMessages', () => {
+        const term = (text: string, prefix = false) => ({ text, prefix });
+
+        it('finds compacted messages of that session only, best match first, never past the pointer', async () => {
+          const session = await newSession();
+          const other = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'The gym locker code is 4812' }, // 2
+            { role: 'assistant', content: 'Noted, the locker' }, // 3
+            { role: 'system', content: 'locker rules for the gym' }, // 4
+            { role: 'user', content: 'gym locker again, after the pointer' }, // 5
+          ]);
+          await store.appendMessages(other.id, [{ role: 'user', content: 'gym locker elsewhere' }]);
+          const hits = await store.recallMessages(session.id, [term('gym'), term('locker')], 4, 10);
+          expect(hits.map((h) => [h.seq, h.role])).toEqual([
+            [2, 'user'],
+            [3, 'assistant'],
+          ]);
+          expect(hits[0]).toMatchObject({ content: 'The gym locker code is 4812' });
+          expect(typeof hits[0]!.created_at).toBe('string');
+          expect(await store.recallMessages(session.id, [term('gym')], 4, 1)).toHaveLength(1);
+          expect(await store.recallMessages(session.id, [term('gym')], 0, 10)).toEqual([]);
+          expect(await store.recallMessages(session.id, [], 4, 10)).toEqual([]);
+        });
+
+        it('matches prefix terms and numbers, folds case, and ignores terms that are not words', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'The DEPLOYMENT of release 4812 failed' }, // 2
+            { role: 'assistant', content: 'a deploy' }, // 3
+          ]);
+          expect(
+            (await store.recallMessages(session.id, [term('deploy', true)], 3, 10)).map(
+              (h) => h.seq,
+            ),
+          ).toEqual(expect.arrayContaining([2, 3]));
+          expect(
+            (await store.recallMessages(session.id, [term('deploy')], 3, 10)).map((h) => h.seq),
+          ).toEqual([3]);
+          expect(
+            (await store.recallMessages(session.id, [term('4812')], 3, 10)).map((h) => h.seq),
+          ).toEqual([2]);
+          for (const bad of ['"x', "x'", 'a b', 'NEAR(', '*', '']) {
+            expect(await store.recallMessages(session.id, [term(bad, true)], 3, 10), bad).toEqual(
+              [],
+            );
+          }
+        });
+
+        it('clips a long message to RECALL_CONTENT_CHARS characters', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'tool', tool_call_id: 'c', name: 'x', content: `walrus ${'y'.repeat(9_000)}` },
+          ]);
+          const [hit] = await store.recallMessages(session.id, [term('walrus')], 2, 10);
+          expect(hit!.content).toHaveLength(RECALL_CONTENT_CHARS);
         });
       });
 

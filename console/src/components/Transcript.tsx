@@ -8,7 +8,20 @@ import type { Message } from '../lib/types';
 
 type OnFork = (seq: number) => void;
 
-function BlockView({ block, onFork }: { block: Block; onFork: OnFork | undefined }) {
+/** "Recalled #4, #12": the compacted messages automatic recall gave the model for a reply. */
+export function recalledLabel(seqs: readonly number[]): string {
+  return `Recalled ${seqs.map((seq) => `#${seq}`).join(', ')}`;
+}
+
+function BlockView({
+  block,
+  onFork,
+  recalled,
+}: {
+  block: Block;
+  onFork: OnFork | undefined;
+  recalled?: readonly number[];
+}) {
   if (block.kind === 'text') {
     return (
       <li class={`msg msg-${block.role}`} data-seq={block.seq}>
@@ -23,6 +36,14 @@ function BlockView({ block, onFork }: { block: Block; onFork: OnFork | undefined
           >
             Fork from here
           </button>
+        )}
+        {recalled && recalled.length > 0 && (
+          <p
+            class="recalled"
+            title="Earlier messages put back into the model's request for this reply"
+          >
+            {recalledLabel(recalled)}
+          </p>
         )}
       </li>
     );
@@ -47,7 +68,15 @@ function BlockView({ block, onFork }: { block: Block; onFork: OnFork | undefined
   );
 }
 
-function Blocks({ blocks, onFork }: { blocks: Block[]; onFork?: OnFork | undefined }) {
+function Blocks({
+  blocks,
+  onFork,
+  recalled,
+}: {
+  blocks: Block[];
+  onFork?: OnFork | undefined;
+  recalled?: ReadonlyMap<number, readonly number[]>;
+}) {
   return (
     <ol class="messages">
       {blocks.map((b) => (
@@ -55,6 +84,7 @@ function Blocks({ blocks, onFork }: { blocks: Block[]; onFork?: OnFork | undefin
           key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`}
           block={b}
           onFork={onFork}
+          {...(recalled?.has(b.seq) ? { recalled: recalled.get(b.seq)! } : {})}
         />
       ))}
     </ol>
@@ -68,9 +98,11 @@ export interface TranscriptProps {
   summary: string | null;
   /** Forks the session at this message's seq (the console opens the fork). */
   onFork?: OnFork;
+  /** Per reply (its seq): the compacted messages automatic recall gave the model for it. */
+  recalled?: ReadonlyMap<number, readonly number[]>;
 }
 
-export function Transcript({ messages, compactSize, summary, onFork }: TranscriptProps) {
+export function Transcript({ messages, compactSize, summary, onFork, recalled }: TranscriptProps) {
   const model = transcriptModel(messages);
   return (
     <section class="transcript" aria-label="Transcript">
@@ -94,7 +126,7 @@ export function Transcript({ messages, compactSize, summary, onFork }: Transcrip
           )}
         </div>
       )}
-      <Blocks blocks={model.live} onFork={onFork} />
+      <Blocks blocks={model.live} onFork={onFork} {...(recalled ? { recalled } : {})} />
     </section>
   );
 }

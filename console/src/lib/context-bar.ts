@@ -1,7 +1,7 @@
 /** The context bar's figures: each part of the next model call against the window. */
 import type { ContextTokens } from './types';
 
-export type SegmentKey = 'system' | 'memory' | 'summary' | 'raw';
+export type SegmentKey = 'system' | 'memory' | 'summary' | 'raw' | 'recall';
 
 export interface Segment {
   key: SegmentKey;
@@ -25,6 +25,7 @@ const LABELS: Record<SegmentKey, string> = {
   memory: 'Memory',
   summary: 'Summary',
   raw: 'Raw messages',
+  recall: 'Recalled',
 };
 
 export function contextBarModel(tokens: ContextTokens, window: number): ContextBarModel {
@@ -33,6 +34,7 @@ export function contextBarModel(tokens: ContextTokens, window: number): ContextB
     ['memory', tokens.memory ?? 0],
     ['summary', tokens.summary],
     ['raw', tokens.raw],
+    ['recall', tokens.recall ?? 0],
   ];
   // Over the window the bar is full and each part keeps its share of the total.
   const scale = Math.max(window, tokens.total, 1);

@@ -49,6 +49,8 @@ export interface ContextTokens {
   memory?: number;
   summary: number;
   raw: number;
+  /** The recalled block the newest user message gets; older servers do not send it. */
+  recall?: number;
   total: number;
 }
 

@@ -18,7 +18,8 @@ export function ChatBox(props: {
   agentName: string;
   sessionId: string;
   disabled?: boolean;
-  onTurnEnd: () => void;
+  /** `recalled`: the reply's seq and the compacted messages recalled for it, when there were any. */
+  onTurnEnd: (recalled?: { replySeq: number; seqs: number[] }) => void;
 }) {
   const api = useApi();
   const [message, setMessage] = useState('');
@@ -26,6 +27,7 @@ export function ChatBox(props: {
   const [reply, setReply] = useState('');
   const [tools, setTools] = useState<RunningTool[]>([]);
   const [error, setError] = useState<string>();
+  let recalled: { replySeq: number; seqs: number[] } | undefined;
 
   const onEvent = (event: SseEvent) => {
     switch (event.event) {
@@ -46,6 +48,16 @@ export function ChatBox(props: {
             t.id === data.id ? { ...t, result: data.content, isError: data.isError } : t,
           ),
         );
+        break;
+      }
+      case 'done': {
+        const data = JSON.parse(event.data) as {
+          messages?: { seq: number; role: string }[];
+          recall?: { seqs: number[] } | null;
+        };
+        const reply = data.messages?.filter((m) => m.role === 'assistant').at(-1);
+        if (reply && data.recall && data.recall.seqs.length > 0)
+          recalled = { replySeq: reply.seq, seqs: data.recall.seqs };
         break;
       }
       case 'error': {
@@ -77,7 +89,7 @@ export function ChatBox(props: {
       setBusy(false);
       setReply('');
       setTools([]);
-      props.onTurnEnd();
+      props.onTurnEnd(recalled);
     }
   };
 

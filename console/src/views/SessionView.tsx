@@ -58,6 +58,12 @@ export function SessionView({ id }: { id: string }) {
       setForkError((err as Error).message);
     }
   };
+  // Replies of this visit whose model calls got recalled messages (reply seq → recalled seqs).
+  const [recall, setRecall] = useState<{ sessionId: string; bySeq: Map<number, number[]> }>({
+    sessionId: id,
+    bySeq: new Map(),
+  });
+  const recalled = recall.sessionId === id ? recall.bySeq : undefined;
   const data = loaded.data;
   if (!data) {
     return (
@@ -82,12 +88,19 @@ export function SessionView({ id }: { id: string }) {
           compactSize={session.compact_size}
           summary={session.compact_summary}
           onFork={(seq) => void fork(seq)}
+          {...(recalled ? { recalled } : {})}
         />
         <ChatBox
           agentName={session.agent_name}
           sessionId={session.id}
           disabled={session.status === 'closed'}
-          onTurnEnd={loaded.reload}
+          onTurnEnd={(turn) => {
+            if (turn) {
+              const bySeq = new Map(recalled ?? []).set(turn.replySeq, turn.seqs);
+              setRecall({ sessionId: id, bySeq });
+            }
+            loaded.reload();
+          }}
         />
       </section>
       <aside class="side-panel" aria-label="Context and compaction">

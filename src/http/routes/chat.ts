@@ -89,6 +89,9 @@ export function chatRoutes(
                   isError: event.isError,
                 });
                 break;
+              case 'recall':
+                sse.send('recall', { seqs: event.seqs, tokens: event.tokens });
+                break;
             }
           },
         });

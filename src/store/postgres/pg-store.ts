@@ -19,6 +19,8 @@ import type {
   ForkOutcome,
   ResponseRow,
   HistoryHit,
+  RecallHit,
+  SearchTerm,
   ImportedCompaction,
   ImportedMessage,
   ImportedSession,
@@ -36,6 +38,7 @@ import type {
   TaskStatus,
   OrphanScope,
 } from '../store.js';
+import { RECALL_CONTENT_CHARS } from '../store.js';
 import { sessionNotFound } from '../session-not-found.js';
 import { taskTakenOver } from '../task-taken-over.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
@@ -56,6 +59,7 @@ import {
   type EventRecord,
   type MessageMetaRecord,
   type MessageRecord,
+  plainTerms,
 } from '../records.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
@@ -595,6 +599,25 @@ export class PgStore implements Store {
        WHERE m.session_id = $2 AND m.search @@ q
        ORDER BY ts_rank(m.search, q) DESC, m.seq LIMIT $3`,
       [tsquery, sessionId, limit],
+    );
+  }
+
+  async recallMessages(
+    sessionId: string,
+    terms: readonly SearchTerm[],
+    maxSeq: number,
+    limit: number,
+  ): Promise<RecallHit[]> {
+    const words = plainTerms(terms);
+    if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
+    const tsquery = words.map((t) => `'${t.text}'${t.prefix ? ':*' : ''}`).join(' | ');
+    // ts_rank with length normalisation 1 (divide by 1 + log length), close to bm25's.
+    return this.rows<RecallHit>(
+      `SELECT m.seq, m.role, left(m.content, ${RECALL_CONTENT_CHARS}) AS content, m.created_at
+       FROM messages m, to_tsquery('simple', $1) q
+       WHERE m.session_id = $2 AND m.seq <= $3 AND m.role <> 'system' AND m.search @@ q
+       ORDER BY ts_rank(m.search, q, 1) DESC, m.seq LIMIT $4`,
+      [tsquery, sessionId, maxSeq, limit],
     );
   }
 

@@ -15,6 +15,8 @@ import type {
   ForkOutcome,
   ResponseRow,
   HistoryHit,
+  RecallHit,
+  SearchTerm,
   MemoryNote,
   MessageMeta,
   NewCompaction,
@@ -32,6 +34,7 @@ import type {
   SessionEdit,
   OrphanScope,
 } from '../store.js';
+import { RECALL_CONTENT_CHARS } from '../store.js';
 import {
   BUSY_RETRY_BASE_MS,
   openDatabase,
@@ -58,6 +61,7 @@ import {
   type EventRecord,
   type MessageMetaRecord,
   type MessageRecord,
+  plainTerms,
 } from '../records.js';
 
 /**
@@ -192,6 +196,12 @@ function prepareStatements(db: SqliteDatabase) {
       FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ?
       ORDER BY rank LIMIT ?`),
+    // bm25 over the index, the session and the compacted range from the row.
+    recallMessages: db.prepare(`SELECT m.seq AS seq, m.role AS role,
+        substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content, m.created_at AS created_at
+      FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+      WHERE messages_fts MATCH ? AND m.session_id = ? AND m.seq <= ? AND m.role <> 'system'
+      ORDER BY rank, m.seq LIMIT ?`),
     resetSession: db.prepare(`UPDATE sessions SET
         message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
         input_tokens = 0, output_tokens = 0,
@@ -746,6 +756,19 @@ export class SqliteStore implements Store {
     if (fts === undefined) return [];
     await this.indexHistory();
     return this.stmt.searchHistory.all(fts, sessionId, limit) as HistoryHit[];
+  }
+
+  async recallMessages(
+    sessionId: string,
+    terms: readonly SearchTerm[],
+    maxSeq: number,
+    limit: number,
+  ): Promise<RecallHit[]> {
+    const words = plainTerms(terms);
+    if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
+    await this.indexHistory();
+    const fts = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`).join(' OR ');
+    return this.stmt.recallMessages.all(fts, sessionId, maxSeq, limit) as RecallHit[];
   }
 
   // ---- compaction -----------------------------------------------------------

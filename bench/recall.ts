@@ -1,0 +1,221 @@
+/**
+ * Automatic recall's cost per model call: `AutomaticRecall.recall` (query
+ * terms, the one full-text query over the compacted messages, scoring,
+ * fitting and rendering the block) timed in-process against a real store,
+ * at 1 000 and 100 000 compacted messages of one session, SQLite and
+ * Postgres. The session's messages are generated prose over a 2 000-word
+ * vocabulary (a Zipf-like mix, so common words match many rows and rare
+ * ones few); every query is a different eight-word question drawn the same
+ * way. Median and p95 over QUERIES calls after WARMUP unmeasured ones.
+ * Another session of 20 000 messages shares the index, as on a real server.
+ *
+ * Also the compaction eval with the offline model (its default 40 facts,
+ * 10 compactions, seed 1): the figures the guide's eval chapter quotes.
+ *
+ * Run: npm run build && npx tsc -p tsconfig.bench.json && node dist-bench/bench/recall.js
+ * (CAIRN_BENCH_DATABASE_URL: the Postgres server, default the local one.)
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import type * as AppModule from '../src/app.js';
+import { DEFAULT_RECALL, type AgentConfig } from '../src/agents/agent-config.js';
+import { runCompactionEval, formatEvalReport } from '../src/eval/compaction-eval.js';
+import type * as EvalCliModule from '../src/cli/eval-compaction.js';
+import type * as CommandsModule from '../src/cli/commands.js';
+import { loadSettings } from '../src/config/settings.js';
+import type { ChatMessage } from '../src/llm/messages.js';
+import type { ObservedCall } from '../src/llm/observed-model.js';
+import { AutomaticRecall } from '../src/recall/automatic-recall.js';
+import { RecallLedger } from '../src/recall/recall-ledger.js';
+import type { GuardedTurn } from '../src/runtime/context-guard.js';
+import { PgStore } from '../src/store/postgres/pg-store.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../src/store/store.js';
+import { seededRandom } from '../src/eval/planted-facts.js';
+import { percentile } from './compacted-tail.js';
+
+const SIZES = [1_000, 100_000];
+const OTHER_SESSION_MESSAGES = 20_000;
+const QUERIES = 200;
+const WARMUP = 20;
+const APPEND_BATCH = 500;
+const ADMIN_URL =
+  process.env.CAIRN_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+const random = seededRandom(42);
+const SYLLABLES = ['ka', 'lo', 'mi', 'ren', 'to', 'sa', 'vel', 'dor', 'ni', 'pa', 'qua', 'ber'];
+const VOCABULARY = Array.from({ length: 2_000 }, (_, i) => {
+  let word = '';
+  for (let n = i + 1; n > 0; n = Math.floor(n / SYLLABLES.length))
+    word += SYLLABLES[n % SYLLABLES.length];
+  return word;
+});
+
+/** A word, the first ones far more often (rank r drawn with weight ~1/r). */
+function word(): string {
+  const r = Math.floor(Math.exp(random() * Math.log(VOCABULARY.length)));
+  return VOCABULARY[Math.min(r, VOCABULARY.length - 1)]!;
+}
+const sentence = (words: number) => Array.from({ length: words }, word).join(' ');
+
+function messages(count: number): ChatMessage[] {
+  return Array.from({ length: count }, (_, i) => ({
+    role: i % 2 === 0 ? 'user' : 'assistant',
+    content: `${sentence(12 + Math.floor(random() * 40))}.`,
+  }));
+}
+
+async function seed(store: Store, agentName: string, count: number): Promise<string> {
+  const session = await store.createSession({
+    agentName,
+    mode: 'chat',
+    compactCount: 50,
+    systemPrompt: 'You help.',
+  });
+  for (let done = 0; done < count; done += APPEND_BATCH)
+    await store.appendMessages(session.id, messages(Math.min(APPEND_BATCH, count - done)));
+  const last = (await store.findSession(session.id))!.last_seq;
+  await store.commitCompaction({
+    sessionId: session.id,
+    expectedSize: 0,
+    toSize: count,
+    toSeq: last,
+    summary: 'A long conversation.',
+    trigger: 'manual',
+    model: 'bench',
+    inputChars: 0,
+  });
+  return session.id;
+}
+
+const AGENT = {
+  name: 'bench',
+  defaultCompaction: {
+    compactionCount: 50,
+    maxSummaryChars: 12_000,
+    summaryFormat: 'sections',
+    recall: DEFAULT_RECALL,
+  },
+} as unknown as AgentConfig;
+
+async function measure(store: Store, label: string): Promise<string[]> {
+  const recall = new AutomaticRecall({
+    store,
+    contextWindow: 128_000,
+    estimate: async () => 2_000,
+    ledger: new RecallLedger(),
+  });
+  await seed(store, 'bench', OTHER_SESSION_MESSAGES);
+  const rows: string[] = [];
+  for (const size of SIZES) {
+    const id = await seed(store, 'bench', size);
+    const session = (await store.findSession(id))!;
+    const turn = { session, agent: AGENT } as unknown as GuardedTurn;
+    const times: number[] = [];
+    let recalled = 0;
+    for (let i = 0; i < WARMUP + QUERIES; i++) {
+      const context: ChatMessage[] = [
+        { role: 'system', content: 'You help.' },
+        { role: 'user', content: `${sentence(8)}?` },
+      ];
+      const started = performance.now();
+      const { done } = await recall.recall(turn, context);
+      const ms = performance.now() - started;
+      if (i >= WARMUP) {
+        times.push(ms);
+        recalled += done?.seqs.length ?? 0;
+      }
+    }
+    times.sort((a, b) => a - b);
+    rows.push(
+      `| recall per model call, ${label}, ${size.toLocaleString('en')} compacted | ${percentile(times, 50).toFixed(2)} ms | ${percentile(times, 95).toFixed(2)} ms | ${(recalled / QUERIES).toFixed(1)} messages |`,
+    );
+  }
+  return rows;
+}
+
+async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: ADMIN_URL });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+async function offlineEval(): Promise<string> {
+  const home = mkdtempSync(join(tmpdir(), 'cairn-bench-eval-'));
+  try {
+    // The app from dist/ (what `npm start` runs; it reads the package version).
+    const { init } = (await import(
+      '../../dist/cli/commands.js' as string
+    )) as typeof CommandsModule;
+    const { evalSettings } = (await import(
+      '../../dist/cli/eval-compaction.js' as string
+    )) as typeof EvalCliModule;
+    const { buildApp } = (await import('../../dist/app.js' as string)) as typeof AppModule;
+    init(home);
+    const settings = evalSettings(loadSettings({ home, env: {} }), home);
+    const calls: ObservedCall[] = [];
+    const app = await buildApp(settings, {
+      logger: false,
+      daemons: false,
+      observeModelCall: (call) => calls.push(call),
+    });
+    try {
+      const started = performance.now();
+      const report = await runCompactionEval({
+        app,
+        agentName: 'assistant',
+        facts: 40,
+        compactions: 10,
+        seed: 1,
+        calls,
+        scoreAnswers: false,
+      });
+      const seconds = ((performance.now() - started) / 1000).toFixed(1);
+      return `${formatEvalReport(report)}\n(eval wall time ${seconds} s)`;
+    } finally {
+      await app.close();
+    }
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'cairn-bench-recall-'));
+  const rows: string[] = [];
+  const sqlite = new SqliteStore(join(dir, 'bench.db'));
+  try {
+    rows.push(...(await measure(sqlite, 'SQLite')));
+  } finally {
+    await sqlite.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const name = `cairn_bench_${randomBytes(5).toString('hex')}`;
+  await withAdmin((c) => c.query(`CREATE DATABASE ${name}`));
+  try {
+    const url = new URL(ADMIN_URL);
+    url.pathname = `/${name}`;
+    const store = await PgStore.open(url.toString());
+    try {
+      rows.push(...(await measure(store, 'Postgres')));
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  }
+  console.log('| figure | median | p95 | recalled per call |');
+  console.log('|---|---:|---:|---:|');
+  for (const row of rows) console.log(row);
+  console.log('');
+  console.log(await offlineEval());
+}
+
+await main();

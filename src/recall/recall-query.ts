@@ -1,0 +1,132 @@
+/**
+ * What automatic recall searches for, and how well a found message matches.
+ * Pure: no I/O, no clock.
+ *
+ * The query is built from the newest user message (plus, inside a tool loop,
+ * the latest tool result) so that a short or chatty message does not turn
+ * into a search for everything:
+ * - words are folded (lower case, accents removed) and split the way both
+ *   full-text indexes split them (letters, digits, underscore);
+ * - stop words of the common European languages are dropped, and so are
+ *   acknowledgements ("ok", "thanks", "continue"): a message made only of
+ *   them ("yes", "weiter") searches nothing and recalls nothing;
+ * - one-letter words are dropped; numbers and ids are kept (they are what a
+ *   summary loses first);
+ * - a word of four or more letters matches as a prefix, with a plural `s`
+ *   dropped, so "servers" finds "server" and "deploy" finds "deployment";
+ * - at most MAX_QUERY_TERMS distinct terms, the user's first.
+ * A message in another language than the history shares no terms with it and
+ * recalls nothing; that is the honest answer of a keyword search.
+ */
+
+/** Terms of one recall query, at most. */
+export const MAX_QUERY_TERMS = 24;
+/** Of those, at most this many come from a tool result (tool output is long and noisy). */
+export const MAX_TOOL_RESULT_TERMS = 12;
+/** A term this long or longer matches as a prefix. */
+export const PREFIX_MIN_CHARS = 4;
+/** A message matching this many of the query's terms scores 1. */
+export const FULL_MATCH_TERMS = 4;
+
+/** One query term: `text` is folded; `prefix` terms match any word that starts with them. */
+export interface RecallTerm {
+  text: string;
+  prefix: boolean;
+}
+
+// Stop words of English, German, French, Spanish, Italian, Portuguese and
+// Dutch, folded like query words, plus chat acknowledgements.
+const STOP_WORDS = new Set(
+  `a about above after again against all also am an and any are as at be because been before
+  being below between both but by can could did do does doing done down during each few for from
+  further had has have having he her here hers herself him himself his how i if in into is it its
+  itself just let me more most my myself no nor not now of off on once only or other our ours
+  ourselves out over own same she should so some such than that the their theirs them themselves
+  then there these they this those through to too under until up very was we were what when where
+  which while who whom why will with would you your yours yourself yourselves ok okay yes yeah yep
+  nope thanks thank please sure fine great good cool nice continue go on next hi hello hey tell
+  know think want need like get got make use used using one two much many thing things something
+  anything please pls thx
+  der die das den dem des ein eine einer eines einem einen und oder aber ist sind war waren bin
+  bist hat habe haben ich du er sie es wir ihr mit von zu zum zur im in auf fur an als auch nicht
+  noch nur wie was wer wo wann warum ja nein bitte danke weiter gut so dass wenn dann mir mich dir
+  dich uns euch sein seine ihre
+  le la les un une des du de et ou mais est sont etait je tu il elle nous vous ils elles avec pour
+  dans sur par pas plus que qui quoi ou quand comment oui non merci continuer bien ce cette ces mon
+  ma mes ton ta tes son sa ses au aux
+  el los las uno una unos unas y o pero es son era yo tu ella nosotros con para en por mas que
+  quien como cuando donde si gracias seguir bien este esta estos estas mi mis su sus lo al del
+  il lo gli uno una e o ma sono era io lui lei noi voi loro con per su piu che chi come quando
+  dove si grazie continua bene questo questa mio mia suo sua nel della dei delle
+  o os as um uma e ou mas sao era eu ele ela nos com para em por mais que quem como quando onde
+  sim nao obrigado obrigada continuar bem este esta meu minha seu sua do da dos das no na
+  de het een en of maar is zijn was ik jij hij zij wij met voor op aan als ook niet nog wat wie
+  waar wanneer waarom ja nee dank bedankt verder goed dit dat mijn`
+    .split(/\s+/)
+    .filter((word) => word !== ''),
+);
+
+/** Lower case, accents removed: how both indexes compare words. */
+export function foldWord(word: string): string {
+  return word.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
+}
+
+/** The folded words of a text, in order (letters, digits, underscore). */
+export function wordsOf(text: string): string[] {
+  return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).map(foldWord);
+}
+
+function termOf(word: string): RecallTerm | undefined {
+  if (word.length < 2 || STOP_WORDS.has(word)) return undefined;
+  if (/^\p{N}+$/u.test(word)) return { text: word, prefix: false };
+  if (word.length < PREFIX_MIN_CHARS) return { text: word, prefix: false };
+  const stem = word.length > PREFIX_MIN_CHARS && word.endsWith('s') ? word.slice(0, -1) : word;
+  return { text: stem, prefix: true };
+}
+
+function termsOf(text: string, limit: number, seen: Set<string>): RecallTerm[] {
+  const out: RecallTerm[] = [];
+  for (const word of wordsOf(text)) {
+    if (out.length >= limit) break;
+    const term = termOf(word);
+    if (!term || seen.has(term.text)) continue;
+    seen.add(term.text);
+    out.push(term);
+  }
+  return out;
+}
+
+/** The query terms of the newest user message and, inside a tool loop, the latest tool result. */
+export function recallTerms(userText: string, toolResult?: string): RecallTerm[] {
+  const seen = new Set<string>();
+  const terms = termsOf(userText, MAX_QUERY_TERMS, seen);
+  if (toolResult !== undefined && terms.length < MAX_QUERY_TERMS) {
+    const room = Math.min(MAX_TOOL_RESULT_TERMS, MAX_QUERY_TERMS - terms.length);
+    terms.push(...termsOf(toolResult, room, seen));
+  }
+  return terms;
+}
+
+function matches(term: RecallTerm, word: string): boolean {
+  return term.prefix ? word.startsWith(term.text) : word === term.text;
+}
+
+/**
+ * How well `content` matches the query, from 0 to 1: the number of distinct
+ * query terms it contains, over FULL_MATCH_TERMS (or over the number of terms,
+ * for a shorter query). The same on both store dialects, whatever their rank.
+ */
+export function recallScore(terms: readonly RecallTerm[], content: string): number {
+  if (terms.length === 0) return 0;
+  const words = new Set(wordsOf(content));
+  let found = 0;
+  for (const term of terms) {
+    for (const word of words) {
+      if (matches(term, word)) {
+        found += 1;
+        break;
+      }
+    }
+  }
+  return Math.min(1, found / Math.min(terms.length, FULL_MATCH_TERMS));
+}
