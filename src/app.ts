@@ -52,8 +52,11 @@ import { chatRoutes } from './http/routes/chat.js';
 import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
 import { sessionRoutes } from './http/routes/sessions.js';
+import { callRoutes } from './http/routes/calls.js';
 import { AgentReloader } from './agents/agent-reloader.js';
 import { CairnMetrics } from './metrics/metrics.js';
+import { CallRecorder } from './records/call-recorder.js';
+import { RecordPruner } from './records/record-pruner.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -166,11 +169,17 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
-  const mainModel = metrics.instrumentModel('main', createModel(settings.models.main, modelLogger));
+  // Every call of a session on the record, whatever the provider (inside the metrics, which count its cost).
+  const recorder = new CallRecorder({ store, enabled: settings.records.enabled, warn });
+  const recordsPruner = new RecordPruner({ store, keepDays: settings.records.keepDays, warn });
+  const modelFor = (role: 'main' | 'compact'): ModelClient => {
+    const roleSettings = settings.models[role];
+    const recorded = recorder.instrument(createModel(roleSettings, modelLogger), roleSettings);
+    return metrics.instrumentModel(role, recorded);
+  };
+  const mainModel = modelFor('main');
   const compactModel =
-    settings.models.compact === settings.models.main
-      ? mainModel
-      : metrics.instrumentModel('compact', createModel(settings.models.compact, modelLogger));
+    settings.models.compact === settings.models.main ? mainModel : modelFor('compact');
   const compaction = new DefaultCompaction({
     store,
     events,
@@ -239,6 +248,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => agentRoutes(app, { agents: registry }),
       (app, { streams }) => chatRoutes(app, { runtime, agents: registry, streams }),
       (app) => sessionRoutes(app, { runtime, store }),
+      (app) => callRoutes(app, { runtime, store, flush: () => recorder.flush() }),
       (app, { streams }) => eventRoutes(app, { store, events, streams }),
       (app) => mcpRoutes(app, { runtime, agents: registry }),
       (app) => taskRoutes(app, { tasks, store }),
@@ -299,6 +309,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   for (const problem of await checkAgentTools(registry.list(), (agent) => tools.forAgent(agent)))
     server.log.warn(formatProblem(problem));
   if (options.daemons !== false) await daemons.start();
+  recordsPruner.start();
 
   return {
     settings,
@@ -319,6 +330,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       await server.close();
       await tasks.drain();
       await queue.drain();
+      await recordsPruner.stop();
       // After the turns: a running turn may still be calling an MCP tool.
       await mcp.close();
       if (shared) {
@@ -326,6 +338,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
         await shared.lock.close();
         await shared.heartbeat.stop();
       }
+      // The titles and records of the last turns, before the database goes.
+      await recorder.flush();
       await store.close();
     },
   };

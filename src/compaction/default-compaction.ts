@@ -155,6 +155,7 @@ export class DefaultCompaction {
       maxSummaryChars,
     });
     const { summary: newSummary, usage } = await this.summarize(
+      session.id,
       messages,
       maxTokens,
       maxSummaryChars,
@@ -242,7 +243,12 @@ export class DefaultCompaction {
       used += entry.length;
     }
     const request = summaryRequest({ previousSummary, transcript, maxSummaryChars });
-    const { summary } = await this.summarize(request.messages, request.maxTokens, maxSummaryChars);
+    const { summary } = await this.summarize(
+      sessionId,
+      request.messages,
+      request.maxTokens,
+      maxSummaryChars,
+    );
     await this.deps.events.emit('context.compacted', sessionId, {
       messageCount: messages.length,
       summaryChars: summary.length,
@@ -308,18 +314,17 @@ export class DefaultCompaction {
 
   /** One summary call, with no tools; empty or non-text output is an error, never stored. */
   private async summarize(
+    sessionId: string,
     messages: ChatMessage[],
     maxTokens: number,
     maxSummaryChars: number,
   ): Promise<{ summary: string; usage: { input_tokens: number; output_tokens: number } }> {
     let response;
     try {
-      response = await this.deps.model.complete({
-        messages,
-        maxTokens,
-        temperature: 0,
-        purpose: 'summary',
-      });
+      response = await this.deps.model.complete(
+        { messages, maxTokens, temperature: 0, purpose: 'summary' },
+        { scope: { sessionId } },
+      );
     } catch (err) {
       if (err instanceof CairnError && (err.code === 'LLM_ERROR' || err.code === 'LLM_TIMEOUT'))
         throw err;

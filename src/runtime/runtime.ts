@@ -72,7 +72,8 @@ export interface ChatResult {
   reply: string;
   /** The messages this turn stored, in order (the user message first). */
   messages: StoredMessage[];
-  usage: TokenUsage;
+  /** The turn's tokens, and what its calls cost (null when the main role has no pricing). */
+  usage: Omit<TokenUsage, 'cost'> & { cost: number | null };
   compaction: TurnCompactionReport | null;
   /**
    * Present when the turn stopped on a tool call that needs a person's
@@ -329,7 +330,7 @@ export class Runtime {
       sessionId,
       reply,
       messages: turn.stored,
-      usage: turn.result.usage,
+      usage: { ...turn.result.usage, cost: turn.result.usage.cost ?? null },
       compaction: turn.compaction,
     };
   }
@@ -424,6 +425,7 @@ export class Runtime {
     });
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;
+    const turnSeq = turn.turnStartSeq;
     const result = await runLoop({
       model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
       ...(agent.model !== undefined ? { modelName: agent.model } : {}),
@@ -432,6 +434,11 @@ export class Runtime {
       tools,
       maxIterations: agent.maxIterations,
       turn,
+      scope: {
+        sessionId: input.session.id,
+        agentName: agent.name,
+        ...(turnSeq !== Number.MAX_SAFE_INTEGER ? { turnSeq } : {}),
+      },
       toolContext: this.toolContext(input.session, agent, input),
       ...(input.signal ? { signal: input.signal } : {}),
       ...(input.stream !== undefined ? { stream: input.stream } : {}),

@@ -65,6 +65,7 @@ const SESSION_LINE = {
         compaction_suspended: { enum: [0, 1] },
         compaction_input_tokens: INT,
         compaction_output_tokens: INT,
+        cost: { type: 'number', minimum: 0 },
       },
     },
   },
@@ -316,6 +317,7 @@ function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): Import
     compaction_suspended: s.compaction_suspended ?? 0,
     compaction_input_tokens: s.compaction_input_tokens ?? 0,
     compaction_output_tokens: s.compaction_output_tokens ?? 0,
+    cost: s.cost ?? 0,
   };
 }
 

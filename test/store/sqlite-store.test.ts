@@ -65,6 +65,7 @@ describe('the Store contract suite', () => {
       'DaemonLeaseStore',
       'MemoryStore',
       'InstanceStore',
+      'CallRecordStore',
     ]);
     const bodies = [
       store![2]!,
