@@ -62,14 +62,14 @@ export function sameJson(a: unknown, b: unknown): boolean {
   }
   if (Array.isArray(b)) return false;
   const aKeys = Object.keys(a);
-  const bKeys = Object.keys(b);
-  if (aKeys.length !== bKeys.length) return false;
-  for (let i = 0; i < aKeys.length; i++) {
-    const key = aKeys[i]!;
-    if (key !== bKeys[i]) return false;
+  let index = 0;
+  for (const key in b) {
+    if (key !== aKeys[index]) return false;
+    index += 1;
     if (!sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]))
       return false;
   }
+  if (index !== aKeys.length) return false;
   return true;
 }
 
