@@ -57,6 +57,8 @@ import { AgentReloader } from './agents/agent-reloader.js';
 import { CairnMetrics } from './metrics/metrics.js';
 import { CallRecorder } from './records/call-recorder.js';
 import { RecordPruner } from './records/record-pruner.js';
+import { NO_TRACING, type Tracing } from './telemetry/tracing.js';
+import { traceModel } from './telemetry/traced-model.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -169,13 +171,18 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
+  // The OpenTelemetry SDK is loaded only when traces go somewhere.
+  const otlp = settings.telemetry.otlp;
+  const tracing: Tracing = otlp
+    ? (await import('./telemetry/otel-tracing.js')).createOtelTracing(otlp)
+    : NO_TRACING;
   // Every call of a session on the record, whatever the provider (inside the metrics, which count its cost).
   const recorder = new CallRecorder({ store, enabled: settings.records.enabled, warn });
   const recordsPruner = new RecordPruner({ store, keepDays: settings.records.keepDays, warn });
   const modelFor = (role: 'main' | 'compact'): ModelClient => {
     const roleSettings = settings.models[role];
     const recorded = recorder.instrument(createModel(roleSettings, modelLogger), roleSettings);
-    return metrics.instrumentModel(role, recorded);
+    return traceModel(metrics.instrumentModel(role, recorded), tracing, roleSettings.provider);
   };
   const mainModel = modelFor('main');
   const compactModel =
@@ -185,6 +192,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     events,
     agents: registry,
     model: compactModel,
+    tracing,
   });
   const autoCompaction = new AutoCompaction({
     store,
@@ -207,6 +215,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       toolResult: (note) => metrics.toolCall(note.tool, note.isError),
       chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
     },
+    tracing,
     titler: new SessionTitler({
       store,
       model: compactModel,
@@ -340,6 +349,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       }
       // The titles and records of the last turns, before the database goes.
       await recorder.flush();
+      await tracing.shutdown();
       await store.close();
     },
   };

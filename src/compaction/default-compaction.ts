@@ -10,7 +10,8 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import { DEFAULT_MAX_SUMMARY_CHARS } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
-import type { ModelClient } from '../llm/model-client.js';
+import type { ModelCallScope, ModelClient } from '../llm/model-client.js';
+import { NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type { CompactionStore, MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { requireSession } from '../store/session-not-found.js';
@@ -32,6 +33,8 @@ export interface CompactOptions {
   instructions?: string;
   /** Automatic compaction: the cut must stay before this seq (the running turn). */
   beforeSeq?: number;
+  /** The trace span of the turn that compacts: the `cairn.compaction` span is its child. */
+  parentSpan?: unknown;
 }
 
 export interface CompactResult {
@@ -60,6 +63,8 @@ export interface CompactionDeps {
   agents: AgentRegistry;
   /** The `compact` role (falls back to `main`). */
   model: ModelClient;
+  /** A `cairn.compaction` span per compaction. */
+  tracing?: Tracing;
 }
 
 export class DefaultCompaction {
@@ -77,10 +82,10 @@ export class DefaultCompaction {
   async run(options: CompactOptions & { dryRun: true }): Promise<DryRunResult>;
   async run(options: CompactOptions): Promise<CompactResult | DryRunResult>;
   async run(options: CompactOptions): Promise<CompactResult | DryRunResult> {
-    if (options.dryRun) return this.runOnce(options);
+    if (options.dryRun) return this.runOnce(options, undefined);
     const inFlight = this.flights.get(options.sessionId);
     if (inFlight) return inFlight;
-    const flight = this.runOnce(options) as Promise<CompactResult>;
+    const flight = this.traced(options) as Promise<CompactResult>;
     this.flights.set(options.sessionId, flight);
     try {
       return await flight;
@@ -89,7 +94,45 @@ export class DefaultCompaction {
     }
   }
 
-  private async runOnce(options: CompactOptions): Promise<CompactResult | DryRunResult> {
+  /** `runOnce` inside a `cairn.compaction` span (what was folded, the summary's size, the trigger, tokens). */
+  private async traced(options: CompactOptions): Promise<CompactResult | DryRunResult> {
+    const tracing = this.deps.tracing ?? NO_TRACING;
+    if (!tracing.enabled) return this.runOnce(options, undefined);
+    const span = tracing.startSpan('cairn.compaction', {
+      parent: spanOf(options.parentSpan),
+      attributes: {
+        'gen_ai.conversation.id': options.sessionId,
+        'cairn.compaction.trigger': options.trigger,
+      },
+    });
+    try {
+      const result = await this.runOnce(options, span);
+      if (!('dryRun' in result)) {
+        span.setAttributes({
+          'cairn.compaction.messages_folded': result.compactedCount,
+          'cairn.compaction.summary_chars': result.session.compact_summary?.length ?? 0,
+          'cairn.compaction.compacted_size': result.newSize,
+          'cairn.compaction.already_up_to_date': result.alreadyUpToDate,
+          'gen_ai.usage.input_tokens': result.input_tokens,
+          'gen_ai.usage.output_tokens': result.output_tokens,
+        });
+      }
+      return result;
+    } catch (err) {
+      span.fail(
+        err instanceof CairnError ? err.code : 'INTERNAL',
+        err instanceof Error ? err.message : 'The compaction failed.',
+      );
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async runOnce(
+    options: CompactOptions,
+    span: TraceSpan | undefined,
+  ): Promise<CompactResult | DryRunResult> {
     const { store } = this.deps;
     // 1. The session as it is now: the compare-and-set below checks it is unchanged.
     const session = requireSession(await store.findSession(options.sessionId), options.sessionId);
@@ -155,7 +198,7 @@ export class DefaultCompaction {
       maxSummaryChars,
     });
     const { summary: newSummary, usage } = await this.summarize(
-      session.id,
+      { sessionId: session.id, ...(span ? { span } : {}) },
       messages,
       maxTokens,
       maxSummaryChars,
@@ -244,7 +287,7 @@ export class DefaultCompaction {
     }
     const request = summaryRequest({ previousSummary, transcript, maxSummaryChars });
     const { summary } = await this.summarize(
-      sessionId,
+      { sessionId },
       request.messages,
       request.maxTokens,
       maxSummaryChars,
@@ -314,7 +357,7 @@ export class DefaultCompaction {
 
   /** One summary call, with no tools; empty or non-text output is an error, never stored. */
   private async summarize(
-    sessionId: string,
+    scope: ModelCallScope,
     messages: ChatMessage[],
     maxTokens: number,
     maxSummaryChars: number,
@@ -323,7 +366,7 @@ export class DefaultCompaction {
     try {
       response = await this.deps.model.complete(
         { messages, maxTokens, temperature: 0, purpose: 'summary' },
-        { scope: { sessionId } },
+        { scope },
       );
     } catch (err) {
       if (err instanceof CairnError && (err.code === 'LLM_ERROR' || err.code === 'LLM_TIMEOUT'))

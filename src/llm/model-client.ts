@@ -40,8 +40,10 @@ export interface ModelCallScope {
   /** Seq of the first message the running turn stored; absent outside a turn. */
   turnSeq?: number;
   agentName?: string;
-  /** The running turn's trace span, when tracing is on: the call's span is its child. */
+  /** The running turn's (or compaction's) trace span, when tracing is on: the call's span is its child. */
   span?: unknown;
+  /** Whether the session's history is compacted now (read at each call). */
+  compacted?: () => boolean;
 }
 
 export interface ModelUsage {

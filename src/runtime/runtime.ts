@@ -25,6 +25,7 @@ import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
 import type { SessionTitler } from './session-titler.js';
 import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
+import { NO_TRACING, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -47,6 +48,8 @@ export interface RuntimeDeps {
   observer?: TurnObserver;
   /** Titles untitled sessions of agents with `autoTitle` after their first exchange. */
   titler?: Pick<SessionTitler, 'titleLater'>;
+  /** An `invoke_agent` span per turn and an `execute_tool` span per tool call. */
+  tracing?: Tracing;
 }
 
 export interface CreateSessionInput {
@@ -65,6 +68,8 @@ export interface ChatInput {
   stream?: boolean;
   signal?: AbortSignal;
   onEvent?: (event: LoopEvent | { type: 'session'; sessionId: string }) => void;
+  /** The caller's W3C `traceparent`: the turn's span continues that trace. */
+  traceparent?: string;
 }
 
 export interface ChatResult {
@@ -110,6 +115,8 @@ interface TurnInput {
   temperature?: number;
   /** Aborted when the session's slot is lost: the turn writes nothing more. */
   slot?: AbortSignal;
+  /** The caller's W3C `traceparent`. */
+  traceparent?: string;
 }
 
 export interface TurnResult {
@@ -260,6 +267,7 @@ export class Runtime {
         ...(input.stream !== undefined ? { stream: input.stream } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
         ...(input.onEvent ? { onEvent: input.onEvent } : {}),
+        ...(input.traceparent !== undefined ? { traceparent: input.traceparent } : {}),
       });
       seen.outcome = turn.result.kind === 'outside' ? 'answer' : turn.result.kind;
       if (turn.result.kind === 'waiting') {
@@ -413,6 +421,37 @@ export class Runtime {
    */
   private async runTurn(input: TurnInput): Promise<TurnResult> {
     const { agent } = input;
+    const tracing = this.deps.tracing ?? NO_TRACING;
+    const span = tracing.startSpan(`invoke_agent ${agent.name}`, {
+      traceparent: input.traceparent,
+      attributes: {
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.agent.name': agent.name,
+        'gen_ai.conversation.id': input.session.id,
+      },
+    });
+    try {
+      const turn = await this.runTracedTurn(input, span, tracing);
+      span.setAttributes({
+        'gen_ai.usage.input_tokens': turn.result.usage.input_tokens,
+        'gen_ai.usage.output_tokens': turn.result.usage.output_tokens,
+        'cairn.turn.outcome': turn.result.kind,
+      });
+      return turn;
+    } catch (err) {
+      span.fail(errorCodeOf(err), err instanceof Error ? err.message : 'The turn failed.');
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async runTracedTurn(
+    input: TurnInput,
+    span: TraceSpan,
+    tracing: Tracing,
+  ): Promise<TurnResult> {
+    const { agent } = input;
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
     const tools = await this.toolsFor(agent, input.extraTools);
     const guard = this.deps.contextGuard;
@@ -422,38 +461,71 @@ export class Runtime {
       context: this.context,
       ...(guard ? { guard } : {}),
       ...(input.slot ? { slot: input.slot } : {}),
+      span,
     });
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
-    const result = await runLoop({
-      model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
-      ...(agent.model !== undefined ? { modelName: agent.model } : {}),
-      ...(temperature !== undefined ? { temperature } : {}),
-      messages,
-      tools,
-      maxIterations: agent.maxIterations,
-      turn,
-      scope: {
-        sessionId: input.session.id,
-        agentName: agent.name,
-        ...(turnSeq !== Number.MAX_SAFE_INTEGER ? { turnSeq } : {}),
-      },
-      toolContext: this.toolContext(input.session, agent, input),
-      ...(input.signal ? { signal: input.signal } : {}),
-      ...(input.stream !== undefined ? { stream: input.stream } : {}),
-      onEvent: (event) => {
-        if (event.type === 'tool_result') {
-          this.deps.observer?.toolResult?.({
-            agentName: agent.name,
-            tool: event.name,
-            isError: event.isError,
-          });
-        }
-        input.onEvent?.(event);
-      },
-    });
-    return { result, stored: turn.stored, compaction: turn.compaction };
+    // Tool calls the loop announced and has not finished: each has its span.
+    const toolSpans = new Map<string, TraceSpan>();
+    try {
+      const result = await runLoop({
+        model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
+        ...(agent.model !== undefined ? { modelName: agent.model } : {}),
+        ...(temperature !== undefined ? { temperature } : {}),
+        messages,
+        tools,
+        maxIterations: agent.maxIterations,
+        turn,
+        scope: {
+          sessionId: input.session.id,
+          agentName: agent.name,
+          ...(turnSeq !== Number.MAX_SAFE_INTEGER ? { turnSeq } : {}),
+          span,
+          compacted: () => turn.session.compact_seq > 0,
+        },
+        toolContext: this.toolContext(input.session, agent, input),
+        ...(input.signal ? { signal: input.signal } : {}),
+        ...(input.stream !== undefined ? { stream: input.stream } : {}),
+        onEvent: (event) => {
+          if (event.type === 'tool_call' && tracing.enabled) {
+            toolSpans.set(
+              event.call.id,
+              tracing.startSpan(`execute_tool ${event.call.function.name}`, {
+                parent: span,
+                attributes: {
+                  'gen_ai.operation.name': 'execute_tool',
+                  'gen_ai.tool.name': event.call.function.name,
+                  'gen_ai.tool.call.id': event.call.id,
+                  'gen_ai.conversation.id': input.session.id,
+                },
+              }),
+            );
+          }
+          if (event.type === 'tool_result') {
+            const toolSpan = toolSpans.get(event.callId);
+            if (toolSpan) {
+              if (event.isError) toolSpan.fail('TOOL_ERROR', 'The tool call failed.');
+              toolSpan.end();
+              toolSpans.delete(event.callId);
+            }
+            this.deps.observer?.toolResult?.({
+              agentName: agent.name,
+              tool: event.name,
+              isError: event.isError,
+            });
+          }
+          input.onEvent?.(event);
+        },
+      });
+      return { result, stored: turn.stored, compaction: turn.compaction };
+    } finally {
+      // Calls that wait (approval, ask_user, client tools) end with the turn.
+      for (const toolSpan of toolSpans.values()) {
+        toolSpan.setAttributes({ 'cairn.tool.outcome': 'not finished in this turn' });
+        toolSpan.end();
+      }
+    }
   }
 
   /**

@@ -35,6 +35,8 @@ export interface TurnDeps {
    * to the session now, so this turn stores nothing more.
    */
   slot?: AbortSignal;
+  /** The turn's trace span: a compaction the turn runs is its child. */
+  span?: unknown;
 }
 
 export class Turn implements LoopTurn, GuardedTurn {
@@ -65,6 +67,10 @@ export class Turn implements LoopTurn, GuardedTurn {
 
   get session(): SessionRow {
     return this.current;
+  }
+
+  get traceSpan(): unknown {
+    return this.deps.span;
   }
 
   get turnStartSeq(): number {
