@@ -31,6 +31,9 @@ export function callRoutes(app: FastifyInstance, deps: CallRoutesDeps): void {
     '/sessions/:id/calls',
     {
       schema: {
+        summary: "A session's model-call records, newest first",
+        description:
+          'Keyset pages (pass nextCursor back as cursor), optionally one role. Each record: tokens, latency, cost, response, error, fallback hops, recalled seqs; GET /calls/:id adds the request as sent.',
         params: sessionParams,
         querystring: objectSchema({
           role: { type: 'string', enum: ['main', 'compact', 'title'] },
@@ -54,7 +57,14 @@ export function callRoutes(app: FastifyInstance, deps: CallRoutesDeps): void {
 
   app.get<{ Params: { id: string } }>(
     '/calls/:id',
-    { schema: { params: objectSchema({ id: CALL_ID }, ['id']) } },
+    {
+      schema: {
+        summary: 'One model call with the request exactly as the model received it',
+        description:
+          'request is the body as sent (JSON.stringify(request) is the bytes on the wire when wire is true); a call of a session the caller cannot read is 404 CALL_NOT_FOUND.',
+        params: objectSchema({ id: CALL_ID }, ['id']),
+      },
+    },
     async (request) => {
       await flush();
       const notFound = new CairnError(
