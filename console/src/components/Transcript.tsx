@@ -2,15 +2,27 @@
  * A session's messages: tool calls folded with their results, the compacted
  * prefix set apart behind "Summary covers N messages", then the raw tail.
  */
+import type { Api } from '../lib/api';
+import type { CallSummary } from '../lib/model-calls';
 import { summaryCoversLabel, transcriptModel, type Block } from '../lib/transcript';
 import type { Message } from '../lib/types';
+import { WhatTheModelSaw } from './WhatTheModelSaw';
 
-function BlockView({ block }: { block: Block }) {
+/** The model call behind each assistant message (by seq), and the API to open its request. */
+export interface CallsView {
+  bySeq: ReadonlyMap<number, CallSummary>;
+  api: Api;
+}
+
+function BlockView({ block, calls }: { block: Block; calls?: CallsView | undefined }) {
+  const call = calls?.bySeq.get(block.seq);
+  const saw = call && calls ? <WhatTheModelSaw call={call} api={calls.api} /> : null;
   if (block.kind === 'text') {
     return (
       <li class={`msg msg-${block.role}`} data-seq={block.seq}>
         <span class="role">{block.role}</span>
         <div class="text">{block.text}</div>
+        {saw}
       </li>
     );
   }
@@ -30,16 +42,27 @@ function BlockView({ block }: { block: Block }) {
           </pre>
         )}
       </details>
+      {saw}
     </li>
   );
 }
 
-function Blocks({ blocks }: { blocks: Block[] }) {
+function Blocks({ blocks, calls }: { blocks: Block[]; calls?: CallsView | undefined }) {
+  // A reply with several tool calls shows its model call once, under the first.
+  const shown = new Set<number>();
   return (
     <ol class="messages">
-      {blocks.map((b) => (
-        <BlockView key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`} block={b} />
-      ))}
+      {blocks.map((b) => {
+        const first = !shown.has(b.seq);
+        shown.add(b.seq);
+        return (
+          <BlockView
+            key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`}
+            block={b}
+            calls={first ? calls : undefined}
+          />
+        );
+      })}
     </ol>
   );
 }
@@ -49,9 +72,11 @@ export interface TranscriptProps {
   /** `compact_size`: how many non-system messages the summary covers. */
   compactSize: number;
   summary: string | null;
+  /** When given: "what the model saw" under each assistant message. */
+  calls?: CallsView;
 }
 
-export function Transcript({ messages, compactSize, summary }: TranscriptProps) {
+export function Transcript({ messages, compactSize, summary, calls }: TranscriptProps) {
   const model = transcriptModel(messages);
   return (
     <section class="transcript" aria-label="Transcript">
@@ -65,7 +90,7 @@ export function Transcript({ messages, compactSize, summary }: TranscriptProps) 
         <div class="compacted">
           <details>
             <summary class="divider">{summaryCoversLabel(compactSize)}</summary>
-            <Blocks blocks={model.compacted} />
+            <Blocks blocks={model.compacted} calls={calls} />
           </details>
           {summary !== null && (
             <section class="summary" aria-label="Summary">
@@ -75,7 +100,7 @@ export function Transcript({ messages, compactSize, summary }: TranscriptProps) 
           )}
         </div>
       )}
-      <Blocks blocks={model.live} />
+      <Blocks blocks={model.live} calls={calls} />
     </section>
   );
 }
