@@ -10,7 +10,7 @@ import type { ChatMessage, TokenUsage } from '../llm/messages.js';
 import type { MessageLog, SessionStore } from '../store/store.js';
 import type { SessionRow } from '../store/store.js';
 import { contentText, readTemperature } from './chat-request.js';
-import type { ConversationResult, Conversations } from './conversations.js';
+import { traceparentOf, type ConversationResult, type Conversations } from './conversations.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
@@ -219,6 +219,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       ...(input.temperature !== null ? { temperature: input.temperature } : {}),
     });
     const signal = disconnectSignal(reply);
+    const trace = traceparentOf(request.headers);
     const fieldsAt = (session: SessionRow): ResponseFields => ({
       id: responseId(session.id, session.last_seq),
       createdAt: Math.floor(Date.now() / 1000),
@@ -236,6 +237,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       const result = await prepared.run({
         stream: false,
         signal,
+        ...trace,
         onStart: (session) => (fields = fieldsAt(session)),
       });
       return responseObject(fields!, result.reply, result.usage);
@@ -250,6 +252,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       const result: ConversationResult = await prepared.run({
         stream: true,
         signal,
+        ...trace,
         onStart: (session) => {
           fields = fieldsAt(session);
           const item = messageId(fields.id);

@@ -108,6 +108,23 @@ describe.each(['http/protobuf', 'http/json'] as const)('OTLP traces over %s', (p
     });
   });
 
+  it('continues the caller trace on the OpenAI-compatible API too', async () => {
+    const app = await start();
+    const res = await app.app.server.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers: { traceparent: `00-${TRACE_ID}-${CALLER_SPAN_ID}-01` },
+      payload: { model: 'assistant', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(res.statusCode).toBe(200);
+    const spans = await exported();
+    const turn = spans.find((s) => s.name === 'invoke_agent assistant');
+    expect(turn?.traceId).toBe(TRACE_ID);
+    expect(turn?.parentSpanId).toBe(CALLER_SPAN_ID);
+    const chat = spans.find((s) => s.name === 'chat test-model');
+    expect(chat?.parentSpanId).toBe(turn!.spanId);
+  });
+
   it('exports a compaction span whose child is the summary call, and message content only on opt-in', async () => {
     const app = await start({ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' });
     app.fake!.setDefault(() => ({ content: 'Fine.' }));
