@@ -6,8 +6,9 @@
  * a collector (Jaeger, Langfuse, Tempo) would read them.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
 import { startReceiver, type ReceivedSpan, type Receiver } from '../helpers/otlp-receiver.js';
-import { startTestApp, type TestApp } from '../helpers/test-app.js';
+import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CALLER_SPAN_ID = '00f067aa0ba902b7';
@@ -21,11 +22,15 @@ describe.each(['http/protobuf', 'http/json'] as const)('OTLP traces over %s', (p
     await receiver.close();
   });
 
-  async function start(env: Record<string, string> = {}): Promise<TestApp> {
+  async function start(
+    env: Record<string, string> = {},
+    options: Parameters<typeof startTestApp>[0] = {},
+  ): Promise<TestApp> {
     receiver = await startReceiver();
     t = await startTestApp({
       cairnJson: { telemetry: { otlp: { endpoint: receiver.url, protocol } } },
       env,
+      ...options,
     });
     return t;
   }
@@ -123,6 +128,49 @@ describe.each(['http/protobuf', 'http/json'] as const)('OTLP traces over %s', (p
     expect(turn?.parentSpanId).toBe(CALLER_SPAN_ID);
     const chat = spans.find((s) => s.name === 'chat test-model');
     expect(chat?.parentSpanId).toBe(turn!.spanId);
+  });
+
+  it('puts an automatic compaction under the turn that ran it', async () => {
+    const app = await start(
+      {},
+      {
+        agents: {
+          assistant: { ...TEST_AGENT, defaultCompaction: { autoThreshold: 50 } },
+        },
+        mainModel: { contextWindow: 2_000 },
+      },
+    );
+    app.fake!.setDefault((body: { messages: { role: string; content: unknown }[] }) =>
+      isSummaryRequest(body) ? { content: 'A short summary.' } : { content: 'ok' },
+    );
+    let sessionId: string | undefined;
+    let compactedTurn = false;
+    for (let turn = 0; turn < 10 && !compactedTurn; turn++) {
+      const res = await app.app.server.inject({
+        method: 'POST',
+        url: '/agents/assistant/chat',
+        payload: {
+          message: `turn${turn} ${'word '.repeat(250)}`,
+          ...(sessionId ? { sessionId } : {}),
+        },
+      });
+      expect(res.statusCode).toBe(200);
+      sessionId = res.json().sessionId as string;
+      compactedTurn = res.json().compaction !== null;
+    }
+    expect(compactedTurn, 'no automatic compaction within 10 turns').toBe(true);
+    const spans = await exported();
+    const compaction = spans.find((s) => s.name === 'cairn.compaction');
+    expect(compaction?.attributes['cairn.compaction.trigger']).toBe('auto');
+    const turn = spans.find((s) => s.spanId === compaction!.parentSpanId);
+    expect(turn?.name).toBe('invoke_agent assistant');
+    const summaryCall = spans.find((s) => s.parentSpanId === compaction!.spanId);
+    expect(summaryCall?.attributes['cairn.call.purpose']).toBe('summary');
+    // The turn's own call after the compaction sees a compacted history.
+    const turnCalls = spans.filter(
+      (s) => s.parentSpanId === turn!.spanId && s.name.startsWith('chat '),
+    );
+    expect(turnCalls.at(-1)?.attributes['gen_ai.conversation.compacted']).toBe(true);
   });
 
   it('exports a compaction span whose child is the summary call, and message content only on opt-in', async () => {
