@@ -17,9 +17,9 @@
  *   the one the model saw (it ends with the turn's question) before the row is printed.
  * - added per turn: median turn time with records on minus off (runChat, in
  *   process), and the same for this process's CPU time per turn (steadier on
- *   a busy machine). The noting happens on the turn; encoding and the write
- *   run a moment later (setImmediate), and the timed window waits for that
- *   moment on both apps, so the write is counted in the turn that caused it.
+ *   a busy machine). Encoding and the write happen as the turn ends (or, for
+ *   anything left, a moment later: the timed window waits for that moment on
+ *   both apps), so the write is counted in the turn that caused it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

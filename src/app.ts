@@ -216,6 +216,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
     },
     tracing,
+    afterTurn: () => recorder.flush(),
     titler: new SessionTitler({
       store,
       model: compactModel,

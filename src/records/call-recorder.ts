@@ -1,10 +1,13 @@
 /**
  * Every model call on the record. `CallRecorder.instrument` wraps any
  * `ModelClient` (whatever its provider) so each call of a session is stored
- * with what it sent, what came back, its tokens, latency and cost. The turn
- * pays only for noting the call: encoding the request against the previous
- * one (request-delta.ts) and the write happen a moment later, batched, off
- * the turn. With records off, only the session's cost is kept.
+ * with what it sent, what came back, its tokens, latency and cost. A call
+ * is only noted while the model loop runs: encoding the request against the
+ * previous one (request-delta.ts) and the write happen in one batch, when the
+ * turn ends (the runtime awaits `flush`, so a turn's cost and records are
+ * stored before its reply is sent) or a moment later for calls outside a
+ * turn (titles, manual compactions). With records off, only the session's
+ * cost is kept.
  */
 import { randomBytes } from 'node:crypto';
 import { CairnError } from '../errors.js';

@@ -50,6 +50,11 @@ export interface RuntimeDeps {
   titler?: Pick<SessionTitler, 'titleLater'>;
   /** An `invoke_agent` span per turn and an `execute_tool` span per tool call. */
   tracing?: Tracing;
+  /**
+   * Awaited as each turn ends (the call records' write): what a turn cost is
+   * on the session once its reply is out. Never throws.
+   */
+  afterTurn?: () => Promise<void>;
 }
 
 export interface CreateSessionInput {
@@ -443,6 +448,7 @@ export class Runtime {
       throw err;
     } finally {
       span.end();
+      await this.deps.afterTurn?.();
     }
   }
 

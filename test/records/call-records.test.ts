@@ -236,6 +236,23 @@ describe.each(DATABASES)('model-call records (%s)', (database) => {
     expect(badId.statusCode).toBe(400);
   });
 
+  it('carries the session cost through an export and import, but not the records', async () => {
+    t.fake!.script({ content: 'Priced.', usage: { prompt_tokens: 1_000, completion_tokens: 0 } });
+    const { sessionId } = (await chat({ message: 'price me' })).json();
+    const exported = await t.app.server.inject({ url: `/sessions/${sessionId}/export` });
+    expect(exported.statusCode).toBe(200);
+    const imported = await t.app.server.inject({
+      method: 'POST',
+      url: '/sessions/import',
+      headers: { 'content-type': 'application/x-ndjson' },
+      payload: exported.body,
+    });
+    expect(imported.statusCode, imported.body).toBe(201);
+    const copy = imported.json().session;
+    expect(copy.cost).toBeCloseTo(0.002, 12);
+    expect((await listCalls(copy.id)).calls).toEqual([]);
+  });
+
   it('deletes the records with their session', async () => {
     const { sessionId } = (await chat({ message: 'bye' })).json();
     const [call] = (await listCalls(sessionId)).calls;
