@@ -73,6 +73,7 @@ import { percentile, trimTail } from './compacted-tail.js';
 import { growingConversationRows } from './growing-conversation.js';
 import { postgresRows } from './postgres-instances.js';
 import { openaiApiRows } from './openai-api.js';
+import { callRecordRows } from './call-records.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -454,6 +455,7 @@ async function main(): Promise<void> {
     rows.push(
       ...(await serverCostRows(AIM_SMALL_MS)),
       ...(await growingConversationRows(baseURL)),
+      ...(await callRecordRows(baseURL)),
       ...(await postgresRows(baseURL)),
       ...(await openaiApiRows()),
       ...(await bookkeepingRows()),

@@ -56,9 +56,14 @@ import { chatRoutes } from './http/routes/chat.js';
 import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
 import { sessionRoutes } from './http/routes/sessions.js';
+import { callRoutes } from './http/routes/calls.js';
 import { AgentReloader } from './agents/agent-reloader.js';
 import { a2aRoutes } from './a2a/routes.js';
 import { CairnMetrics } from './metrics/metrics.js';
+import { CallRecorder } from './records/call-recorder.js';
+import { RecordPruner } from './records/record-pruner.js';
+import { NO_TRACING, type Tracing } from './telemetry/tracing.js';
+import { traceModel } from './telemetry/traced-model.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -177,26 +182,31 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
-  const mainModel = metrics.instrumentModel(
-    'main',
-    observed('main', createModel(settings.models.main, modelLogger), options.observeModelCall),
-  );
+  // The OpenTelemetry SDK is loaded only when traces go somewhere.
+  const otlp = settings.telemetry.otlp;
+  const tracing: Tracing = otlp
+    ? (await import('./telemetry/otel-tracing.js')).createOtelTracing(otlp)
+    : NO_TRACING;
+  // Every call of a session on the record, whatever the provider (inside the metrics, which count its cost).
+  const recorder = new CallRecorder({ store, enabled: settings.records.enabled, warn });
+  const recordsPruner = new RecordPruner({ store, keepDays: settings.records.keepDays, warn });
+  const modelFor = (role: 'main' | 'compact'): ModelClient => {
+    const roleSettings = settings.models[role];
+    const recorded = recorder.instrument(
+      observed(role, createModel(roleSettings, modelLogger), options.observeModelCall),
+      roleSettings,
+    );
+    return traceModel(metrics.instrumentModel(role, recorded), tracing, roleSettings.provider);
+  };
+  const mainModel = modelFor('main');
   const compactModel =
-    settings.models.compact === settings.models.main
-      ? mainModel
-      : metrics.instrumentModel(
-          'compact',
-          observed(
-            'compact',
-            createModel(settings.models.compact, modelLogger),
-            options.observeModelCall,
-          ),
-        );
+    settings.models.compact === settings.models.main ? mainModel : modelFor('compact');
   const compaction = new DefaultCompaction({
     store,
     events,
     agents: registry,
     model: compactModel,
+    tracing,
   });
   const recallLedger = new RecallLedger();
   const autoCompaction = new AutoCompaction({
@@ -228,6 +238,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       toolResult: (note) => metrics.toolCall(note.tool, note.isError),
       chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
     },
+    tracing,
+    afterTurn: () => recorder.flush(),
     titler: new SessionTitler({
       store,
       model: compactModel,
@@ -275,6 +287,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => agentRoutes(app, { agents: registry }),
       (app, { streams }) => chatRoutes(app, { runtime, agents: registry, streams }),
       (app) => sessionRoutes(app, { runtime, store }),
+      (app) => callRoutes(app, { runtime, store, flush: () => recorder.flush() }),
       (app, { streams }) => eventRoutes(app, { store, events, streams }),
       (app) => mcpRoutes(app, { runtime, agents: registry }),
       (app) => taskRoutes(app, { tasks, store }),
@@ -351,6 +364,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   for (const problem of await checkAgentTools(registry.list(), (agent) => tools.forAgent(agent)))
     server.log.warn(formatProblem(problem));
   if (options.daemons !== false) await daemons.start();
+  recordsPruner.start();
 
   return {
     settings,
@@ -371,6 +385,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       await server.close();
       await tasks.drain();
       await queue.drain();
+      await recordsPruner.stop();
       // After the turns: a running turn may still be calling an MCP tool.
       await mcp.close();
       if (shared) {
@@ -378,6 +393,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
         await shared.lock.close();
         await shared.heartbeat.stop();
       }
+      // The titles and records of the last turns, before the database goes.
+      await recorder.flush();
+      await tracing.shutdown();
       await store.close();
     },
   };

@@ -20,6 +20,7 @@ export const ERROR_STATUS = {
   TASK_NOT_FOUND: 404,
   /** A fork point (`atSeq`) that is not a message of the session. */
   MESSAGE_NOT_FOUND: 404,
+  CALL_NOT_FOUND: 404,
   COMPACTION_CONFLICT: 409,
   TASK_NOT_WAITING: 409,
   TASK_WAITING: 409,

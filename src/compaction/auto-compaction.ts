@@ -80,6 +80,7 @@ export class AutoCompaction implements ContextGuard {
         sessionId,
         trigger: 'auto',
         beforeSeq: ctx.turnStartSeq,
+        parentSpan: ctx.traceSpan,
       });
       if ('dryRun' in result) return messages;
       // Nothing before the running turn to compact (e.g. one oversized first
@@ -140,7 +141,12 @@ export class AutoCompaction implements ContextGuard {
       };
 
       const compacted = await this.deps.compaction
-        .run({ sessionId: ctx.session.id, trigger: 'auto', beforeSeq: ctx.turnStartSeq })
+        .run({
+          sessionId: ctx.session.id,
+          trigger: 'auto',
+          beforeSeq: ctx.turnStartSeq,
+          parentSpan: ctx.traceSpan,
+        })
         .catch(() => undefined);
       if (compacted && !('dryRun' in compacted) && !compacted.alreadyUpToDate) {
         ctx.recordCompaction(compacted);

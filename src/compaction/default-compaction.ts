@@ -10,7 +10,8 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import { DEFAULT_MAX_SUMMARY_CHARS } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
-import type { ModelClient } from '../llm/model-client.js';
+import type { ModelCallScope, ModelClient } from '../llm/model-client.js';
+import { NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type {
   CompactionStore,
@@ -38,6 +39,8 @@ export interface CompactOptions {
   instructions?: string;
   /** Automatic compaction: the cut must stay before this seq (the running turn). */
   beforeSeq?: number;
+  /** The trace span of the turn that compacts: the `cairn.compaction` span is its child. */
+  parentSpan?: unknown;
 }
 
 export interface CompactResult {
@@ -66,6 +69,8 @@ export interface CompactionDeps {
   agents: AgentRegistry;
   /** The `compact` role (falls back to `main`). */
   model: ModelClient;
+  /** A `cairn.compaction` span per compaction. */
+  tracing?: Tracing;
 }
 
 export class DefaultCompaction {
@@ -83,10 +88,10 @@ export class DefaultCompaction {
   async run(options: CompactOptions & { dryRun: true }): Promise<DryRunResult>;
   async run(options: CompactOptions): Promise<CompactResult | DryRunResult>;
   async run(options: CompactOptions): Promise<CompactResult | DryRunResult> {
-    if (options.dryRun) return this.runOnce(options);
+    if (options.dryRun) return this.runOnce(options, undefined);
     const inFlight = this.flights.get(options.sessionId);
     if (inFlight) return inFlight;
-    const flight = this.runOnce(options) as Promise<CompactResult>;
+    const flight = this.traced(options) as Promise<CompactResult>;
     this.flights.set(options.sessionId, flight);
     try {
       return await flight;
@@ -95,7 +100,45 @@ export class DefaultCompaction {
     }
   }
 
-  private async runOnce(options: CompactOptions): Promise<CompactResult | DryRunResult> {
+  /** `runOnce` inside a `cairn.compaction` span (what was folded, the summary's size, the trigger, tokens). */
+  private async traced(options: CompactOptions): Promise<CompactResult | DryRunResult> {
+    const tracing = this.deps.tracing ?? NO_TRACING;
+    if (!tracing.enabled) return this.runOnce(options, undefined);
+    const span = tracing.startSpan('cairn.compaction', {
+      parent: spanOf(options.parentSpan),
+      attributes: {
+        'gen_ai.conversation.id': options.sessionId,
+        'cairn.compaction.trigger': options.trigger,
+      },
+    });
+    try {
+      const result = await this.runOnce(options, span);
+      if (!('dryRun' in result)) {
+        span.setAttributes({
+          'cairn.compaction.messages_folded': result.compactedCount,
+          'cairn.compaction.summary_chars': result.session.compact_summary?.length ?? 0,
+          'cairn.compaction.compacted_size': result.newSize,
+          'cairn.compaction.already_up_to_date': result.alreadyUpToDate,
+          'gen_ai.usage.input_tokens': result.input_tokens,
+          'gen_ai.usage.output_tokens': result.output_tokens,
+        });
+      }
+      return result;
+    } catch (err) {
+      span.fail(
+        err instanceof CairnError ? err.code : 'INTERNAL',
+        err instanceof Error ? err.message : 'The compaction failed.',
+      );
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async runOnce(
+    options: CompactOptions,
+    span: TraceSpan | undefined,
+  ): Promise<CompactResult | DryRunResult> {
     const { store } = this.deps;
     // 1. The session as it is now: the compare-and-set below checks it is unchanged.
     const session = requireSession(await store.findSession(options.sessionId), options.sessionId);
@@ -163,6 +206,7 @@ export class DefaultCompaction {
       format: this.formatOf(session.agent_name),
     });
     const { summary: newSummary, usage } = await this.summarize(
+      { sessionId: session.id, ...(span ? { span } : {}) },
       messages,
       maxTokens,
       maxSummaryChars,
@@ -255,7 +299,12 @@ export class DefaultCompaction {
       maxSummaryChars,
       format: this.formatOf(agentName),
     });
-    const { summary } = await this.summarize(request.messages, request.maxTokens, maxSummaryChars);
+    const { summary } = await this.summarize(
+      { sessionId },
+      request.messages,
+      request.maxTokens,
+      maxSummaryChars,
+    );
     await this.deps.events.emit('context.compacted', sessionId, {
       messageCount: messages.length,
       summaryChars: summary.length,
@@ -326,18 +375,17 @@ export class DefaultCompaction {
 
   /** One summary call, with no tools; empty or non-text output is an error, never stored. */
   private async summarize(
+    scope: ModelCallScope,
     messages: ChatMessage[],
     maxTokens: number,
     maxSummaryChars: number,
   ): Promise<{ summary: string; usage: { input_tokens: number; output_tokens: number } }> {
     let response;
     try {
-      response = await this.deps.model.complete({
-        messages,
-        maxTokens,
-        temperature: 0,
-        purpose: 'summary',
-      });
+      response = await this.deps.model.complete(
+        { messages, maxTokens, temperature: 0, purpose: 'summary' },
+        { scope },
+      );
     } catch (err) {
       if (err instanceof CairnError && (err.code === 'LLM_ERROR' || err.code === 'LLM_TIMEOUT'))
         throw err;

@@ -45,6 +45,28 @@ export interface ModelRoleSettings {
    * between tool results and the next user message (bridged on the wire only).
    */
   readonly profile: 'openai' | 'mistral';
+  /** What the role's model costs, in currency units per million tokens; null: calls are unpriced. */
+  readonly pricing?: ModelPricing | null;
+}
+
+export interface ModelPricing {
+  readonly inputPerMTok: number;
+  readonly outputPerMTok: number;
+  /** Prompt tokens served from the provider's cache (default: inputPerMTok). */
+  readonly cachedInputPerMTok: number;
+}
+
+export const DEFAULT_RECORDS_KEEP_DAYS = 30;
+
+/** Where traces go over OTLP/HTTP; null when tracing is off. */
+export interface OtlpSettings {
+  /** The traces URL (`…/v1/traces`). */
+  readonly tracesUrl: string;
+  readonly protocol: 'http/protobuf' | 'http/json';
+  readonly headers: Readonly<Record<string, string>>;
+  readonly serviceName: string;
+  /** Message content on spans (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). */
+  readonly captureContent: boolean;
 }
 
 export interface Settings {
@@ -78,6 +100,9 @@ export interface Settings {
   readonly models: { readonly main: ModelRoleSettings; readonly compact: ModelRoleSettings };
   /** MCP tool servers by name (DESIGN §11); empty when cairn.json has none. */
   readonly mcpServers: Readonly<Record<string, McpServerSettings>>;
+  /** Model-call records: on by default, pruned after `keepDays`. */
+  readonly records: { readonly enabled: boolean; readonly keepDays: number };
+  readonly telemetry: { readonly otlp: OtlpSettings | null };
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -93,6 +118,16 @@ const modelRoleSchema = {
     timeoutMs: { type: 'integer', minimum: 1 },
     maxRetries: { type: 'integer', minimum: 0, maximum: 10 },
     profile: { type: 'string', enum: ['openai', 'mistral'] },
+    pricing: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['inputPerMTok', 'outputPerMTok'],
+      properties: {
+        inputPerMTok: { type: 'number', minimum: 0 },
+        outputPerMTok: { type: 'number', minimum: 0 },
+        cachedInputPerMTok: { type: 'number', minimum: 0 },
+      },
+    },
   },
 } as const;
 
@@ -147,6 +182,30 @@ export const CAIRN_JSON_SCHEMA = {
       properties: { main: modelRoleSchema, compact: modelRoleSchema },
     },
     mcpServers: MCP_SERVERS_SCHEMA,
+    records: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        keepDays: { type: 'number', minimum: 1 },
+      },
+    },
+    telemetry: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        otlp: {
+          type: ['object', 'null'],
+          additionalProperties: false,
+          required: ['endpoint'],
+          properties: {
+            endpoint: { type: 'string', pattern: '^https?://' },
+            protocol: { type: 'string', enum: ['http/protobuf', 'http/json'] },
+            headers: { type: 'object', additionalProperties: { type: 'string' } },
+          },
+        },
+      },
+    },
   },
 } as const;
 
@@ -158,6 +217,13 @@ interface ModelRoleFile {
   timeoutMs?: number;
   maxRetries?: number;
   profile?: 'openai' | 'mistral';
+  pricing?: { inputPerMTok: number; outputPerMTok: number; cachedInputPerMTok?: number };
+}
+
+interface OtlpFile {
+  endpoint: string;
+  protocol?: 'http/protobuf' | 'http/json';
+  headers?: Record<string, string>;
 }
 
 interface CairnJson {
@@ -176,6 +242,8 @@ interface CairnJson {
   database?: { path?: string; url?: string | null; poolSize?: number };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
   mcpServers?: Record<string, McpServerFile>;
+  records?: { enabled?: boolean; keepDays?: number };
+  telemetry?: { otlp?: OtlpFile | null };
 }
 
 const validateCairnJson = new Ajv({ allErrors: true, strict: true }).compile<CairnJson>(
@@ -269,6 +337,62 @@ function resolveRole(
     timeoutMs: file.timeoutMs ?? fallback?.timeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
     maxRetries: file.maxRetries ?? fallback?.maxRetries ?? DEFAULT_MODEL_MAX_RETRIES,
     profile: file.profile ?? fallback?.profile ?? 'openai',
+    pricing: file.pricing
+      ? Object.freeze({
+          inputPerMTok: file.pricing.inputPerMTok,
+          outputPerMTok: file.pricing.outputPerMTok,
+          cachedInputPerMTok: file.pricing.cachedInputPerMTok ?? file.pricing.inputPerMTok,
+        })
+      : (fallback?.pricing ?? null),
+  });
+}
+
+/** `OTEL_EXPORTER_OTLP_HEADERS`: `key=value,key2=value2`, values URL-encoded. */
+function parseOtlpHeaders(text: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const pair of (text ?? '').split(',')) {
+    const at = pair.indexOf('=');
+    if (at <= 0) continue;
+    headers[pair.slice(0, at).trim()] = decodeURIComponent(pair.slice(at + 1).trim());
+  }
+  return headers;
+}
+
+/**
+ * Tracing is on when the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT or
+ * cairn.json's telemetry.otlp names a collector; the variables win, as the
+ * OpenTelemetry specification says. A base endpoint gets `/v1/traces`
+ * appended; the traces-specific one is used as is.
+ */
+function resolveOtlp(file: OtlpFile | null | undefined, env: Env): OtlpSettings | null {
+  const tracesEndpoint = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+  const baseEndpoint = nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT) ?? file?.endpoint;
+  if (tracesEndpoint === undefined && baseEndpoint === undefined) return null;
+  if (nonEmpty(env.OTEL_TRACES_EXPORTER) === 'none' || env.OTEL_SDK_DISABLED === 'true')
+    return null;
+  const tracesUrl = tracesEndpoint ?? `${baseEndpoint!.replace(/\/+$/, '')}/v1/traces`;
+  const protocolText =
+    nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ??
+    nonEmpty(env.OTEL_EXPORTER_OTLP_PROTOCOL) ??
+    file?.protocol ??
+    'http/protobuf';
+  if (protocolText !== 'http/protobuf' && protocolText !== 'http/json') {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `OTEL_EXPORTER_OTLP_PROTOCOL is "${protocolText}"; Cairn exports over OTLP/HTTP: use http/protobuf or http/json.`,
+    );
+  }
+  return Object.freeze({
+    tracesUrl,
+    protocol: protocolText,
+    headers: Object.freeze({
+      ...(file?.headers ?? {}),
+      ...parseOtlpHeaders(env.OTEL_EXPORTER_OTLP_HEADERS),
+      ...parseOtlpHeaders(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS),
+    }),
+    serviceName: nonEmpty(env.OTEL_SERVICE_NAME) ?? 'cairn',
+    captureContent:
+      (env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT ?? '').toLowerCase() === 'true',
   });
 }
 
@@ -320,6 +444,11 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
     }),
     models: Object.freeze({ main, compact }),
     mcpServers: resolveMcpServers(file.mcpServers, env, home),
+    records: Object.freeze({
+      enabled: file.records?.enabled ?? true,
+      keepDays: file.records?.keepDays ?? DEFAULT_RECORDS_KEEP_DAYS,
+    }),
+    telemetry: Object.freeze({ otlp: resolveOtlp(file.telemetry?.otlp, env) }),
   });
 }
 

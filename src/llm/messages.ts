@@ -39,6 +39,8 @@ export interface StoredMessage extends ChatMessage {
 export interface TokenUsage {
   input_tokens: number;
   output_tokens: number;
+  /** What the calls cost by the role's pricing; absent when none was priced. */
+  cost?: number;
 }
 
 /** A function tool as offered to the model. */

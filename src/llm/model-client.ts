@@ -23,11 +23,45 @@ export interface ModelCallOptions {
   signal?: AbortSignal;
   /** When set, the reply is streamed and each text fragment is passed here. */
   onDelta?: (text: string) => void;
+  /** Whose call this is: the call records and traces file it under this. Never sent. */
+  scope?: ModelCallScope;
+  /** Seqs of compacted messages injected into this request (recall), for the call record. Never sent. */
+  recalledSeqs?: readonly number[];
+  /**
+   * Told the exact body each time the provider sends one (every attempt), as
+   * the object it serialises with `JSON.stringify`: the call record stores
+   * what the model saw, byte for byte. A provider that never calls it is
+   * recorded with Cairn's own request instead.
+   */
+  onRequestSent?: (body: Readonly<Record<string, unknown>>) => void;
+}
+
+/** The session (and turn) a model call serves. */
+export interface ModelCallScope {
+  sessionId: string;
+  /** Seq of the first message the running turn stored; absent outside a turn. */
+  turnSeq?: number;
+  agentName?: string;
+  /** The running turn's (or compaction's) trace span, when tracing is on: the call's span is its child. */
+  span?: unknown;
+  /** Whether the session's history is compacted now (read at each call). */
+  compacted?: () => boolean;
 }
 
 export interface ModelUsage {
   prompt_tokens: number;
   completion_tokens: number;
+  /** Prompt tokens the provider served from its cache (included in `prompt_tokens`). */
+  cached_tokens?: number;
+}
+
+/** One failed model of a fallback chain, tried before the one that answered. */
+export interface FallbackHop {
+  provider: string;
+  model: string;
+  /** The error code the hop failed with (LLM_ERROR, LLM_TIMEOUT, …). */
+  code: string;
+  message?: string;
 }
 
 export interface ModelResponse {
@@ -37,6 +71,10 @@ export interface ModelResponse {
   usage: ModelUsage | null;
   /** The model that answered. */
   model: string;
+  /** The models of a fallback chain that failed before this one answered, in order. */
+  fallbackHops?: readonly FallbackHop[];
+  /** What the call cost by its role's pricing; set by the call recorder, null when unpriced. */
+  cost?: number | null;
 }
 
 export interface ModelClient {

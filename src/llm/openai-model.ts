@@ -219,11 +219,22 @@ function toWireMessage(message: ChatMessage): ChatCompletionMessageParam {
 }
 
 function toUsage(
-  usage: { prompt_tokens: number; completion_tokens: number } | null | undefined,
+  usage:
+    | {
+        prompt_tokens: number;
+        completion_tokens: number;
+        prompt_tokens_details?: { cached_tokens?: number } | null;
+      }
+    | null
+    | undefined,
 ): ModelUsage | null {
-  return usage
-    ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens }
-    : null;
+  if (!usage) return null;
+  const cached = usage.prompt_tokens_details?.cached_tokens;
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    ...(typeof cached === 'number' ? { cached_tokens: cached } : {}),
+  };
 }
 
 /** Set when a streamed attempt already handed text to the caller: it must not be retried. */
@@ -262,8 +273,8 @@ export class OpenAIModel implements ModelClient {
     for (let attempt = 1; ; attempt++) {
       try {
         return options.onDelta
-          ? await this.streamOnce(request, options.onDelta, options.signal)
-          : await this.completeOnce(request, options.signal);
+          ? await this.streamOnce(request, options.onDelta, options)
+          : await this.completeOnce(request, options);
       } catch (raw) {
         if (options.signal?.aborted) throw options.signal.reason;
         const emitted = raw instanceof EmittedError;
@@ -307,7 +318,10 @@ export class OpenAIModel implements ModelClient {
     };
   }
 
-  private async completeOnce(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
+  private async completeOnce(
+    request: ModelRequest,
+    { signal, onRequestSent }: ModelCallOptions,
+  ): Promise<ModelResponse> {
     // The SDK's timeout ends at the headers; a body that stalls after them
     // would hold the turn (and the session's queue) forever. This deadline
     // bounds the whole call, body included (RELIABILITY 47).
@@ -318,11 +332,10 @@ export class OpenAIModel implements ModelClient {
       call.abort(new OpenAI.APIConnectionTimeoutError({ message: 'model call timed out' }));
     }, this.role.timeoutMs);
     let completion: ChatCompletion;
+    const body = { ...this.params(request), stream: false as const };
+    onRequestSent?.(body);
     try {
-      completion = await this.client.chat.completions.create(
-        { ...this.params(request), stream: false },
-        { signal: call.signal },
-      );
+      completion = await this.client.chat.completions.create(body, { signal: call.signal });
     } catch (err) {
       if (timedOut && !signal?.aborted) throw call.signal.reason;
       throw err;
@@ -352,7 +365,7 @@ export class OpenAIModel implements ModelClient {
   private async streamOnce(
     request: ModelRequest,
     onDelta: (text: string) => void,
-    signal?: AbortSignal,
+    { signal, onRequestSent }: ModelCallOptions,
   ): Promise<ModelResponse> {
     // The SDK timeout ends at the headers; this idle timer covers a stream
     // that stalls after its first chunks (RELIABILITY 15).
@@ -374,10 +387,13 @@ export class OpenAIModel implements ModelClient {
     const calls = new Map<number, ToolCall>();
     try {
       arm();
-      const stream = await this.client.chat.completions.create(
-        { ...this.params(request), stream: true, stream_options: { include_usage: true } },
-        { signal: call.signal },
-      );
+      const body = {
+        ...this.params(request),
+        stream: true as const,
+        stream_options: { include_usage: true },
+      };
+      onRequestSent?.(body);
+      const stream = await this.client.chat.completions.create(body, { signal: call.signal });
       for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
         arm();
         model = chunk.model || model;

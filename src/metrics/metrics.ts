@@ -38,6 +38,7 @@ export class CairnMetrics {
   private readonly modelCalls: Counter<'role' | 'purpose' | 'outcome'>;
   private readonly modelSeconds: Histogram<'role' | 'purpose'>;
   private readonly modelTokens: Counter<'role' | 'direction'>;
+  private readonly modelCost: Counter<'role'>;
   private readonly compactions: Counter<'trigger' | 'outcome'>;
   private readonly taskTransitions: Counter<'state'>;
   private readonly daemonTicks: Counter<'agent'>;
@@ -82,6 +83,12 @@ export class CairnMetrics {
       name: 'cairn_model_tokens_total',
       help: 'Tokens the provider reported, by role and direction (in = prompt, out = completion).',
       labelNames: ['role', 'direction'],
+      registers,
+    });
+    this.modelCost = new Counter({
+      name: 'cairn_model_cost_total',
+      help: "What the model calls cost by the role's pricing (models.<role>.pricing), by role.",
+      labelNames: ['role'],
       registers,
     });
     this.compactions = new Counter({
@@ -159,7 +166,7 @@ export class CairnMetrics {
 
   /** A ModelClient that counts the calls, latency and tokens of `inner` under `role`. */
   instrumentModel(role: ModelRole, inner: ModelClient): ModelClient {
-    const { modelCalls, modelTokens, modelSeconds, now } = this;
+    const { modelCalls, modelTokens, modelCost, modelSeconds, now } = this;
     return {
       get model() {
         return inner.model;
@@ -177,6 +184,7 @@ export class CairnMetrics {
             modelTokens.inc({ role, direction: 'in' }, response.usage.prompt_tokens);
             modelTokens.inc({ role, direction: 'out' }, response.usage.completion_tokens);
           }
+          if (typeof response.cost === 'number') modelCost.inc({ role }, response.cost);
           return response;
         } catch (err) {
           modelCalls.inc({ ...labels, outcome: 'error' });

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { TokenUsage } from '../llm/messages.js';
 import { readChatCompletionRequest } from './chat-request.js';
-import type { ConversationResult, Conversations } from './conversations.js';
+import { traceparentOf, type ConversationResult, type Conversations } from './conversations.js';
 import { toOpenAIError } from './errors.js';
 import { logFailure } from '../http/errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
@@ -78,11 +78,12 @@ export function chatCompletionRoutes(
     const created = Math.floor(Date.now() / 1000);
     const model = input.agentName;
     const signal = disconnectSignal(reply);
+    const trace = traceparentOf(request.headers);
 
     if (!input.stream) {
       // Set before the turn runs, so a failed turn's error still names its session.
       void reply.header(SESSION_HEADER, prepared.session.id);
-      const result = await prepared.run({ stream: false, signal });
+      const result = await prepared.run({ stream: false, signal, ...trace });
       return chatCompletion(id, created, model, result);
     }
 
@@ -100,6 +101,7 @@ export function chatCompletionRoutes(
       const result = await prepared.run({
         stream: true,
         signal,
+        ...trace,
         onDelta: (text) => stream.send(chunk({ content: text }, null)),
       });
       const toolCalls = wireToolCalls(result);

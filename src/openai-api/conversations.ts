@@ -41,6 +41,14 @@ export interface ConversationRunOptions {
   onDelta?: (text: string) => void;
   /** Called once the session's queue slot is held, before the turn stores anything. */
   onStart?: (session: SessionRow) => void;
+  /** The caller's W3C `traceparent`: the turn's span continues that trace. */
+  traceparent?: string;
+}
+
+/** The run option carrying an incoming W3C `traceparent` header, if the request has one. */
+export function traceparentOf(headers: Record<string, unknown>): { traceparent?: string } {
+  const value = headers.traceparent;
+  return typeof value === 'string' ? { traceparent: value } : {};
 }
 
 export interface ConversationResult {
@@ -277,6 +285,7 @@ export class Conversations {
       extraTools,
       stream: options.stream,
       signal: options.signal,
+      ...(options.traceparent !== undefined ? { traceparent: options.traceparent } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
       ...(input[0]?.role === 'tool'
         ? { pendingCallIds: new Set(input.map((m) => m.tool_call_id ?? '')) }

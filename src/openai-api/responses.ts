@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TokenUsage, ToolCall } from '../llm/messages.js';
 import type { MessageLog, ResponseStore, SessionRow, SessionStore } from '../store/store.js';
 import { readResponsesRequest, toolSpecs, type ResponseFunctionTool } from './responses-request.js';
-import type { ConversationResult, Conversations } from './conversations.js';
+import { traceparentOf, type ConversationResult, type Conversations } from './conversations.js';
 import { describeError } from '../errors.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
@@ -205,6 +205,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       ...(input.temperature !== null ? { temperature: input.temperature } : {}),
     });
     const signal = disconnectSignal(reply);
+    const trace = traceparentOf(request.headers);
     const fieldsAt = (session: SessionRow): ResponseFields => ({
       id: responseId(session.id, session.last_seq),
       createdAt: Math.floor(Date.now() / 1000),
@@ -266,6 +267,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
         .run({
           stream: false,
           signal,
+          ...trace,
           onStart: (session) => (fields = fieldsAt(session)),
         })
         .catch(async (err: unknown) => {
@@ -305,6 +307,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       const result: ConversationResult = await prepared.run({
         stream: true,
         signal,
+        ...trace,
         onStart: (session) => {
           fields = fieldsAt(session);
           emit('response.created', { response: responseObject(fields) });

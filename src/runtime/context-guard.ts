@@ -24,6 +24,8 @@ export interface GuardedTurn {
   readonly agent: AgentConfig;
   /** Seq of the message that started the running turn; compaction stays before it. */
   readonly turnStartSeq: number;
+  /** The running turn's trace span, when tracing is on. */
+  readonly traceSpan?: unknown;
   /** The stored non-system messages after `seq`, at most `limit` (from memory when the turn has them). */
   messagesAfter(seq: number, limit: number): Promise<StoredMessage[]>;
   /** Re-reads the session and builds its context afresh (system, summary, tail). */

@@ -8,7 +8,7 @@
  */
 import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage, TokenUsage, ToolCall } from '../llm/messages.js';
-import type { ModelClient, ModelResponse } from '../llm/model-client.js';
+import type { ModelCallScope, ModelClient, ModelResponse } from '../llm/model-client.js';
 import type { ToolContext } from '../tools/tool.js';
 import { isOutsideAnswer, isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
 import type { ToolSet } from '../tools/tool-set.js';
@@ -56,6 +56,8 @@ export interface LoopOptions {
   signal?: AbortSignal;
   stream?: boolean;
   onEvent?: (event: LoopEvent) => void;
+  /** Whose calls these are, for the call records and traces. */
+  scope?: ModelCallScope;
 }
 
 export type LoopResult =
@@ -105,6 +107,8 @@ function stringifyResult(value: unknown): string {
 function addUsage(total: TokenUsage, response: ModelResponse): void {
   total.input_tokens += response.usage?.prompt_tokens ?? 0;
   total.output_tokens += response.usage?.completion_tokens ?? 0;
+  // A turn's cost is known once one of its calls was priced.
+  if (typeof response.cost === 'number') total.cost = (total.cost ?? 0) + response.cost;
 }
 
 export async function runLoop(options: LoopOptions): Promise<LoopResult> {
@@ -147,6 +151,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       },
       {
         ...(signal ? { signal } : {}),
+        ...(options.scope ? { scope: options.scope } : {}),
         ...(options.stream
           ? { onDelta: (text: string) => options.onEvent?.({ type: 'delta', text }) }
           : {}),

@@ -32,6 +32,7 @@ import {
   type TurnObserver,
 } from './turn-observer.js';
 import { reportOutage } from './outage-report.js';
+import { NO_TRACING, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -56,6 +57,13 @@ export interface RuntimeDeps {
   observer?: TurnObserver;
   /** Titles untitled sessions of agents with `autoTitle` after their first exchange. */
   titler?: Pick<SessionTitler, 'titleLater'>;
+  /** An `invoke_agent` span per turn and an `execute_tool` span per tool call. */
+  tracing?: Tracing;
+  /**
+   * Awaited as each turn ends (the call records' write): what a turn cost is
+   * on the session once its reply is out. Never throws.
+   */
+  afterTurn?: () => Promise<void>;
 }
 
 export interface CreateSessionInput {
@@ -74,6 +82,8 @@ export interface ChatInput {
   stream?: boolean;
   signal?: AbortSignal;
   onEvent?: (event: LoopEvent | { type: 'session'; sessionId: string }) => void;
+  /** The caller's W3C `traceparent`: the turn's span continues that trace. */
+  traceparent?: string;
 }
 
 export interface ChatResult {
@@ -81,7 +91,8 @@ export interface ChatResult {
   reply: string;
   /** The messages this turn stored, in order (the user message first). */
   messages: StoredMessage[];
-  usage: TokenUsage;
+  /** The turn's tokens, and what its calls cost (null when the main role has no pricing). */
+  usage: Omit<TokenUsage, 'cost'> & { cost: number | null };
   compaction: TurnCompactionReport | null;
   /** Which compacted messages automatic recall put back into the turn's model calls; null: none. */
   recall: TurnRecallReport | null;
@@ -122,6 +133,8 @@ interface TurnInput {
   slot?: AbortSignal;
   /** The task this turn runs: it appends only while the task is still this instance's to run. */
   runningTask?: string;
+  /** The caller's W3C `traceparent`. */
+  traceparent?: string;
 }
 
 export interface TurnResult {
@@ -296,6 +309,7 @@ export class Runtime {
         ...(input.stream !== undefined ? { stream: input.stream } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
         ...(input.onEvent ? { onEvent: input.onEvent } : {}),
+        ...(input.traceparent !== undefined ? { traceparent: input.traceparent } : {}),
       });
       seen.outcome = turn.result.kind === 'outside' ? 'answer' : turn.result.kind;
       if (turn.result.kind === 'waiting') {
@@ -366,7 +380,7 @@ export class Runtime {
       sessionId,
       reply,
       messages: turn.stored,
-      usage: turn.result.usage,
+      usage: { ...turn.result.usage, cost: turn.result.usage.cost ?? null },
       compaction: turn.compaction,
       recall: turn.recall,
     };
@@ -462,6 +476,38 @@ export class Runtime {
    */
   private async runTurn(input: TurnInput): Promise<TurnResult> {
     const { agent } = input;
+    const tracing = this.deps.tracing ?? NO_TRACING;
+    const span = tracing.startSpan(`invoke_agent ${agent.name}`, {
+      traceparent: input.traceparent,
+      attributes: {
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.agent.name': agent.name,
+        'gen_ai.conversation.id': input.session.id,
+      },
+    });
+    try {
+      const turn = await this.runTracedTurn(input, span, tracing);
+      span.setAttributes({
+        'gen_ai.usage.input_tokens': turn.result.usage.input_tokens,
+        'gen_ai.usage.output_tokens': turn.result.usage.output_tokens,
+        'cairn.turn.outcome': turn.result.kind,
+      });
+      return turn;
+    } catch (err) {
+      span.fail(errorCodeOf(err), err instanceof Error ? err.message : 'The turn failed.');
+      throw err;
+    } finally {
+      span.end();
+      await this.deps.afterTurn?.();
+    }
+  }
+
+  private async runTracedTurn(
+    input: TurnInput,
+    span: TraceSpan,
+    tracing: Tracing,
+  ): Promise<TurnResult> {
+    const { agent } = input;
     // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
     const tools = await this.toolsFor(agent, input.extraTools);
     const guard = this.deps.contextGuard;
@@ -477,44 +523,89 @@ export class Runtime {
         : {}),
       ...(input.slot ? { slot: input.slot } : {}),
       ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
+      span,
     });
     try {
-      return await this.loopOver(turn, input, tools);
+      return await this.loopOver(turn, input, tools, span, tracing);
     } catch (err) {
       throw reportOutage(err, turn.stored);
     }
   }
 
-  private async loopOver(turn: Turn, input: TurnInput, tools: ToolSet): Promise<TurnResult> {
+  private async loopOver(
+    turn: Turn,
+    input: TurnInput,
+    tools: ToolSet,
+    span: TraceSpan,
+    tracing: Tracing,
+  ): Promise<TurnResult> {
     const { agent } = input;
     const guard = this.deps.contextGuard;
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;
-    const result = await runLoop({
-      model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
-      ...(agent.model !== undefined ? { modelName: agent.model } : {}),
-      ...(temperature !== undefined ? { temperature } : {}),
-      messages,
-      tools,
-      maxIterations: agent.maxIterations,
-      turn,
-      toolContext: this.toolContext(input.session, agent, input),
-      ...(input.signal ? { signal: input.signal } : {}),
-      ...(input.stream !== undefined ? { stream: input.stream } : {}),
-      onEvent: (event) => {
-        if (event.type === 'tool_result') {
-          this.deps.observer?.toolResult?.({
-            agentName: agent.name,
-            // A name the model made up is not passed on: observers (metrics
-            // labels) see only names from the agent's tool list.
-            tool: tools.find(event.name) ? event.name : UNKNOWN_TOOL,
-            isError: event.isError,
-          });
-        }
-        input.onEvent?.(event);
-      },
-    });
-    return { result, stored: turn.stored, compaction: turn.compaction, recall: turn.recall };
+    const turnSeq = turn.turnStartSeq;
+    // Tool calls the loop announced and has not finished: each has its span.
+    const toolSpans = new Map<string, TraceSpan>();
+    try {
+      const result = await runLoop({
+        model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
+        ...(agent.model !== undefined ? { modelName: agent.model } : {}),
+        ...(temperature !== undefined ? { temperature } : {}),
+        messages,
+        tools,
+        maxIterations: agent.maxIterations,
+        turn,
+        scope: {
+          sessionId: input.session.id,
+          agentName: agent.name,
+          ...(turnSeq !== Number.MAX_SAFE_INTEGER ? { turnSeq } : {}),
+          span,
+          compacted: () => turn.session.compact_seq > 0,
+        },
+        toolContext: this.toolContext(input.session, agent, input),
+        ...(input.signal ? { signal: input.signal } : {}),
+        ...(input.stream !== undefined ? { stream: input.stream } : {}),
+        onEvent: (event) => {
+          if (event.type === 'tool_call' && tracing.enabled) {
+            toolSpans.set(
+              event.call.id,
+              tracing.startSpan(`execute_tool ${event.call.function.name}`, {
+                parent: span,
+                attributes: {
+                  'gen_ai.operation.name': 'execute_tool',
+                  'gen_ai.tool.name': event.call.function.name,
+                  'gen_ai.tool.call.id': event.call.id,
+                  'gen_ai.conversation.id': input.session.id,
+                },
+              }),
+            );
+          }
+          if (event.type === 'tool_result') {
+            const toolSpan = toolSpans.get(event.callId);
+            if (toolSpan) {
+              if (event.isError) toolSpan.fail('TOOL_ERROR', 'The tool call failed.');
+              toolSpan.end();
+              toolSpans.delete(event.callId);
+            }
+            this.deps.observer?.toolResult?.({
+              agentName: agent.name,
+              // A name the model made up is not passed on: observers (metrics
+              // labels) see only names from the agent's tool list.
+              tool: tools.find(event.name) ? event.name : UNKNOWN_TOOL,
+              isError: event.isError,
+            });
+          }
+          input.onEvent?.(event);
+        },
+      });
+      return { result, stored: turn.stored, compaction: turn.compaction, recall: turn.recall };
+    } finally {
+      // Calls that wait (approval, ask_user, client tools) end with the turn.
+      for (const toolSpan of toolSpans.values()) {
+        toolSpan.setAttributes({ 'cairn.tool.outcome': 'not finished in this turn' });
+        toolSpan.end();
+      }
+    }
   }
 
   /**

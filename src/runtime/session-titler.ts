@@ -55,17 +55,20 @@ export class SessionTitler {
     // Only the first exchange names a session (system messages do not count).
     const earlier = await this.deps.store.listMessageMeta(sessionId, 0);
     if (earlier.some((message) => message.seq < userSeq)) return;
-    const response = await this.deps.model.complete({
-      purpose: 'title',
-      maxTokens: 30,
-      messages: [
-        { role: 'system', content: TITLE_PROMPT },
-        {
-          role: 'user',
-          content: `User: ${userText.slice(0, MAX_EXCERPT_CHARS)}\n\nAssistant: ${reply.slice(0, MAX_EXCERPT_CHARS)}`,
-        },
-      ],
-    });
+    const response = await this.deps.model.complete(
+      {
+        purpose: 'title',
+        maxTokens: 30,
+        messages: [
+          { role: 'system', content: TITLE_PROMPT },
+          {
+            role: 'user',
+            content: `User: ${userText.slice(0, MAX_EXCERPT_CHARS)}\n\nAssistant: ${reply.slice(0, MAX_EXCERPT_CHARS)}`,
+          },
+        ],
+      },
+      { scope: { sessionId } },
+    );
     const title = cleanTitle(response.message.content ?? '');
     if (title === '') return;
     // A title set meanwhile (PATCH /sessions/:id) wins over the generated one.

@@ -57,6 +57,8 @@ export interface TurnDeps {
   slot?: AbortSignal;
   /** The task this turn runs: each append checks it is still this instance's running task. */
   runningTask?: string;
+  /** The turn's trace span: a compaction the turn runs is its child. */
+  span?: unknown;
 }
 
 export class Turn implements LoopTurn, GuardedTurn {
@@ -91,6 +93,10 @@ export class Turn implements LoopTurn, GuardedTurn {
 
   get session(): SessionRow {
     return this.current;
+  }
+
+  get traceSpan(): unknown {
+    return this.deps.span;
   }
 
   get turnStartSeq(): number {

@@ -8,7 +8,8 @@
  * transaction before the returned promise resolves, so callers never hold a
  * transaction across an `await`.
  */
-import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
+import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
+import type { FallbackHop } from '../llm/model-client.js';
 
 export type SessionMode = 'chat' | 'task' | 'subagent' | 'daemon';
 export type SessionStatus = 'active' | 'closed';
@@ -51,6 +52,8 @@ export interface SessionRow {
   /** Tokens the summary calls of this session's compactions read and wrote (summed). */
   compaction_input_tokens: number;
   compaction_output_tokens: number;
+  /** What this session's model calls cost, summed, by the roles' pricing (0 when unpriced). */
+  cost: number;
 }
 
 export interface NewSession {
@@ -499,6 +502,92 @@ export interface MemoryStore {
  * writes a session row, then its messages and compactions in batches, through
  * the import methods of the three parts.
  */
+/** What a model call was for: the turn's calls, a compaction's summary, a session title. */
+export type ModelCallRole = 'main' | 'compact' | 'title';
+
+/** A model call as listed (GET /sessions/:id/calls): everything but the request it sent. */
+export interface ModelCallSummary {
+  id: string;
+  session_id: string;
+  /** Seq of the first message of the turn the call served; null outside a turn. */
+  turn_seq: number | null;
+  role: ModelCallRole;
+  provider: string;
+  /** The model asked for. */
+  model: string;
+  /** The model that answered, as the provider named it. */
+  response_model: string | null;
+  created_at: string;
+  latency_ms: number;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  cached_tokens: number | null;
+  /** By the role's pricing; null when the role has none or the provider reported no usage. */
+  cost: number | null;
+  finish_reason: string | null;
+  /** What came back; null when the call failed. */
+  response: { content: string | null; tool_calls?: ToolCall[] } | null;
+  error: { code: string; message: string } | null;
+  fallback_hops: FallbackHop[] | null;
+  recalled_seqs: number[] | null;
+}
+
+/** One model call with the request it sent (GET /calls/:id). */
+export interface ModelCallRecord extends ModelCallSummary {
+  /**
+   * The request body exactly as sent: `JSON.stringify(request)` is the bytes
+   * the provider received. When the provider did not report its body
+   * (`wire: false`), Cairn's own request (messages, tools, parameters).
+   */
+  request: Record<string, unknown>;
+  wire: boolean;
+}
+
+/** A message (or parameter set) of a recorded request, stored once per session. */
+export interface CallBlob {
+  hash: string;
+  body: string;
+}
+
+/** A call to record: the summary's fields plus its request as refs (see migration 010). */
+export interface NewModelCall extends ModelCallSummary {
+  wire: boolean;
+  params_ref: string;
+  chain_id: string;
+  base_call_id: string | null;
+  base_keep: number;
+  message_refs: readonly string[];
+  /** Blobs this call refers to that may not be stored yet (written if missing). */
+  blobs: readonly CallBlob[];
+}
+
+export interface ModelCallFilter {
+  role?: ModelCallRole;
+  limit: number;
+  cursor?: string;
+}
+
+/** The model-call records and the cost each session sums. */
+export interface CallRecordStore {
+  /**
+   * Writes the calls, their missing blobs and their cost (added to the
+   * session's) in one transaction; calls of a session deleted meanwhile are skipped.
+   */
+  appendModelCalls(calls: readonly NewModelCall[]): Promise<void>;
+  /** Adds to a session's cost without a record (records turned off). */
+  addSessionCost(sessionId: string, cost: number): Promise<void>;
+  /** A keyset page of the session's calls, newest first. */
+  listModelCalls(sessionId: string, filter: ModelCallFilter): Promise<Page<ModelCallSummary>>;
+  /** The call with its request rebuilt from its chain. */
+  findModelCall(id: string): Promise<ModelCallRecord | undefined>;
+  /**
+   * Deletes up to `maxChains` chains whose newest call is older than
+   * `before`, and the blobs of sessions left with no call; returns how many
+   * calls went. One short transaction.
+   */
+  pruneModelCalls(before: string, maxChains: number): Promise<number>;
+}
+
 export interface Store
   extends
     SessionStore,
@@ -509,7 +598,8 @@ export interface Store
     DaemonLeaseStore,
     MemoryStore,
     InstanceStore,
-    ResponseStore {
+    ResponseStore,
+    CallRecordStore {
   readonly kind: 'sqlite' | 'postgres';
   /** Answers once the database answers a trivial query; rejects when it cannot be reached. */
   ping(): Promise<void>;

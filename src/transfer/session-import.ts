@@ -79,6 +79,7 @@ const SESSION_LINE = {
         compaction_suspended: { enum: [0, 1] },
         compaction_input_tokens: TOKENS,
         compaction_output_tokens: TOKENS,
+        cost: { type: 'number', minimum: 0 },
       },
     },
   },
@@ -439,6 +440,7 @@ function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): Import
     compaction_suspended: s.compaction_suspended ?? 0,
     compaction_input_tokens: s.compaction_input_tokens ?? 0,
     compaction_output_tokens: s.compaction_output_tokens ?? 0,
+    cost: s.cost ?? 0,
   };
 }
 

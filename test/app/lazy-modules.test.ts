@@ -4,8 +4,9 @@
  * the composition root (src/app.ts) and from `cairn serve`, and fails when
  * one of the lazy packages is reachable by a static import again: the MCP SDK
  * (with zod, ~20 MB resident; loaded by the first MCP connection or POST
- * /mcp), the A2A SDK (~9 MB; loaded by the first A2A request) and
- * pino-pretty (only for pretty log lines).
+ * /mcp), the A2A SDK (~9 MB; loaded by the first A2A request), pino-pretty
+ * (only for pretty log lines) and the OpenTelemetry SDK (only when an OTLP
+ * endpoint is configured).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,7 +15,12 @@ import { describe, expect, it } from 'vitest';
 
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
 
-const LAZY_PACKAGES = ['@modelcontextprotocol/sdk', '@a2a-js/sdk', 'pino-pretty'];
+const LAZY_PACKAGES = [
+  '@modelcontextprotocol/sdk',
+  '@a2a-js/sdk',
+  'pino-pretty',
+  '@opentelemetry/',
+];
 
 /** Static value imports and re-exports of a module (`import type` and `import()` excluded). */
 function staticImports(source: string): string[] {
@@ -50,7 +56,11 @@ function reachablePackages(entry: string): Set<string> {
 }
 
 const lazy = (packages: Set<string>): string[] =>
-  [...packages].filter((p) => LAZY_PACKAGES.some((name) => p === name || p.startsWith(`${name}/`)));
+  [...packages].filter((p) =>
+    LAZY_PACKAGES.some(
+      (name) => p === name || p.startsWith(name.endsWith('/') ? name : `${name}/`),
+    ),
+  );
 
 describe('start-up imports', () => {
   it('finds the packages the app does import statically (the walk works)', () => {
@@ -65,6 +75,12 @@ describe('start-up imports', () => {
 
   it('cairn serve reaches no lazy package by a static import', () => {
     expect(lazy(reachablePackages('cli/serve.ts'))).toEqual([]);
+  });
+
+  it('would notice one: the tracing module imports the OpenTelemetry SDK statically', () => {
+    expect(lazy(reachablePackages('telemetry/otel-tracing.ts'))).toContain(
+      '@opentelemetry/sdk-trace-base',
+    );
   });
 
   it('would notice one: the MCP stdio command imports the SDK statically', () => {

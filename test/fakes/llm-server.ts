@@ -61,6 +61,8 @@ export interface RecordedRequest {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary request fields
   body: any;
   headers: Record<string, string | string[] | undefined>;
+  /** The body exactly as received (UTF-8 text). */
+  raw: string;
   /** Why the fake rejected the request as malformed (validator problems, bad JSON, unknown URL); empty if accepted. A context-length overflow is not listed: the request itself is valid. */
   problems: string[];
   method: string;
@@ -159,7 +161,7 @@ export async function startFakeLlmServer(
     const method = req.method ?? 'GET';
     const path = new URL(req.url ?? '/', 'http://fake').pathname;
     const record = (body: unknown, problems: string[]): void => {
-      requests.push({ body, headers: { ...req.headers }, problems, method, path });
+      requests.push({ body, headers: { ...req.headers }, raw, problems, method, path });
     };
 
     if (method === 'GET' && path === MODELS_PATH) {

@@ -41,6 +41,8 @@ export interface TestAppOptions {
   database?: DatabaseKind;
   /** Extra cairn.json `database` settings (e.g. `poolSize`). */
   databaseSettings?: Record<string, unknown>;
+  /** Further top-level cairn.json sections (e.g. `records`, `telemetry`). */
+  cairnJson?: Record<string, unknown>;
 }
 
 export type DatabaseKind = 'sqlite' | 'postgres';
@@ -87,6 +89,7 @@ export function makeHome(
       server: { port: 0, ...(options.server ?? {}) },
       models: { main, ...(options.compactModel ? { compact: options.compactModel } : {}) },
       ...(options.mcpServers ? { mcpServers: options.mcpServers } : {}),
+      ...(options.cairnJson ?? {}),
       ...(databaseUrl !== null || options.databaseSettings
         ? {
             database: {

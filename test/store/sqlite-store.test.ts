@@ -66,6 +66,7 @@ describe('the Store contract suite', () => {
       'MemoryStore',
       'InstanceStore',
       'ResponseStore',
+      'CallRecordStore',
     ]);
     const bodies = [
       store![2]!,

@@ -15,8 +15,10 @@ import type { ChatMessage, StoredMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { transcriptHash } from '../../src/store/transcript-hash.js';
 import { RECALL_CONTENT_CHARS } from '../../src/store/store.js';
+import { encodeRequest, type RequestState } from '../../src/records/request-delta.js';
 import type {
   NewCompaction,
+  NewModelCall,
   NewSession,
   SessionRow,
   Store,
@@ -2159,6 +2161,194 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.findResponse('resp_nope')).toBeUndefined();
         await store.deleteSession(session.id);
         expect(await store.findResponse('resp_1_x')).toBeUndefined();
+      });
+    });
+
+    describe('CallRecordStore', () => {
+      let n = 0;
+      /** A call of `sessionId` whose request `body` is encoded against `previous`. */
+      function modelCall(
+        sessionId: string,
+        body: Record<string, unknown>,
+        previous: RequestState | undefined,
+        fields: Partial<NewModelCall> = {},
+      ): { call: NewModelCall; next: RequestState } {
+        n += 1;
+        const id = fields.id ?? `call_${String(n).padStart(6, '0')}`;
+        const encoded = encodeRequest(id, body, previous);
+        return {
+          next: encoded.next,
+          call: {
+            id,
+            session_id: sessionId,
+            turn_seq: 2,
+            role: 'main',
+            provider: 'openai',
+            model: 'm',
+            response_model: 'm-2025',
+            created_at: new Date().toISOString(),
+            latency_ms: 12.5,
+            input_tokens: 100,
+            output_tokens: 10,
+            cached_tokens: 40,
+            cost: 0.25,
+            finish_reason: 'stop',
+            response: { content: 'ok' },
+            error: null,
+            fallback_hops: null,
+            recalled_seqs: [3, 4],
+            wire: true,
+            params_ref: encoded.paramsRef,
+            chain_id: encoded.chainId,
+            base_call_id: encoded.baseCallId,
+            base_keep: encoded.baseKeep,
+            message_refs: encoded.messageRefs,
+            blobs: encoded.blobs,
+            ...fields,
+          },
+        };
+      }
+      const request = (count: number) => ({
+        model: 'm',
+        messages: [
+          { role: 'system', content: 'S \u0000 "quoted"' },
+          ...conversation(count, 'turn'),
+        ],
+        stream: false,
+      });
+
+      it('appendModelCalls stores calls that findModelCall rebuilds exactly, and sums their cost', async () => {
+        const session = await newSession();
+        const first = modelCall(session.id, request(1), undefined);
+        const second = modelCall(session.id, request(3), first.next, {
+          response: {
+            content: null,
+            tool_calls: [{ id: 'c1', type: 'function', function: { name: 't', arguments: '{}' } }],
+          },
+          fallback_hops: [{ provider: 'openai', model: 'x', code: 'LLM_ERROR' }],
+        });
+        expect(second.call.base_call_id).toBe(first.call.id);
+        await store.appendModelCalls([first.call]);
+        await store.appendModelCalls([second.call]);
+        const found = await store.findModelCall(second.call.id);
+        expect(JSON.stringify(found?.request)).toBe(JSON.stringify(request(3)));
+        expect(found).toMatchObject({
+          id: second.call.id,
+          session_id: session.id,
+          turn_seq: 2,
+          role: 'main',
+          cached_tokens: 40,
+          recalled_seqs: [3, 4],
+          fallback_hops: [{ provider: 'openai', model: 'x', code: 'LLM_ERROR' }],
+          response: second.call.response,
+          wire: true,
+          error: null,
+        });
+        expect(JSON.stringify((await store.findModelCall(first.call.id))?.request)).toBe(
+          JSON.stringify(request(1)),
+        );
+        expect((await store.findSession(session.id))?.cost).toBeCloseTo(0.5, 12);
+        expect(await store.findModelCall('call_missing')).toBeUndefined();
+      });
+
+      it('appendModelCalls skips the calls of a session deleted meanwhile', async () => {
+        const kept = await newSession();
+        const gone = await newSession();
+        await store.deleteSession(gone.id);
+        const a = modelCall(gone.id, request(1), undefined);
+        const b = modelCall(kept.id, request(1), undefined, {
+          error: { code: 'LLM_ERROR', message: 'no' },
+          response: null,
+          cost: null,
+        });
+        await store.appendModelCalls([a.call, b.call]);
+        expect(await store.findModelCall(a.call.id)).toBeUndefined();
+        const found = await store.findModelCall(b.call.id);
+        expect(found?.error).toEqual({ code: 'LLM_ERROR', message: 'no' });
+        expect((await store.findSession(kept.id))?.cost).toBe(0);
+      });
+
+      it('addSessionCost adds to the session cost', async () => {
+        const session = await newSession();
+        await store.addSessionCost(session.id, 0.125);
+        await store.addSessionCost(session.id, 0.125);
+        expect((await store.findSession(session.id))?.cost).toBeCloseTo(0.25, 12);
+      });
+
+      it('listModelCalls pages newest first by role, with cursors', async () => {
+        const session = await newSession();
+        const other = await newSession();
+        let previous: RequestState | undefined;
+        const ids: string[] = [];
+        for (let i = 0; i < 5; i++) {
+          const made = modelCall(session.id, request(i + 1), previous, {
+            role: i === 2 ? 'title' : 'main',
+          });
+          previous = made.next;
+          ids.push(made.call.id);
+          await store.appendModelCalls([made.call]);
+          await tick();
+        }
+        await store.appendModelCalls([modelCall(other.id, request(1), undefined).call]);
+        const first = await store.listModelCalls(session.id, { limit: 2 });
+        expect(first.items.map((c) => c.id)).toEqual([ids[4], ids[3]]);
+        expect(first.items[0]).not.toHaveProperty('request');
+        const second = await store.listModelCalls(session.id, {
+          limit: 2,
+          cursor: first.nextCursor!,
+        });
+        expect(second.items.map((c) => c.id)).toEqual([ids[2], ids[1]]);
+        const third = await store.listModelCalls(session.id, {
+          limit: 2,
+          cursor: second.nextCursor!,
+        });
+        expect(third.items.map((c) => c.id)).toEqual([ids[0]]);
+        expect(third.nextCursor).toBeNull();
+        const titles = await store.listModelCalls(session.id, { limit: 10, role: 'title' });
+        expect(titles.items.map((c) => c.id)).toEqual([ids[2]]);
+        await expectCairnError(
+          store.listModelCalls(session.id, { limit: 2, cursor: 'garbage' }),
+          'VALIDATION_ERROR',
+        );
+      });
+
+      it('pruneModelCalls deletes whole old chains only, and the blobs of sessions left without calls', async () => {
+        const old = new Date(Date.now() - 10 * 86_400_000).toISOString();
+        const cutoff = new Date(Date.now() - 86_400_000).toISOString();
+        const idle = await newSession();
+        const active = await newSession();
+        const idleA = modelCall(idle.id, request(1), undefined, { created_at: old });
+        const idleB = modelCall(idle.id, request(2), idleA.next, { created_at: old });
+        // A chain that started long ago but goes on today: kept whole.
+        const activeA = modelCall(active.id, request(1), undefined, { created_at: old });
+        const activeB = modelCall(active.id, request(2), activeA.next);
+        await store.appendModelCalls([idleA.call, idleB.call, activeA.call, activeB.call]);
+        expect(await store.pruneModelCalls(cutoff, 10)).toBe(2);
+        expect(await store.findModelCall(idleB.call.id)).toBeUndefined();
+        expect(JSON.stringify((await store.findModelCall(activeB.call.id))?.request)).toBe(
+          JSON.stringify(request(2)),
+        );
+        expect((await store.findModelCall(activeA.call.id))?.id).toBe(activeA.call.id);
+        expect(await store.pruneModelCalls(cutoff, 10)).toBe(0);
+        // The idle session's blobs went with its last call: a new call writes them again.
+        const again = modelCall(idle.id, request(1), undefined);
+        await store.appendModelCalls([again.call]);
+        expect(JSON.stringify((await store.findModelCall(again.call.id))?.request)).toBe(
+          JSON.stringify(request(1)),
+        );
+        expect((await store.findSession(idle.id))?.cost).toBeCloseTo(0.75, 12);
+      });
+
+      it('pruneModelCalls takes at most maxChains chains per call', async () => {
+        const old = new Date(Date.now() - 10 * 86_400_000).toISOString();
+        const session = await newSession();
+        const calls = [1, 2, 3].map(
+          (i) => modelCall(session.id, request(i), undefined, { created_at: old }).call,
+        );
+        await store.appendModelCalls(calls);
+        const cutoff = new Date().toISOString();
+        expect(await store.pruneModelCalls(cutoff, 2)).toBe(2);
+        expect(await store.pruneModelCalls(cutoff, 2)).toBe(1);
       });
     });
 

@@ -3,8 +3,11 @@
  * prefix set apart behind "Summary covers N messages", then the raw tail.
  * With `onFork`, each user and assistant message offers "Fork from here".
  */
+import type { Api } from '../lib/api';
+import type { CallSummary } from '../lib/model-calls';
 import { summaryCoversLabel, transcriptModel, type Block } from '../lib/transcript';
 import type { Message } from '../lib/types';
+import { WhatTheModelSaw } from './WhatTheModelSaw';
 
 type OnFork = (seq: number) => void;
 
@@ -13,15 +16,25 @@ export function recalledLabel(seqs: readonly number[]): string {
   return `Recalled ${seqs.map((seq) => `#${seq}`).join(', ')}`;
 }
 
+/** The model call behind each assistant message (by seq), and the API to open its request. */
+export interface CallsView {
+  bySeq: ReadonlyMap<number, CallSummary>;
+  api: Api;
+}
+
 function BlockView({
   block,
   onFork,
   recalled,
+  calls,
 }: {
   block: Block;
   onFork: OnFork | undefined;
   recalled?: readonly number[];
+  calls?: CallsView | undefined;
 }) {
+  const call = calls?.bySeq.get(block.seq);
+  const saw = call && calls ? <WhatTheModelSaw call={call} api={calls.api} /> : null;
   if (block.kind === 'text') {
     return (
       <li class={`msg msg-${block.role}`} data-seq={block.seq}>
@@ -45,6 +58,7 @@ function BlockView({
             {recalledLabel(recalled)}
           </p>
         )}
+        {saw}
       </li>
     );
   }
@@ -64,6 +78,7 @@ function BlockView({
           </pre>
         )}
       </details>
+      {saw}
     </li>
   );
 }
@@ -72,21 +87,30 @@ function Blocks({
   blocks,
   onFork,
   recalled,
+  calls,
 }: {
   blocks: Block[];
   onFork?: OnFork | undefined;
   recalled?: ReadonlyMap<number, readonly number[]>;
+  calls?: CallsView | undefined;
 }) {
+  // A reply with several tool calls shows its model call once, under the first.
+  const shown = new Set<number>();
   return (
     <ol class="messages">
-      {blocks.map((b) => (
-        <BlockView
-          key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`}
-          block={b}
-          onFork={onFork}
-          {...(recalled?.has(b.seq) ? { recalled: recalled.get(b.seq)! } : {})}
-        />
-      ))}
+      {blocks.map((b) => {
+        const first = !shown.has(b.seq);
+        shown.add(b.seq);
+        return (
+          <BlockView
+            key={`${b.seq}-${b.kind === 'tool' ? b.callId : 't'}`}
+            block={b}
+            onFork={onFork}
+            {...(recalled?.has(b.seq) ? { recalled: recalled.get(b.seq)! } : {})}
+            calls={first ? calls : undefined}
+          />
+        );
+      })}
     </ol>
   );
 }
@@ -100,9 +124,18 @@ export interface TranscriptProps {
   onFork?: OnFork;
   /** Per reply (its seq): the compacted messages automatic recall gave the model for it. */
   recalled?: ReadonlyMap<number, readonly number[]>;
+  /** When given: "what the model saw" under each assistant message. */
+  calls?: CallsView;
 }
 
-export function Transcript({ messages, compactSize, summary, onFork, recalled }: TranscriptProps) {
+export function Transcript({
+  messages,
+  compactSize,
+  summary,
+  onFork,
+  recalled,
+  calls,
+}: TranscriptProps) {
   const model = transcriptModel(messages);
   return (
     <section class="transcript" aria-label="Transcript">
@@ -116,7 +149,7 @@ export function Transcript({ messages, compactSize, summary, onFork, recalled }:
         <div class="compacted">
           <details>
             <summary class="divider">{summaryCoversLabel(compactSize)}</summary>
-            <Blocks blocks={model.compacted} onFork={onFork} />
+            <Blocks blocks={model.compacted} onFork={onFork} calls={calls} />
           </details>
           {summary !== null && (
             <section class="summary" aria-label="Summary">
@@ -126,7 +159,12 @@ export function Transcript({ messages, compactSize, summary, onFork, recalled }:
           )}
         </div>
       )}
-      <Blocks blocks={model.live} onFork={onFork} {...(recalled ? { recalled } : {})} />
+      <Blocks
+        blocks={model.live}
+        onFork={onFork}
+        {...(recalled ? { recalled } : {})}
+        calls={calls}
+      />
     </section>
   );
 }

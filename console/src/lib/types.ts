@@ -30,6 +30,8 @@ export interface Session {
   compact_size: number;
   compaction_count: number;
   compact_seq: number;
+  /** What the session's model calls cost (older servers do not send it). */
+  cost?: number;
 }
 
 export interface Compaction {

@@ -10,6 +10,7 @@ import { Transcript } from '../components/Transcript';
 import type { Api } from '../lib/api';
 import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
 import { href, navigate } from '../lib/router';
+import { callsByMessage, formatCost, type CallSummary } from '../lib/model-calls';
 import type { Compaction, ContextInfo, DryRun, Message, Session } from '../lib/types';
 import { ChatBox } from './ChatBox';
 import { ErrorNote } from './ErrorNote';
@@ -28,9 +29,26 @@ async function loadMessages(api: Api, id: string): Promise<Message[]> {
   }
 }
 
+/** The session's main-role calls, newest first, at most a few pages (older replies show none). */
+async function loadCalls(api: Api, id: string): Promise<CallSummary[]> {
+  const all: CallSummary[] = [];
+  let cursor: string | null = null;
+  for (let page = 0; page < 4; page++) {
+    const query: string = cursor ? `&cursor=${encodeURIComponent(cursor)}` : '';
+    const res: { calls: CallSummary[]; nextCursor: string | null } = await api.get(
+      `/sessions/${id}/calls?role=main&limit=500${query}`,
+    );
+    all.push(...res.calls);
+    cursor = res.nextCursor;
+    if (!cursor) break;
+  }
+  return all;
+}
+
 interface SessionData {
   session: Session;
   messages: Message[];
+  calls: CallSummary[];
   context: ContextInfo | undefined;
   compactions: Compaction[];
 }
@@ -38,14 +56,16 @@ interface SessionData {
 export function SessionView({ id }: { id: string }) {
   const api = useApi();
   const loaded = useLoad<SessionData>(async () => {
-    const [{ session }, messages, context, { compactions }] = await Promise.all([
+    const [{ session }, messages, context, { compactions }, calls] = await Promise.all([
       api.get<{ session: Session }>(`/sessions/${id}`),
       loadMessages(api, id),
       // A session whose agent is gone has no next call to describe.
       api.get<ContextInfo>(`/sessions/${id}/context`).catch(() => undefined),
       api.get<{ compactions: Compaction[] }>(`/sessions/${id}/compactions`),
+      // An older server has no records: the transcript shows without them.
+      loadCalls(api, id).catch(() => []),
     ]);
-    return { session, messages, context, compactions };
+    return { session, messages, context, compactions, calls };
   }, [id]);
   const live = useLiveEvents(id, loaded.reload);
   const [forkError, setForkError] = useState<string>();
@@ -80,7 +100,11 @@ export function SessionView({ id }: { id: string }) {
         <h2 id="session-title">{session.title ?? session.id}</h2>
         <p class="meta">
           {session.agent_name} · {session.mode} · {session.status} · {session.message_count}{' '}
-          messages · <span class={`live-${live}`}>{live === 'live' ? 'live' : live}</span>
+          messages ·{' '}
+          {session.cost !== undefined && session.cost > 0
+            ? `cost ${formatCost(session.cost)} · `
+            : ''}{' '}
+          <span class={`live-${live}`}>{live === 'live' ? 'live' : live}</span>
         </p>
         <ErrorNote error={loaded.error ?? forkError} />
         <Transcript
@@ -89,6 +113,7 @@ export function SessionView({ id }: { id: string }) {
           summary={session.compact_summary}
           onFork={(seq) => void fork(seq)}
           {...(recalled ? { recalled } : {})}
+          calls={{ bySeq: callsByMessage(data.messages, data.calls), api }}
         />
         <ChatBox
           agentName={session.agent_name}

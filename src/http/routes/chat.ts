@@ -41,10 +41,13 @@ export function chatRoutes(
       reply.raw.on('close', () => {
         if (!reply.raw.writableFinished) cancel.abort(new Error('client disconnected'));
       });
+      // An incoming W3C trace context: the turn's span continues the caller's trace.
+      const traceparent = request.headers.traceparent;
       const base = {
         agentName: request.params.name,
         message,
         ...(sessionId !== undefined ? { sessionId } : {}),
+        ...(typeof traceparent === 'string' ? { traceparent } : {}),
         signal: cancel.signal,
       };
 

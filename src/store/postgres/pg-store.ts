@@ -37,8 +37,13 @@ import type {
   TaskRow,
   TaskStatus,
   OrphanScope,
+  ModelCallFilter,
+  ModelCallRecord,
+  ModelCallSummary,
+  NewModelCall,
 } from '../store.js';
 import { RECALL_CONTENT_CHARS } from '../store.js';
+import { PgCallRecords } from './pg-call-records.js';
 import { sessionNotFound } from '../session-not-found.js';
 import { taskTakenOver } from '../task-taken-over.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
@@ -112,11 +117,13 @@ export class PgStore implements Store {
   private closed = false;
 
   private readonly instanceId: string | null;
+  private readonly calls: PgCallRecords;
 
   private constructor(pool: pg.Pool, poolSize: number, instanceId: string | null) {
     this.pool = pool;
     this.poolSize = poolSize;
     this.instanceId = instanceId;
+    this.calls = new PgCallRecords((work) => this.tx(work));
   }
 
   /** Connects to `url` and migrates the database (instances starting at once are safe). */
@@ -266,8 +273,8 @@ export class PgStore implements Store {
           (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
            input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
            compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
-           compaction_input_tokens, compaction_output_tokens)
-         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+           compaction_input_tokens, compaction_output_tokens, cost)
+         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
         [
           id,
           session.agent_name,
@@ -288,6 +295,7 @@ export class PgStore implements Store {
           session.compaction_suspended,
           session.compaction_input_tokens,
           session.compaction_output_tokens,
+          session.cost,
         ],
       ),
     );
@@ -1043,6 +1051,28 @@ export class PgStore implements Store {
       ]);
       return (result.rowCount ?? 0) > 0;
     });
+  }
+
+  // ---- model-call records --------------------------------------------------
+
+  appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
+    return this.calls.appendModelCalls(calls);
+  }
+
+  addSessionCost(sessionId: string, cost: number): Promise<void> {
+    return this.calls.addSessionCost(sessionId, cost);
+  }
+
+  listModelCalls(sessionId: string, filter: ModelCallFilter): Promise<Page<ModelCallSummary>> {
+    return this.calls.listModelCalls(sessionId, filter);
+  }
+
+  findModelCall(id: string): Promise<ModelCallRecord | undefined> {
+    return this.calls.findModelCall(id);
+  }
+
+  pruneModelCalls(before: string, maxChains: number): Promise<number> {
+    return this.calls.pruneModelCalls(before, maxChains);
   }
 
   async close(): Promise<void> {

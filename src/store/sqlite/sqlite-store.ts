@@ -33,8 +33,13 @@ import type {
   ImportedSession,
   SessionEdit,
   OrphanScope,
+  ModelCallFilter,
+  ModelCallRecord,
+  ModelCallSummary,
+  NewModelCall,
 } from '../store.js';
 import { RECALL_CONTENT_CHARS } from '../store.js';
+import { SqliteCallRecords } from './sqlite-call-records.js';
 import {
   BUSY_RETRY_BASE_MS,
   openDatabase,
@@ -144,11 +149,11 @@ function prepareStatements(db: SqliteDatabase) {
       (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
        input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
        compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
-       compaction_input_tokens, compaction_output_tokens)
+       compaction_input_tokens, compaction_output_tokens, cost)
       VALUES (@id, @agent_name, @mode, @status, @title, NULL, @created_at, @updated_at,
        @input_tokens, @output_tokens, @compact_summary, @compact_size, @compact_count,
        @compaction_count, @compact_seq, @last_prompt_tokens, @last_prompt_seq,
-       @compaction_suspended, @compaction_input_tokens, @compaction_output_tokens)`),
+       @compaction_suspended, @compaction_input_tokens, @compaction_output_tokens, @cost)`),
     bumpImported: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count, last_seq = MAX(last_seq, @last_seq),
         transcript_hash = @transcript_hash
@@ -361,12 +366,14 @@ export class SqliteStore implements Store {
   private readonly instanceId: string | null;
   /** The pending batch of the history index, if one is scheduled. */
   private historyIndexTimer: NodeJS.Timeout | undefined;
+  private readonly calls: SqliteCallRecords;
 
   constructor(path: string, options: { busyBudgetMs?: number; instanceId?: string } = {}) {
     this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
     this.stmt = prepareStatements(this.db);
     this.busyBudgetMs = options.busyBudgetMs ?? SQLITE_BUSY_TIMEOUT_MS;
     this.instanceId = options.instanceId ?? null;
+    this.calls = new SqliteCallRecords(this.db, (work) => this.guard(work));
   }
 
   private guard<T>(work: () => T): Promise<T> {
@@ -1082,6 +1089,28 @@ export class SqliteStore implements Store {
 
   async ping(): Promise<void> {
     await this.guard(() => this.db.prepare('SELECT 1').get());
+  }
+
+  // ---- model-call records --------------------------------------------------
+
+  appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
+    return this.calls.appendModelCalls(calls);
+  }
+
+  addSessionCost(sessionId: string, cost: number): Promise<void> {
+    return this.calls.addSessionCost(sessionId, cost);
+  }
+
+  listModelCalls(sessionId: string, filter: ModelCallFilter): Promise<Page<ModelCallSummary>> {
+    return this.calls.listModelCalls(sessionId, filter);
+  }
+
+  findModelCall(id: string): Promise<ModelCallRecord | undefined> {
+    return this.calls.findModelCall(id);
+  }
+
+  pruneModelCalls(before: string, maxChains: number): Promise<number> {
+    return this.calls.pruneModelCalls(before, maxChains);
   }
 
   async close(): Promise<void> {

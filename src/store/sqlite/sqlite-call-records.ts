@@ -1,0 +1,164 @@
+/**
+ * The model-call records of the SQLite store (migration 010): written in
+ * batches off the turn, listed by keyset pages, rebuilt from their chain, and
+ * pruned a few chains per transaction. Statements are prepared once.
+ */
+import { decodeCursor, encodeCursor } from '../records.js';
+import {
+  CHAIN_LINK_COLUMNS,
+  MODEL_CALL_INSERT_COLUMNS,
+  MODEL_CALL_SUMMARY_COLUMNS,
+  chainRefs,
+  modelCallValues,
+  rebuildRequest,
+  toModelCallSummary,
+  type ChainLinkRecord,
+  type ModelCallSummaryRecord,
+} from '../model-call-rows.js';
+import type {
+  CallRecordStore,
+  ModelCallFilter,
+  ModelCallRecord,
+  ModelCallSummary,
+  NewModelCall,
+  Page,
+} from '../store.js';
+import type { SqliteDatabase } from './open-database.js';
+
+function prepare(db: SqliteDatabase) {
+  return {
+    sessionExists: db.prepare('SELECT 1 FROM sessions WHERE id = ?').pluck(),
+    insertBlob: db.prepare(
+      'INSERT OR IGNORE INTO model_call_blobs (session_id, hash, body) VALUES (?, ?, ?)',
+    ),
+    insertCall: db.prepare(
+      `INSERT INTO model_calls (${MODEL_CALL_INSERT_COLUMNS.join(', ')})
+       VALUES (${MODEL_CALL_INSERT_COLUMNS.map(() => '?').join(', ')})`,
+    ),
+    addCost: db.prepare('UPDATE sessions SET cost = cost + ? WHERE id = ?'),
+    findCall: db.prepare(
+      `SELECT ${MODEL_CALL_SUMMARY_COLUMNS}, chain_id FROM model_calls WHERE id = ?`,
+    ),
+    chain: db.prepare(`SELECT ${CHAIN_LINK_COLUMNS} FROM model_calls WHERE chain_id = ?`),
+    oldChains: db.prepare(
+      `SELECT c.id, c.session_id FROM model_calls c
+       WHERE c.base_call_id IS NULL AND c.created_at < @before
+         AND NOT EXISTS (SELECT 1 FROM model_calls d WHERE d.chain_id = c.id AND d.created_at >= @before)
+       ORDER BY c.created_at LIMIT @max`,
+    ),
+    deleteChain: db.prepare('DELETE FROM model_calls WHERE chain_id = ?'),
+    deleteUnusedBlobs: db.prepare(
+      `DELETE FROM model_call_blobs WHERE session_id = @session
+       AND NOT EXISTS (SELECT 1 FROM model_calls WHERE session_id = @session)`,
+    ),
+  };
+}
+
+export class SqliteCallRecords implements CallRecordStore {
+  private readonly stmt: ReturnType<typeof prepare>;
+
+  constructor(
+    private readonly db: SqliteDatabase,
+    /** The store's busy-retrying runner of one synchronous unit of work. */
+    private readonly guard: <T>(work: () => T) => Promise<T>,
+  ) {
+    this.stmt = prepare(db);
+  }
+
+  async appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
+    if (calls.length === 0) return;
+    await this.guard(() =>
+      this.db
+        .transaction(() => {
+          for (const call of calls) {
+            if (this.stmt.sessionExists.get(call.session_id) === undefined) continue;
+            for (const blob of call.blobs)
+              this.stmt.insertBlob.run(call.session_id, blob.hash, blob.body);
+            this.stmt.insertCall.run(...modelCallValues(call));
+            if (call.cost !== null && call.cost !== 0)
+              this.stmt.addCost.run(call.cost, call.session_id);
+          }
+        })
+        .immediate(),
+    );
+  }
+
+  async addSessionCost(sessionId: string, cost: number): Promise<void> {
+    await this.guard(() => this.stmt.addCost.run(cost, sessionId));
+  }
+
+  async listModelCalls(
+    sessionId: string,
+    filter: ModelCallFilter,
+  ): Promise<Page<ModelCallSummary>> {
+    const where = ['session_id = ?'];
+    const params: unknown[] = [sessionId];
+    if (filter.role !== undefined) {
+      where.push('role = ?');
+      params.push(filter.role);
+    }
+    if (filter.cursor !== undefined) {
+      const [createdAt, id] = decodeCursor(filter.cursor);
+      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
+      params.push(createdAt, createdAt, id);
+    }
+    const rows = this.db
+      .prepare(
+        `SELECT ${MODEL_CALL_SUMMARY_COLUMNS} FROM model_calls WHERE ${where.join(' AND ')}
+         ORDER BY created_at DESC, id DESC LIMIT ?`,
+      )
+      .all(...params, filter.limit + 1) as ModelCallSummaryRecord[];
+    const items = rows.slice(0, filter.limit);
+    const last = items[items.length - 1];
+    return {
+      items: items.map(toModelCallSummary),
+      nextCursor:
+        rows.length > filter.limit && last ? encodeCursor(last.created_at, last.id) : null,
+    };
+  }
+
+  async findModelCall(id: string): Promise<ModelCallRecord | undefined> {
+    // One read transaction: a prune between the reads cannot break the chain.
+    return this.db.transaction(() => {
+      const row = this.stmt.findCall.get(id) as
+        (ModelCallSummaryRecord & { chain_id: string }) | undefined;
+      if (!row) return undefined;
+      const links = this.stmt.chain.all(row.chain_id) as ChainLinkRecord[];
+      const { refs, link } = chainRefs(id, links);
+      const wanted = [...new Set([...refs, link.params_ref])];
+      const blobs = new Map<string, string>();
+      // Chunks stay under SQLite's bound-parameter limit.
+      for (let i = 0; i < wanted.length; i += 500) {
+        const chunk = wanted.slice(i, i + 500);
+        const found = this.db
+          .prepare(
+            `SELECT hash, body FROM model_call_blobs WHERE session_id = ? AND hash IN (${chunk.map(() => '?').join(', ')})`,
+          )
+          .all(row.session_id, ...chunk) as { hash: string; body: string }[];
+        for (const blob of found) blobs.set(blob.hash, blob.body);
+      }
+      const params = blobs.get(link.params_ref);
+      const request = rebuildRequest(params ?? '{}', refs, blobs);
+      const { chain_id: _chain, ...summary } = row;
+      return { ...toModelCallSummary(summary), request, wire: link.wire === 1 };
+    })();
+  }
+
+  async pruneModelCalls(before: string, maxChains: number): Promise<number> {
+    return this.guard(() =>
+      this.db
+        .transaction(() => {
+          const chains = this.stmt.oldChains.all({ before, max: maxChains }) as {
+            id: string;
+            session_id: string;
+          }[];
+          let deleted = 0;
+          for (const chain of chains) deleted += this.stmt.deleteChain.run(chain.id).changes;
+          for (const session of new Set(chains.map((c) => c.session_id)))
+            this.stmt.deleteUnusedBlobs.run({ session });
+          return deleted;
+        })
+        .immediate(),
+    );
+  }
+}

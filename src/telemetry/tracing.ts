@@ -1,0 +1,54 @@
+/**
+ * The tracing seam: spans on the OpenTelemetry GenAI conventions, seen by the
+ * runtime, the model decorator and compaction only through these small
+ * types. `NO_TRACING` is what runs unless an OTLP endpoint is configured; the
+ * OpenTelemetry SDK sits behind `otel-tracing.ts`, which the composition root
+ * imports only then, so a server without tracing never loads it.
+ */
+
+export type SpanAttributes = Record<string, string | number | boolean | string[] | undefined>;
+
+export interface TraceSpan {
+  setAttributes(attributes: SpanAttributes): void;
+  /** Marks the span failed with a stable error code (`error.type`) and a message. */
+  fail(code: string, message: string): void;
+  end(): void;
+}
+
+export interface SpanStart {
+  /** The span this one is a child of. */
+  parent?: TraceSpan | undefined;
+  /** An incoming W3C `traceparent` header, used when there is no parent span. */
+  traceparent?: string | undefined;
+  kind?: 'internal' | 'client';
+  attributes?: SpanAttributes;
+}
+
+export interface Tracing {
+  readonly enabled: boolean;
+  /** Message content goes on spans (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). */
+  readonly captureContent: boolean;
+  startSpan(name: string, start?: SpanStart): TraceSpan;
+  /** Exports what is buffered and stops. */
+  shutdown(): Promise<void>;
+}
+
+const NO_SPAN: TraceSpan = {
+  setAttributes: () => undefined,
+  fail: () => undefined,
+  end: () => undefined,
+};
+
+export const NO_TRACING: Tracing = {
+  enabled: false,
+  captureContent: false,
+  startSpan: () => NO_SPAN,
+  shutdown: async () => undefined,
+};
+
+/** The span of a scope (`ModelCallScope.span`), when it is one. */
+export function spanOf(value: unknown): TraceSpan | undefined {
+  return typeof value === 'object' && value !== null && 'end' in value && 'fail' in value
+    ? (value as TraceSpan)
+    : undefined;
+}
