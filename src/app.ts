@@ -14,11 +14,15 @@ import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
 import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
-import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
+import { OpenAIModel } from './llm/openai-model.js';
+import { AnthropicModel } from './llm/anthropic-model.js';
+import type { ModelLogger } from './llm/retry-policy.js';
 import { EventBus } from './runtime/event-bus.js';
 import { eventLogger } from './runtime/event-log.js';
 import { chatTurnLogger } from './runtime/turn-observer.js';
 import { SessionTitler } from './runtime/session-titler.js';
+import { SUMMARY_PREFIX } from './runtime/context-builder.js';
+import type { ChatMessage } from './llm/messages.js';
 import { Runtime } from './runtime/runtime.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import { PgStore } from './store/postgres/pg-store.js';
@@ -87,10 +91,19 @@ export interface CairnApp {
   close(): Promise<void>;
 }
 
+/** The summary message the context builder injects: its end is a prompt-cache breakpoint. */
+const isSummaryMessage = (message: ChatMessage): boolean =>
+  message.role === 'user' && (message.content ?? '').startsWith(SUMMARY_PREFIX);
+
 function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
-  return role.provider === 'offline'
-    ? new OfflineModel(role.contextWindow)
-    : new OpenAIModel({ role, logger });
+  switch (role.provider) {
+    case 'offline':
+      return new OfflineModel(role.contextWindow);
+    case 'anthropic':
+      return new AnthropicModel({ role, logger, cacheHints: { isSummary: isSummaryMessage } });
+    case 'openai':
+      return new OpenAIModel({ role, logger });
+  }
 }
 
 /**
@@ -171,6 +184,10 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     settings.models.compact === settings.models.main
       ? mainModel
       : metrics.instrumentModel('compact', createModel(settings.models.compact, modelLogger));
+  const titleModel =
+    settings.models.title === settings.models.compact
+      ? compactModel
+      : metrics.instrumentModel('title', createModel(settings.models.title, modelLogger));
   const compaction = new DefaultCompaction({
     store,
     events,
@@ -200,7 +217,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     },
     titler: new SessionTitler({
       store,
-      model: compactModel,
+      model: titleModel,
       warn,
     }),
   });

@@ -15,6 +15,11 @@ export interface ModelRequest {
   model?: string;
   /** What the call is for; the offline model answers summaries extractively. Never sent. */
   purpose: 'chat' | 'summary' | 'title';
+  /**
+   * Groups calls that share a prefix so the provider can serve it from its
+   * prompt cache (the session id): OpenAI's `prompt_cache_key`.
+   */
+  promptCacheKey?: string;
 }
 
 export interface ModelCallOptions {
@@ -24,8 +29,13 @@ export interface ModelCallOptions {
 }
 
 export interface ModelUsage {
+  /** Every input token of the call, cached ones included. */
   prompt_tokens: number;
   completion_tokens: number;
+  /** Of `prompt_tokens`, those served from the provider's prompt cache (absent: not reported). */
+  cache_read_tokens?: number;
+  /** Of `prompt_tokens`, those written to the provider's prompt cache (Anthropic reports them). */
+  cache_write_tokens?: number;
 }
 
 export interface ModelResponse {
