@@ -73,6 +73,7 @@ import { percentile, trimTail } from './compacted-tail.js';
 import { growingConversationRows } from './growing-conversation.js';
 import { postgresRows } from './postgres-instances.js';
 import { openaiApiRows } from './openai-api.js';
+import { promptCacheRows } from './prompt-cache.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -458,6 +459,7 @@ async function main(): Promise<void> {
       ...(await openaiApiRows()),
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),
+      ...(await promptCacheRows()),
     );
 
     const out = [

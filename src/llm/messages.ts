@@ -39,6 +39,10 @@ export interface StoredMessage extends ChatMessage {
 export interface TokenUsage {
   input_tokens: number;
   output_tokens: number;
+  /** Of input_tokens, those read from the provider's prompt cache (absent: none reported). */
+  cache_read_tokens?: number;
+  /** Of input_tokens, those written to the provider's prompt cache. */
+  cache_write_tokens?: number;
 }
 
 /** A function tool as offered to the model. */

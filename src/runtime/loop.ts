@@ -98,9 +98,28 @@ function stringifyResult(value: unknown): string {
   }
 }
 
-function addUsage(total: TokenUsage, response: ModelResponse): void {
-  total.input_tokens += response.usage?.prompt_tokens ?? 0;
-  total.output_tokens += response.usage?.completion_tokens ?? 0;
+/** A model call's usage in the stored vocabulary (cache counts only when the provider reports them). */
+export function callUsageOf(response: ModelResponse): TokenUsage {
+  const usage = response.usage;
+  return {
+    input_tokens: usage?.prompt_tokens ?? 0,
+    output_tokens: usage?.completion_tokens ?? 0,
+    ...(usage?.cache_read_tokens !== undefined
+      ? { cache_read_tokens: usage.cache_read_tokens }
+      : {}),
+    ...(usage?.cache_write_tokens !== undefined
+      ? { cache_write_tokens: usage.cache_write_tokens }
+      : {}),
+  };
+}
+
+function addUsage(total: TokenUsage, call: TokenUsage): void {
+  total.input_tokens += call.input_tokens;
+  total.output_tokens += call.output_tokens;
+  if (call.cache_read_tokens !== undefined)
+    total.cache_read_tokens = (total.cache_read_tokens ?? 0) + call.cache_read_tokens;
+  if (call.cache_write_tokens !== undefined)
+    total.cache_write_tokens = (total.cache_write_tokens ?? 0) + call.cache_write_tokens;
 }
 
 export async function runLoop(options: LoopOptions): Promise<LoopResult> {
@@ -138,6 +157,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
         ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
         ...(options.modelName !== undefined ? { model: options.modelName } : {}),
         purpose: 'chat',
+        // Calls of one session share their prefix: one cache key keeps them on one cache.
+        promptCacheKey: options.toolContext.sessionId,
       },
       {
         ...(signal ? { signal } : {}),
@@ -146,13 +167,10 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
           : {}),
       },
     );
-    addUsage(usage, response);
+    const callUsage = callUsageOf(response);
+    addUsage(usage, callUsage);
     const reply = response.message;
     const calls = reply.tool_calls ?? [];
-    const callUsage = {
-      input_tokens: response.usage?.prompt_tokens ?? 0,
-      output_tokens: response.usage?.completion_tokens ?? 0,
-    };
 
     if (calls.length > 0 && response.finishReason === 'length') {
       // Arguments cut at max_tokens are not JSON we can trust: run nothing,

@@ -51,6 +51,9 @@ export interface SessionRow {
   /** Tokens the summary calls of this session's compactions read and wrote (summed). */
   compaction_input_tokens: number;
   compaction_output_tokens: number;
+  /** Of input_tokens, those the provider served from its prompt cache, and those it wrote to it. */
+  cache_read_tokens: number;
+  cache_write_tokens: number;
 }
 
 export interface NewSession {

@@ -65,6 +65,8 @@ const SESSION_LINE = {
         compaction_suspended: { enum: [0, 1] },
         compaction_input_tokens: INT,
         compaction_output_tokens: INT,
+        cache_read_tokens: INT,
+        cache_write_tokens: INT,
       },
     },
   },
@@ -316,6 +318,8 @@ function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): Import
     compaction_suspended: s.compaction_suspended ?? 0,
     compaction_input_tokens: s.compaction_input_tokens ?? 0,
     compaction_output_tokens: s.compaction_output_tokens ?? 0,
+    cache_read_tokens: s.cache_read_tokens ?? 0,
+    cache_write_tokens: s.cache_write_tokens ?? 0,
   };
 }
 

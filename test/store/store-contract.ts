@@ -627,6 +627,41 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(afterMore.message_count).toBe((await allMessages(session.id)).length);
         });
 
+        it('sums the prompt-cache reads and writes a call reports, and a reset clears them', async () => {
+          const session = await newSession();
+          expect(session).toMatchObject({ cache_read_tokens: 0, cache_write_tokens: 0 });
+          await store.appendMessages(session.id, conversation(1), {
+            usage: {
+              input_tokens: 900,
+              output_tokens: 10,
+              cache_read_tokens: 0,
+              cache_write_tokens: 800,
+            },
+          });
+          await store.appendMessages(session.id, conversation(1), {
+            usage: {
+              input_tokens: 950,
+              output_tokens: 10,
+              cache_read_tokens: 800,
+              cache_write_tokens: 100,
+            },
+          });
+          // A provider that reports no cache counts adds nothing to them.
+          await store.appendMessages(session.id, conversation(1), {
+            usage: { input_tokens: 5, output_tokens: 1 },
+          });
+          expect(await store.findSession(session.id)).toMatchObject({
+            input_tokens: 1855,
+            cache_read_tokens: 800,
+            cache_write_tokens: 900,
+          });
+          await store.resetSession(session.id);
+          expect(await store.findSession(session.id)).toMatchObject({
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+          });
+        });
+
         it('records the reported prompt tokens with the seq the prompt covered', async () => {
           const session = await newSession();
           await store.appendMessages(session.id, [{ role: 'user', content: 'question' }]);
