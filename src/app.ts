@@ -16,6 +16,7 @@ import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { OpenAIModel } from './llm/openai-model.js';
 import { AnthropicModel } from './llm/anthropic-model.js';
+import { CircuitBreaker, FallbackChain } from './llm/fallback-chain.js';
 import type { ModelLogger } from './llm/retry-policy.js';
 import { EventBus } from './runtime/event-bus.js';
 import { eventLogger } from './runtime/event-log.js';
@@ -95,7 +96,7 @@ export interface CairnApp {
 const isSummaryMessage = (message: ChatMessage): boolean =>
   message.role === 'user' && (message.content ?? '').startsWith(SUMMARY_PREFIX);
 
-function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
+function createEndpoint(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
   switch (role.provider) {
     case 'offline':
       return new OfflineModel(role.contextWindow);
@@ -104,6 +105,24 @@ function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient 
     case 'openai':
       return new OpenAIModel({ role, logger });
   }
+}
+
+/** A role's model: its endpoint, behind a fallback chain when the role lists fallbacks. */
+function createModel(
+  role: ModelRoleSettings,
+  logger: ModelLogger,
+  breaker: CircuitBreaker,
+): ModelClient {
+  const fallbacks = role.fallbacks ?? [];
+  if (fallbacks.length === 0) return createEndpoint(role, logger);
+  return new FallbackChain({
+    links: [role, ...fallbacks].map((settings) => ({
+      settings,
+      client: createEndpoint(settings, logger),
+    })),
+    breaker,
+    logger,
+  });
 }
 
 /**
@@ -179,15 +198,23 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
-  const mainModel = metrics.instrumentModel('main', createModel(settings.models.main, modelLogger));
+  // One breaker for every role: an endpoint that is down is down for all of them.
+  const breaker = new CircuitBreaker();
+  const mainModel = metrics.instrumentModel(
+    'main',
+    createModel(settings.models.main, modelLogger, breaker),
+  );
   const compactModel =
     settings.models.compact === settings.models.main
       ? mainModel
-      : metrics.instrumentModel('compact', createModel(settings.models.compact, modelLogger));
+      : metrics.instrumentModel(
+          'compact',
+          createModel(settings.models.compact, modelLogger, breaker),
+        );
   const titleModel =
     settings.models.title === settings.models.compact
       ? compactModel
-      : metrics.instrumentModel('title', createModel(settings.models.title, modelLogger));
+      : metrics.instrumentModel('title', createModel(settings.models.title, modelLogger, breaker));
   const compaction = new DefaultCompaction({
     store,
     events,

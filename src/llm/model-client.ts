@@ -38,6 +38,17 @@ export interface ModelUsage {
   cache_write_tokens?: number;
 }
 
+/** A model of a fallback chain that did not answer: it failed for good, or its circuit was open. */
+export interface FallbackHop {
+  provider: string;
+  model: string;
+  baseURL: string | null;
+  /** True when it was not tried (its circuit breaker was open). */
+  skipped: boolean;
+  /** Why it did not answer: the error's message, or "circuit open". */
+  reason: string;
+}
+
 export interface ModelResponse {
   /** The assistant message (content and/or tool_calls). */
   message: ChatMessage;
@@ -45,6 +56,8 @@ export interface ModelResponse {
   usage: ModelUsage | null;
   /** The model that answered. */
   model: string;
+  /** The models of the role's fallback chain that were passed over first (absent: none). */
+  fallbackHops?: FallbackHop[];
 }
 
 export interface ModelClient {

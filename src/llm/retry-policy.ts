@@ -5,6 +5,7 @@
  * and never retry an attempt that already handed text to the caller.
  */
 import { CairnError } from '../errors.js';
+import type { FallbackHop } from './model-client.js';
 
 /** A `Retry-After` longer than this fails the call instead of holding the turn. */
 export const MAX_RETRY_AFTER_MS = 30_000;
@@ -113,6 +114,8 @@ export async function callWithRetries<T>(options: RetryOptions<T>): Promise<T> {
  */
 export class ModelCallError extends CairnError {
   readonly retryableCause: boolean;
+  /** Set by a fallback chain: the models that failed or were skipped before this error. */
+  fallbackHops?: FallbackHop[];
 
   constructor(
     code: CairnError['code'],
