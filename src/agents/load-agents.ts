@@ -14,6 +14,7 @@ import {
   DEFAULT_MAX_SUMMARY_CHARS,
   DEFAULT_MEMORY_MAX_CHARS,
   type AgentConfig,
+  type AgentLimits,
   type AgentProblem,
 } from './agent-config.js';
 
@@ -30,6 +31,7 @@ interface AgentFile {
   systemFile?: string;
   tools?: (string | { tool: string; approval?: 'required' })[];
   maxIterations?: number;
+  limits?: AgentLimits;
   temperature?: number;
   autoTitle?: boolean;
   memory?: { enabled?: boolean; maxChars?: number; write?: boolean };
@@ -208,6 +210,7 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
       .filter((entry) => typeof entry !== 'string' && entry.approval === 'required')
       .map(toolSpecOf),
     maxIterations: data.maxIterations ?? DEFAULT_MAX_ITERATIONS,
+    ...(data.limits ? { limits: Object.freeze({ ...data.limits }) } : {}),
     ...(data.temperature !== undefined && { temperature: data.temperature }),
     autoTitle: data.autoTitle ?? false,
     memory: {

@@ -13,6 +13,7 @@ import type { ToolContext } from '../tools/tool.js';
 import { isOutsideAnswer, isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import { EMPTY_TOOL_RESULT, normalizeOutgoing } from '../llm/normalize-request.js';
+import type { TurnBudget } from './turn-budget.js';
 
 export const EMPTY_REPLY_NUDGE =
   'Your previous reply was empty. Answer the last message, or call a tool if you need one.';
@@ -24,6 +25,9 @@ export const CANCELLED_TOOL_RESULT = 'Error: the tool call was cancelled before 
 /** The result of calls of a turn that were not run because an earlier call stopped the loop. */
 export const NOT_RUN_TOOL_RESULT =
   'Not run: another tool call of the same reply is waiting for a person. Call this tool again if you still need it.';
+/** The result of calls past the turn's tool-call budget. */
+export const OVER_BUDGET_TOOL_RESULT =
+  "Not run: this turn reached the agent's tool-call limit (limits.maxToolCalls).";
 
 export type LoopEvent =
   | { type: 'delta'; text: string }
@@ -52,6 +56,8 @@ export interface LoopOptions {
   signal?: AbortSignal;
   stream?: boolean;
   onEvent?: (event: LoopEvent) => void;
+  /** The agent's budgets: asked before each model call and each tool call. */
+  budget?: Pick<TurnBudget, 'beforeModelCall' | 'takeToolCall' | 'toolCallsExceeded'>;
 }
 
 export type LoopResult =
@@ -145,6 +151,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
   for (let iteration = 1; iteration <= options.maxIterations; iteration++) {
     signal?.throwIfAborted();
     messages = await options.turn.prepare(messages);
+    // After prepare: an automatic compaction it ran counts against the turn.
+    options.budget?.beforeModelCall(usage);
     const outgoing = normalizeOutgoing(
       note ? [...messages, { role: 'user', content: note }] : messages,
     );
@@ -218,6 +226,17 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
         }));
         if (rest.length > 0) await options.turn.persist(rest);
         return { kind: 'pending', reason: 'approval', call, usage };
+      }
+      if (options.budget && !options.budget.takeToolCall()) {
+        // Every call of the reply gets a result, so the stored history stays valid.
+        const notRun = [...outside, ...ordered.slice(index)].map((c): ChatMessage => ({
+          role: 'tool',
+          tool_call_id: c.id,
+          name: c.function.name,
+          content: OVER_BUDGET_TOOL_RESULT,
+        }));
+        await options.turn.persist(notRun);
+        throw options.budget.toolCallsExceeded();
       }
       const outcome = await runTool(call, options);
       invalidCalls ||= outcome.invalidCall === true;

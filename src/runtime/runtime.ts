@@ -20,6 +20,7 @@ import type { ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
+import { sessionTokens, TurnBudget } from './turn-budget.js';
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
@@ -422,6 +423,13 @@ export class Runtime {
       ...(guard ? { guard } : {}),
       ...(input.slot ? { slot: input.slot } : {}),
     });
+    const budget = new TurnBudget({
+      agentName: agent.name,
+      limits: agent.limits ?? {},
+      sessionTokensBefore: sessionTokens(input.session),
+      compactionTokens: () =>
+        (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
+    });
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;
     const result = await runLoop({
@@ -431,6 +439,7 @@ export class Runtime {
       messages,
       tools,
       maxIterations: agent.maxIterations,
+      ...(budget.unlimited ? {} : { budget }),
       turn,
       toolContext: this.toolContext(input.session, agent, input),
       ...(input.signal ? { signal: input.signal } : {}),
