@@ -22,6 +22,7 @@ import { EventBus } from './runtime/event-bus.js';
 import { eventLogger } from './runtime/event-log.js';
 import { chatTurnLogger } from './runtime/turn-observer.js';
 import { SessionTitler } from './runtime/session-titler.js';
+import { ApprovalTimeouts } from './runtime/approval-timeouts.js';
 import { SUMMARY_PREFIX } from './runtime/context-builder.js';
 import type { ChatMessage } from './llm/messages.js';
 import { Runtime } from './runtime/runtime.js';
@@ -229,7 +230,14 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     logger: modelLogger,
   });
 
+  // Bound late: a timed-out approval is denied through the task runner, built below.
+  const approvalTimeouts: ApprovalTimeouts = new ApprovalTimeouts({
+    store,
+    deny: (taskId) => tasks.decideApproval({ taskId, decision: 'deny', timedOut: true }),
+    log: warn,
+  });
   const runtime: Runtime = new Runtime({
+    approvalTimer: approvalTimeouts,
     store,
     queue,
     agents: registry,
@@ -256,6 +264,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     events,
     sessions: queue,
     log: (details, message) => logTarget.server?.log.error(details, message),
+    approvalTimer: approvalTimeouts,
   });
   const daemons = new DaemonScheduler({
     runtime,
@@ -336,6 +345,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     );
   if (recovered.closedDaemonSessions > 0 || recovered.releasedDaemonLeases > 0)
     server.log.warn(recovered, 'closed out daemon ticks that died with the previous process');
+  // After the orphan sweep: a deadline that passed while the server was down is applied now.
+  await approvalTimeouts.recover();
   await mcp.start();
   const mcpProblems = checkMcpToolEntries(registry.list(), mcp);
   for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) server.log.warn(problem);
@@ -359,6 +370,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     mcp,
     async close() {
       agentReloader.close();
+      approvalTimeouts.close();
       await daemons.stop();
       await server.close();
       await tasks.drain();

@@ -21,6 +21,8 @@ export interface AgentConfig {
   readonly tools: readonly string[];
   /** The specs of `tools` whose calls need a person's approval (`"approval": "required"`). */
   readonly toolsNeedingApproval: readonly string[];
+  /** Of those, the ones with an `approvalTimeout`: spec → the duration as written ("30m"). */
+  readonly approvalTimeouts?: Readonly<Record<string, string>>;
   readonly maxIterations: number;
   /** Budgets (`limits` in agent.json); absent, or an absent field, is no limit. */
   readonly limits?: AgentLimits;

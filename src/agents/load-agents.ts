@@ -29,7 +29,7 @@ interface AgentFile {
   model?: string;
   system?: string;
   systemFile?: string;
-  tools?: (string | { tool: string; approval?: 'required' })[];
+  tools?: (string | { tool: string; approval?: 'required'; approvalTimeout?: string })[];
   maxIterations?: number;
   limits?: AgentLimits;
   temperature?: number;
@@ -209,6 +209,7 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
     toolsNeedingApproval: (data.tools ?? [])
       .filter((entry) => typeof entry !== 'string' && entry.approval === 'required')
       .map(toolSpecOf),
+    ...approvalTimeoutsOf(data.tools ?? []),
     maxIterations: data.maxIterations ?? DEFAULT_MAX_ITERATIONS,
     ...(data.limits ? { limits: Object.freeze({ ...data.limits }) } : {}),
     ...(data.temperature !== undefined && { temperature: data.temperature }),
@@ -317,4 +318,15 @@ function deepFreeze<T>(value: T): T {
     for (const child of Object.values(value as Record<string, unknown>)) deepFreeze(child);
   }
   return value;
+}
+
+/** The `approvalTimeout` of each approval-required entry that has one, by spec. */
+function approvalTimeoutsOf(entries: NonNullable<AgentFile['tools']>): {
+  approvalTimeouts?: Readonly<Record<string, string>>;
+} {
+  const timeouts: Record<string, string> = {};
+  for (const entry of entries)
+    if (typeof entry !== 'string' && entry.approval === 'required' && entry.approvalTimeout)
+      timeouts[entry.tool] = entry.approvalTimeout;
+  return Object.keys(timeouts).length > 0 ? { approvalTimeouts: Object.freeze(timeouts) } : {};
 }

@@ -70,7 +70,14 @@ export type LoopResult =
    * may run (`approval`: a tool marked `approval: "required"`). The call is
    * stored without a result; whoever continues supplies one.
    */
-  | { kind: 'pending'; reason: 'approval'; call: ToolCall; usage: TokenUsage };
+  | {
+      kind: 'pending';
+      reason: 'approval';
+      call: ToolCall;
+      usage: TokenUsage;
+      /** The tool's approvalTimeout ("30m"), when it has one. */
+      approvalTimeout?: string;
+    };
 
 /** Calls run in this order: plain tools, then those needing approval, then ask_user. */
 function callRank(call: ToolCall, tools: ToolSet): number {
@@ -225,7 +232,14 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
           content: NOT_RUN_TOOL_RESULT,
         }));
         if (rest.length > 0) await options.turn.persist(rest);
-        return { kind: 'pending', reason: 'approval', call, usage };
+        const approvalTimeout = tools.find(call.function.name)?.approvalTimeout;
+        return {
+          kind: 'pending',
+          reason: 'approval',
+          call,
+          usage,
+          ...(approvalTimeout !== undefined ? { approvalTimeout } : {}),
+        };
       }
       if (options.budget && !options.budget.takeToolCall()) {
         // Every call of the reply gets a result, so the stored history stays valid.

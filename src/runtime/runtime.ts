@@ -21,6 +21,7 @@ import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
 import { sessionTokens, TurnBudget } from './turn-budget.js';
+import type { ApprovalTimer } from './approval-timeouts.js';
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
@@ -48,6 +49,8 @@ export interface RuntimeDeps {
   observer?: TurnObserver;
   /** Titles untitled sessions of agents with `autoTitle` after their first exchange. */
   titler?: Pick<SessionTitler, 'titleLater'>;
+  /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
+  approvalTimer?: ApprovalTimer;
 }
 
 export interface CreateSessionInput {
@@ -283,7 +286,13 @@ export class Runtime {
         return this.envelope(session.id, turn, turn.result.question);
       }
       if (turn.result.kind === 'pending') {
-        const held = await this.holdForApproval(session, agent, input.message, turn.result.call);
+        const held = await this.holdForApproval(
+          session,
+          agent,
+          input.message,
+          turn.result.call,
+          turn.result.approvalTimeout,
+        );
         return {
           ...this.envelope(session.id, turn, held.question),
           pendingApproval: held.pendingApproval,
@@ -306,6 +315,7 @@ export class Runtime {
     agent: AgentConfig,
     message: string,
     call: ToolCall,
+    approvalTimeout?: string,
   ): Promise<{ question: string; pendingApproval: NonNullable<ChatResult['pendingApproval']> }> {
     const task = await this.store.createTask({
       sessionId: session.id,
@@ -313,7 +323,12 @@ export class Runtime {
       input: message,
     });
     const waiting =
-      (await waitForApproval({ store: this.store, events: this.events }, task, call)) ?? task;
+      (await waitForApproval(
+        { store: this.store, events: this.events, approvalTimer: this.deps.approvalTimer },
+        task,
+        call,
+        approvalTimeout,
+      )) ?? task;
     return {
       question: waiting.question ?? '',
       pendingApproval: {

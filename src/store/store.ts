@@ -146,6 +146,8 @@ export interface TaskRow {
   pending_tool: string | null;
   /** Waiting for approval: the pending call's arguments, raw JSON text as the model sent them. */
   pending_arguments: string | null;
+  /** Waiting for approval of a tool with an approvalTimeout: when the call is denied (ISO time). */
+  approval_expires_at: string | null;
   /** The instance that set the task running (DESIGN §12); null for tasks of older builds. */
   owner_instance: string | null;
   created_at: string;
@@ -329,6 +331,7 @@ export interface TaskStore {
         | 'pending_call_id'
         | 'pending_tool'
         | 'pending_arguments'
+        | 'approval_expires_at'
       >
     >,
   ): Promise<TaskRow | undefined>;

@@ -1463,6 +1463,27 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await store.findTask('task_doesnotexist')).toBeUndefined();
         });
 
+        it('keeps the approval deadline of a waiting task until a transition clears it', async () => {
+          const session = await newSession({ mode: 'task' });
+          const task = await taskIn(session.id);
+          expect(task.approval_expires_at).toBeNull();
+          const at = '2030-01-02T03:04:05.000Z';
+          const waiting = await store.transitionTask(task.id, ['running'], {
+            status: 'waiting',
+            pending_call_id: 'call_1',
+            pending_tool: 'deploy',
+            approval_expires_at: at,
+          });
+          expect(waiting!.approval_expires_at).toBe(at);
+          const page = await store.listTasks({ status: 'waiting', limit: 10 });
+          expect(page.items.find((t) => t.id === task.id)?.approval_expires_at).toBe(at);
+          const running = await store.transitionTask(task.id, ['waiting'], {
+            status: 'running',
+            approval_expires_at: null,
+          });
+          expect(running!.approval_expires_at).toBeNull();
+        });
+
         it('transitionTask moves only from the allowed statuses', async () => {
           const session = await newSession({ mode: 'task' });
           const task = await taskIn(session.id);

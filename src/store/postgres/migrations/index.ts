@@ -8,7 +8,7 @@ import * as m005 from './005-compaction-cost.js';
 import * as m006 from './006-instances.js';
 import * as m007 from './007-message-tokens.js';
 import * as m008 from './008-deferred-history-index.js';
-import * as m012 from './012-prompt-cache-tokens.js';
+import * as m012 from './012-prompt-cache-and-approval-timeouts.js';
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   m001,

@@ -3,8 +3,9 @@
  * Frozen once landed; imports no app code.
  */
 export const version = 12;
-export const name = 'prompt-cache-tokens';
+export const name = 'prompt-cache-and-approval-timeouts';
 export const up = `
 ALTER TABLE sessions ADD COLUMN cache_read_tokens BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN approval_expires_at TEXT;
 `;
