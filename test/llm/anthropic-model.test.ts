@@ -350,7 +350,15 @@ describe('AnthropicModel: retries', () => {
     expect(warnings[0]!.requestId).toMatch(/^req_fake_\d+$/);
   });
 
-  it('retries a 503 then 200, at most maxRetries + 1 attempts in all', async () => {
+  it('retries a 503 and answers from the second attempt', async () => {
+    const { model, delays } = makeModel({ maxRetries: 2 });
+    fake.script({ status: 503 }, { content: 'second attempt' });
+    expect((await model.complete(request())).message.content).toBe('second attempt');
+    expect(calls()).toBe(2);
+    expect(delays).toHaveLength(1);
+  });
+
+  it('gives up on repeated 503s after maxRetries + 1 attempts: one retry layer only', async () => {
     const { model, delays } = makeModel({ maxRetries: 2 });
     fake.script(...Array.from({ length: 5 }, () => ({ status: 503 })));
     const err = await failure(model.complete(request()));

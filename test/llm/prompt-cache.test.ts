@@ -91,6 +91,28 @@ describe('an Anthropic-backed agent', () => {
     expect(shown.json().session.cache_read_tokens).toBe(session.cache_read_tokens);
   });
 
+  it('a tool call cut at max_tokens runs nothing and is not stored; the model is told', async () => {
+    fake.requests.length = 0;
+    queue.push(
+      {
+        tool_calls: [{ name: 'current_time', arguments: '{"timezone":"Eur' }],
+        stop_reason: 'max_tokens',
+      },
+      { content: 'answered in text' },
+    );
+    const res = await post('/agents/assistant/chat', { message: 'time in Europe?' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().reply).toBe('answered in text');
+    const stored = await t.app.store.listMessages(res.json().sessionId as string, {
+      afterSeq: 0,
+      limit: 100,
+    });
+    expect(stored.some((m) => m.tool_calls !== undefined || m.role === 'tool')).toBe(false);
+    const retry = fake.requests.filter((r) => !isSummaryCall(r.body)).at(-1)!;
+    const lastUser = retry.body.messages.at(-1) as { content: { text: string }[] };
+    expect(lastUser.content.map((b) => b.text).join(' ')).toMatch(/cut off at the token limit/);
+  });
+
   it('no sequence of chats, tool calls, questions, compactions and resets sends a request the API refuses', async () => {
     type Step = 'text' | 'tools' | 'ask' | 'compact' | 'reset';
     await fc.assert(
