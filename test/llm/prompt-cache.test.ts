@@ -206,4 +206,26 @@ describe('the OpenAI path', () => {
     expect(session.cache_write_tokens).toBe(0);
     expect(session.input_tokens).toBe(2_000);
   });
+
+  it('/v1 answers carry the cached tokens the agent’s provider reported', async () => {
+    const cached = { prompt_tokens_details: { cached_tokens: 1_024 } };
+    t.fake!.script(
+      { content: 'a', usage: { prompt_tokens: 1_500, completion_tokens: 3, ...cached } },
+      { content: 'b', usage: { prompt_tokens: 1_500, completion_tokens: 3, ...cached } },
+    );
+    const completion = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      payload: { model: 'assistant', messages: [{ role: 'user', content: 'cached?' }] },
+    });
+    expect(completion.statusCode, completion.body).toBe(200);
+    expect(completion.json().usage.prompt_tokens_details).toEqual({ cached_tokens: 1_024 });
+    const response = await t.app.server.inject({
+      method: 'POST',
+      url: '/v1/responses',
+      payload: { model: 'assistant', input: 'cached too?' },
+    });
+    expect(response.statusCode, response.body).toBe(200);
+    expect(response.json().usage.input_tokens_details.cached_tokens).toBe(1_024);
+  });
 });
