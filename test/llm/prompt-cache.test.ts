@@ -166,6 +166,63 @@ describe('an Anthropic-backed agent', () => {
   }, 120_000);
 });
 
+describe('every role on the Messages API', () => {
+  it('main, compact and title all speak Anthropic (title with the model it inherits from compact)', async () => {
+    const fake = await startFakeAnthropicServer();
+    const t = await startTestApp({
+      fake: null,
+      agents: { assistant: { ...TEST_AGENT, tools: [], autoTitle: true } },
+      mainModel: {
+        provider: 'anthropic',
+        baseURL: fake.baseURL,
+        model: 'claude-main',
+        maxRetries: 0,
+      },
+      compactModel: { model: 'claude-compact' },
+      env: { ANTHROPIC_API_KEY: 'sk-ant-test' },
+    });
+    try {
+      expect(t.app.settings.models.title.model).toBe('claude-compact');
+      fake.setDefault((body: { system?: { text: string }[] }) =>
+        (body.system ?? []).some((b) => b.text.includes('Write a title'))
+          ? { content: 'Greetings exchanged' }
+          : { content: 'hello there' },
+      );
+      const res = await t.app.server.inject({
+        method: 'POST',
+        url: '/agents/assistant/chat',
+        payload: { message: 'hello' },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const sessionId = res.json().sessionId as string;
+      for (const m of ['more', 'and more']) {
+        await t.app.server.inject({
+          method: 'POST',
+          url: '/agents/assistant/chat',
+          payload: { message: m, sessionId },
+        });
+      }
+      const compacted = await t.app.server.inject({
+        method: 'POST',
+        url: `/sessions/${sessionId}/compact`,
+      });
+      expect(compacted.statusCode, compacted.body).toBe(200);
+      let title: string | null = null;
+      while (title === null) {
+        title = (await t.app.store.findSession(sessionId))!.title;
+        if (title === null) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(title).toBe('Greetings exchanged');
+      const models = new Set(fake.requests.map((r) => r.body.model as string));
+      expect(models).toEqual(new Set(['claude-main', 'claude-compact']));
+      for (const request of fake.requests) expect(request.problems).toEqual([]);
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+});
+
 describe('the OpenAI path', () => {
   let t: TestApp;
   beforeAll(async () => {
