@@ -74,6 +74,7 @@ import { growingConversationRows } from './growing-conversation.js';
 import { postgresRows } from './postgres-instances.js';
 import { openaiApiRows } from './openai-api.js';
 import { callRecordRows } from './call-records.js';
+import { promptCacheRows } from './prompt-cache.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -460,6 +461,7 @@ async function main(): Promise<void> {
       ...(await openaiApiRows()),
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),
+      ...(await promptCacheRows()),
     );
 
     const out = [

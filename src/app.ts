@@ -18,11 +18,17 @@ import { RecallLedger } from './recall/recall-ledger.js';
 import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { observeModel, type ModelCallObserver, type ModelRole } from './llm/observed-model.js';
-import { OpenAIModel, type ModelLogger } from './llm/openai-model.js';
+import { OpenAIModel } from './llm/openai-model.js';
+import { AnthropicModel } from './llm/anthropic-model.js';
+import { CircuitBreaker, FallbackChain } from './llm/fallback-chain.js';
+import type { ModelLogger } from './llm/retry-policy.js';
 import { EventBus } from './runtime/event-bus.js';
 import { eventLogger } from './runtime/event-log.js';
 import { chatTurnLogger } from './runtime/turn-observer.js';
 import { SessionTitler } from './runtime/session-titler.js';
+import { ApprovalTimeouts } from './runtime/approval-timeouts.js';
+import { SUMMARY_PREFIX } from './runtime/context-builder.js';
+import type { ChatMessage } from './llm/messages.js';
 import { Runtime } from './runtime/runtime.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import { PgStore } from './store/postgres/pg-store.js';
@@ -99,10 +105,37 @@ export interface CairnApp {
   close(): Promise<void>;
 }
 
-function createModel(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
-  return role.provider === 'offline'
-    ? new OfflineModel(role.contextWindow)
-    : new OpenAIModel({ role, logger });
+/** The summary message the context builder injects: its end is a prompt-cache breakpoint. */
+const isSummaryMessage = (message: ChatMessage): boolean =>
+  message.role === 'user' && (message.content ?? '').startsWith(SUMMARY_PREFIX);
+
+function createEndpoint(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
+  switch (role.provider) {
+    case 'offline':
+      return new OfflineModel(role.contextWindow);
+    case 'anthropic':
+      return new AnthropicModel({ role, logger, cacheHints: { isSummary: isSummaryMessage } });
+    case 'openai':
+      return new OpenAIModel({ role, logger });
+  }
+}
+
+/** A role's model: its endpoint, behind a fallback chain when the role lists fallbacks. */
+function createModel(
+  role: ModelRoleSettings,
+  logger: ModelLogger,
+  breaker: CircuitBreaker,
+): ModelClient {
+  const fallbacks = role.fallbacks ?? [];
+  if (fallbacks.length === 0) return createEndpoint(role, logger);
+  return new FallbackChain({
+    links: [role, ...fallbacks].map((settings) => ({
+      settings,
+      client: createEndpoint(settings, logger),
+    })),
+    breaker,
+    logger,
+  });
 }
 
 function observed(role: ModelRole, model: ModelClient, observer?: ModelCallObserver): ModelClient {
@@ -190,10 +223,12 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   // Every call of a session on the record, whatever the provider (inside the metrics, which count its cost).
   const recorder = new CallRecorder({ store, enabled: settings.records.enabled, warn });
   const recordsPruner = new RecordPruner({ store, keepDays: settings.records.keepDays, warn });
-  const modelFor = (role: 'main' | 'compact'): ModelClient => {
+  // One breaker for every role: an endpoint that is down is down for all of them.
+  const breaker = new CircuitBreaker();
+  const modelFor = (role: 'main' | 'compact' | 'title'): ModelClient => {
     const roleSettings = settings.models[role];
     const recorded = recorder.instrument(
-      observed(role, createModel(roleSettings, modelLogger), options.observeModelCall),
+      observed(role, createModel(roleSettings, modelLogger, breaker), options.observeModelCall),
       roleSettings,
     );
     return traceModel(metrics.instrumentModel(role, recorded), tracing, roleSettings.provider);
@@ -201,6 +236,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const mainModel = modelFor('main');
   const compactModel =
     settings.models.compact === settings.models.main ? mainModel : modelFor('compact');
+  const titleModel =
+    settings.models.title === settings.models.compact ? compactModel : modelFor('title');
   const compaction = new DefaultCompaction({
     store,
     events,
@@ -224,7 +261,14 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     ledger: recallLedger,
   });
 
+  // Bound late: a timed-out approval is denied through the task runner, built below.
+  const approvalTimeouts: ApprovalTimeouts = new ApprovalTimeouts({
+    store,
+    deny: (taskId) => tasks.decideApproval({ taskId, decision: 'deny', timedOut: true }),
+    log: warn,
+  });
   const runtime: Runtime = new Runtime({
+    approvalTimer: approvalTimeouts,
     store,
     queue,
     agents: registry,
@@ -242,7 +286,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     afterTurn: () => recorder.flush(),
     titler: new SessionTitler({
       store,
-      model: compactModel,
+      model: titleModel,
       warn,
     }),
   });
@@ -254,6 +298,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     events,
     sessions: queue,
     log: (details, message) => logTarget.server?.log.error(details, message),
+    approvalTimer: approvalTimeouts,
   });
   const daemons = new DaemonScheduler({
     runtime,
@@ -357,6 +402,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     );
   if (recovered.closedDaemonSessions > 0 || recovered.releasedDaemonLeases > 0)
     server.log.warn(recovered, 'closed out daemon ticks that died with the previous process');
+  // After the orphan sweep: a deadline that passed while the server was down is applied now.
+  await approvalTimeouts.recover();
   await mcp.start();
   const mcpProblems = checkMcpToolEntries(registry.list(), mcp);
   for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) server.log.warn(problem);
@@ -381,6 +428,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     mcp,
     async close() {
       agentReloader.close();
+      approvalTimeouts.close();
       await daemons.stop();
       await server.close();
       await tasks.drain();

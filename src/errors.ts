@@ -30,6 +30,8 @@ export const ERROR_STATUS = {
   MAX_ITERATIONS: 422,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** A token or tool-call budget is used up (the message names the limit and how to raise it). */
+  BUDGET_EXCEEDED: 429,
   COMPACTION_EMPTY_SUMMARY: 500,
   INTERNAL: 500,
   LLM_ERROR: 502,

@@ -28,7 +28,11 @@ export interface AgentConfig {
   readonly tools: readonly string[];
   /** The specs of `tools` whose calls need a person's approval (`"approval": "required"`). */
   readonly toolsNeedingApproval: readonly string[];
+  /** Of those, the ones with an `approvalTimeout`: spec → the duration as written ("30m"). */
+  readonly approvalTimeouts?: Readonly<Record<string, string>>;
   readonly maxIterations: number;
+  /** Budgets (`limits` in agent.json); absent, or an absent field, is no limit. */
+  readonly limits?: AgentLimits;
   readonly temperature?: number;
   /** Title an untitled chat session from its first exchange (compact role, in the background). */
   readonly autoTitle: boolean;
@@ -56,6 +60,12 @@ export interface AgentConfig {
   readonly daemon?: { readonly every?: string; readonly cron?: string; readonly prompt: string };
   /** Absolute path of the agent folder. */
   readonly dir: string;
+}
+
+export interface AgentLimits {
+  readonly maxTurnTokens?: number;
+  readonly maxSessionTokens?: number;
+  readonly maxToolCalls?: number;
 }
 
 export interface AgentProblem {

@@ -15,6 +15,7 @@ import {
   DEFAULT_MEMORY_MAX_CHARS,
   DEFAULT_RECALL,
   type AgentConfig,
+  type AgentLimits,
   type AgentProblem,
 } from './agent-config.js';
 
@@ -29,8 +30,9 @@ interface AgentFile {
   model?: string;
   system?: string;
   systemFile?: string;
-  tools?: (string | { tool: string; approval?: 'required' })[];
+  tools?: (string | { tool: string; approval?: 'required'; approvalTimeout?: string })[];
   maxIterations?: number;
+  limits?: AgentLimits;
   temperature?: number;
   autoTitle?: boolean;
   memory?: { enabled?: boolean; maxChars?: number; write?: boolean };
@@ -210,7 +212,9 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
     toolsNeedingApproval: (data.tools ?? [])
       .filter((entry) => typeof entry !== 'string' && entry.approval === 'required')
       .map(toolSpecOf),
+    ...approvalTimeoutsOf(data.tools ?? []),
     maxIterations: data.maxIterations ?? DEFAULT_MAX_ITERATIONS,
+    ...(data.limits ? { limits: Object.freeze({ ...data.limits }) } : {}),
     ...(data.temperature !== undefined && { temperature: data.temperature }),
     autoTitle: data.autoTitle ?? false,
     memory: {
@@ -319,4 +323,15 @@ function deepFreeze<T>(value: T): T {
     for (const child of Object.values(value as Record<string, unknown>)) deepFreeze(child);
   }
   return value;
+}
+
+/** The `approvalTimeout` of each approval-required entry that has one, by spec. */
+function approvalTimeoutsOf(entries: NonNullable<AgentFile['tools']>): {
+  approvalTimeouts?: Readonly<Record<string, string>>;
+} {
+  const timeouts: Record<string, string> = {};
+  for (const entry of entries)
+    if (typeof entry !== 'string' && entry.approval === 'required' && entry.approvalTimeout)
+      timeouts[entry.tool] = entry.approvalTimeout;
+  return Object.keys(timeouts).length > 0 ? { approvalTimeouts: Object.freeze(timeouts) } : {};
 }

@@ -26,11 +26,21 @@ export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
 export const DEFAULT_MODEL_MAX_RETRIES = 3;
 export const DEFAULT_OPENAI_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_OPENAI_MODEL = 'gpt-4o-mini';
+export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
+export const DEFAULT_ANTHROPIC_MODEL = 'claude-sonnet-4-5';
+/** Anthropic requires max_tokens on every call; this is sent when nothing sets one. */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 4096;
 export const OFFLINE_MODEL_NAME = 'offline';
 
+/** The providers a role can name in cairn.json (`offline` is chosen, never named). */
+export const MODEL_PROVIDERS = ['openai', 'anthropic'] as const;
+
 export interface ModelRoleSettings {
-  /** `offline` is the built-in deterministic model; `openai` any OpenAI-compatible endpoint. */
-  readonly provider: 'openai' | 'offline';
+  /**
+   * `offline` is the built-in deterministic model; `openai` any
+   * OpenAI-compatible endpoint; `anthropic` the Anthropic Messages API.
+   */
+  readonly provider: 'openai' | 'anthropic' | 'offline';
   readonly baseURL: string | null;
   readonly model: string;
   /** Name of the environment variable that holds the key (the key itself is in `apiKey`). */
@@ -47,6 +57,10 @@ export interface ModelRoleSettings {
   readonly profile: 'openai' | 'mistral';
   /** What the role's model costs, in currency units per million tokens; null: calls are unpriced. */
   readonly pricing?: ModelPricing | null;
+  /** The reply's token limit when the call sets none (Anthropic requires one). */
+  readonly maxOutputTokens?: number;
+  /** Models tried in order after this one fails for good on a retryable cause. */
+  readonly fallbacks?: readonly ModelRoleSettings[];
 }
 
 export interface ModelPricing {
@@ -97,7 +111,12 @@ export interface Settings {
     /** Postgres connections this instance opens at most (`database.poolSize`, default 10). */
     readonly poolSize: number;
   };
-  readonly models: { readonly main: ModelRoleSettings; readonly compact: ModelRoleSettings };
+  readonly models: {
+    readonly main: ModelRoleSettings;
+    readonly compact: ModelRoleSettings;
+    /** Session titles; falls back to `compact` field by field. */
+    readonly title: ModelRoleSettings;
+  };
   /** MCP tool servers by name (DESIGN §11); empty when cairn.json has none. */
   readonly mcpServers: Readonly<Record<string, McpServerSettings>>;
   /** Model-call records: on by default, pruned after `keepDays`. */
@@ -107,17 +126,23 @@ export interface Settings {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+const modelEndpointProperties = {
+  provider: { type: 'string', enum: MODEL_PROVIDERS },
+  baseURL: { type: 'string', minLength: 1 },
+  model: { type: 'string', minLength: 1 },
+  apiKeyEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+  contextWindow: { type: 'integer', minimum: 512 },
+  timeoutMs: { type: 'integer', minimum: 1 },
+  maxRetries: { type: 'integer', minimum: 0, maximum: 10 },
+  profile: { type: 'string', enum: ['openai', 'mistral'] },
+  maxOutputTokens: { type: 'integer', minimum: 1 },
+} as const;
+
 const modelRoleSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    baseURL: { type: 'string', minLength: 1 },
-    model: { type: 'string', minLength: 1 },
-    apiKeyEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
-    contextWindow: { type: 'integer', minimum: 512 },
-    timeoutMs: { type: 'integer', minimum: 1 },
-    maxRetries: { type: 'integer', minimum: 0, maximum: 10 },
-    profile: { type: 'string', enum: ['openai', 'mistral'] },
+    ...modelEndpointProperties,
     pricing: {
       type: 'object',
       additionalProperties: false,
@@ -127,6 +152,11 @@ const modelRoleSchema = {
         outputPerMTok: { type: 'number', minimum: 0 },
         cachedInputPerMTok: { type: 'number', minimum: 0 },
       },
+    },
+    fallbacks: {
+      type: 'array',
+      maxItems: 5,
+      items: { type: 'object', additionalProperties: false, properties: modelEndpointProperties },
     },
   },
 } as const;
@@ -179,7 +209,7 @@ export const CAIRN_JSON_SCHEMA = {
     models: {
       type: 'object',
       additionalProperties: false,
-      properties: { main: modelRoleSchema, compact: modelRoleSchema },
+      properties: { main: modelRoleSchema, compact: modelRoleSchema, title: modelRoleSchema },
     },
     mcpServers: MCP_SERVERS_SCHEMA,
     records: {
@@ -209,7 +239,8 @@ export const CAIRN_JSON_SCHEMA = {
   },
 } as const;
 
-interface ModelRoleFile {
+interface ModelEndpointFile {
+  provider?: (typeof MODEL_PROVIDERS)[number];
   baseURL?: string;
   model?: string;
   apiKeyEnv?: string;
@@ -218,6 +249,11 @@ interface ModelRoleFile {
   maxRetries?: number;
   profile?: 'openai' | 'mistral';
   pricing?: { inputPerMTok: number; outputPerMTok: number; cachedInputPerMTok?: number };
+  maxOutputTokens?: number;
+}
+
+interface ModelRoleFile extends ModelEndpointFile {
+  fallbacks?: ModelEndpointFile[];
 }
 
 interface OtlpFile {
@@ -240,7 +276,7 @@ interface CairnJson {
     corsOrigins?: string[];
   };
   database?: { path?: string; url?: string | null; poolSize?: number };
-  models?: { main?: ModelRoleFile; compact?: ModelRoleFile };
+  models?: { main?: ModelRoleFile; compact?: ModelRoleFile; title?: ModelRoleFile };
   mcpServers?: Record<string, McpServerFile>;
   records?: { enabled?: boolean; keepDays?: number };
   telemetry?: { otlp?: OtlpFile | null };
@@ -306,9 +342,25 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === '' ? undefined : value;
 }
 
+/** What a provider uses when a role does not say. */
+const PROVIDER_DEFAULTS = {
+  openai: {
+    baseURL: DEFAULT_OPENAI_BASE_URL,
+    model: DEFAULT_OPENAI_MODEL,
+    apiKeyEnv: 'OPENAI_API_KEY',
+  },
+  anthropic: {
+    baseURL: DEFAULT_ANTHROPIC_BASE_URL,
+    model: DEFAULT_ANTHROPIC_MODEL,
+    apiKeyEnv: 'ANTHROPIC_API_KEY',
+  },
+} as const;
+
 /**
- * Resolves one model role. `fallback` is the `main` role: every field the
- * role does not set is taken from it (DESIGN §1: compact falls back field by field).
+ * Resolves one model role. `fallback` is the role it inherits from (`main`
+ * for compact, `compact` for title): every field the role does not set is
+ * taken from it. Connection fields (baseURL, model, key) are inherited only
+ * while the provider stays the same: another provider starts from its own defaults.
  */
 function resolveRole(
   file: ModelRoleFile,
@@ -316,23 +368,44 @@ function resolveRole(
   fallback: ModelRoleSettings | undefined,
   envOverrides: { baseURL?: string; model?: string },
 ): ModelRoleSettings {
-  const baseURL = envOverrides.baseURL ?? file.baseURL ?? fallback?.baseURL ?? null;
-  const apiKeyEnv = file.apiKeyEnv ?? fallback?.apiKeyEnv ?? 'OPENAI_API_KEY';
+  const endpoint = resolveEndpoint(file, env, fallback, envOverrides);
+  const fallbacks =
+    file.fallbacks !== undefined
+      ? file.fallbacks.map((entry) => resolveEndpoint(entry, env, endpoint, {}))
+      : (fallback?.fallbacks ?? []);
+  return Object.freeze({ ...endpoint, fallbacks: Object.freeze(fallbacks) });
+}
+
+function resolveEndpoint(
+  file: ModelEndpointFile,
+  env: Env,
+  fallback: ModelRoleSettings | undefined,
+  envOverrides: { baseURL?: string; model?: string },
+): ModelRoleSettings {
+  const named = file.provider ?? (fallback?.provider === 'anthropic' ? 'anthropic' : undefined);
+  const sameProvider = fallback !== undefined && fallback.provider === (named ?? 'openai');
+  const inherited = named === undefined || sameProvider ? fallback : undefined;
+  const envBaseURL = named === 'anthropic' ? undefined : envOverrides.baseURL;
+  const baseURL = envBaseURL ?? file.baseURL ?? inherited?.baseURL ?? null;
+  const defaults = PROVIDER_DEFAULTS[named ?? 'openai'];
+  const apiKeyEnv = file.apiKeyEnv ?? inherited?.apiKeyEnv ?? defaults.apiKeyEnv;
   const apiKey = nonEmpty(env[apiKeyEnv]) ?? null;
-  const explicitModel = envOverrides.model ?? file.model;
-  // A role is online when it has an endpoint, or a key for OpenAI's default one.
-  const online = baseURL !== null || apiKey !== null || fallback?.provider === 'openai';
-  const provider = online ? 'openai' : 'offline';
+  const explicitModel = (named === 'anthropic' ? undefined : envOverrides.model) ?? file.model;
+  // A role is online when it names a provider, has an endpoint, or a key for OpenAI's default one.
+  const online =
+    named !== undefined || baseURL !== null || apiKey !== null || fallback?.provider === 'openai';
+  const provider = online ? (named ?? 'openai') : 'offline';
   const model =
     explicitModel ??
-    (fallback !== undefined && fallback.provider === provider ? fallback.model : undefined) ??
-    (provider === 'openai' ? DEFAULT_OPENAI_MODEL : OFFLINE_MODEL_NAME);
+    (inherited !== undefined && inherited.provider === provider ? inherited.model : undefined) ??
+    (provider === 'offline' ? OFFLINE_MODEL_NAME : PROVIDER_DEFAULTS[provider].model);
+  const maxOutputTokens = file.maxOutputTokens ?? fallback?.maxOutputTokens;
   return Object.freeze({
     provider,
-    baseURL: provider === 'openai' ? (baseURL ?? DEFAULT_OPENAI_BASE_URL) : null,
+    baseURL: provider === 'offline' ? null : (baseURL ?? PROVIDER_DEFAULTS[provider].baseURL),
     model: provider === 'offline' ? OFFLINE_MODEL_NAME : model,
     apiKeyEnv,
-    apiKey: provider === 'openai' ? apiKey : null,
+    apiKey: provider === 'offline' ? null : apiKey,
     contextWindow: file.contextWindow ?? fallback?.contextWindow ?? DEFAULT_CONTEXT_WINDOW_TOKENS,
     timeoutMs: file.timeoutMs ?? fallback?.timeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS,
     maxRetries: file.maxRetries ?? fallback?.maxRetries ?? DEFAULT_MODEL_MAX_RETRIES,
@@ -344,6 +417,7 @@ function resolveRole(
           cachedInputPerMTok: file.pricing.cachedInputPerMTok ?? file.pricing.inputPerMTok,
         })
       : (fallback?.pricing ?? null),
+    ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
   });
 }
 
@@ -412,6 +486,9 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
   const compactFile = file.models?.compact ?? {};
   const compact =
     Object.keys(compactFile).length === 0 ? main : resolveRole(compactFile, env, main, {});
+  const titleFile = file.models?.title ?? {};
+  const title =
+    Object.keys(titleFile).length === 0 ? compact : resolveRole(titleFile, env, compact, {});
 
   const dbPath = nonEmpty(env.CAIRN_DB) ?? file.database?.path ?? join('data', 'cairn.db');
   const databaseUrl = nonEmpty(env.DATABASE_URL) ?? file.database?.url ?? null;
@@ -442,7 +519,7 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       url: databaseUrl,
       poolSize: file.database?.poolSize ?? DEFAULT_POOL_SIZE,
     }),
-    models: Object.freeze({ main, compact }),
+    models: Object.freeze({ main, compact, title }),
     mcpServers: resolveMcpServers(file.mcpServers, env, home),
     records: Object.freeze({
       enabled: file.records?.enabled ?? true,
@@ -462,5 +539,9 @@ export function isLoopbackHost(host: string): boolean {
 /** A one-line description of a role for the startup log: never contains the key. */
 export function describeModelRole(role: ModelRoleSettings): string {
   if (role.provider === 'offline') return 'offline (built-in deterministic model, no network)';
-  return `${role.model} at ${role.baseURL ?? DEFAULT_OPENAI_BASE_URL} (context ${role.contextWindow} tokens)`;
+  const fallbacks = (role.fallbacks ?? []).map((f) => `${f.model} (${f.provider})`);
+  return (
+    `${role.model} (${role.provider}) at ${role.baseURL ?? DEFAULT_OPENAI_BASE_URL} (context ${role.contextWindow} tokens)` +
+    (fallbacks.length > 0 ? `, falling back to ${fallbacks.join(', ')}` : '')
+  );
 }

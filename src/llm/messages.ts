@@ -41,6 +41,10 @@ export interface TokenUsage {
   output_tokens: number;
   /** What the calls cost by the role's pricing; absent when none was priced. */
   cost?: number;
+  /** Of input_tokens, those read from the provider's prompt cache (absent: none reported). */
+  cache_read_tokens?: number;
+  /** Of input_tokens, those written to the provider's prompt cache. */
+  cache_write_tokens?: number;
 }
 
 /** A function tool as offered to the model. */

@@ -17,6 +17,11 @@ export interface ModelRequest {
   purpose: 'chat' | 'summary' | 'title';
   /** Seqs of the compacted messages automatic recall put in `messages`, for the call's record. Never sent. */
   recalledSeqs?: readonly number[];
+  /**
+   * Groups calls that share a prefix so the provider can serve it from its
+   * prompt cache (the session id): OpenAI's `prompt_cache_key`.
+   */
+  promptCacheKey?: string;
 }
 
 export interface ModelCallOptions {
@@ -49,19 +54,24 @@ export interface ModelCallScope {
 }
 
 export interface ModelUsage {
+  /** Every input token of the call, cached ones included. */
   prompt_tokens: number;
   completion_tokens: number;
-  /** Prompt tokens the provider served from its cache (included in `prompt_tokens`). */
-  cached_tokens?: number;
+  /** Of `prompt_tokens`, those served from the provider's prompt cache (absent: not reported). */
+  cache_read_tokens?: number;
+  /** Of `prompt_tokens`, those written to the provider's prompt cache (Anthropic reports them). */
+  cache_write_tokens?: number;
 }
 
-/** One failed model of a fallback chain, tried before the one that answered. */
+/** A model of a fallback chain that did not answer: it failed for good, or its circuit was open. */
 export interface FallbackHop {
   provider: string;
   model: string;
-  /** The error code the hop failed with (LLM_ERROR, LLM_TIMEOUT, …). */
-  code: string;
-  message?: string;
+  baseURL: string | null;
+  /** True when it was not tried (its circuit breaker was open). */
+  skipped: boolean;
+  /** Why it did not answer: the error's message, or "circuit open". */
+  reason: string;
 }
 
 export interface ModelResponse {
@@ -71,8 +81,8 @@ export interface ModelResponse {
   usage: ModelUsage | null;
   /** The model that answered. */
   model: string;
-  /** The models of a fallback chain that failed before this one answered, in order. */
-  fallbackHops?: readonly FallbackHop[];
+  /** The models of the role's fallback chain that were passed over first (absent: none). */
+  fallbackHops?: FallbackHop[];
   /** What the call cost by its role's pricing; set by the call recorder, null when unpriced. */
   cost?: number | null;
 }

@@ -5,7 +5,7 @@
  */
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
 
-export type ModelRole = 'main' | 'compact';
+export type ModelRole = 'main' | 'compact' | 'title';
 
 export interface ObservedCall {
   role: ModelRole;

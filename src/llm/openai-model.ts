@@ -17,6 +17,15 @@ import { linkAbort } from './abort-link.js';
 import type { ModelRoleSettings } from '../config/settings.js';
 import type { ChatMessage, ToolCall } from './messages.js';
 import { bridgeToolToUser } from './wire-profile.js';
+import {
+  abortableSleep,
+  callWithRetries,
+  retryAfterMs,
+  EmittedError,
+  StreamInterruptedError,
+  type ClassifiedFailure,
+  type ModelLogger,
+} from './retry-policy.js';
 import type {
   ModelCallOptions,
   ModelClient,
@@ -25,14 +34,7 @@ import type {
   ModelUsage,
 } from './model-client.js';
 
-/** A `Retry-After` longer than this fails the call instead of holding the turn. */
-export const MAX_RETRY_AFTER_MS = 30_000;
-const BASE_BACKOFF_MS = 500;
-const MAX_BACKOFF_MS = 8_000;
-
-export interface ModelLogger {
-  warn(details: Record<string, unknown>, message: string): void;
-}
+export { MAX_RETRY_AFTER_MS, retryAfterMs, type ModelLogger } from './retry-policy.js';
 
 export interface OpenAIModelOptions {
   role: ModelRoleSettings;
@@ -58,34 +60,6 @@ export function isContextOverflowText(text: string): boolean {
   return CONTEXT_OVERFLOW_PATTERNS.some((p) => p.test(text));
 }
 
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason as Error);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason as Error);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** Parses `retry-after-ms` / `Retry-After` (seconds or an HTTP date). */
-export function retryAfterMs(headers: Headers | undefined): number | undefined {
-  if (!headers) return undefined;
-  const ms = Number(headers.get('retry-after-ms'));
-  if (headers.get('retry-after-ms') !== null && Number.isFinite(ms)) return ms;
-  const value = headers.get('retry-after');
-  if (value === null) return undefined;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds)) return seconds * 1000;
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
-}
-
 type APIErrorLike = {
   code?: string | null;
   type?: string;
@@ -94,12 +68,6 @@ type APIErrorLike = {
   headers?: Headers;
   status?: number;
 };
-
-interface Classified {
-  error: CairnError;
-  retryable: boolean;
-  delayMs?: number;
-}
 
 /** Everything the upstream error may say, for pattern checks; never sent to clients. */
 function upstreamText(err: APIErrorLike): string {
@@ -112,13 +80,7 @@ function upstreamText(err: APIErrorLike): string {
   return `${err.code ?? ''} ${err.type ?? ''} ${err.message} ${body}`;
 }
 
-/**
- * A stream that broke after its headers: a reset socket, a clean end with no
- * finish_reason. Retryable, but only while nothing was emitted (RELIABILITY 16, 17).
- */
-class StreamInterruptedError extends Error {}
-
-function classify(err: unknown, role: ModelRoleSettings): Classified {
+function classify(err: unknown, role: ModelRoleSettings): ClassifiedFailure {
   if (err instanceof StreamInterruptedError) {
     return { error: new CairnError('LLM_ERROR', err.message, { cause: err }), retryable: true };
   }
@@ -223,7 +185,7 @@ function toUsage(
     | {
         prompt_tokens: number;
         completion_tokens: number;
-        prompt_tokens_details?: { cached_tokens?: number } | null;
+        prompt_tokens_details?: { cached_tokens?: number | null } | null;
       }
     | null
     | undefined,
@@ -233,15 +195,8 @@ function toUsage(
   return {
     prompt_tokens: usage.prompt_tokens,
     completion_tokens: usage.completion_tokens,
-    ...(typeof cached === 'number' ? { cached_tokens: cached } : {}),
+    ...(typeof cached === 'number' ? { cache_read_tokens: cached } : {}),
   };
-}
-
-/** Set when a streamed attempt already handed text to the caller: it must not be retried. */
-class EmittedError extends Error {
-  constructor(readonly inner: unknown) {
-    super('stream failed after emitting');
-  }
 }
 
 export class OpenAIModel implements ModelClient {
@@ -268,34 +223,18 @@ export class OpenAIModel implements ModelClient {
     });
   }
 
-  async complete(request: ModelRequest, options: ModelCallOptions = {}): Promise<ModelResponse> {
-    const attempts = this.role.maxRetries + 1;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return options.onDelta
-          ? await this.streamOnce(request, options.onDelta, options)
-          : await this.completeOnce(request, options);
-      } catch (raw) {
-        if (options.signal?.aborted) throw options.signal.reason;
-        const emitted = raw instanceof EmittedError;
-        const { error, retryable, delayMs } = classify(emitted ? raw.inner : raw, this.role);
-        const requestId = (raw as { requestID?: unknown }).requestID;
-        this.logger?.warn(
-          { attempt, attempts, code: error.code, requestId, retryable: retryable && !emitted },
-          `model call failed: ${error.message}`,
-        );
-        if (!retryable || emitted || attempt >= attempts) throw error;
-        if (delayMs !== undefined && delayMs > MAX_RETRY_AFTER_MS) {
-          throw new CairnError(
-            'LLM_ERROR',
-            `The model provider asked to wait ${Math.round(delayMs / 1000)} s before retrying; giving up now rather than holding the turn.`,
-            { cause: error },
-          );
-        }
-        const backoff = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** (attempt - 1));
-        await this.sleep(delayMs ?? backoff * (1 - Math.random() * 0.25), options.signal);
-      }
-    }
+  complete(request: ModelRequest, options: ModelCallOptions = {}): Promise<ModelResponse> {
+    return callWithRetries({
+      attempts: this.role.maxRetries + 1,
+      attempt: () =>
+        options.onDelta
+          ? this.streamOnce(request, options.onDelta, options)
+          : this.completeOnce(request, options),
+      classify: (err) => classify(err, this.role),
+      sleep: this.sleep,
+      signal: options.signal,
+      logger: this.logger,
+    });
   }
 
   private params(request: ModelRequest): ChatCompletionCreateParamsBase {
@@ -315,6 +254,8 @@ export class OpenAIModel implements ModelClient {
         : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
       ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+      // OpenAI routes calls with one key to one cache; other servers ignore the field.
+      ...(request.promptCacheKey !== undefined ? { prompt_cache_key: request.promptCacheKey } : {}),
     };
   }
 

@@ -9,7 +9,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ModelClient, ModelRequest, ModelCallOptions } from '../llm/model-client.js';
 import type { EventRow } from '../store/store.js';
 
-export type ModelRole = 'main' | 'compact';
+export type ModelRole = 'main' | 'compact' | 'title';
 
 /** Seconds; model calls and turns run from milliseconds to minutes. */
 const LATENCY_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];

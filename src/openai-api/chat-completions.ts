@@ -19,6 +19,10 @@ function completionUsage(usage: TokenUsage) {
     prompt_tokens: usage.input_tokens,
     completion_tokens: usage.output_tokens,
     total_tokens: usage.input_tokens + usage.output_tokens,
+    // What the agent's provider served from its prompt cache, when it said.
+    ...(usage.cache_read_tokens !== undefined
+      ? { prompt_tokens_details: { cached_tokens: usage.cache_read_tokens } }
+      : {}),
   };
 }
 

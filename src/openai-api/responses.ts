@@ -101,7 +101,11 @@ function outcomeOf(fields: ResponseFields, result: ConversationResult, streamedT
 function responseUsage(usage: TokenUsage) {
   return {
     input_tokens: usage.input_tokens,
-    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+    // What the agent's provider served from (and wrote to) its prompt cache.
+    input_tokens_details: {
+      cached_tokens: usage.cache_read_tokens ?? 0,
+      cache_write_tokens: usage.cache_write_tokens ?? 0,
+    },
     output_tokens: usage.output_tokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.input_tokens + usage.output_tokens,

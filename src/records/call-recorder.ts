@@ -239,7 +239,7 @@ export class CallRecorder {
       latency_ms: Math.round(call.latencyMs * 100) / 100,
       input_tokens: usage?.prompt_tokens ?? null,
       output_tokens: usage?.completion_tokens ?? null,
-      cached_tokens: usage?.cached_tokens ?? null,
+      cached_tokens: usage?.cache_read_tokens ?? null,
       cost: call.cost,
       finish_reason: response?.finishReason ?? null,
       response: response

@@ -14,7 +14,7 @@ export function callCost(
   pricing: ModelPricing | null | undefined,
 ): number | null {
   if (!usage || !pricing) return null;
-  const cached = Math.min(usage.cached_tokens ?? 0, usage.prompt_tokens);
+  const cached = Math.min(usage.cache_read_tokens ?? 0, usage.prompt_tokens);
   return (
     ((usage.prompt_tokens - cached) * pricing.inputPerMTok +
       cached * pricing.cachedInputPerMTok +

@@ -9,6 +9,7 @@
 import type { ToolCall } from '../llm/messages.js';
 import type { TaskRow, TaskStore } from '../store/store.js';
 import type { EventBus } from './event-bus.js';
+import { approvalDeadline, type ApprovalTimer } from './approval-timeouts.js';
 
 /** The question a task waiting for approval shows (task row, events, chat reply). */
 export function approvalQuestion(taskId: string, call: ToolCall): string {
@@ -30,18 +31,28 @@ export function approvalInSubagentResult(agentName: string, call: ToolCall): str
 
 /** Moves a running task to `waiting` on `call`; returns the row, or undefined if it was no longer running. */
 export async function waitForApproval(
-  deps: { store: Pick<TaskStore, 'transitionTask'>; events: EventBus },
+  deps: {
+    store: Pick<TaskStore, 'transitionTask'>;
+    events: EventBus;
+    approvalTimer?: ApprovalTimer | undefined;
+  },
   task: TaskRow,
   call: ToolCall,
+  /** The tool's approvalTimeout ("30m"): the wait ends in a denial then. */
+  approvalTimeout?: string,
 ): Promise<TaskRow | undefined> {
   const question = approvalQuestion(task.id, call);
+  const expiresAt =
+    approvalTimeout === undefined ? null : approvalDeadline(approvalTimeout, new Date());
   const row = await deps.store.transitionTask(task.id, ['running'], {
     status: 'waiting',
     question,
     pending_call_id: call.id,
     pending_tool: call.function.name,
     pending_arguments: call.function.arguments,
+    approval_expires_at: expiresAt?.toISOString() ?? null,
   });
+  if (row && expiresAt) deps.approvalTimer?.arm(row.id, expiresAt);
   if (row) {
     await deps.events.emit('task.waiting', task.session_id, {
       taskId: task.id,

@@ -58,6 +58,8 @@ export interface DaemonSchedulerDeps {
 export class DaemonScheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly ticking = new Map<string, Promise<TaskRow | undefined>>();
+  /** Daemons whose last tick reached their budget, with the limits it reached. */
+  private readonly spent = new Map<string, { limits: AgentConfig['limits']; told: boolean }>();
   private readonly owner: string;
   private readonly clock: () => Date;
   private stopped = false;
@@ -142,6 +144,7 @@ export class DaemonScheduler {
     const agent = this.deps.agents.get(agentName);
     if (!agent.daemon)
       throw new CairnError('VALIDATION_ERROR', `Agent "${agentName}" has no daemon schedule.`);
+    if (this.overBudget(agent)) return undefined;
     // A timer may fire a millisecond or two before the time it was armed for
     // (its clock is not the wall clock): the tick still belongs to that slot,
     // so it claims as of the slot, or it would find its own slot not yet due.
@@ -169,6 +172,8 @@ export class DaemonScheduler {
         mode: 'daemon',
       });
       task = await tasks.wait(task.id);
+      if (task.status === 'failed' && task.error?.startsWith('BUDGET_EXCEEDED'))
+        this.spent.set(agent.name, { limits: agent.limits, told: false });
       // Nobody is there to answer a daemon's question: a tick never leaves a
       // task waiting on a session it is about to close.
       if (task.status === 'waiting') task = await tasks.cancelTask(task.id);
@@ -189,6 +194,29 @@ export class DaemonScheduler {
         nextRunAt: next?.toISOString() ?? null,
       });
     }
+  }
+
+  /**
+   * A daemon whose tick stopped on its budget runs no more ticks until its
+   * limits change (agent.json edited and reloaded) or the server restarts:
+   * a loop that burns its budget every tick would burn it every interval.
+   * Said once, at the first skipped tick.
+   */
+  private overBudget(agent: AgentConfig): boolean {
+    const spent = this.spent.get(agent.name);
+    if (!spent) return false;
+    if (spent.limits !== agent.limits) {
+      this.spent.delete(agent.name);
+      return false;
+    }
+    if (!spent.told) {
+      spent.told = true;
+      this.deps.log?.(
+        { agent: agent.name },
+        "daemon ticks skipped: the last tick reached the agent's limits (BUDGET_EXCEEDED); they resume when limits in agent.json change or the server restarts",
+      );
+    }
+    return true;
   }
 
   /**

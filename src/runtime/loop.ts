@@ -13,6 +13,7 @@ import type { ToolContext } from '../tools/tool.js';
 import { isOutsideAnswer, isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import { EMPTY_TOOL_RESULT, normalizeOutgoing } from '../llm/normalize-request.js';
+import type { TurnBudget } from './turn-budget.js';
 
 export const EMPTY_REPLY_NUDGE =
   'Your previous reply was empty. Answer the last message, or call a tool if you need one.';
@@ -24,6 +25,9 @@ export const CANCELLED_TOOL_RESULT = 'Error: the tool call was cancelled before 
 /** The result of calls of a turn that were not run because an earlier call stopped the loop. */
 export const NOT_RUN_TOOL_RESULT =
   'Not run: another tool call of the same reply is waiting for a person. Call this tool again if you still need it.';
+/** The result of calls past the turn's tool-call budget. */
+export const OVER_BUDGET_TOOL_RESULT =
+  "Not run: this turn reached the agent's tool-call limit (limits.maxToolCalls).";
 
 export type LoopEvent =
   | { type: 'delta'; text: string }
@@ -58,6 +62,8 @@ export interface LoopOptions {
   onEvent?: (event: LoopEvent) => void;
   /** Whose calls these are, for the call records and traces. */
   scope?: ModelCallScope;
+  /** The agent's budgets: asked before each model call and each tool call. */
+  budget?: Pick<TurnBudget, 'beforeModelCall' | 'takeToolCall' | 'toolCallsExceeded'>;
 }
 
 export type LoopResult =
@@ -70,7 +76,14 @@ export type LoopResult =
    * may run (`approval`: a tool marked `approval: "required"`). The call is
    * stored without a result; whoever continues supplies one.
    */
-  | { kind: 'pending'; reason: 'approval'; call: ToolCall; usage: TokenUsage };
+  | {
+      kind: 'pending';
+      reason: 'approval';
+      call: ToolCall;
+      usage: TokenUsage;
+      /** The tool's approvalTimeout ("30m"), when it has one. */
+      approvalTimeout?: string;
+    };
 
 /** Calls run in this order: plain tools, then those needing approval, then ask_user. */
 function callRank(call: ToolCall, tools: ToolSet): number {
@@ -104,11 +117,31 @@ function stringifyResult(value: unknown): string {
   }
 }
 
-function addUsage(total: TokenUsage, response: ModelResponse): void {
-  total.input_tokens += response.usage?.prompt_tokens ?? 0;
-  total.output_tokens += response.usage?.completion_tokens ?? 0;
+/** A model call's usage in the stored vocabulary (cache counts only when the provider reports them). */
+export function callUsageOf(response: ModelResponse): TokenUsage {
+  const usage = response.usage;
+  return {
+    input_tokens: usage?.prompt_tokens ?? 0,
+    output_tokens: usage?.completion_tokens ?? 0,
+    ...(usage?.cache_read_tokens !== undefined
+      ? { cache_read_tokens: usage.cache_read_tokens }
+      : {}),
+    ...(usage?.cache_write_tokens !== undefined
+      ? { cache_write_tokens: usage.cache_write_tokens }
+      : {}),
+    ...(typeof response.cost === 'number' ? { cost: response.cost } : {}),
+  };
+}
+
+function addUsage(total: TokenUsage, call: TokenUsage): void {
+  total.input_tokens += call.input_tokens;
+  total.output_tokens += call.output_tokens;
+  if (call.cache_read_tokens !== undefined)
+    total.cache_read_tokens = (total.cache_read_tokens ?? 0) + call.cache_read_tokens;
+  if (call.cache_write_tokens !== undefined)
+    total.cache_write_tokens = (total.cache_write_tokens ?? 0) + call.cache_write_tokens;
   // A turn's cost is known once one of its calls was priced.
-  if (typeof response.cost === 'number') total.cost = (total.cost ?? 0) + response.cost;
+  if (call.cost !== undefined) total.cost = (total.cost ?? 0) + call.cost;
 }
 
 export async function runLoop(options: LoopOptions): Promise<LoopResult> {
@@ -134,6 +167,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
   for (let iteration = 1; iteration <= options.maxIterations; iteration++) {
     signal?.throwIfAborted();
     messages = await options.turn.prepare(messages);
+    // After prepare: an automatic compaction it ran counts against the turn.
+    options.budget?.beforeModelCall(usage);
     const outgoing = normalizeOutgoing(
       note ? [...messages, { role: 'user', content: note }] : messages,
     );
@@ -148,6 +183,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
         ...(options.modelName !== undefined ? { model: options.modelName } : {}),
         purpose: 'chat',
         ...(recalledSeqs !== undefined && recalledSeqs.length > 0 ? { recalledSeqs } : {}),
+        // Calls of one session share their prefix: one cache key keeps them on one cache.
+        promptCacheKey: options.toolContext.sessionId,
       },
       {
         ...(signal ? { signal } : {}),
@@ -157,13 +194,10 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
           : {}),
       },
     );
-    addUsage(usage, response);
+    const callUsage = callUsageOf(response);
+    addUsage(usage, callUsage);
     const reply = response.message;
     const calls = reply.tool_calls ?? [];
-    const callUsage = {
-      input_tokens: response.usage?.prompt_tokens ?? 0,
-      output_tokens: response.usage?.completion_tokens ?? 0,
-    };
 
     if (calls.length > 0 && response.finishReason === 'length') {
       // Arguments cut at max_tokens are not JSON we can trust: run nothing,
@@ -210,7 +244,25 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
           content: NOT_RUN_TOOL_RESULT,
         }));
         if (rest.length > 0) await options.turn.persist(rest);
-        return { kind: 'pending', reason: 'approval', call, usage };
+        const approvalTimeout = tools.find(call.function.name)?.approvalTimeout;
+        return {
+          kind: 'pending',
+          reason: 'approval',
+          call,
+          usage,
+          ...(approvalTimeout !== undefined ? { approvalTimeout } : {}),
+        };
+      }
+      if (options.budget && !options.budget.takeToolCall()) {
+        // Every call of the reply gets a result, so the stored history stays valid.
+        const notRun = [...outside, ...ordered.slice(index)].map((c): ChatMessage => ({
+          role: 'tool',
+          tool_call_id: c.id,
+          name: c.function.name,
+          content: OVER_BUDGET_TOOL_RESULT,
+        }));
+        await options.turn.persist(notRun);
+        throw options.budget.toolCallsExceeded();
       }
       const outcome = await runTool(call, options);
       invalidCalls ||= outcome.invalidCall === true;

@@ -21,6 +21,8 @@ import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent, type LoopResult } from './loop.js';
+import { sessionTokens, TurnBudget } from './turn-budget.js';
+import type { ApprovalTimer } from './approval-timeouts.js';
 import { pendingApprovalCall, waitForApproval } from './approvals.js';
 import { KeyedQueue } from './keyed-queue.js';
 import type { SessionLock } from './session-lock.js';
@@ -64,6 +66,8 @@ export interface RuntimeDeps {
    * on the session once its reply is out. Never throws.
    */
   afterTurn?: () => Promise<void>;
+  /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
+  approvalTimer?: ApprovalTimer;
 }
 
 export interface CreateSessionInput {
@@ -333,7 +337,13 @@ export class Runtime {
         return this.envelope(session.id, turn, turn.result.question);
       }
       if (turn.result.kind === 'pending') {
-        const held = await this.holdForApproval(session, agent, input.message, turn.result.call);
+        const held = await this.holdForApproval(
+          session,
+          agent,
+          input.message,
+          turn.result.call,
+          turn.result.approvalTimeout,
+        );
         return {
           ...this.envelope(session.id, turn, held.question),
           pendingApproval: held.pendingApproval,
@@ -356,6 +366,7 @@ export class Runtime {
     agent: AgentConfig,
     message: string,
     call: ToolCall,
+    approvalTimeout?: string,
   ): Promise<{ question: string; pendingApproval: NonNullable<ChatResult['pendingApproval']> }> {
     const task = await this.store.createTask({
       sessionId: session.id,
@@ -363,7 +374,12 @@ export class Runtime {
       input: message,
     });
     const waiting =
-      (await waitForApproval({ store: this.store, events: this.events }, task, call)) ?? task;
+      (await waitForApproval(
+        { store: this.store, events: this.events, approvalTimer: this.deps.approvalTimer },
+        task,
+        call,
+        approvalTimeout,
+      )) ?? task;
     return {
       question: waiting.question ?? '',
       pendingApproval: {
@@ -541,6 +557,13 @@ export class Runtime {
   ): Promise<TurnResult> {
     const { agent } = input;
     const guard = this.deps.contextGuard;
+    const budget = new TurnBudget({
+      agentName: agent.name,
+      limits: agent.limits ?? {},
+      sessionTokensBefore: sessionTokens(input.session),
+      compactionTokens: () =>
+        (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
+    });
     const messages = await turn.begin(input.input, input.pendingCallIds);
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
@@ -554,6 +577,7 @@ export class Runtime {
         messages,
         tools,
         maxIterations: agent.maxIterations,
+        ...(budget.unlimited ? {} : { budget }),
         turn,
         scope: {
           sessionId: input.session.id,

@@ -14,6 +14,7 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { MessageLog, SessionRow, TaskRow, TaskStore } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
+import { APPROVAL_TIMED_OUT_RESULT, type ApprovalTimer } from './approval-timeouts.js';
 import type { EventBus } from './event-bus.js';
 import type { Runtime, RunTurn, TurnResult } from './runtime.js';
 import { KeyedQueue } from './keyed-queue.js';
@@ -49,6 +50,8 @@ export interface TaskRunnerDeps {
   sessions: SessionLock;
   /** Where unexpected task failures are reported. */
   log?: (details: Record<string, unknown>, message: string) => void;
+  /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
+  approvalTimer?: ApprovalTimer;
 }
 
 /** How many times a cancel aborts a run that keeps settling as `waiting` before it gives up. */
@@ -173,6 +176,8 @@ export class TaskRunner {
     taskId: string;
     decision: 'approve' | 'deny';
     reason?: string;
+    /** Set when the denial is the tool's approvalTimeout running out. */
+    timedOut?: boolean;
   }): Promise<TaskRow> {
     return this.control.run(input.taskId, () => this.decideLocked(input));
   }
@@ -181,6 +186,7 @@ export class TaskRunner {
     taskId: string;
     decision: 'approve' | 'deny';
     reason?: string;
+    timedOut?: boolean;
   }): Promise<TaskRow> {
     const { runtime, store, events } = this.deps;
     const before = await this.getTask(input.taskId);
@@ -199,6 +205,7 @@ export class TaskRunner {
       pending_call_id: null,
       pending_tool: null,
       pending_arguments: null,
+      approval_expires_at: null,
     });
     if (!task) {
       throw new CairnError(
@@ -214,14 +221,19 @@ export class TaskRunner {
               role: 'tool' as const,
               tool_call_id: call.id,
               name: call.function.name,
-              content: deniedResult(input.reason),
+              content:
+                input.timedOut === true ? APPROVAL_TIMED_OUT_RESULT : deniedResult(input.reason),
             };
       return runTurn({ input: [result], signal, pendingCallIds: new Set([call.id]) });
     });
     await events.emit(
       input.decision === 'approve' ? 'task.approved' : 'task.denied',
       task.session_id,
-      { taskId: task.id, tool: call.function.name },
+      {
+        taskId: task.id,
+        tool: call.function.name,
+        ...(input.timedOut === true ? { timedOut: true } : {}),
+      },
     );
     return task;
   }
@@ -336,7 +348,7 @@ export class TaskRunner {
   private async settle(task: TaskRow, outcome: TurnResult): Promise<void> {
     const { store, events } = this.deps;
     if (outcome.result.kind === 'pending') {
-      await waitForApproval(this.deps, task, outcome.result.call);
+      await waitForApproval(this.deps, task, outcome.result.call, outcome.result.approvalTimeout);
       return;
     }
     if (outcome.result.kind === 'waiting') {

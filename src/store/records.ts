@@ -48,6 +48,7 @@ export const MEMORY_PAGE = 100;
 
 /** The task columns `transitionTask` may set (never id, session or timestamps). */
 export const TASK_PATCH_COLUMNS: readonly string[] = [
+  'approval_expires_at',
   'status',
   'result',
   'question',

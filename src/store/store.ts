@@ -54,6 +54,9 @@ export interface SessionRow {
   compaction_output_tokens: number;
   /** What this session's model calls cost, summed, by the roles' pricing (0 when unpriced). */
   cost: number;
+  /** Of input_tokens, those the provider served from its prompt cache, and those it wrote to it. */
+  cache_read_tokens: number;
+  cache_write_tokens: number;
 }
 
 export interface NewSession {
@@ -153,6 +156,8 @@ export interface TaskRow {
   pending_tool: string | null;
   /** Waiting for approval: the pending call's arguments, raw JSON text as the model sent them. */
   pending_arguments: string | null;
+  /** Waiting for approval of a tool with an approvalTimeout: when the call is denied (ISO time). */
+  approval_expires_at: string | null;
   /** The instance that set the task running (DESIGN §12); null for tasks of older builds. */
   owner_instance: string | null;
   created_at: string;
@@ -407,6 +412,7 @@ export interface TaskStore {
         | 'pending_call_id'
         | 'pending_tool'
         | 'pending_arguments'
+        | 'approval_expires_at'
       >
     >,
   ): Promise<TaskRow | undefined>;

@@ -43,11 +43,11 @@ export function traceModel(client: ModelClient, tracing: Tracing, provider: stri
           'gen_ai.response.model': response.model,
           'gen_ai.usage.input_tokens': response.usage?.prompt_tokens,
           'gen_ai.usage.output_tokens': response.usage?.completion_tokens,
-          'gen_ai.usage.cache_read.input_tokens': response.usage?.cached_tokens,
+          'gen_ai.usage.cache_read.input_tokens': response.usage?.cache_read_tokens,
           'gen_ai.response.finish_reasons': [response.finishReason],
           'cairn.cost': response.cost ?? undefined,
           'cairn.fallback.hops': response.fallbackHops?.length
-            ? response.fallbackHops.map((hop) => `${hop.provider}/${hop.model}: ${hop.code}`)
+            ? response.fallbackHops.map((hop) => `${hop.provider}/${hop.model}: ${hop.reason}`)
             : undefined,
           ...(tracing.captureContent
             ? { 'gen_ai.output.messages': JSON.stringify([response.message]) }

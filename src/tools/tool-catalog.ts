@@ -53,14 +53,15 @@ function isInside(dir: string, file: string): boolean {
 }
 
 /** The same tool, with every call waiting for a person's approval. */
-function requireApproval(tool: Tool): Tool {
-  if (tool.approval === 'required') return tool;
+function requireApproval(tool: Tool, approvalTimeout: string | undefined): Tool {
+  if (tool.approval === 'required' && approvalTimeout === undefined) return tool;
   return {
     name: tool.name,
     description: tool.description,
     parameters: tool.parameters,
     ...(tool.timeoutMs !== undefined ? { timeoutMs: tool.timeoutMs } : {}),
     approval: 'required',
+    ...(approvalTimeout !== undefined ? { approvalTimeout } : {}),
     run: (args, ctx) => tool.run(args, ctx),
   };
 }
@@ -127,7 +128,8 @@ export class ToolCatalog {
     for (const spec of agent.tools) {
       const resolved = await this.resolveSpec(agent, spec);
       const approval = agent.toolsNeedingApproval.includes(spec);
-      tools.push(...resolved.map((tool) => (approval ? requireApproval(tool) : tool)));
+      const timeout = agent.approvalTimeouts?.[spec];
+      tools.push(...resolved.map((tool) => (approval ? requireApproval(tool, timeout) : tool)));
     }
     assertOfferable(agent.name, tools.length);
     return new ToolSet(tools);

@@ -40,6 +40,8 @@ export interface Tool {
    * and a person approves or denies the call (RELIABILITY 43).
    */
   readonly approval?: 'required';
+  /** With approval required: how long a call waits for a person before it is denied ("30m"). */
+  readonly approvalTimeout?: string;
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
 }
 

@@ -80,6 +80,8 @@ const SESSION_LINE = {
         compaction_input_tokens: TOKENS,
         compaction_output_tokens: TOKENS,
         cost: { type: 'number', minimum: 0 },
+        cache_read_tokens: TOKENS,
+        cache_write_tokens: TOKENS,
       },
     },
   },
@@ -441,6 +443,8 @@ function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): Import
     compaction_input_tokens: s.compaction_input_tokens ?? 0,
     compaction_output_tokens: s.compaction_output_tokens ?? 0,
     cost: s.cost ?? 0,
+    cache_read_tokens: s.cache_read_tokens ?? 0,
+    cache_write_tokens: s.cache_write_tokens ?? 0,
   };
 }
 

@@ -27,6 +27,7 @@ function row(patch: Partial<TaskRow> = {}): TaskRow {
     pending_tool: null,
     pending_arguments: null,
     owner_instance: null,
+    approval_expires_at: null,
     created_at: '2026-01-01T00:00:00.000Z',
     updated_at: '2026-01-01T00:00:01.000Z',
     ...patch,

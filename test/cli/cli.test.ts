@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { makeHome } from '../helpers/test-app.js';
+import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
 import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
 
 interface Run {
@@ -95,7 +96,7 @@ describe('cairn init and agents validate', () => {
       expect(first.code).toBe(0);
       expect(first.stdout).toMatch(
         new RegExp(
-          `applied migrations: 1, 2, 3, 4, 5, 6, 7, 8 \\(Postgres database ${database.name} on `,
+          `applied migrations: ${POSTGRES_MIGRATIONS.map((m) => m.version).join(', ')} \\(Postgres database ${database.name} on `,
         ),
       );
       const second = await cairn(['migrate'], env);

@@ -27,7 +27,12 @@ export interface FakeReply {
   /** Default: 'tool_calls' if there are tool calls, else 'stop'. */
   finish_reason?: 'stop' | 'tool_calls' | 'length' | null;
   /** Default: estimated as characters / 4 of the request's messages and of the reply. */
-  usage?: { prompt_tokens: number; completion_tokens: number };
+  usage?: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    /** OpenAI's report of the prompt tokens served from its prompt cache. */
+    prompt_tokens_details?: { cached_tokens: number };
+  };
 
   // Faults.
   /** Answer with this HTTP status and an OpenAI-style error body (plain JSON even for stream requests). */
@@ -338,7 +343,12 @@ interface Completion {
   content: string;
   toolCalls: { id: string; name: string; arguments: string }[];
   finishReason: FakeReply['finish_reason'];
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  usage: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    total_tokens: number;
+    prompt_tokens_details?: { cached_tokens: number };
+  };
 }
 
 function toChatCompletion(c: Completion): unknown {

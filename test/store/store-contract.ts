@@ -634,6 +634,41 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(afterMore.message_count).toBe((await allMessages(session.id)).length);
         });
 
+        it('sums the prompt-cache reads and writes a call reports, and a reset clears them', async () => {
+          const session = await newSession();
+          expect(session).toMatchObject({ cache_read_tokens: 0, cache_write_tokens: 0 });
+          await store.appendMessages(session.id, conversation(1), {
+            usage: {
+              input_tokens: 900,
+              output_tokens: 10,
+              cache_read_tokens: 0,
+              cache_write_tokens: 800,
+            },
+          });
+          await store.appendMessages(session.id, conversation(1), {
+            usage: {
+              input_tokens: 950,
+              output_tokens: 10,
+              cache_read_tokens: 800,
+              cache_write_tokens: 100,
+            },
+          });
+          // A provider that reports no cache counts adds nothing to them.
+          await store.appendMessages(session.id, conversation(1), {
+            usage: { input_tokens: 5, output_tokens: 1 },
+          });
+          expect(await store.findSession(session.id)).toMatchObject({
+            input_tokens: 1855,
+            cache_read_tokens: 800,
+            cache_write_tokens: 900,
+          });
+          await store.resetSession(session.id);
+          expect(await store.findSession(session.id)).toMatchObject({
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+          });
+        });
+
         it('records the reported prompt tokens with the seq the prompt covered', async () => {
           const session = await newSession();
           await store.appendMessages(session.id, [{ role: 'user', content: 'question' }]);
@@ -1519,6 +1554,27 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect((await store.findSession(session.id))!.message_count).toBe(stored.length);
         });
 
+        it('keeps the approval deadline of a waiting task until a transition clears it', async () => {
+          const session = await newSession({ mode: 'task' });
+          const task = await taskIn(session.id);
+          expect(task.approval_expires_at).toBeNull();
+          const at = '2030-01-02T03:04:05.000Z';
+          const waiting = await store.transitionTask(task.id, ['running'], {
+            status: 'waiting',
+            pending_call_id: 'call_1',
+            pending_tool: 'deploy',
+            approval_expires_at: at,
+          });
+          expect(waiting!.approval_expires_at).toBe(at);
+          const page = await store.listTasks({ status: 'waiting', limit: 10 });
+          expect(page.items.find((t) => t.id === task.id)?.approval_expires_at).toBe(at);
+          const running = await store.transitionTask(task.id, ['waiting'], {
+            status: 'running',
+            approval_expires_at: null,
+          });
+          expect(running!.approval_expires_at).toBeNull();
+        });
+
         it('transitionTask moves only from the allowed statuses', async () => {
           const session = await newSession({ mode: 'task' });
           const task = await taskIn(session.id);
@@ -2225,7 +2281,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
             content: null,
             tool_calls: [{ id: 'c1', type: 'function', function: { name: 't', arguments: '{}' } }],
           },
-          fallback_hops: [{ provider: 'openai', model: 'x', code: 'LLM_ERROR' }],
+          fallback_hops: [
+            { provider: 'openai', model: 'x', baseURL: null, skipped: false, reason: 'LLM_ERROR' },
+          ],
         });
         expect(second.call.base_call_id).toBe(first.call.id);
         await store.appendModelCalls([first.call]);
@@ -2239,7 +2297,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           role: 'main',
           cached_tokens: 40,
           recalled_seqs: [3, 4],
-          fallback_hops: [{ provider: 'openai', model: 'x', code: 'LLM_ERROR' }],
+          fallback_hops: [
+            { provider: 'openai', model: 'x', baseURL: null, skipped: false, reason: 'LLM_ERROR' },
+          ],
           response: second.call.response,
           wire: true,
           error: null,

@@ -217,7 +217,7 @@ export class PgStore implements Store {
       await c.query(
         `UPDATE sessions SET
            message_count = (SELECT COUNT(*) FROM messages WHERE session_id = $1),
-           input_tokens = 0, output_tokens = 0,
+           input_tokens = 0, output_tokens = 0, cache_read_tokens = 0, cache_write_tokens = 0,
            compaction_input_tokens = 0, compaction_output_tokens = 0,
            compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
            last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
@@ -273,8 +273,8 @@ export class PgStore implements Store {
           (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
            input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
            compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
-           compaction_input_tokens, compaction_output_tokens, cost)
-         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+           compaction_input_tokens, compaction_output_tokens, cost, cache_read_tokens, cache_write_tokens)
+         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
         [
           id,
           session.agent_name,
@@ -296,6 +296,8 @@ export class PgStore implements Store {
           session.compaction_input_tokens,
           session.compaction_output_tokens,
           session.cost,
+          session.cache_read_tokens,
+          session.cache_write_tokens,
         ],
       ),
     );
@@ -495,7 +497,9 @@ export class PgStore implements Store {
          output_tokens = output_tokens + $6,
          last_prompt_tokens = COALESCE($7, last_prompt_tokens),
          last_prompt_seq = CASE WHEN $7::bigint IS NULL THEN last_prompt_seq ELSE $8 END,
-         updated_at = $9
+         updated_at = $9,
+         cache_read_tokens = cache_read_tokens + $10,
+         cache_write_tokens = cache_write_tokens + $11
        WHERE id = $1`,
       [
         sessionId,
@@ -508,6 +512,8 @@ export class PgStore implements Store {
         // The reported prompt covered everything before the reply just stored.
         seq - messages.length,
         createdAt,
+        options.usage?.cache_read_tokens ?? 0,
+        options.usage?.cache_write_tokens ?? 0,
       ],
     );
     return stored;

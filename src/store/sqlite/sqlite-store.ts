@@ -149,11 +149,12 @@ function prepareStatements(db: SqliteDatabase) {
       (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
        input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
        compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
-       compaction_input_tokens, compaction_output_tokens, cost)
+       compaction_input_tokens, compaction_output_tokens, cost, cache_read_tokens, cache_write_tokens)
       VALUES (@id, @agent_name, @mode, @status, @title, NULL, @created_at, @updated_at,
        @input_tokens, @output_tokens, @compact_summary, @compact_size, @compact_count,
        @compaction_count, @compact_seq, @last_prompt_tokens, @last_prompt_seq,
-       @compaction_suspended, @compaction_input_tokens, @compaction_output_tokens, @cost)`),
+       @compaction_suspended, @compaction_input_tokens, @compaction_output_tokens, @cost,
+       @cache_read_tokens, @cache_write_tokens)`),
     bumpImported: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count, last_seq = MAX(last_seq, @last_seq),
         transcript_hash = @transcript_hash
@@ -170,6 +171,8 @@ function prepareStatements(db: SqliteDatabase) {
         transcript_hash = @transcript_hash,
         input_tokens = input_tokens + @input_tokens,
         output_tokens = output_tokens + @output_tokens,
+        cache_read_tokens = cache_read_tokens + @cache_read_tokens,
+        cache_write_tokens = cache_write_tokens + @cache_write_tokens,
         last_prompt_tokens = COALESCE(@prompt_tokens, last_prompt_tokens),
         last_prompt_seq = CASE WHEN @prompt_tokens IS NULL THEN last_prompt_seq ELSE @prompt_seq END,
         updated_at = @updated_at
@@ -209,7 +212,7 @@ function prepareStatements(db: SqliteDatabase) {
       ORDER BY rank, m.seq LIMIT ?`),
     resetSession: db.prepare(`UPDATE sessions SET
         message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
-        input_tokens = 0, output_tokens = 0,
+        input_tokens = 0, output_tokens = 0, cache_read_tokens = 0, cache_write_tokens = 0,
         compaction_input_tokens = 0, compaction_output_tokens = 0,
         compact_summary = NULL, compact_size = 0, compact_seq = 0, compaction_count = 0,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, compaction_suspended = 0,
@@ -706,6 +709,8 @@ export class SqliteStore implements Store {
       count: messages.length,
       input_tokens: options.usage?.input_tokens ?? 0,
       output_tokens: options.usage?.output_tokens ?? 0,
+      cache_read_tokens: options.usage?.cache_read_tokens ?? 0,
+      cache_write_tokens: options.usage?.cache_write_tokens ?? 0,
       prompt_tokens: options.promptTokens ?? null,
       // The reported prompt covered everything before the reply just stored.
       prompt_seq: seq - messages.length,

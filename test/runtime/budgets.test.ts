@@ -1,0 +1,181 @@
+/**
+ * Per-agent budgets (`limits` in agent.json) through the real app: a turn
+ * that reaches maxToolCalls, maxTurnTokens or maxSessionTokens stops with
+ * 429 BUDGET_EXCEEDED naming the limit and where to raise it; what it did is
+ * stored and the session stays usable; compaction tokens count; a daemon
+ * whose tick hit its budget is skipped afterwards and says so once; a bad
+ * `limits` block is refused with its path.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadAgents } from '../../src/agents/load-agents.js';
+import { OVER_BUDGET_TOOL_RESULT } from '../../src/runtime/loop.js';
+import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
+
+let t: TestApp | undefined;
+afterEach(async () => {
+  await t?.close();
+  t = undefined;
+});
+
+async function appWith(limits: Record<string, number>, extra: Record<string, unknown> = {}) {
+  t = await startTestApp({
+    agents: { assistant: { ...TEST_AGENT, tools: ['current_time'], limits, ...extra } },
+  });
+  return t;
+}
+
+const chat = (app: TestApp, message: string, sessionId?: string) =>
+  app.app.server.inject({
+    method: 'POST',
+    url: '/agents/assistant/chat',
+    payload: { message, ...(sessionId ? { sessionId } : {}) },
+  });
+
+const usage = (prompt: number, completion: number) => ({
+  prompt_tokens: prompt,
+  completion_tokens: completion,
+});
+const toolCalls = (n: number) =>
+  Array.from({ length: n }, () => ({ name: 'current_time', arguments: '{}' }));
+
+describe('limits.maxToolCalls', () => {
+  it('runs the calls within the limit, answers the rest "not run", stops with BUDGET_EXCEEDED', async () => {
+    const app = await appWith({ maxToolCalls: 2 });
+    const created = await app.app.server.inject({
+      method: 'POST',
+      url: '/sessions',
+      payload: { agentName: 'assistant' },
+    });
+    const sessionId = created.json().session.id as string;
+    app.fake!.script({ tool_calls: toolCalls(3) }, { content: 'must not be reached' });
+    const res = await chat(app, 'what time is it, three times?', sessionId);
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error.code).toBe('BUDGET_EXCEEDED');
+    expect(res.json().error.message).toMatch(/limits\.maxToolCalls \(2\)/);
+    expect(res.json().error.message).toContain('agents/assistant/agent.json');
+
+    const stored = await app.app.store.listMessages(sessionId, { afterSeq: 0, limit: 100 });
+    const results = stored.filter((m) => m.role === 'tool');
+    expect(results).toHaveLength(3);
+    expect(results.filter((m) => m.content === OVER_BUDGET_TOOL_RESULT)).toHaveLength(1);
+    // The session goes on, and the stored history is a valid request.
+    app.fake!.script({ content: 'fine' });
+    const next = await chat(app, 'just answer', sessionId);
+    expect(next.statusCode, next.body).toBe(200);
+    for (const request of app.fake!.requests) expect(request.problems).toEqual([]);
+  });
+});
+
+describe('limits.maxTurnTokens', () => {
+  it('stops before the model call that would go past it, keeping what the turn did', async () => {
+    const app = await appWith({ maxTurnTokens: 1_000 });
+    app.fake!.script(
+      { tool_calls: toolCalls(1), usage: usage(600, 100) },
+      { tool_calls: toolCalls(1), usage: usage(600, 100) },
+      { content: 'must not be reached' },
+    );
+    const res = await chat(app, 'loop for a while');
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error.message).toMatch(/used 1400 tokens.*limits\.maxTurnTokens \(1000\)/);
+    expect(app.fake!.requests.filter((r) => !isSummaryRequest(r.body))).toHaveLength(2);
+  });
+});
+
+describe('limits.maxSessionTokens', () => {
+  it('refuses the next turn once the session reached it, and says to reset', async () => {
+    const app = await appWith({ maxSessionTokens: 1_500 });
+    app.fake!.setDefault(() => ({ content: 'ok', usage: usage(700, 100) }));
+    const first = await chat(app, 'one');
+    const sessionId = first.json().sessionId as string;
+    expect((await chat(app, 'two', sessionId)).statusCode).toBe(200);
+    const calls = app.fake!.requests.length;
+    const third = await chat(app, 'three', sessionId);
+    expect(third.statusCode).toBe(429);
+    expect(third.json().error.message).toMatch(/limits\.maxSessionTokens \(1500\).*reset/i);
+    expect(app.fake!.requests.length).toBe(calls); // no model call was made
+    // A reset clears the session's usage, so it runs again.
+    await app.app.server.inject({ method: 'POST', url: `/sessions/${sessionId}/reset` });
+    expect((await chat(app, 'four', sessionId)).statusCode).toBe(200);
+  });
+
+  it('counts the tokens of the session’s compactions', async () => {
+    const app = await appWith({ maxSessionTokens: 1_000 });
+    app.fake!.setDefault((body) =>
+      isSummaryRequest(body)
+        ? { content: 'Summary: greetings.', usage: usage(300, 200) }
+        : { content: 'ok', usage: usage(100, 50) },
+    );
+    const first = await chat(app, 'one');
+    const sessionId = first.json().sessionId as string;
+    for (const m of ['two', 'three', 'four']) await chat(app, m, sessionId);
+    // 600 tokens of chat so far: within the limit without the compaction.
+    const compacted = await app.app.server.inject({
+      method: 'POST',
+      url: `/sessions/${sessionId}/compact`,
+    });
+    expect(compacted.statusCode, compacted.body).toBe(200);
+    const res = await chat(app, 'five', sessionId);
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error.code).toBe('BUDGET_EXCEEDED');
+  });
+});
+
+describe('a daemon over its budget', () => {
+  it('is skipped after the tick that hit it, and says so once', async () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+        done();
+      },
+    });
+    t = await startTestApp({
+      agents: {
+        assistant: {
+          ...TEST_AGENT,
+          tools: ['current_time'],
+          limits: { maxToolCalls: 1 },
+          daemon: { every: '1h', prompt: 'check' },
+        },
+      },
+      app: { logger: { level: 'warn', stream } },
+    });
+    t.fake!.setDefault(() => ({ tool_calls: toolCalls(2) }));
+    const first = await t.app.daemons.runDaemonTick({ agentName: 'assistant' });
+    expect(first?.status).toBe('failed');
+    expect(first?.error).toMatch(/^BUDGET_EXCEEDED/);
+    const calls = t.fake!.requests.length;
+    expect(await t.app.daemons.runDaemonTick({ agentName: 'assistant' })).toBeUndefined();
+    expect(await t.app.daemons.runDaemonTick({ agentName: 'assistant' })).toBeUndefined();
+    expect(t.fake!.requests.length).toBe(calls);
+    expect(lines.filter((l) => l.includes('daemon ticks skipped'))).toHaveLength(1);
+  });
+});
+
+describe('the limits block in agent.json', () => {
+  it('is strict: an unknown limit or a non-positive one is refused with its path', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-limits-'));
+    try {
+      for (const [name, limits] of [
+        ['unknown', { maxTokens: 5 }],
+        ['zero', { maxToolCalls: 0 }],
+      ] as const) {
+        mkdirSync(join(dir, name));
+        writeFileSync(
+          join(dir, name, 'agent.json'),
+          JSON.stringify({ ...TEST_AGENT, name, limits }),
+        );
+      }
+      const { agents, problems } = loadAgents(dir);
+      expect(agents).toEqual([]);
+      expect(problems.map((p) => p.pointer).sort()).toEqual(['/limits', '/limits/maxToolCalls']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
