@@ -12,6 +12,7 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import { ASK_USER_IN_CHAT_RESULT, type Runtime, type RunTurn } from '../runtime/runtime.js';
 import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
+import { ADMIN_OWNER } from '../store/store.js';
 import { transcriptHash } from '../store/transcript-hash.js';
 import { clientTools } from './client-tools.js';
 import { InvalidRequestError } from './errors.js';
@@ -127,7 +128,7 @@ export class Conversations {
       const found =
         expectedHash === null
           ? undefined
-          : await this.deps.store.findSessionByTranscript(agent.name, expectedHash);
+          : await this.deps.store.findSessionByTranscript(agent.name, expectedHash, ADMIN_OWNER);
       if (found) session = found;
       else expectedHash = null;
     }

@@ -18,6 +18,7 @@ import type {
   SessionStore,
 } from '../store/store.js';
 import { EXPORT_FORMAT, EXPORT_VERSION } from './session-export.js';
+import { ADMIN_OWNER, type Owner } from '../store/store.js';
 
 /** Messages written per transaction while importing. */
 const IMPORT_BATCH = 500;
@@ -65,6 +66,7 @@ const SESSION_LINE = {
         compaction_suspended: { enum: [0, 1] },
         compaction_input_tokens: INT,
         compaction_output_tokens: INT,
+        end_user: { type: ['string', 'null'], maxLength: 200 },
       },
     },
   },
@@ -229,6 +231,7 @@ export async function importSession(
   store: ImportStore,
   lines: AsyncIterable<string>,
   checkAgent: (name: string) => void,
+  owner: Owner = ADMIN_OWNER,
 ): Promise<SessionRow> {
   const v = lineValidators();
   let id: string | undefined;
@@ -254,7 +257,7 @@ export async function importSession(
         }
         checkAgent(value.session.agent_name);
         header = toImportedSession(value.session);
-        id = await store.createImportedSession(header);
+        id = await store.createImportedSession(header, owner);
         continue;
       }
       if (value.type === 'message') {
@@ -316,6 +319,7 @@ function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): Import
     compaction_suspended: s.compaction_suspended ?? 0,
     compaction_input_tokens: s.compaction_input_tokens ?? 0,
     compaction_output_tokens: s.compaction_output_tokens ?? 0,
+    end_user: s.end_user ?? null,
   };
 }
 
