@@ -54,6 +54,10 @@ import { healthRoutes } from './http/routes/health.js';
 import { sessionRoutes } from './http/routes/sessions.js';
 import { AgentReloader } from './agents/agent-reloader.js';
 import { CairnMetrics } from './metrics/metrics.js';
+import { ClientKeys } from './http/client-keys.js';
+import { KeyLimits } from './http/key-limits.js';
+import { Access } from './http/access.js';
+import { keyRoutes } from './http/routes/keys.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -222,10 +226,15 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     owner: instanceId,
     log: warn,
   });
+  // Principals: client keys, what each may reach, and its limits.
+  const clientKeys = new ClientKeys(store, { warn });
+  const access = new Access(store);
   const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
   const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
   const server = createServer({
     apiKey: settings.server.apiKey,
+    clientKeys,
+    ownership: { access, limits: new KeyLimits(store) },
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
     streamLimits: {
@@ -240,12 +249,13 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app, { streams }) => chatRoutes(app, { runtime, agents: registry, streams }),
       (app) => sessionRoutes(app, { runtime, store }),
       (app, { streams }) => eventRoutes(app, { store, events, streams }),
-      (app) => mcpRoutes(app, { runtime, agents: registry }),
+      (app) => mcpRoutes(app, { runtime, agents: registry, access }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app, { streams }) =>
-        openaiApiRoutes(app, { runtime, agents: registry, store, events, streams }),
-      (app) => sessionTransferRoutes(app, { agents: registry, store }),
+        openaiApiRoutes(app, { runtime, agents: registry, access, store, events, streams }),
+      (app) => sessionTransferRoutes(app, { agents: registry, store, access, events }),
+      (app) => keyRoutes(app, { keys: clientKeys, store, events }),
       (app) =>
         metricsRoutes(app, { metrics, isAgent: (name) => registry.find(name) !== undefined }),
       (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),

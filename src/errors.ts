@@ -10,10 +10,13 @@ export const ERROR_STATUS = {
   SESSION_AGENT_MISMATCH: 400,
   CONTEXT_OVERFLOW: 400,
   UNAUTHORIZED: 401,
+  /** A client key asked for what only the admin key may do (keys, metrics, memory, reload). */
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   AGENT_NOT_FOUND: 404,
   SESSION_NOT_FOUND: 404,
   TASK_NOT_FOUND: 404,
+  KEY_NOT_FOUND: 404,
   COMPACTION_CONFLICT: 409,
   TASK_NOT_WAITING: 409,
   TASK_WAITING: 409,
@@ -21,6 +24,8 @@ export const ERROR_STATUS = {
   MAX_ITERATIONS: 422,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** The client key spent its tokensPerDay; the message says when the day resets. */
+  BUDGET_EXCEEDED: 429,
   COMPACTION_EMPTY_SUMMARY: 500,
   INTERNAL: 500,
   LLM_ERROR: 502,
@@ -41,12 +46,19 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export class CairnError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
+  /** Sent as `Retry-After` (seconds) with the error response. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown; retryAfterSeconds?: number },
+  ) {
     super(message, options);
     this.name = 'CairnError';
     this.code = code;
     this.status = ERROR_STATUS[code];
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 

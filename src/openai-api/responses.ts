@@ -10,7 +10,8 @@ import type { ChatMessage, TokenUsage } from '../llm/messages.js';
 import type { MessageLog, SessionStore } from '../store/store.js';
 import type { SessionRow } from '../store/store.js';
 import { contentText, readTemperature } from './chat-request.js';
-import type { ConversationResult, Conversations } from './conversations.js';
+import { postedPrincipal, type ConversationResult, type Conversations } from './conversations.js';
+import { owns, principalOf } from '../http/principal.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
 import type { StreamGate } from '../http/stream-gate.js';
@@ -212,6 +213,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     const sessionId =
       previous?.sessionId ?? (typeof header === 'string' && header !== '' ? header : undefined);
     const prepared = await deps.conversations.prepare({
+      principal: postedPrincipal(principalOf(request), request.body),
       agentName: input.agentName,
       messages: input.messages,
       clientTools: [],
@@ -311,7 +313,8 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
         code: 'response_not_found',
       });
     const session = await deps.store.findSession(sessionId);
-    if (!session) throw notFound();
+    // Another key's response is answered as if it did not exist.
+    if (!session || !owns(principalOf(request), session.owner_key)) throw notFound();
     const messages = await deps.store.listMessages(sessionId, {
       afterSeq: startSeq,
       limit: RESPONSE_READ_LIMIT,

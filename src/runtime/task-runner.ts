@@ -11,7 +11,7 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type { MessageLog, SessionRow, TaskRow, TaskStore } from '../store/store.js';
+import type { MessageLog, Owner, SessionRow, TaskRow, TaskStore } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
 import type { EventBus } from './event-bus.js';
@@ -28,6 +28,8 @@ export interface RunTaskInput {
   sessionId?: string;
   /** Session mode for a new session (daemon ticks use `daemon`). */
   mode?: 'task' | 'daemon';
+  /** The owner of a new session (default: the admin). */
+  owner?: Owner;
 }
 
 interface Running {
@@ -66,7 +68,11 @@ export class TaskRunner {
     const agent = this.deps.agents.get(input.agentName);
     const session = input.sessionId
       ? await runtime.usableSession(input.sessionId, agent)
-      : await runtime.createSession({ agentName: agent.name, mode: input.mode ?? 'task' });
+      : await runtime.createSession({
+          agentName: agent.name,
+          mode: input.mode ?? 'task',
+          ...(input.owner ? { owner: input.owner } : {}),
+        });
     await runtime.rejectIfTaskWaiting(session.id);
     const task = await store.createTask({
       sessionId: session.id,
@@ -168,6 +174,8 @@ export class TaskRunner {
     taskId: string;
     decision: 'approve' | 'deny';
     reason?: string;
+    /** Who decided: stored on the task (`decided_by`) and in the event (default: the admin). */
+    by?: Owner;
   }): Promise<TaskRow> {
     return this.control.run(input.taskId, () => this.decideLocked(input));
   }
@@ -176,6 +184,7 @@ export class TaskRunner {
     taskId: string;
     decision: 'approve' | 'deny';
     reason?: string;
+    by?: Owner;
   }): Promise<TaskRow> {
     const { runtime, store, events } = this.deps;
     const before = await this.getTask(input.taskId);
@@ -187,6 +196,7 @@ export class TaskRunner {
       );
     }
     const agent = this.deps.agents.get(before.agent_name);
+    const by: Owner = input.by ?? { key: null, user: null };
     const task = await store.transitionTask(before.id, ['waiting'], {
       status: 'running',
       question: null,
@@ -194,6 +204,7 @@ export class TaskRunner {
       pending_call_id: null,
       pending_tool: null,
       pending_arguments: null,
+      decided_by: JSON.stringify(by),
     });
     if (!task) {
       throw new CairnError(
@@ -216,7 +227,7 @@ export class TaskRunner {
     await events.emit(
       input.decision === 'approve' ? 'task.approved' : 'task.denied',
       task.session_id,
-      { taskId: task.id, tool: call.function.name },
+      { taskId: task.id, tool: call.function.name, by },
     );
     return task;
   }

@@ -11,6 +11,7 @@ import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js'
 import { SseStream, wantsEventStream } from '../sse.js';
 import type { StreamGate } from '../stream-gate.js';
 import { markTurnFailed } from '../turn-outcome.js';
+import { ownerOf, principalOf } from '../principal.js';
 
 interface ChatBody {
   message: string;
@@ -45,6 +46,7 @@ export function chatRoutes(
         agentName: request.params.name,
         message,
         ...(sessionId !== undefined ? { sessionId } : {}),
+        owner: ownerOf(principalOf(request)),
         signal: cancel.signal,
       };
 

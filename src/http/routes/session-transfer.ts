@@ -12,6 +12,9 @@ import { requireSession } from '../../store/session-not-found.js';
 import { exportSessionLines } from '../../transfer/session-export.js';
 import { importSession, ndjsonLines } from '../../transfer/session-import.js';
 import { objectSchema, sessionParams } from '../schemas.js';
+import type { Access } from '../access.js';
+import type { EventBus } from '../../runtime/event-bus.js';
+import { auditBy, ownerOf, principalOf } from '../principal.js';
 
 export const NDJSON = 'application/x-ndjson';
 
@@ -23,10 +26,12 @@ interface EditBody {
 export interface SessionTransferDeps {
   store: SessionStore & MessageLog & CompactionStore;
   agents: AgentRegistry;
+  access: Pick<Access, 'agent'>;
+  events: Pick<EventBus, 'emit'>;
 }
 
 export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransferDeps): void {
-  const { store, agents } = deps;
+  const { store, agents, access } = deps;
   type WithId = { Params: { id: string } };
 
   const getSession = async (id: string) => requireSession(await store.findSession(id), id);
@@ -82,8 +87,19 @@ export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransfe
         `Send the export as the body with content-type ${NDJSON} (the output of GET /sessions/:id/export).`,
       );
     }
-    const session = await importSession(store, ndjsonLines(request.body), (name) => {
-      agents.get(name);
+    const principal = principalOf(request);
+    const session = await importSession(
+      store,
+      ndjsonLines(request.body),
+      (name) => {
+        access.agent(principal, name);
+        agents.get(name);
+      },
+      ownerOf(principal),
+    );
+    await deps.events.emit('session.imported', session.id, {
+      agentName: session.agent_name,
+      by: auditBy(principal),
     });
     return reply.code(201).send({ session });
   });
