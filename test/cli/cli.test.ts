@@ -95,7 +95,7 @@ describe('cairn init and agents validate', () => {
       expect(first.code).toBe(0);
       expect(first.stdout).toMatch(
         new RegExp(
-          `applied migrations: 1, 2, 3, 4, 5, 6, 7, 8 \\(Postgres database ${database.name} on `,
+          `applied migrations: 1, 2, 3, 4, 5, 6, 7, 8, 9 \\(Postgres database ${database.name} on `,
         ),
       );
       const second = await cairn(['migrate'], env);
