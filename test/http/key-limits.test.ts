@@ -164,3 +164,23 @@ describe('tokens per day, per key', () => {
     // The harness closes its app again: harmless.
   });
 });
+
+describe('Retry-After on refusals a client may retry', () => {
+  it('is on the 503 of a full stream cap', async () => {
+    harness = await startTestApp({ fake: null, server: { maxStreams: 1 } });
+    const url = await harness.app.server.listen({ port: 0, host: '127.0.0.1' });
+    const controller = new AbortController();
+    const first = await fetch(`${url}/events`, { signal: controller.signal });
+    expect(first.status).toBe(200);
+    try {
+      const second = await fetch(`${url}/events`);
+      expect(second.status).toBe(503);
+      expect(second.headers.get('retry-after')).toBe('1');
+      expect(((await second.json()) as { error: { code: string } }).error.code).toBe(
+        'SERVICE_UNAVAILABLE',
+      );
+    } finally {
+      controller.abort();
+    }
+  });
+});

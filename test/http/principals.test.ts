@@ -298,6 +298,19 @@ const FILTER_CHECKS: Record<string, () => Promise<void>> = {
     expect(await ids('b')).not.toContain(aSession);
     expect(await ids('a')).toContain(aSession);
     expect(await ids('admin')).toContain(aSession);
+    // One end user's sessions, within the key's own.
+    const named = await call(
+      'a',
+      'POST',
+      '/sessions',
+      { agentName: 'other' },
+      { 'x-cairn-user': 'zed' },
+    );
+    const zed = named.json<{ session: { id: string; end_user: string } }>().session;
+    expect(zed.end_user).toBe('zed');
+    expect(await ids('a', '?user=zed')).toEqual([zed.id]);
+    expect(await ids('admin', '?user=zed')).toEqual([zed.id]);
+    expect(await ids('b', '?user=zed')).toEqual([]);
   },
   'POST /sessions/import': async () => {
     const exported = await call('a', 'GET', `/sessions/${aSession}/export`);
