@@ -372,7 +372,7 @@ describe('the console against a server with an API key', () => {
     async () => {
       const { page } = browser;
       await page.goto(`${server.url}/console/agents`);
-      await page.evaluate((key) => sessionStorage.setItem('cairn.apiKey', key), API_KEY);
+      await page.evaluate(`sessionStorage.setItem('cairn.apiKey', ${JSON.stringify(API_KEY)})`);
       await page.goto(`${server.url}/console/agents`);
       await page.getByRole('link', { name: 'Keys' }).click();
       await page.getByLabel('Name').fill('browser ui');
@@ -382,8 +382,8 @@ describe('the console against a server with an API key', () => {
       await issued.waitFor();
       const secret = (await issued.textContent()) ?? '';
       expect(secret).toMatch(/^cairn_sk_/);
-      const stored = await page.evaluate(() =>
-        JSON.stringify([{ ...sessionStorage }, { ...localStorage }]),
+      const stored = String(
+        await page.evaluate('JSON.stringify([{ ...sessionStorage }, { ...localStorage }])'),
       );
       expect(stored).not.toContain(secret);
       await page.getByRole('button', { name: 'I have copied it' }).click();
@@ -391,12 +391,12 @@ describe('the console against a server with an API key', () => {
       await page.getByRole('cell', { name: 'browser ui' }).waitFor();
 
       // The same console with the client key: its world only, no keys page.
-      await page.evaluate((key) => sessionStorage.setItem('cairn.apiKey', key), secret);
+      await page.evaluate(`sessionStorage.setItem('cairn.apiKey', ${JSON.stringify(secret)})`);
       await page.goto(`${server.url}/console/agents`);
       await page.getByRole('link', { name: 'assistant' }).first().waitFor();
       expect(await page.getByRole('link', { name: 'Keys' }).count()).toBe(0);
 
-      await page.evaluate((key) => sessionStorage.setItem('cairn.apiKey', key), API_KEY);
+      await page.evaluate(`sessionStorage.setItem('cairn.apiKey', ${JSON.stringify(API_KEY)})`);
       await page.goto(`${server.url}/console/keys`);
       page.once('dialog', (dialog) => void dialog.accept());
       await page.getByRole('button', { name: 'Revoke' }).click();
