@@ -395,6 +395,10 @@ describe('the console against a server with an API key', () => {
       await page.goto(`${server.url}/console/agents`);
       await page.getByRole('link', { name: 'assistant' }).first().waitFor();
       expect(await page.getByRole('link', { name: 'Keys' }).count()).toBe(0);
+      // Memory is the admin's: the agent page of a client key has none.
+      await page.goto(`${server.url}/console/agents/assistant`);
+      await page.getByRole('button', { name: 'New chat' }).waitFor();
+      expect(await page.getByRole('heading', { name: 'Memory notes' }).count()).toBe(0);
 
       await page.evaluate(`sessionStorage.setItem('cairn.apiKey', ${JSON.stringify(API_KEY)})`);
       await page.goto(`${server.url}/console/keys`);

@@ -4,7 +4,7 @@
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { Api, ApiError } from '../lib/api';
-import { ApiContext } from '../lib/hooks';
+import { ApiContext, RoleContext } from '../lib/hooks';
 import { href, onLinkClick, useRoute, type Route } from '../lib/router';
 import { AgentsView } from './AgentsView';
 import { DaemonsView } from './DaemonsView';
@@ -59,25 +59,29 @@ export function App() {
     );
   }
   return (
-    <ApiContext.Provider value={api}>
-      <header class="top">
-        <h1>
-          <a href="/" onClick={onLinkClick}>
-            Cairn
-          </a>
-        </h1>
-        <nav aria-label="Main">
-          <NavLink route={route} view="agents" to={href('agents')} label="Agents" />
-          <NavLink route={route} view="sessions" to={href('sessions')} label="Sessions" />
-          <NavLink route={route} view="tasks" to={href('tasks')} label="Tasks" />
-          <NavLink route={route} view="daemons" to={href('daemons')} label="Daemons" />
-          {role === 'admin' && <NavLink route={route} view="keys" to={href('keys')} label="Keys" />}
-        </nav>
-      </header>
-      <main>
-        <View route={route} />
-      </main>
-    </ApiContext.Provider>
+    <RoleContext.Provider value={role}>
+      <ApiContext.Provider value={api}>
+        <header class="top">
+          <h1>
+            <a href="/" onClick={onLinkClick}>
+              Cairn
+            </a>
+          </h1>
+          <nav aria-label="Main">
+            <NavLink route={route} view="agents" to={href('agents')} label="Agents" />
+            <NavLink route={route} view="sessions" to={href('sessions')} label="Sessions" />
+            <NavLink route={route} view="tasks" to={href('tasks')} label="Tasks" />
+            <NavLink route={route} view="daemons" to={href('daemons')} label="Daemons" />
+            {role === 'admin' && (
+              <NavLink route={route} view="keys" to={href('keys')} label="Keys" />
+            )}
+          </nav>
+        </header>
+        <main>
+          <View route={route} />
+        </main>
+      </ApiContext.Provider>
+    </RoleContext.Provider>
   );
 }
 
