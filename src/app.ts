@@ -70,6 +70,10 @@ import { CallRecorder } from './records/call-recorder.js';
 import { RecordPruner } from './records/record-pruner.js';
 import { NO_TRACING, type Tracing } from './telemetry/tracing.js';
 import { traceModel } from './telemetry/traced-model.js';
+import { ClientKeys } from './http/client-keys.js';
+import { KeyLimits } from './http/key-limits.js';
+import { Access } from './http/access.js';
+import { keyRoutes } from './http/routes/keys.js';
 
 export interface AppOptions {
   /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
@@ -309,6 +313,9 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     owner: instanceId,
     log: warn,
   });
+  // Principals: client keys, what each may reach, and its limits.
+  const clientKeys = new ClientKeys(store, { warn });
+  const access = new Access(store);
   const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
   const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
   const server = createServer({
@@ -319,6 +326,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       publicOrigin:
         settings.server.publicUrl === null ? null : new URL(settings.server.publicUrl).origin,
     },
+    clientKeys,
+    ownership: { access, limits: new KeyLimits(store) },
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
     streamLimits: {
@@ -334,19 +343,21 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => sessionRoutes(app, { runtime, store }),
       (app) => callRoutes(app, { runtime, store, flush: () => recorder.flush() }),
       (app, { streams }) => eventRoutes(app, { store, events, streams }),
-      (app) => mcpRoutes(app, { runtime, agents: registry }),
+      (app) => mcpRoutes(app, { runtime, agents: registry, access }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app, { streams }) =>
         openaiApiRoutes(app, {
           runtime,
           agents: registry,
+          access,
           store,
           events,
           streams,
           sessions: queue,
         }),
-      (app) => sessionTransferRoutes(app, { agents: registry, store }),
+      (app) => sessionTransferRoutes(app, { agents: registry, store, access, events }),
+      (app) => keyRoutes(app, { keys: clientKeys, store, events }),
       (app) =>
         metricsRoutes(app, { metrics, isAgent: (name) => registry.find(name) !== undefined }),
       (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),

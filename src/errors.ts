@@ -14,6 +14,8 @@ export const ERROR_STATUS = {
   HOST_NOT_ALLOWED: 403,
   /** The request comes from a web page whose origin is neither the server's nor in server.corsOrigins. */
   ORIGIN_NOT_ALLOWED: 403,
+  /** A client key asked for what only the admin key may do (keys, metrics, memory, reload). */
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   AGENT_NOT_FOUND: 404,
   SESSION_NOT_FOUND: 404,
@@ -21,6 +23,7 @@ export const ERROR_STATUS = {
   /** A fork point (`atSeq`) that is not a message of the session. */
   MESSAGE_NOT_FOUND: 404,
   CALL_NOT_FOUND: 404,
+  KEY_NOT_FOUND: 404,
   COMPACTION_CONFLICT: 409,
   TASK_NOT_WAITING: 409,
   TASK_WAITING: 409,
@@ -30,7 +33,7 @@ export const ERROR_STATUS = {
   MAX_ITERATIONS: 422,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
-  /** A token or tool-call budget is used up (the message names the limit and how to raise it). */
+  /** A token or tool-call budget is used up: an agent's limits, or a client key's tokensPerDay (the message names the limit, how to raise it, or when it resets). */
   BUDGET_EXCEEDED: 429,
   COMPACTION_EMPTY_SUMMARY: 500,
   INTERNAL: 500,

@@ -17,6 +17,7 @@ import { evalCompaction } from './eval-compaction.js';
 import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
 import { exportSession, importSessionFile } from './session-transfer.js';
+import { createKey, listKeys, revokeKey } from './keys.js';
 
 function fail(err: unknown): never {
   if (err instanceof ApiError || err instanceof CairnError)
@@ -104,6 +105,44 @@ sessions
   .action(async (file: string, _options: unknown, command: Command) => {
     const { url } = command.optsWithGlobals<{ url?: string }>();
     await importSessionFile(file, url ? { url } : {}).catch(fail);
+  });
+
+const keys = program
+  .command('keys')
+  .description('client keys on a running server (needs the admin key, CAIRN_API_KEY)')
+  .option('--url <url>', 'server URL');
+
+keys
+  .command('create <name>')
+  .description('issue a client key; prints its secret once')
+  .option('--agents <names>', 'comma-separated agents the key may use (default: all, "*")')
+  .option('--rpm <n>', 'requests per minute')
+  .option('--tokens-per-day <n>', 'model tokens per UTC day')
+  .action(
+    async (
+      name: string,
+      options: { agents?: string; rpm?: string; tokensPerDay?: string },
+      command: Command,
+    ) => {
+      const { url } = command.optsWithGlobals<{ url?: string }>();
+      await createKey(name, { ...options, ...(url ? { url } : {}) }).catch(fail);
+    },
+  );
+
+keys
+  .command('list')
+  .description('list client keys (never their secrets)')
+  .action(async (_options: unknown, command: Command) => {
+    const { url } = command.optsWithGlobals<{ url?: string }>();
+    await listKeys(url ? { url } : {}).catch(fail);
+  });
+
+keys
+  .command('revoke <keyId>')
+  .description('revoke a client key at once, on every instance')
+  .action(async (id: string, _options: unknown, command: Command) => {
+    const { url } = command.optsWithGlobals<{ url?: string }>();
+    await revokeKey(id, url ? { url } : {}).catch(fail);
   });
 
 program

@@ -1,6 +1,6 @@
 /**
- * Bearer authentication and the client identity rate limits key on
- * (RELIABILITY 38, 52). A request is either the holder of the API key, or an
+ * Bearer authentication and the client identity rate limits key on. A
+ * request is the holder of the admin key, one client key, or an
  * unauthenticated client known only by its address: how it spells the
  * `Authorization` header never makes it a different client. Failed
  * authentication is limited per address whatever `server.rateLimit` says, so
@@ -9,6 +9,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CairnError } from '../errors.js';
+import { looksLikeClientSecret, type ClientKeys } from './client-keys.js';
+import { endUserHeader, setPrincipal } from './principal.js';
 
 /** Failed authentications allowed per address per window before 429. */
 export const AUTH_FAILURE_LIMIT = 20;
@@ -22,8 +24,9 @@ const KEY_HOLDER = 'key';
 const identities = new WeakMap<FastifyRequest, string>();
 
 /**
- * Who a request is, for rate limiting: the key holder once authenticated,
- * else its address (whatever its Authorization header says).
+ * Who a request is, for rate limiting: the admin key holder, or one client
+ * key, once authenticated; else its address (whatever its Authorization
+ * header says).
  */
 export function clientIdentity(request: FastifyRequest): string {
   return identities.get(request) ?? `ip:${request.ip}`;
@@ -98,15 +101,25 @@ export class AuthFailureLimiter {
 }
 
 export interface AuthOptions {
-  apiKey: string;
+  /** The admin key; null: a request with no client key is the admin (one operator, as before keys). */
+  apiKey: string | null;
+  /** Finds the client key a `cairn_sk_…` token names. */
+  clientKeys?: Pick<ClientKeys, 'authenticate'>;
   /** True for paths anyone may call (no key needed). */
   isOpenPath: (path: string) => boolean;
   limiter?: AuthFailureLimiter;
 }
 
-/** Adds the bearer check to every route but the open paths. */
+const WRONG_KEY =
+  'Missing or wrong API key. Send "Authorization: Bearer <key>": the admin key (CAIRN_API_KEY) or a client key (cairn_sk_…) that is not revoked.';
+
+/**
+ * Adds the bearer check to every route but the open paths and sets each
+ * request's principal: a client key's secret makes it that key, the admin
+ * key (or, with none set, no key at all) the admin; anything else is 401.
+ */
 export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
-  const expected = digest(options.apiKey);
+  const expected = options.apiKey === null ? undefined : digest(options.apiKey);
   const limiter = options.limiter ?? new AuthFailureLimiter();
   app.addHook('onRequest', async (request, reply) => {
     if (options.isOpenPath(request.url.split('?')[0] ?? '')) return;
@@ -121,15 +134,23 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
         `Too many failed authentication attempts from this address. Retry after ${seconds} s with the right key.`,
       );
     }
-    const token = bearerToken(request.headers.authorization) ?? '';
-    // Compare digests so the comparison is constant-time whatever the length.
-    if (!timingSafeEqual(digest(token), expected)) {
+    const user = endUserHeader(request);
+    const token = bearerToken(request.headers.authorization);
+    const fail = (): never => {
       limiter.recordFailure(request.ip);
-      throw new CairnError(
-        'UNAUTHORIZED',
-        'Missing or wrong API key. Send "Authorization: Bearer <CAIRN_API_KEY>".',
-      );
+      throw new CairnError('UNAUTHORIZED', WRONG_KEY);
+    };
+    if (token !== undefined && looksLikeClientSecret(token)) {
+      const key = (await options.clientKeys?.authenticate(token)) ?? fail();
+      identities.set(request, `client:${key.id}`);
+      setPrincipal(request, { kind: 'client', key, user });
+      return;
     }
-    identities.set(request, KEY_HOLDER);
+    if (expected !== undefined) {
+      // Compare digests so the comparison is constant-time whatever the length.
+      if (!timingSafeEqual(digest(token ?? ''), expected)) fail();
+      identities.set(request, KEY_HOLDER);
+    }
+    setPrincipal(request, { kind: 'admin', user });
   });
 }

@@ -9,6 +9,8 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { CairnError } from '../errors.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
+import type { ClientKeys } from './client-keys.js';
+import { registerOwnership, type OwnershipDeps } from './ownership.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
 import { registerOpenApi } from './openapi.js';
@@ -22,6 +24,10 @@ export interface ServerDeps {
   apiKey: string | null;
   /** Hosts and web origins the server answers to (checked before anything else). */
   browser: BrowserPolicy;
+  /** Client keys (`cairn_sk_…`); without them only the admin key is known. */
+  clientKeys?: Pick<ClientKeys, 'authenticate'>;
+  /** Who may call each route and the per-key limits; without it every caller is the admin. */
+  ownership?: Omit<OwnershipDeps, 'rateLimit'>;
   bodyLimitBytes: number;
   /** Requests per client per window (the client is the key holder, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
@@ -96,7 +102,13 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     }
   });
 
-  if (deps.apiKey !== null) registerAuth(app, { apiKey: deps.apiKey, isOpenPath });
+  registerAuth(app, {
+    apiKey: deps.apiKey,
+    ...(deps.clientKeys ? { clientKeys: deps.clientKeys } : {}),
+    isOpenPath,
+  });
+  // Before any route: each one must have an ownership rule.
+  if (deps.ownership) registerOwnership(app, { ...deps.ownership, rateLimit: deps.rateLimit });
 
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
   app.setNotFoundHandler((request, reply) => {

@@ -116,7 +116,10 @@ export function sendError(
   const [status, body] = shape(err, request.id);
   logFailure(request, err, status, 'request failed');
   if (status === 401) void reply.header('www-authenticate', 'Bearer realm="cairn"');
+  // Every refusal a client may retry says when: the error's own time, else a second.
   if (err instanceof CairnError && err.retryAfterSeconds !== undefined)
-    void reply.header('retry-after', String(err.retryAfterSeconds));
+    void reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfterSeconds))));
+  else if ((status === 429 || status === 503) && !reply.hasHeader('retry-after'))
+    void reply.header('retry-after', '1');
   void reply.code(status).send(body);
 }

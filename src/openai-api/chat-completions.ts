@@ -7,7 +7,13 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { TokenUsage } from '../llm/messages.js';
 import { readChatCompletionRequest } from './chat-request.js';
-import { traceparentOf, type ConversationResult, type Conversations } from './conversations.js';
+import {
+  postedPrincipal,
+  traceparentOf,
+  type ConversationResult,
+  type Conversations,
+} from './conversations.js';
+import { principalOf } from '../http/principal.js';
 import { toOpenAIError } from './errors.js';
 import { logFailure } from '../http/errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
@@ -72,6 +78,7 @@ export function chatCompletionRoutes(
     const input = readChatCompletionRequest(request.body);
     const header = request.headers[SESSION_HEADER];
     const prepared = await deps.conversations.prepare({
+      principal: postedPrincipal(principalOf(request), request.body),
       agentName: input.agentName,
       messages: input.messages,
       clientTools: input.clientTools,

@@ -11,13 +11,18 @@ import { missingTrailingResults } from '../llm/normalize-request.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import { ASK_USER_IN_CHAT_RESULT, type Runtime, type RunTurn } from '../runtime/runtime.js';
-import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
-import { transcriptHash } from '../store/transcript-hash.js';
+import type { MessageLog, Owner, SessionRow, SessionStore } from '../store/store.js';
+import { sessionNotFound } from '../store/session-not-found.js';
+import { transcriptHash, transcriptSeed } from '../store/transcript-hash.js';
+import type { Access } from '../http/access.js';
+import { owns, ownerOf, withEndUser, type Principal } from '../http/principal.js';
 import { clientTools } from './client-tools.js';
 import { CairnError } from '../errors.js';
 import { InvalidRequestError } from './errors.js';
 
 export interface ConversationRequest {
+  /** Who posts it: their own sessions only, and their key's agents only. */
+  principal: Principal;
   agentName: string;
   /** The posted messages, system messages included. */
   messages: ChatMessage[];
@@ -73,13 +78,15 @@ export interface PreparedConversation {
 interface PostedParts {
   /** The client's system messages: stored after the agent's prompt in a new session. */
   instructions: ChatMessage[];
+  /** How many non-system messages came before each instruction (part of the transcript's seed). */
+  positions: number[];
   /** Everything before the new input. */
   history: ChatMessage[];
   /** The final user message, or the trailing tool results. */
   input: ChatMessage[];
 }
 
-function splitPosted(messages: readonly ChatMessage[]): PostedParts {
+function splitPosted(messages: readonly ChatMessage[]): Omit<PostedParts, 'positions'> {
   const instructions = messages.filter((m) => m.role === 'system');
   const conversation = messages.filter((m) => m.role !== 'system');
   const last = conversation[conversation.length - 1];
@@ -114,6 +121,30 @@ function isRefusal(err: unknown): boolean {
   return status !== undefined && status >= 400 && status < 500;
 }
 
+/** For each system message of `messages`, how many other messages came before it. */
+function positions(messages: readonly ChatMessage[]): number[] {
+  const found: number[] = [];
+  let others = 0;
+  for (const message of messages) {
+    if (message.role === 'system') found.push(others);
+    else others += 1;
+  }
+  return found;
+}
+
+/**
+ * The principal of a /v1 request, with the end user its body names
+ * (`safety_identifier`, else `user`, as OpenAI's clients send them) in place
+ * of the `X-Cairn-User` header's.
+ */
+export function postedPrincipal(principal: Principal, body: unknown): Principal {
+  const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  const named = [fields['safety_identifier'], fields['user']].find(
+    (value): value is string => typeof value === 'string' && value !== '',
+  );
+  return withEndUser(principal, named);
+}
+
 export interface ConversationsDeps {
   runtime: Pick<
     Runtime,
@@ -126,6 +157,7 @@ export interface ConversationsDeps {
     | 'forkSession'
   >;
   agents: Pick<AgentRegistry, 'get'>;
+  access: Pick<Access, 'agent'>;
   store: Pick<SessionStore, 'findSession' | 'findSessionByTranscript' | 'deleteSession'> &
     Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext'>;
   events: Pick<EventBus, 'publish'>;
@@ -144,8 +176,15 @@ export class Conversations {
    * before the first token.
    */
   async prepare(request: ConversationRequest): Promise<PreparedConversation> {
+    const { principal } = request;
+    this.deps.access.agent(principal, request.agentName);
     const agent = this.deps.agents.get(request.agentName);
-    const parts = splitPosted(request.messages);
+    const parts = { ...splitPosted(request.messages), positions: positions(request.messages) };
+    const owner = ownerOf(principal);
+    const seed = transcriptSeed(
+      owner,
+      parts.instructions.map((m, i) => ({ position: parts.positions[i]!, content: m.content })),
+    );
     const extraTools = clientTools(request.clientTools, request.clientToolParam);
     // A clash with the agent's tool names is a 400 before any session is created.
     await this.runtime.toolsFor(agent, extraTools);
@@ -153,21 +192,22 @@ export class Conversations {
     let expectedHash: string | null = null;
     let expectedLastSeq: number | null = null;
     if (request.branch !== undefined) {
-      session = await this.branchFrom(request.branch, agent, parts);
+      session = await this.branchFrom(request.branch, agent, parts, principal);
       expectedLastSeq = request.branch.atSeq;
     } else if (request.sessionId !== undefined) {
+      // Another key's session is answered as if it did not exist, before anything else is said of it.
+      const named = await this.deps.store.findSession(request.sessionId);
+      if (named && !owns(principal, named.owner_key)) throw sessionNotFound(request.sessionId);
       session = await this.runtime.usableSession(request.sessionId, agent);
-    } else {
-      expectedHash = transcriptHash(parts.history);
-      const found =
-        expectedHash === null
-          ? undefined
-          : await this.deps.store.findSessionByTranscript(agent.name, expectedHash);
+    } else if (transcriptHash(parts.history) !== null) {
+      // Matched within the same key and end user only, from the scope's seed.
+      expectedHash = transcriptHash(parts.history, seed);
+      const found = await this.deps.store.findSessionByTranscript(agent.name, expectedHash!, owner);
       if (found) session = found;
       else expectedHash = null;
     }
     const seeded = session === undefined;
-    session ??= await this.seed(agent, parts);
+    session ??= await this.seed(agent, parts, owner, seed);
 
     const sessionId = session.id;
     const turn = (options: ConversationRunOptions) =>
@@ -215,7 +255,11 @@ export class Conversations {
     branch: NonNullable<ConversationRequest['branch']>,
     agent: AgentConfig,
     parts: PostedParts,
+    principal: Principal,
   ): Promise<SessionRow> {
+    // Another key's conversation is answered as if it did not exist.
+    const named = await this.deps.store.findSession(branch.sessionId);
+    if (named && !owns(principal, named.owner_key)) throw sessionNotFound(branch.sessionId);
     const session = await this.runtime.usableSession(branch.sessionId, agent);
     if (session.last_seq === branch.atSeq) return session;
     if (parts.input[0]?.role === 'tool') await this.answers(session, parts.input, branch.atSeq);
@@ -223,8 +267,18 @@ export class Conversations {
   }
 
   /** A new chat session holding the client's instructions and history after the agent's prompt. */
-  private async seed(agent: AgentConfig, parts: PostedParts): Promise<SessionRow> {
-    const session = await this.runtime.createSession({ agentName: agent.name, mode: 'chat' });
+  private async seed(
+    agent: AgentConfig,
+    parts: PostedParts,
+    owner: Owner,
+    transcriptSeed: string | null,
+  ): Promise<SessionRow> {
+    const session = await this.runtime.createSession({
+      agentName: agent.name,
+      mode: 'chat',
+      owner,
+      transcriptSeed,
+    });
     const opening = [...parts.instructions, ...parts.history];
     if (opening.length === 0) return session;
     const written = await this.deps.store.appendMessagesWithEvents(

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { InvalidRequestError } from './errors.js';
+import { mayUseAgent, principalOf } from '../http/principal.js';
 
 export function modelRoutes(
   app: FastifyInstance,
@@ -14,13 +15,17 @@ export function modelRoutes(
     created: deps.startedAt,
     owned_by: 'cairn',
   });
-  app.get('/models', async () => ({
+  app.get('/models', async (request) => ({
     object: 'list' as const,
-    data: deps.agents.list().map((agent) => model(agent.name)),
+    data: deps.agents
+      .list()
+      .filter((agent) => mayUseAgent(principalOf(request), agent.name))
+      .map((agent) => model(agent.name)),
   }));
   app.get<{ Params: { id: string } }>('/models/:id', async (request) => {
     const agent = deps.agents.find(request.params.id);
-    if (!agent) {
+    // A model the key may not use does not exist for it.
+    if (!agent || !mayUseAgent(principalOf(request), agent.name)) {
       throw new InvalidRequestError(
         `The model "${request.params.id}" does not exist: models are Cairn agents (GET /v1/models).`,
         { status: 404, code: 'model_not_found', param: 'model' },

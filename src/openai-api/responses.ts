@@ -10,7 +10,13 @@ import type { FastifyInstance } from 'fastify';
 import type { TokenUsage, ToolCall } from '../llm/messages.js';
 import type { MessageLog, ResponseStore, SessionRow, SessionStore } from '../store/store.js';
 import { readResponsesRequest, toolSpecs, type ResponseFunctionTool } from './responses-request.js';
-import { traceparentOf, type ConversationResult, type Conversations } from './conversations.js';
+import {
+  postedPrincipal,
+  traceparentOf,
+  type ConversationResult,
+  type Conversations,
+} from './conversations.js';
+import { owns, principalOf } from '../http/principal.js';
 import { describeError } from '../errors.js';
 import { InvalidRequestError, toOpenAIError } from './errors.js';
 import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-stream.js';
@@ -201,6 +207,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
         ? { sessionId: header }
         : {};
     const prepared = await deps.conversations.prepare({
+      principal: postedPrincipal(principalOf(request), request.body),
       agentName: input.agentName,
       messages: input.messages,
       clientTools: toolSpecs(input.tools),
@@ -376,16 +383,17 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
   app.get<{ Params: { id: string } }>('/responses/:id', async (request) => {
     const { sessionId, startSeq } = parseResponseId(request.params.id, 'response_id');
     const stored = await deps.store.findResponse(request.params.id);
-    if (stored) return stored.body;
-    // A response from before responses were stored: read back from the session's log.
     const notFound = () =>
       new InvalidRequestError(`No response "${request.params.id}" on this server.`, {
         status: 404,
         param: 'response_id',
         code: 'response_not_found',
       });
-    const session = await deps.store.findSession(sessionId);
-    if (!session) throw notFound();
+    const session = await deps.store.findSession(stored?.session_id ?? sessionId);
+    // Another key's response is answered as if it did not exist.
+    if (!session || !owns(principalOf(request), session.owner_key)) throw notFound();
+    if (stored) return stored.body;
+    // A response from before responses were stored: read back from the session's log.
     const messages = await deps.store.listMessages(sessionId, {
       afterSeq: startSeq,
       limit: RESPONSE_READ_LIMIT,

@@ -14,7 +14,7 @@ import { ContextBuilder, type BuiltContext } from './context-builder.js';
 import type { ContextGuard, ContextRecall } from './context-guard.js';
 import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
 import type { ModelClient } from '../llm/model-client.js';
-import type { SessionMode, SessionRow, Store } from '../store/store.js';
+import type { Owner, SessionMode, SessionRow, Store } from '../store/store.js';
 import { requireSession, sessionNotFound } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
@@ -77,12 +77,21 @@ export interface CreateSessionInput {
   /** The percent of the raw tail a compaction covers (the API's and the column's `compactCount`). */
   compactPercent?: number;
   parentSessionId?: string | null;
+  /** Who the session belongs to (default: the admin; a subagent's: its parent's owner). */
+  owner?: Owner;
+  /** Where its visible-transcript chain starts (see `NewSession.transcriptSeed`). */
+  transcriptSeed?: string | null;
 }
+
+/** Who asked for an action, as its audit event records it (`by: {key, user}`). */
+export type ActedBy = Owner;
 
 export interface ChatInput {
   agentName: string;
   message: string;
   sessionId?: string;
+  /** The owner of a new session (default: the admin). */
+  owner?: Owner;
   stream?: boolean;
   signal?: AbortSignal;
   onEvent?: (event: LoopEvent | { type: 'session'; sessionId: string }) => void;
@@ -178,6 +187,12 @@ export class Runtime {
 
   async createSession(input: CreateSessionInput): Promise<SessionRow> {
     const agent = this.agents.get(input.agentName);
+    const parent =
+      input.parentSessionId == null
+        ? undefined
+        : await this.store.findSession(input.parentSessionId);
+    // A subagent works for whoever its parent session belongs to.
+    const owner = input.owner ?? (parent && { key: parent.owner_key, user: parent.end_user });
     const session = await this.store.createSession({
       agentName: agent.name,
       mode: input.mode ?? 'chat',
@@ -185,11 +200,15 @@ export class Runtime {
       parentSessionId: input.parentSessionId ?? null,
       compactCount: input.compactPercent ?? agent.defaultCompaction.compactionCount,
       systemPrompt: agent.system,
+      ...(owner ? { owner } : {}),
+      ...(input.transcriptSeed != null ? { transcriptSeed: input.transcriptSeed } : {}),
     });
     await this.events.emit('session.created', session.id, {
       agentName: agent.name,
       mode: session.mode,
       parentSessionId: session.parent_session_id,
+      ownerKey: session.owner_key,
+      endUser: session.end_user,
     });
     return session;
   }
@@ -229,7 +248,7 @@ export class Runtime {
   }
 
   /** Waits for the session's running turns, then clears its conversation and compaction state. */
-  async resetSession(id: string): Promise<SessionRow> {
+  async resetSession(id: string, by?: ActedBy): Promise<SessionRow> {
     return this.inSessionSlot(id, async () => {
       // A task waiting on this session waits on a call that reset deletes.
       const waiting = await this.store.findWaitingTaskForSession(id);
@@ -247,7 +266,7 @@ export class Runtime {
         });
       }
       const session = requireSession(await this.store.resetSession(id), id);
-      await this.events.emit('session.reset', id, {});
+      await this.events.emit('session.reset', id, by ? { by } : {});
       return session;
     });
   }
@@ -260,10 +279,10 @@ export class Runtime {
     });
   }
 
-  async deleteSession(id: string): Promise<void> {
+  async deleteSession(id: string, by?: ActedBy): Promise<void> {
     await this.inSessionSlot(id, async () => {
       await this.store.deleteSession(id);
-      await this.events.emit('session.deleted', id, {});
+      await this.events.emit('session.deleted', id, by ? { by } : {});
     });
   }
 
@@ -298,7 +317,14 @@ export class Runtime {
     // one still gets its 404 at once, as nothing queues on an id no session
     // has; a closed one gets SESSION_CLOSED once the turns before it ran.
     const sessionId =
-      input.sessionId ?? (await this.createSession({ agentName: agent.name, mode: 'chat' })).id;
+      input.sessionId ??
+      (
+        await this.createSession({
+          agentName: agent.name,
+          mode: 'chat',
+          ...(input.owner ? { owner: input.owner } : {}),
+        })
+      ).id;
     const announce = (): void => {
       seen.sessionId = sessionId;
       input.onEvent?.({ type: 'session', sessionId });

@@ -11,7 +11,7 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type { MessageLog, SessionRow, TaskRow, TaskStore } from '../store/store.js';
+import type { MessageLog, Owner, SessionRow, TaskRow, TaskStore } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
 import { APPROVAL_TIMED_OUT_RESULT, type ApprovalTimer } from './approval-timeouts.js';
@@ -30,6 +30,8 @@ export interface RunTaskInput {
   sessionId?: string;
   /** Session mode for a new session (daemon ticks use `daemon`). */
   mode?: 'task' | 'daemon';
+  /** The owner of a new session (default: the admin). */
+  owner?: Owner;
 }
 
 interface Running {
@@ -74,7 +76,11 @@ export class TaskRunner {
     const agent = this.deps.agents.get(input.agentName);
     const session = input.sessionId
       ? await runtime.usableSession(input.sessionId, agent)
-      : await runtime.createSession({ agentName: agent.name, mode: input.mode ?? 'task' });
+      : await runtime.createSession({
+          agentName: agent.name,
+          mode: input.mode ?? 'task',
+          ...(input.owner ? { owner: input.owner } : {}),
+        });
     await runtime.rejectIfTaskWaiting(session.id);
     const task = await store.createTask({
       sessionId: session.id,
@@ -178,6 +184,8 @@ export class TaskRunner {
     reason?: string;
     /** Set when the denial is the tool's approvalTimeout running out. */
     timedOut?: boolean;
+    /** Who decided: stored on the task (`decided_by`) and in the event (default: the admin). */
+    by?: Owner;
   }): Promise<TaskRow> {
     return this.control.run(input.taskId, () => this.decideLocked(input));
   }
@@ -187,6 +195,7 @@ export class TaskRunner {
     decision: 'approve' | 'deny';
     reason?: string;
     timedOut?: boolean;
+    by?: Owner;
   }): Promise<TaskRow> {
     const { runtime, store, events } = this.deps;
     const before = await this.getTask(input.taskId);
@@ -198,6 +207,7 @@ export class TaskRunner {
       );
     }
     const agent = this.deps.agents.get(before.agent_name);
+    const by: Owner = input.by ?? { key: null, user: null };
     const task = await store.transitionTask(before.id, ['waiting'], {
       status: 'running',
       question: null,
@@ -206,6 +216,7 @@ export class TaskRunner {
       pending_tool: null,
       pending_arguments: null,
       approval_expires_at: null,
+      decided_by: JSON.stringify(by),
     });
     if (!task) {
       throw new CairnError(
@@ -232,6 +243,7 @@ export class TaskRunner {
       {
         taskId: task.id,
         tool: call.function.name,
+        by,
         ...(input.timedOut === true ? { timedOut: true } : {}),
       },
     );

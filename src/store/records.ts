@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { CairnError } from '../errors.js';
 import { messageChars } from '../llm/messages.js';
 import type { ChatMessage, StoredMessage, ToolCall } from '../llm/messages.js';
-import type { EventRow, MessageMeta } from './store.js';
+import type { EventRow, KeyAgents, KeyLimits, KeyRow, MessageMeta } from './store.js';
 
 /** A message row as selected with MESSAGE_COLUMNS (or CONTEXT_COLUMNS). */
 export interface MessageRecord {
@@ -56,6 +56,7 @@ export const TASK_PATCH_COLUMNS: readonly string[] = [
   'pending_call_id',
   'pending_tool',
   'pending_arguments',
+  'decided_by',
 ];
 
 export const INTERRUPTED_ERROR =
@@ -143,4 +144,34 @@ export function plainTerms<T extends { text: string }>(terms: readonly T[]): T[]
 /** The words of free text that a search looks for (at most 32), so no input is a syntax error. */
 export function searchWords(text: string): string[] {
   return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32);
+}
+
+/** A `keys` row as selected (agents and limits as JSON text). */
+export interface KeyRecord {
+  id: string;
+  name: string;
+  agents: string;
+  limits: string;
+  secret_hash: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+/** The API's view of a key row: no secret hash. */
+export function toKeyRow(row: KeyRecord): KeyRow {
+  return {
+    id: row.id,
+    name: row.name,
+    agents: JSON.parse(row.agents) as KeyAgents,
+    limits: JSON.parse(row.limits) as KeyLimits,
+    created_at: row.created_at,
+    last_used_at: row.last_used_at,
+    revoked_at: row.revoked_at,
+  };
+}
+
+/** The UTC day a token count is charged to (`key_usage.day`). */
+export function usageDay(at: string = now()): string {
+  return at.slice(0, 10);
 }

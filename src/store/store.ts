@@ -12,6 +12,18 @@ import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/me
 import type { FallbackHop } from '../llm/model-client.js';
 
 export type SessionMode = 'chat' | 'task' | 'subagent' | 'daemon';
+
+/**
+ * Who a row belongs to: the client key that created it (null: the admin) and
+ * the end user that key named (null: none).
+ */
+export interface Owner {
+  key: string | null;
+  user: string | null;
+}
+
+/** The admin's own rows (and every row of a database from before keys). */
+export const ADMIN_OWNER: Owner = { key: null, user: null };
 export type SessionStatus = 'active' | 'closed';
 
 /** A session row exactly as stored (snake_case, as the API returns it). */
@@ -57,6 +69,10 @@ export interface SessionRow {
   /** Of input_tokens, those the provider served from its prompt cache, and those it wrote to it. */
   cache_read_tokens: number;
   cache_write_tokens: number;
+  /** The client key that created the session; null for the admin. */
+  owner_key: string | null;
+  /** The end user the key named (`X-Cairn-User`, or `user` on /v1); null when none. */
+  end_user: string | null;
 }
 
 export interface NewSession {
@@ -67,6 +83,14 @@ export interface NewSession {
   compactCount: number;
   /** The agent's system prompt, stored as the first message (a snapshot). */
   systemPrompt: string;
+  /** Default: the admin. */
+  owner?: Owner;
+  /**
+   * Where the visible-transcript chain starts (default: nothing). A
+   * conversation from /v1 starts it from its scope and the client's system
+   * messages, so two conversations that differ there never match.
+   */
+  transcriptSeed?: string | null;
 }
 
 /** `PATCH /sessions/:id`: the fields a client may change after creation. */
@@ -82,9 +106,17 @@ export interface SessionEdit {
  */
 export type ImportedSession = Omit<
   SessionRow,
-  // The transcript hash is rebuilt from the imported messages, never taken from the file.
-  'id' | 'message_count' | 'last_seq' | 'epoch' | 'parent_session_id' | 'transcript_hash'
->;
+  // The transcript hash is rebuilt from the imported messages, never taken from the file;
+  // the importer owns what it imports, whatever the file says.
+  | 'id'
+  | 'message_count'
+  | 'last_seq'
+  | 'epoch'
+  | 'parent_session_id'
+  | 'transcript_hash'
+  | 'owner_key'
+  | 'end_user'
+> & { end_user?: string | null };
 
 /** A message as an export carries it: its seq and time are kept. */
 export interface ImportedMessage extends ChatMessage {
@@ -100,6 +132,10 @@ export interface SessionFilter {
   status?: SessionStatus;
   mode?: SessionMode;
   parentSessionId?: string;
+  /** Only the sessions of this client key (a client key's view). */
+  ownerKey?: string;
+  /** Only the sessions of this end user. */
+  endUser?: string;
   limit: number;
   /** Opaque cursor returned as `nextCursor` by the previous page. */
   cursor?: string;
@@ -160,6 +196,11 @@ export interface TaskRow {
   approval_expires_at: string | null;
   /** The instance that set the task running (DESIGN §12); null for tasks of older builds. */
   owner_instance: string | null;
+  /** The client key of the task's session; null for the admin. */
+  owner_key: string | null;
+  end_user: string | null;
+  /** Who approved or denied the task's last held call: JSON `{key, user}`; null until decided. */
+  decided_by: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -277,10 +318,14 @@ export const RECALL_CONTENT_CHARS = 4_000;
 export interface SessionStore {
   createSession(input: NewSession): Promise<SessionRow>;
   findSession(id: string): Promise<SessionRow | undefined>;
-  /** The most recently updated open session of `agentName` whose visible transcript hashes to `transcriptHash`. */
+  /**
+   * The most recently updated open session of `agentName`, owned by `owner`
+   * (key and end user alike), whose visible transcript hashes to `transcriptHash`.
+   */
   findSessionByTranscript(
     agentName: string,
     transcriptHash: string,
+    owner: Owner,
   ): Promise<SessionRow | undefined>;
   listSessions(filter: SessionFilter): Promise<Page<SessionRow>>;
   /** Deletes the messages, zeroes the token counts and clears every compaction column. */
@@ -289,8 +334,8 @@ export interface SessionStore {
   deleteSession(id: string): Promise<boolean>;
   /** Changes title and/or compact_count; undefined if there is no such session. */
   updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined>;
-  /** Import: writes `session` under a new id, with no messages yet; returns the id. */
-  createImportedSession(session: ImportedSession): Promise<string>;
+  /** Import: writes `session` under a new id, owned by `owner`, with no messages yet; returns the id. */
+  createImportedSession(session: ImportedSession, owner?: Owner): Promise<string>;
   /**
    * A new active `chat` session of the same agent (and owner) holding the
    * messages of `id` up to `atSeq` (default: its last message), seqs and
@@ -378,11 +423,18 @@ export interface CompactionStore {
 /** The event log that `GET /events` pages through. */
 export interface EventLog {
   appendEvent(event: NewEvent): Promise<EventRow>;
-  listEvents(options: { afterId: number; sessionId?: string; limit: number }): Promise<EventRow[]>;
+  /** With `ownerKey`, only the events of that client key's sessions. */
+  listEvents(options: {
+    afterId: number;
+    sessionId?: string;
+    ownerKey?: string;
+    limit: number;
+  }): Promise<EventRow[]>;
 }
 
 /** Task rows and their status transitions. */
 export interface TaskStore {
+  /** The task gets its session's owner key and end user. */
   createTask(input: { sessionId: string; agentName: string; input: string }): Promise<TaskRow>;
   findTask(id: string): Promise<TaskRow | undefined>;
   listTasks(filter: {
@@ -390,6 +442,7 @@ export interface TaskStore {
     agentName?: string;
     /** Only the tasks of this session (an A2A context). */
     sessionId?: string;
+    ownerKey?: string;
     limit: number;
     cursor?: string;
   }): Promise<Page<TaskRow>>;
@@ -413,6 +466,7 @@ export interface TaskStore {
         | 'pending_tool'
         | 'pending_arguments'
         | 'approval_expires_at'
+        | 'decided_by'
       >
     >,
   ): Promise<TaskRow | undefined>;
@@ -500,6 +554,53 @@ export interface MemoryStore {
   listMemory(agentName: string, query?: string, limit?: number): Promise<MemoryNote[]>;
   putMemory(agentName: string, key: string, content: string): Promise<MemoryNote>;
   deleteMemory(agentName: string, key: string): Promise<boolean>;
+}
+
+/** Which agents a client key may use: every one, or these names. */
+export type KeyAgents = '*' | string[];
+
+export interface KeyLimits {
+  requestsPerMinute?: number;
+  tokensPerDay?: number;
+}
+
+/** A client key as the API shows it (never its secret or the secret's hash). */
+export interface KeyRow {
+  id: string;
+  name: string;
+  agents: KeyAgents;
+  limits: KeyLimits;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface NewKey {
+  name: string;
+  agents: KeyAgents;
+  limits: KeyLimits;
+  /** SHA-256 of the secret, hex; the secret itself is never stored. */
+  secretHash: string;
+}
+
+/**
+ * Client keys and what they spent. Tokens are counted by the stores
+ * themselves: every append with usage, and every compaction, on a session
+ * with an owner key adds to that key's row for the UTC day.
+ */
+export interface KeyStore {
+  createKey(input: NewKey): Promise<KeyRow>;
+  findKey(id: string): Promise<KeyRow | undefined>;
+  /** The unrevoked key whose secret hashes to `secretHash` (hex), with that hash. */
+  findKeyBySecretHash(secretHash: string): Promise<(KeyRow & { secret_hash: string }) | undefined>;
+  /** Every key, revoked ones too, newest first. */
+  listKeys(): Promise<KeyRow[]>;
+  /** Revokes the key (once: a second revoke keeps the first time); undefined if there is none. */
+  revokeKey(id: string): Promise<KeyRow | undefined>;
+  /** Records that the key was used at `at` (callers batch this: not once per request). */
+  touchKey(id: string, at: string): Promise<void>;
+  /** Tokens the key's sessions spent on `day` (YYYY-MM-DD, UTC). */
+  keyTokensOn(keyId: string, day: string): Promise<number>;
 }
 
 /**
@@ -605,7 +706,8 @@ export interface Store
     MemoryStore,
     InstanceStore,
     ResponseStore,
-    CallRecordStore {
+    CallRecordStore,
+    KeyStore {
   readonly kind: 'sqlite' | 'postgres';
   /** Answers once the database answers a trivial query; rejects when it cannot be reached. */
   ping(): Promise<void>;

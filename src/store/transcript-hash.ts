@@ -27,11 +27,40 @@ export function nextTranscriptHash(
     .digest('base64url');
 }
 
-/** The chain hash of a whole message list (non-visible messages are skipped); null when nothing is visible. */
+/**
+ * The chain hash of a whole message list (non-visible messages are skipped),
+ * starting from `seed`; `seed` (null by default) when nothing is visible.
+ */
 export function transcriptHash(
   messages: readonly Pick<ChatMessage, 'role' | 'content' | 'tool_calls'>[],
+  seed: string | null = null,
 ): string | null {
-  let hash: string | null = null;
+  let hash = seed;
   for (const message of messages) if (isVisible(message)) hash = nextTranscriptHash(hash, message);
   return hash;
+}
+
+/**
+ * Where the chain of a conversation posted by an API client starts: its
+ * scope (the client key and end user) and every system or developer message
+ * it posted, with where each stood among the other messages. Two
+ * conversations that differ in any of these never share a chain. Null for
+ * the admin with no end user and no instructions, whose chain starts empty
+ * as it always did.
+ */
+export function transcriptSeed(
+  scope: { key: string | null; user: string | null },
+  instructions: readonly { position: number; content: string | null }[],
+): string | null {
+  if (scope.key === null && scope.user === null && instructions.length === 0) return null;
+  return createHash('sha256')
+    .update(
+      JSON.stringify([
+        'scope',
+        scope.key ?? '',
+        scope.user ?? '',
+        instructions.map((m) => [m.position, m.content ?? '']),
+      ]),
+    )
+    .digest('base64url');
 }

@@ -18,6 +18,7 @@ import type {
   SessionStore,
 } from '../store/store.js';
 import { EXPORT_FORMAT, EXPORT_VERSION } from './session-export.js';
+import { ADMIN_OWNER, type Owner } from '../store/store.js';
 
 /** Messages written per transaction while importing. */
 const IMPORT_BATCH = 500;
@@ -82,6 +83,7 @@ const SESSION_LINE = {
         cost: { type: 'number', minimum: 0 },
         cache_read_tokens: TOKENS,
         cache_write_tokens: TOKENS,
+        end_user: { type: ['string', 'null'], maxLength: 200 },
       },
     },
   },
@@ -268,6 +270,7 @@ export async function importSession(
   store: ImportStore,
   lines: AsyncIterable<string>,
   checkAgent: (name: string) => void,
+  owner: Owner = ADMIN_OWNER,
   now: () => number = Date.now,
 ): Promise<SessionRow> {
   const v = lineValidators();
@@ -302,7 +305,7 @@ export async function importSession(
           created_at: importedTime(header.created_at, importedAt, lineNo, 'session.created_at'),
           updated_at: importedTime(header.updated_at, importedAt, lineNo, 'session.updated_at'),
         };
-        id = await store.createImportedSession(header);
+        id = await store.createImportedSession(header, owner);
         continue;
       }
       if (value.type === 'message') {
@@ -445,6 +448,7 @@ function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): Import
     cost: s.cost ?? 0,
     cache_read_tokens: s.cache_read_tokens ?? 0,
     cache_write_tokens: s.cache_write_tokens ?? 0,
+    end_user: s.end_user ?? null,
   };
 }
 

@@ -384,6 +384,51 @@ describe('the console against a server with an API key', () => {
     },
     FLOW_TIMEOUT_MS,
   );
+
+  it(
+    'lets the admin create a key (secret shown once, never stored) and revoke it; a client key sees no keys page',
+    async () => {
+      const { page } = browser;
+      await page.goto(`${server.url}/console/agents`);
+      await page.evaluate(`sessionStorage.setItem('cairn.apiKey', ${JSON.stringify(API_KEY)})`);
+      await page.goto(`${server.url}/console/agents`);
+      await page.getByRole('link', { name: 'Keys' }).click();
+      await page.getByLabel('Name').fill('browser ui');
+      await page.getByLabel('Agents (comma-separated, empty for all)').fill('assistant');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const issued = page.locator('.issued-secret code');
+      await issued.waitFor();
+      const secret = (await issued.textContent()) ?? '';
+      expect(secret).toMatch(/^cairn_sk_/);
+      const stored = String(
+        await page.evaluate('JSON.stringify([{ ...sessionStorage }, { ...localStorage }])'),
+      );
+      expect(stored).not.toContain(secret);
+      await page.getByRole('button', { name: 'I have copied it' }).click();
+      await issued.waitFor({ state: 'detached' });
+      await page.getByRole('cell', { name: 'browser ui' }).waitFor();
+
+      // The same console with the client key: its world only, no keys page.
+      await page.evaluate(`sessionStorage.setItem('cairn.apiKey', ${JSON.stringify(secret)})`);
+      await page.goto(`${server.url}/console/agents`);
+      await page.getByRole('link', { name: 'assistant' }).first().waitFor();
+      expect(await page.getByRole('link', { name: 'Keys' }).count()).toBe(0);
+      // Memory is the admin's: the agent page of a client key has none.
+      await page.goto(`${server.url}/console/agents/assistant`);
+      await page.getByRole('button', { name: 'New chat' }).waitFor();
+      expect(await page.getByRole('heading', { name: 'Memory notes' }).count()).toBe(0);
+
+      await page.evaluate(`sessionStorage.setItem('cairn.apiKey', ${JSON.stringify(API_KEY)})`);
+      await page.goto(`${server.url}/console/keys`);
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.getByRole('button', { name: 'Revoke' }).click();
+      await page.getByRole('cell', { name: /^revoked / }).waitFor();
+      // The console asks GET /keys to learn whether its key is the admin's: a client key's 403 is expected.
+      expect(browser.pageErrors.filter((e) => !e.includes('status of 403'))).toEqual([]);
+      expect(browser.foreignRequests).toEqual([]);
+    },
+    FLOW_TIMEOUT_MS,
+  );
 });
 
 describe('the console inside another site’s frame', () => {

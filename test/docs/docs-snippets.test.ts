@@ -2,7 +2,7 @@
  * Issue 11 item 7: the shell snippets of the README and the guide run as
  * written, in order, against a real `cairn serve` with the fake model.
  * Two rewrites only: the documented address http://127.0.0.1:5050 becomes the
- * test server's, and an example session or task id stands for the last one
+ * test server's, and an example session, task or key id stands for the last one
  * the previous snippets printed. `cairn` is the compiled CLI. Snippets marked
  * `<!-- docs-test: skip <reason> -->` are not run (listed in the test name).
  *
@@ -22,7 +22,11 @@ import { shellSnippets } from './markdown-snippets.js';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOCUMENTED_URL = 'http://127.0.0.1:5050';
 /** Example ids in the docs: each stands for the last id of its kind a snippet printed. */
-const EXAMPLE_IDS = { sess: /sess_[0-9a-f]{24}/g, task: /task_[0-9a-f]{24}/g };
+const EXAMPLE_IDS = {
+  sess: /sess_[0-9a-f]{24}/g,
+  task: /task_[0-9a-f]{24}/g,
+  key: /key_[0-9a-f]{24}/g,
+};
 const FILES = [
   'README.md',
   ...[

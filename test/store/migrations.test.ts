@@ -169,6 +169,38 @@ describe('migrate', () => {
     );
   });
 
+  it("009 upgrades a database with sessions and tasks: every existing row is the admin's", async () => {
+    const db = openRaw();
+    migrate(
+      db,
+      SQLITE_MIGRATIONS.filter((m) => m.version < 9),
+    );
+    const now = new Date().toISOString();
+    db.prepare(
+      `INSERT INTO sessions (id, agent_name, mode, status, created_at, updated_at)
+       VALUES ('sess_old', 'a', 'chat', 'active', ?, ?)`,
+    ).run(now, now);
+    db.prepare(
+      `INSERT INTO tasks (id, session_id, agent_name, status, input, created_at, updated_at)
+       VALUES ('task_old', 'sess_old', 'a', 'completed', 'x', ?, ?)`,
+    ).run(now, now);
+    expect(migrate(db)).toEqual([9]);
+    db.close();
+    const store = new SqliteStore(dbPath);
+    try {
+      expect(await store.findSession('sess_old')).toMatchObject({
+        owner_key: null,
+        end_user: null,
+      });
+      expect(await store.findTask('task_old')).toMatchObject({ owner_key: null, decided_by: null });
+      expect(await store.listKeys()).toEqual([]);
+      // A client key's view of the old database is empty.
+      expect((await store.listSessions({ ownerKey: 'key_x', limit: 10 })).items).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('applies migrations in version order whatever the order of the list', () => {
     const db = openRaw();
     const later: Migration = {

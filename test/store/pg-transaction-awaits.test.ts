@@ -21,6 +21,8 @@ const ALLOWED = [
   /^ensureDaemon\(c,/,
   /^insertEvent\(c,/,
   /^this\.insertMessages\(c,/,
+  // pg-keys.ts: one INSERT … ON CONFLICT on the same client, nothing else.
+  /^chargeSessionTokens\(c,/,
 ];
 /** Helpers a unit of work may await, whose own awaits are checked the same way. */
 const HELPERS = [

@@ -67,6 +67,7 @@ describe('the Store contract suite', () => {
       'InstanceStore',
       'ResponseStore',
       'CallRecordStore',
+      'KeyStore',
     ]);
     const bodies = [
       store![2]!,
@@ -183,7 +184,12 @@ describe('SqliteStore on SQLite', () => {
         ['getSession', 'sessions', [session.id]],
         ['listMemory', 'memory', ['assistant', 100]],
         ['latestCompaction', 'compactions', [session.id]],
-        ['sessionByTranscript', 'sessions', ['assistant', 'hash']],
+        [
+          'sessionByTranscript',
+          'sessions',
+          [{ agent: 'assistant', hash: 'hash', owner_key: 'key_a', end_user: 'alice' }],
+        ],
+        ['ownerEventsAfter', 'events', [{ after: 0, owner_key: 'key_a', limit: 100 }]],
       ];
       for (const [name, table, params] of others) {
         const text = planOf(name, ...params).join('\n');

@@ -13,7 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import type { ChatMessage, StoredMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
-import { transcriptHash } from '../../src/store/transcript-hash.js';
+import { nextTranscriptHash, transcriptHash } from '../../src/store/transcript-hash.js';
 import { RECALL_CONTENT_CHARS } from '../../src/store/store.js';
 import { encodeRequest, type RequestState } from '../../src/records/request-delta.js';
 import type {
@@ -24,6 +24,7 @@ import type {
   Store,
   TaskRow,
 } from '../../src/store/store.js';
+import { ADMIN_OWNER } from '../../src/store/store.js';
 
 export interface StoreFixture {
   store: Store;
@@ -455,16 +456,23 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           const hash = transcriptHash(visible)!;
           const row = await store.findSession(session.id);
           expect(row?.transcript_hash).toBe(hash);
-          expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(session.id);
+          expect((await store.findSessionByTranscript('assistant', hash, ADMIN_OWNER))?.id).toBe(
+            session.id,
+          );
           // A prefix of the transcript, another agent, or another text: no match.
           expect(
-            await store.findSessionByTranscript('assistant', transcriptHash(visible.slice(0, 1))!),
+            await store.findSessionByTranscript(
+              'assistant',
+              transcriptHash(visible.slice(0, 1))!,
+              ADMIN_OWNER,
+            ),
           ).toBeUndefined();
-          expect(await store.findSessionByTranscript('other', hash)).toBeUndefined();
+          expect(await store.findSessionByTranscript('other', hash, ADMIN_OWNER)).toBeUndefined();
           expect(
             await store.findSessionByTranscript(
               'assistant',
               transcriptHash([visible[0]!, { role: 'assistant', content: 'hi there!' }])!,
+              ADMIN_OWNER,
             ),
           ).toBeUndefined();
         });
@@ -476,12 +484,18 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           const newer = await newSession();
           await store.appendMessages(newer.id, conversation(2));
           const hash = transcriptHash(conversation(2))!;
-          expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(newer.id);
+          expect((await store.findSessionByTranscript('assistant', hash, ADMIN_OWNER))?.id).toBe(
+            newer.id,
+          );
           const reset = await store.resetSession(newer.id);
           expect(reset?.transcript_hash).toBeNull();
-          expect((await store.findSessionByTranscript('assistant', hash))?.id).toBe(older.id);
+          expect((await store.findSessionByTranscript('assistant', hash, ADMIN_OWNER))?.id).toBe(
+            older.id,
+          );
           await store.closeSession(older.id);
-          expect(await store.findSessionByTranscript('assistant', hash)).toBeUndefined();
+          expect(
+            await store.findSessionByTranscript('assistant', hash, ADMIN_OWNER),
+          ).toBeUndefined();
           // The chain restarts from empty after the reset.
           await store.appendMessages(newer.id, conversation(1));
           expect((await store.findSession(newer.id))?.transcript_hash).toBe(
@@ -2123,9 +2137,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         // The fork answers to the transcript it holds, and grows after it.
         const visible = parentMessages.slice(1, 5);
         expect(fork.transcript_hash).toBe(transcriptHash(visible));
-        expect((await store.findSessionByTranscript('assistant', fork.transcript_hash!))?.id).toBe(
-          fork.id,
-        );
+        expect(
+          (await store.findSessionByTranscript('assistant', fork.transcript_hash!, ADMIN_OWNER))
+            ?.id,
+        ).toBe(fork.id);
         const [next] = await store.appendMessages(fork.id, [{ role: 'user', content: 'branch' }]);
         expect(next!.seq).toBe(6);
         expect(await allMessages(parent.id)).toEqual(parentMessages);
@@ -2409,6 +2424,216 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const cutoff = new Date().toISOString();
         expect(await store.pruneModelCalls(cutoff, 2)).toBe(2);
         expect(await store.pruneModelCalls(cutoff, 2)).toBe(1);
+      });
+    });
+
+    describe('KeyStore and ownership', () => {
+      const keyInput = (name: string, secretHash: string) => ({
+        name,
+        agents: ['assistant'],
+        limits: { requestsPerMinute: 5 },
+        secretHash,
+      });
+      const today = () => new Date().toISOString().slice(0, 10);
+
+      it('creates, finds, lists and revokes keys; the hash is found only while unrevoked', async () => {
+        const first = await store.createKey(keyInput('ui', 'a'.repeat(64)));
+        await tick();
+        const second = await store.createKey({
+          name: 'bot',
+          agents: '*',
+          limits: {},
+          secretHash: 'b'.repeat(64),
+        });
+        expect(first).toMatchObject({
+          name: 'ui',
+          agents: ['assistant'],
+          limits: { requestsPerMinute: 5 },
+          last_used_at: null,
+          revoked_at: null,
+        });
+        expect(first.id).toMatch(/^key_/);
+        // The API view never carries the hash.
+        expect(Object.keys(first)).not.toContain('secret_hash');
+        expect(await store.findKey(first.id)).toEqual(first);
+        expect(await store.findKey('key_missing')).toBeUndefined();
+        expect(await store.findKeyBySecretHash('a'.repeat(64))).toEqual({
+          ...first,
+          secret_hash: 'a'.repeat(64),
+        });
+        expect(await store.findKeyBySecretHash('c'.repeat(64))).toBeUndefined();
+        expect((await store.listKeys()).map((k) => k.id)).toEqual([second.id, first.id]);
+
+        const revoked = await store.revokeKey(first.id);
+        expect(revoked?.revoked_at).not.toBeNull();
+        expect(await store.findKeyBySecretHash('a'.repeat(64))).toBeUndefined();
+        await tick();
+        // A second revoke keeps the first time.
+        expect((await store.revokeKey(first.id))?.revoked_at).toBe(revoked?.revoked_at);
+        expect(await store.revokeKey('key_missing')).toBeUndefined();
+        expect((await store.listKeys()).find((k) => k.id === first.id)?.revoked_at).toBe(
+          revoked?.revoked_at,
+        );
+      });
+
+      it('refuses a second key with the same secret hash', async () => {
+        await store.createKey(keyInput('one', 'd'.repeat(64)));
+        await expect(store.createKey(keyInput('two', 'd'.repeat(64)))).rejects.toThrow();
+        expect(await store.listKeys()).toHaveLength(1);
+      });
+
+      it('records when a key was last used', async () => {
+        const key = await store.createKey(keyInput('ui', 'e'.repeat(64)));
+        await store.touchKey(key.id, '2026-03-01T10:00:00.000Z');
+        expect((await store.findKey(key.id))?.last_used_at).toBe('2026-03-01T10:00:00.000Z');
+      });
+
+      it('charges the tokens of an owned session to its key for the day, compaction included', async () => {
+        const key = await store.createKey(keyInput('ui', 'f'.repeat(64)));
+        const owned = await newSession({ owner: { key: key.id, user: 'alice' } });
+        const admins = await newSession();
+        expect(await store.keyTokensOn(key.id, today())).toBe(0);
+        await store.appendMessages(owned.id, conversation(2), {
+          usage: { input_tokens: 30, output_tokens: 12 },
+        });
+        await store.appendMessagesWithEvents(owned.id, conversation(1), 'message.created', {
+          usage: { input_tokens: 5, output_tokens: 3 },
+        });
+        await store.appendMessages(admins.id, conversation(2), {
+          usage: { input_tokens: 1_000, output_tokens: 1_000 },
+        });
+        expect(await store.keyTokensOn(key.id, today())).toBe(50);
+        const committed = await store.commitCompaction(
+          compaction(owned.id, {
+            expectedSize: 0,
+            toSize: 2,
+            toSeq: 3,
+            inputTokens: 100,
+            outputTokens: 20,
+          }),
+        );
+        expect(committed).toBeDefined();
+        expect(await store.keyTokensOn(key.id, today())).toBe(170);
+        expect(await store.keyTokensOn(key.id, '2000-01-01')).toBe(0);
+      });
+
+      it('records the owner key and end user of a session; the admin owns by default', async () => {
+        const owned = await newSession({ owner: { key: 'key_a', user: 'alice' } });
+        const admins = await newSession();
+        expect(owned).toMatchObject({ owner_key: 'key_a', end_user: 'alice' });
+        expect(admins).toMatchObject({ owner_key: null, end_user: null });
+        expect(await store.findSession(owned.id)).toMatchObject({ owner_key: 'key_a' });
+      });
+
+      it('lists the sessions of one key, and of one end user', async () => {
+        const a1 = await newSession({ owner: { key: 'key_a', user: 'alice' } });
+        await tick();
+        const a2 = await newSession({ owner: { key: 'key_a', user: 'bob' } });
+        await newSession({ owner: { key: 'key_b', user: 'alice' } });
+        await newSession();
+        const ofA = await store.listSessions({ ownerKey: 'key_a', limit: 10 });
+        expect(ofA.items.map((s) => s.id)).toEqual([a2.id, a1.id]);
+        const aliceOfA = await store.listSessions({
+          ownerKey: 'key_a',
+          endUser: 'alice',
+          limit: 10,
+        });
+        expect(aliceOfA.items.map((s) => s.id)).toEqual([a1.id]);
+        expect((await store.listSessions({ limit: 10 })).items).toHaveLength(4);
+      });
+
+      it('matches a transcript only within the same key and end user', async () => {
+        const alice = await newSession({ owner: { key: 'key_a', user: 'alice' } });
+        const bob = await newSession({ owner: { key: 'key_a', user: 'bob' } });
+        const admins = await newSession();
+        for (const session of [alice, bob, admins])
+          await store.appendMessages(session.id, conversation(2));
+        const hash = transcriptHash(conversation(2))!;
+        const find = (key: string | null, user: string | null) =>
+          store.findSessionByTranscript('assistant', hash, { key, user });
+        expect((await find('key_a', 'alice'))?.id).toBe(alice.id);
+        expect((await find('key_a', 'bob'))?.id).toBe(bob.id);
+        expect((await find(null, null))?.id).toBe(admins.id);
+        expect(await find('key_a', null)).toBeUndefined();
+        expect(await find('key_b', 'alice')).toBeUndefined();
+      });
+
+      it('starts the transcript chain from the seed it is given', async () => {
+        const seeded = await newSession({ transcriptSeed: 'seed-1' });
+        expect(seeded.transcript_hash).toBe('seed-1');
+        await store.appendMessages(seeded.id, conversation(2));
+        const chained = conversation(2).reduce<string>(
+          (previous, message) => nextTranscriptHash(previous, message),
+          'seed-1',
+        );
+        expect((await store.findSession(seeded.id))?.transcript_hash).toBe(chained);
+        // The same words without the seed are another transcript.
+        expect(
+          await store.findSessionByTranscript(
+            'assistant',
+            transcriptHash(conversation(2))!,
+            ADMIN_OWNER,
+          ),
+        ).toBeUndefined();
+      });
+
+      it('gives a task its session owner, lists tasks of one key, and stores who decided', async () => {
+        const owned = await newSession({ owner: { key: 'key_a', user: 'alice' } });
+        const admins = await newSession();
+        const task = await store.createTask({
+          sessionId: owned.id,
+          agentName: 'assistant',
+          input: 'x',
+        });
+        await store.createTask({ sessionId: admins.id, agentName: 'assistant', input: 'y' });
+        expect(task).toMatchObject({ owner_key: 'key_a', end_user: 'alice', decided_by: null });
+        const ofA = await store.listTasks({ ownerKey: 'key_a', limit: 10 });
+        expect(ofA.items.map((t) => t.id)).toEqual([task.id]);
+        const decided = await store.transitionTask(task.id, ['running'], {
+          decided_by: JSON.stringify({ key: 'key_a', user: 'alice' }),
+        });
+        expect(JSON.parse(decided?.decided_by ?? 'null')).toEqual({ key: 'key_a', user: 'alice' });
+        await expectCairnError(
+          store.createTask({ sessionId: 'sess_missing', agentName: 'assistant', input: 'z' }),
+          'SESSION_NOT_FOUND',
+        );
+      });
+
+      it('lists the events of one key only', async () => {
+        const owned = await newSession({ owner: { key: 'key_a', user: null } });
+        const other = await newSession({ owner: { key: 'key_b', user: null } });
+        const mine = await store.appendEvent({ type: 't', sessionId: owned.id, data: {} });
+        await store.appendEvent({ type: 't', sessionId: other.id, data: {} });
+        await store.appendEvent({ type: 't', sessionId: null, data: {} });
+        const listed = await store.listEvents({ afterId: 0, ownerKey: 'key_a', limit: 10 });
+        expect(listed.map((e) => e.id)).toEqual([mine.id]);
+        expect(
+          await store.listEvents({ afterId: 0, sessionId: other.id, ownerKey: 'key_a', limit: 10 }),
+        ).toEqual([]);
+        expect(
+          (
+            await store.listEvents({
+              afterId: 0,
+              sessionId: owned.id,
+              ownerKey: 'key_a',
+              limit: 10,
+            })
+          ).length,
+        ).toBe(1);
+      });
+
+      it('gives an imported session to the importer', async () => {
+        const original = await newSession();
+        const id = await store.createImportedSession(
+          { ...original, end_user: 'from-file' },
+          { key: 'key_a', user: null },
+        );
+        expect(await store.findSession(id)).toMatchObject({
+          owner_key: 'key_a',
+          end_user: 'from-file',
+        });
+        const named = await store.createImportedSession(original, { key: 'key_a', user: 'carol' });
+        expect((await store.findSession(named))?.end_user).toBe('carol');
       });
     });
 

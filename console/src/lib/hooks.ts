@@ -6,6 +6,9 @@ import { followEvents, type SseEvent } from './sse';
 
 export const ApiContext = createContext<Api | null>(null);
 
+/** Whether the console's key is the admin's: a client key has no memory or keys pages. */
+export const RoleContext = createContext<'admin' | 'client'>('admin');
+
 export function useApi(): Api {
   const api = useContext(ApiContext);
   if (!api) throw new Error('useApi outside ApiContext');

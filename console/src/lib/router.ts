@@ -9,7 +9,8 @@ export type Route =
   | { view: 'sessions' }
   | { view: 'session'; id: string }
   | { view: 'tasks' }
-  | { view: 'daemons' };
+  | { view: 'daemons' }
+  | { view: 'keys' };
 
 export function parseRoute(path: string): Route {
   const parts = path
@@ -24,6 +25,8 @@ export function parseRoute(path: string): Route {
       return { view: 'tasks' };
     case 'daemons':
       return { view: 'daemons' };
+    case 'keys':
+      return { view: 'keys' };
     case 'agents':
       return parts[1] ? { view: 'agents', agent: parts[1] } : { view: 'agents' };
     default:

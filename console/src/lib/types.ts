@@ -100,3 +100,13 @@ export interface DryRun {
   batchChars: number;
   totalChars: number;
 }
+
+export interface ClientKey {
+  id: string;
+  name: string;
+  agents: '*' | string[];
+  limits: { requestsPerMinute?: number; tokensPerDay?: number };
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}

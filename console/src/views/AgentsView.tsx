@@ -1,6 +1,6 @@
 /** Agents: their settings, their memory notes (add, delete), and a way to start a chat. */
-import { useState } from 'preact/hooks';
-import { useApi, useLoad, useLiveEvents } from '../lib/hooks';
+import { useContext, useState } from 'preact/hooks';
+import { RoleContext, useApi, useLoad, useLiveEvents } from '../lib/hooks';
 import { href, navigate, onLinkClick } from '../lib/router';
 import type { Agent, MemoryNote, Session } from '../lib/types';
 import { ErrorNote } from './ErrorNote';
@@ -37,9 +37,14 @@ export function AgentsView({ selected }: { selected: string | undefined }) {
 function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }) {
   const api = useApi();
   const [error, setError] = useState<string>();
+  // Memory is the admin's: a client key's console does not ask for it.
+  const admin = useContext(RoleContext) === 'admin';
   const notes = useLoad(
-    () => api.get<{ notes: MemoryNote[] }>(`/agents/${encodeURIComponent(name)}/memory`),
-    [name],
+    () =>
+      admin
+        ? api.get<{ notes: MemoryNote[] }>(`/agents/${encodeURIComponent(name)}/memory`)
+        : Promise.resolve({ notes: [] }),
+    [name, admin],
   );
   useLiveEvents(undefined, notes.reload);
   const [key, setKey] = useState('');
@@ -99,39 +104,47 @@ function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }
       <pre class="settings" aria-label="Settings">
         {JSON.stringify(settings, null, 2)}
       </pre>
-      <h3>Memory notes</h3>
-      <ErrorNote error={notes.error} />
-      <ul class="notes">
-        {(notes.data?.notes ?? []).map((n) => (
-          <li key={n.key}>
-            <strong>{n.key}</strong>: {n.content}{' '}
-            <button
-              type="button"
-              aria-label={`Delete note ${n.key}`}
-              onClick={() => void deleteNote(n.key)}
-            >
-              Delete
-            </button>
-          </li>
-        ))}
-        {notes.data?.notes.length === 0 && <li>No notes.</li>}
-      </ul>
-      <form class="note-form" onSubmit={(e) => void addNote(e)}>
-        <label>
-          Key
-          <input
-            value={key}
-            required
-            pattern="\S+"
-            onInput={(e) => setKey(e.currentTarget.value)}
-          />
-        </label>
-        <label>
-          Note
-          <textarea value={content} required onInput={(e) => setContent(e.currentTarget.value)} />
-        </label>
-        <button type="submit">Add note</button>
-      </form>
+      {admin && (
+        <>
+          <h3>Memory notes</h3>
+          <ErrorNote error={notes.error} />
+          <ul class="notes">
+            {(notes.data?.notes ?? []).map((n) => (
+              <li key={n.key}>
+                <strong>{n.key}</strong>: {n.content}{' '}
+                <button
+                  type="button"
+                  aria-label={`Delete note ${n.key}`}
+                  onClick={() => void deleteNote(n.key)}
+                >
+                  Delete
+                </button>
+              </li>
+            ))}
+            {notes.data?.notes.length === 0 && <li>No notes.</li>}
+          </ul>
+          <form class="note-form" onSubmit={(e) => void addNote(e)}>
+            <label>
+              Key
+              <input
+                value={key}
+                required
+                pattern="\S+"
+                onInput={(e) => setKey(e.currentTarget.value)}
+              />
+            </label>
+            <label>
+              Note
+              <textarea
+                value={content}
+                required
+                onInput={(e) => setContent(e.currentTarget.value)}
+              />
+            </label>
+            <button type="submit">Add note</button>
+          </form>
+        </>
+      )}
     </section>
   );
 }

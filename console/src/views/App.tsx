@@ -4,19 +4,24 @@
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { Api, ApiError } from '../lib/api';
-import { ApiContext } from '../lib/hooks';
+import { ApiContext, RoleContext } from '../lib/hooks';
 import { href, onLinkClick, useRoute, type Route } from '../lib/router';
 import { AgentsView } from './AgentsView';
 import { DaemonsView } from './DaemonsView';
 import { KeyPrompt } from './KeyPrompt';
+import { KeysView } from './KeysView';
 import { SessionsView } from './SessionsView';
 import { SessionView } from './SessionView';
 import { TasksView } from './TasksView';
 
 type Access = 'checking' | 'needs-key' | 'wrong-key' | 'open';
 
+/** Whether the console's key is the admin's: only the admin sees the keys page. */
+type Role = 'admin' | 'client';
+
 export function App() {
   const [access, setAccess] = useState<Access>('checking');
+  const [role, setRole] = useState<Role>('client');
   const api = useMemo(
     () =>
       new Api({
@@ -26,6 +31,11 @@ export function App() {
     [],
   );
   const check = () => {
+    // GET /keys answers the admin only (403 to a client key), so it tells the role too.
+    api.get('/keys').then(
+      () => setRole('admin'),
+      () => setRole('client'),
+    );
     api.get('/agents').then(
       () => setAccess('open'),
       (err: unknown) => {
@@ -49,24 +59,29 @@ export function App() {
     );
   }
   return (
-    <ApiContext.Provider value={api}>
-      <header class="top">
-        <h1>
-          <a href="/" onClick={onLinkClick}>
-            Cairn
-          </a>
-        </h1>
-        <nav aria-label="Main">
-          <NavLink route={route} view="agents" to={href('agents')} label="Agents" />
-          <NavLink route={route} view="sessions" to={href('sessions')} label="Sessions" />
-          <NavLink route={route} view="tasks" to={href('tasks')} label="Tasks" />
-          <NavLink route={route} view="daemons" to={href('daemons')} label="Daemons" />
-        </nav>
-      </header>
-      <main>
-        <View route={route} />
-      </main>
-    </ApiContext.Provider>
+    <RoleContext.Provider value={role}>
+      <ApiContext.Provider value={api}>
+        <header class="top">
+          <h1>
+            <a href="/" onClick={onLinkClick}>
+              Cairn
+            </a>
+          </h1>
+          <nav aria-label="Main">
+            <NavLink route={route} view="agents" to={href('agents')} label="Agents" />
+            <NavLink route={route} view="sessions" to={href('sessions')} label="Sessions" />
+            <NavLink route={route} view="tasks" to={href('tasks')} label="Tasks" />
+            <NavLink route={route} view="daemons" to={href('daemons')} label="Daemons" />
+            {role === 'admin' && (
+              <NavLink route={route} view="keys" to={href('keys')} label="Keys" />
+            )}
+          </nav>
+        </header>
+        <main>
+          <View route={route} />
+        </main>
+      </ApiContext.Provider>
+    </RoleContext.Provider>
   );
 }
 
@@ -93,5 +108,7 @@ function View({ route }: { route: Route }) {
       return <TasksView />;
     case 'daemons':
       return <DaemonsView />;
+    case 'keys':
+      return <KeysView />;
   }
 }

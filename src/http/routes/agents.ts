@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AgentConfig } from '../../agents/agent-config.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import { agentParams, NO_OPTIONS_BODY } from '../schemas.js';
+import { mayUseAgent, principalOf } from '../principal.js';
 
 /** The API view of an agent: its configuration minus where it lives on disk. */
 export function publicAgent(agent: AgentConfig): Omit<AgentConfig, 'dir'> {
@@ -11,7 +12,15 @@ export function publicAgent(agent: AgentConfig): Omit<AgentConfig, 'dir'> {
 }
 
 export function agentRoutes(app: FastifyInstance, deps: { agents: AgentRegistry }): void {
-  app.get('/agents', async () => ({ agents: deps.agents.list().map(publicAgent) }));
+  app.get('/agents', async (request) => {
+    const principal = principalOf(request);
+    return {
+      agents: deps.agents
+        .list()
+        .filter((agent) => mayUseAgent(principal, agent.name))
+        .map(publicAgent),
+    };
+  });
 
   app.get<{ Params: { name: string } }>(
     '/agents/:name',

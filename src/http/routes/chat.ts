@@ -11,6 +11,7 @@ import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js'
 import { SseStream, wantsEventStream } from '../sse.js';
 import type { StreamGate } from '../stream-gate.js';
 import { markTurnFailed } from '../turn-outcome.js';
+import { ownerOf, principalOf } from '../principal.js';
 
 interface ChatBody {
   message: string;
@@ -48,6 +49,7 @@ export function chatRoutes(
         message,
         ...(sessionId !== undefined ? { sessionId } : {}),
         ...(typeof traceparent === 'string' ? { traceparent } : {}),
+        owner: ownerOf(principalOf(request)),
         signal: cancel.signal,
       };
 

@@ -6,17 +6,24 @@
 import type { FastifyInstance } from 'fastify';
 import type { EventRow } from '../../store/store.js';
 import type { EventBus } from '../../runtime/event-bus.js';
-import type { EventLog } from '../../store/store.js';
+import type { EventLog, SessionStore } from '../../store/store.js';
+import { principalOf } from '../principal.js';
 import { objectSchema, SESSION_ID } from '../schemas.js';
 import { SseStream } from '../sse.js';
 import type { StreamGate } from '../stream-gate.js';
 
 const REPLAY_PAGE = 500;
+/** Sessions whose owner one client stream remembers; past this it forgets and asks again. */
+const OWNER_CACHE_SIZE = 10_000;
 export const SSE_KEEPALIVE_MS = 15_000;
 
 export function eventRoutes(
   app: FastifyInstance,
-  deps: { store: Pick<EventLog, 'listEvents'>; events: EventBus; streams: StreamGate },
+  deps: {
+    store: Pick<EventLog, 'listEvents'> & Pick<SessionStore, 'findSession'>;
+    events: EventBus;
+    streams: StreamGate;
+  },
 ): void {
   // An event stream is never idle, so shutdown ends them; clients reconnect
   // elsewhere with Last-Event-ID and miss nothing.
@@ -48,6 +55,33 @@ export function eventRoutes(
       const matches = (e: EventRow): boolean =>
         sessionId === undefined || e.session_id === sessionId;
 
+      // A client key sees the events of its own sessions only (never those
+      // without a session: key and agent changes are the admin's).
+      const principal = principalOf(request);
+      const ownerKey = principal.kind === 'client' ? principal.key.id : undefined;
+      const owned = new Map<string, boolean>();
+      const visible = async (e: EventRow): Promise<boolean> => {
+        if (ownerKey === undefined) return true;
+        if (e.session_id === null) return false;
+        let known = owned.get(e.session_id);
+        if (known === undefined) {
+          known = (await deps.store.findSession(e.session_id))?.owner_key === ownerKey;
+          if (owned.size >= OWNER_CACHE_SIZE) owned.clear();
+          owned.set(e.session_id, known);
+        }
+        return known;
+      };
+      // Sent one after another, in id order, whatever each ownership check waits for.
+      let order: Promise<void> = Promise.resolve();
+      const forward = (e: EventRow): Promise<void> => {
+        order = order
+          .then(async () => {
+            if (await visible(e)) sse.send(e.type, e.data, e.id);
+          })
+          .catch(() => undefined);
+        return order;
+      };
+
       // Subscribe first and buffer, so nothing emitted during the replay is lost.
       let buffer: EventRow[] | undefined = [];
       const unsubscribe = deps.events.subscribe((event) => {
@@ -55,7 +89,7 @@ export function eventRoutes(
         if (buffer) buffer.push(event);
         else if (event.id > lastId) {
           lastId = event.id;
-          sse.send(event.type, event.data, event.id);
+          void forward(event);
         }
       });
       const keepalive = setInterval(() => sse.comment('keepalive'), SSE_KEEPALIVE_MS);
@@ -74,13 +108,16 @@ export function eventRoutes(
           afterId: lastId,
           limit: REPLAY_PAGE,
           ...(sessionId ? { sessionId } : {}),
+          ...(ownerKey !== undefined ? { ownerKey } : {}),
         });
         for (const event of page) {
           if (event.id > horizon) {
             horizonReached = true;
             break;
           }
-          sse.send(event.type, event.data, event.id);
+          // The store filtered the replay by owner already.
+          if (event.session_id !== null) owned.set(event.session_id, true);
+          await forward(event);
           lastId = event.id;
           // A long replay goes at the client's pace, never ahead of it.
           await sse.drained();
@@ -92,7 +129,7 @@ export function eventRoutes(
       for (const event of pending) {
         if (event.id <= lastId) continue;
         lastId = event.id;
-        sse.send(event.type, event.data, event.id);
+        void forward(event);
       }
       return reply;
     },

@@ -7,6 +7,8 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { CairnMcpServerDeps } from '../../mcp/cairn-mcp-server.js';
+import type { Access } from '../access.js';
+import { mayUseAgent, ownerOf, principalOf, type Principal } from '../principal.js';
 
 const METHOD_NOT_ALLOWED = {
   jsonrpc: '2.0',
@@ -38,11 +40,34 @@ function asksForProgress(body: unknown): boolean {
   return meta?.progressToken !== undefined;
 }
 
-export function mcpRoutes(app: FastifyInstance, deps: CairnMcpServerDeps): void {
+export interface McpRouteDeps extends CairnMcpServerDeps {
+  access: Pick<Access, 'session'>;
+}
+
+/**
+ * The MCP server as `principal` sees it: only its key's agents are tools,
+ * a conversation it starts is its own, and it continues only its own.
+ */
+function scopedTo(principal: Principal, deps: McpRouteDeps): CairnMcpServerDeps {
+  return {
+    agents: {
+      list: () => deps.agents.list().filter((agent) => mayUseAgent(principal, agent.name)),
+      find: (name) => (mayUseAgent(principal, name) ? deps.agents.find(name) : undefined),
+    },
+    runtime: {
+      runChat: async (input) => {
+        if (input.sessionId !== undefined) await deps.access.session(principal, input.sessionId);
+        return deps.runtime.runChat({ ...input, owner: ownerOf(principal) });
+      },
+    },
+  };
+}
+
+export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
   app.post('/mcp', async (request, reply) => {
     const { StreamableHTTPServerTransport, createCairnMcpServer } = await loadServerSdk();
     const server = createCairnMcpServer({
-      ...deps,
+      ...scopedTo(principalOf(request), deps),
       logError: (details, message) => request.log.error(details, message),
     });
     const transport = new StreamableHTTPServerTransport({

@@ -12,6 +12,9 @@ import { requireSession } from '../../store/session-not-found.js';
 import { exportSessionLines } from '../../transfer/session-export.js';
 import { importSession, ndjsonLines } from '../../transfer/session-import.js';
 import { objectSchema, sessionParams } from '../schemas.js';
+import type { Access } from '../access.js';
+import type { EventBus } from '../../runtime/event-bus.js';
+import { auditBy, ownerOf, principalOf } from '../principal.js';
 
 export const NDJSON = 'application/x-ndjson';
 
@@ -53,10 +56,12 @@ interface EditBody {
 export interface SessionTransferDeps {
   store: SessionStore & MessageLog & CompactionStore;
   agents: AgentRegistry;
+  access: Pick<Access, 'agent'>;
+  events: Pick<EventBus, 'emit'>;
 }
 
 export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransferDeps): void {
-  const { store, agents } = deps;
+  const { store, agents, access } = deps;
   type WithId = { Params: { id: string } };
 
   const getSession = async (id: string) => requireSession(await store.findSession(id), id);
@@ -114,12 +119,17 @@ export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransfe
         `Send the export as the body with content-type ${NDJSON} (the output of GET /sessions/:id/export).`,
       );
     }
+    const principal = principalOf(request);
     const session = await imports.run(async () => {
       try {
         return await importSession(
           store,
           ndjsonLines(body.iterator({ destroyOnReturn: false })),
-          (name) => agents.get(name),
+          (name) => {
+            access.agent(principal, name);
+            agents.get(name);
+          },
+          ownerOf(principal),
         );
       } catch (err) {
         // The rest of a refused body is read and dropped, not kept and not
@@ -127,6 +137,10 @@ export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransfe
         body.resume();
         throw err;
       }
+    });
+    await deps.events.emit('session.imported', session.id, {
+      agentName: session.agent_name,
+      by: auditBy(principal),
     });
     return reply.code(201).send({ session });
   });

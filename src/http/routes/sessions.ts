@@ -11,6 +11,7 @@ import {
   sessionParams,
   SESSION_ID,
 } from '../schemas.js';
+import { auditBy, END_USER_MAX_CHARS, ownerOf, principalOf } from '../principal.js';
 
 interface CreateBody {
   agentName: string;
@@ -54,6 +55,7 @@ export function sessionRoutes(
       const { agentName, title, compactCount } = request.body;
       const session = await runtime.createSession({
         agentName,
+        owner: ownerOf(principalOf(request)),
         ...(title !== undefined ? { title } : {}),
         ...(compactCount !== undefined ? { compactPercent: compactCount } : {}),
       });
@@ -61,7 +63,7 @@ export function sessionRoutes(
     },
   );
 
-  app.get<{ Querystring: SessionFilter }>(
+  app.get<{ Querystring: Omit<SessionFilter, 'ownerKey' | 'endUser'> & { user?: string } }>(
     '/sessions',
     {
       schema: {
@@ -70,13 +72,20 @@ export function sessionRoutes(
           status: { type: 'string', enum: ['active', 'closed'] },
           mode: { type: 'string', enum: ['chat', 'task', 'subagent', 'daemon'] },
           parentSessionId: SESSION_ID,
+          user: { type: 'string', minLength: 1, maxLength: END_USER_MAX_CHARS },
           limit: LIMIT,
           cursor: CURSOR,
         }),
       },
     },
     async (request) => {
-      const page = await store.listSessions(request.query);
+      const principal = principalOf(request);
+      const { user, ...filter } = request.query;
+      const page = await store.listSessions({
+        ...filter,
+        ...(user !== undefined ? { endUser: user } : {}),
+        ...(principal.kind === 'client' ? { ownerKey: principal.key.id } : {}),
+      });
       return { sessions: page.items, nextCursor: page.nextCursor };
     },
   );
@@ -132,7 +141,7 @@ export function sessionRoutes(
     '/sessions/:id/reset',
     { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request) => ({
-      session: await runtime.resetSession(request.params.id),
+      session: await runtime.resetSession(request.params.id, auditBy(principalOf(request))),
     }),
   );
 
@@ -148,7 +157,7 @@ export function sessionRoutes(
     '/sessions/:id',
     { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request, reply) => {
-      await runtime.deleteSession(request.params.id);
+      await runtime.deleteSession(request.params.id, auditBy(principalOf(request)));
       return reply.code(204).send();
     },
   );

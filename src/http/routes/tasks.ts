@@ -12,6 +12,7 @@ import {
   taskParams,
   USER_TEXT,
 } from '../schemas.js';
+import { auditBy, ownerOf, principalOf } from '../principal.js';
 
 const waitQuery = objectSchema({ wait: { type: 'boolean', default: false } });
 
@@ -41,6 +42,7 @@ export function taskRoutes(
         agentName: request.params.name,
         input,
         ...(sessionId ? { sessionId } : {}),
+        owner: ownerOf(principalOf(request)),
       });
       if (request.query.wait) task = await tasks.wait(task.id);
       return reply.code(201).send({ task });
@@ -69,7 +71,11 @@ export function taskRoutes(
       },
     },
     async (request) => {
-      const page = await deps.store.listTasks(request.query);
+      const principal = principalOf(request);
+      const page = await deps.store.listTasks({
+        ...request.query,
+        ...(principal.kind === 'client' ? { ownerKey: principal.key.id } : {}),
+      });
       return { tasks: page.items, nextCursor: page.nextCursor };
     },
   );
@@ -115,6 +121,7 @@ export function taskRoutes(
           taskId: request.params.id,
           decision,
           ...(reason !== undefined ? { reason } : {}),
+          by: auditBy(principalOf(request)),
         });
         if (request.query.wait) task = await tasks.wait(task.id);
         return { task };

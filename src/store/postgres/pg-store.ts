@@ -41,9 +41,14 @@ import type {
   ModelCallRecord,
   ModelCallSummary,
   NewModelCall,
+  Owner,
+  KeyRow,
+  NewKey,
 } from '../store.js';
 import { RECALL_CONTENT_CHARS } from '../store.js';
 import { PgCallRecords } from './pg-call-records.js';
+import { ADMIN_OWNER } from '../store.js';
+import { chargeSessionTokens, PgKeys } from './pg-keys.js';
 import { sessionNotFound } from '../session-not-found.js';
 import { taskTakenOver } from '../task-taken-over.js';
 import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
@@ -118,12 +123,14 @@ export class PgStore implements Store {
 
   private readonly instanceId: string | null;
   private readonly calls: PgCallRecords;
+  private readonly keys: PgKeys;
 
   private constructor(pool: pg.Pool, poolSize: number, instanceId: string | null) {
     this.pool = pool;
     this.poolSize = poolSize;
     this.instanceId = instanceId;
     this.calls = new PgCallRecords((work) => this.tx(work));
+    this.keys = new PgKeys((sql, params) => this.rows(sql, params));
   }
 
   /** Connects to `url` and migrates the database (instances starting at once are safe). */
@@ -168,8 +175,9 @@ export class PgStore implements Store {
     return this.tx(async (c) => {
       await c.query(
         `INSERT INTO sessions
-          (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count)
-         VALUES ($1, $2, $3, 'active', $4, $5, $6, $6, $7)`,
+          (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count,
+           owner_key, end_user, transcript_hash)
+         VALUES ($1, $2, $3, 'active', $4, $5, $6, $6, $7, $8, $9, $10)`,
         [
           id,
           input.agentName,
@@ -178,6 +186,9 @@ export class PgStore implements Store {
           input.parentSessionId ?? null,
           createdAt,
           input.compactCount,
+          (input.owner ?? ADMIN_OWNER).key,
+          pgText((input.owner ?? ADMIN_OWNER).user),
+          input.transcriptSeed ?? null,
         ],
       );
       await this.insertMessages(c, id, system, tokens, {}, createdAt);
@@ -192,11 +203,14 @@ export class PgStore implements Store {
   async findSessionByTranscript(
     agentName: string,
     transcriptHash: string,
+    owner: Owner,
   ): Promise<SessionRow | undefined> {
+    // Only the same key's, for the same end user: two users of one chat UI never share a session.
     return this.row<SessionRow>(
       `SELECT * FROM sessions WHERE agent_name = $1 AND transcript_hash = $2 AND status = 'active'
+         AND owner_key IS NOT DISTINCT FROM $3 AND end_user IS NOT DISTINCT FROM $4
        ORDER BY updated_at DESC LIMIT 1`,
-      [agentName, transcriptHash],
+      [agentName, transcriptHash, owner.key, owner.user === null ? null : pgText(owner.user)],
     );
   }
 
@@ -206,6 +220,8 @@ export class PgStore implements Store {
       status: filter.status,
       mode: filter.mode,
       parent_session_id: filter.parentSessionId,
+      owner_key: filter.ownerKey,
+      end_user: filter.endUser === undefined ? undefined : pgText(filter.endUser),
     });
   }
 
@@ -265,7 +281,10 @@ export class PgStore implements Store {
     });
   }
 
-  async createImportedSession(session: ImportedSession): Promise<string> {
+  async createImportedSession(
+    session: ImportedSession,
+    owner: Owner = ADMIN_OWNER,
+  ): Promise<string> {
     const id = newId('sess');
     await this.tx((c) =>
       c.query(
@@ -273,8 +292,10 @@ export class PgStore implements Store {
           (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
            input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
            compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
-           compaction_input_tokens, compaction_output_tokens, cost, cache_read_tokens, cache_write_tokens)
-         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
+           compaction_input_tokens, compaction_output_tokens, cost, cache_read_tokens, cache_write_tokens,
+           owner_key, end_user)
+         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+           $20, $21, $22, $23, $24)`,
         [
           id,
           session.agent_name,
@@ -298,6 +319,8 @@ export class PgStore implements Store {
           session.cost,
           session.cache_read_tokens,
           session.cache_write_tokens,
+          owner.key,
+          pgText(owner.user ?? session.end_user ?? null),
         ],
       ),
     );
@@ -324,12 +347,13 @@ export class PgStore implements Store {
       await c.query(
         `INSERT INTO sessions
            (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
-            compact_count, compact_summary, compact_size, compaction_count, compact_seq, last_seq)
+            compact_count, compact_summary, compact_size, compaction_count, compact_seq, last_seq,
+            owner_key, end_user)
          SELECT $1::text, agent_name, 'chat', 'active', title, NULL, $3::text, $3::text,
            compact_count, CASE WHEN $4::boolean THEN compact_summary END,
            CASE WHEN $4::boolean THEN compact_size ELSE 0 END,
            CASE WHEN $4::boolean THEN compaction_count ELSE 0 END,
-           CASE WHEN $4::boolean THEN compact_seq ELSE 0 END, $5::integer
+           CASE WHEN $4::boolean THEN compact_seq ELSE 0 END, $5::integer, owner_key, end_user
          FROM sessions WHERE id = $2`,
         [forkId, id, now(), carry, at],
       );
@@ -516,6 +540,8 @@ export class PgStore implements Store {
         options.usage?.cache_write_tokens ?? 0,
       ],
     );
+    const usage = options.usage;
+    if (usage) await chargeSessionTokens(c, sessionId, usage.input_tokens + usage.output_tokens);
     return stored;
   }
 
@@ -690,6 +716,12 @@ export class PgStore implements Store {
           createdAt,
         ],
       );
+      // Compaction spends the session owner's tokens like any model call.
+      await chargeSessionTokens(
+        c,
+        input.sessionId,
+        (input.inputTokens ?? 0) + (input.outputTokens ?? 0),
+      );
       return updated.rows[0];
     });
   }
@@ -787,18 +819,24 @@ export class PgStore implements Store {
   async listEvents(options: {
     afterId: number;
     sessionId?: string;
+    ownerKey?: string;
     limit: number;
   }): Promise<EventRow[]> {
-    const rows =
-      options.sessionId === undefined
-        ? await this.rows<EventRecord>('SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2', [
-            options.afterId,
-            options.limit,
-          ])
-        : await this.rows<EventRecord>(
-            'SELECT * FROM events WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3',
-            [options.sessionId, options.afterId, options.limit],
-          );
+    const { afterId, sessionId, ownerKey, limit } = options;
+    const where = ['id > $1'];
+    const params: unknown[] = [afterId, limit];
+    if (sessionId !== undefined) {
+      params.push(sessionId);
+      where.push(`session_id = $${params.length}`);
+    }
+    if (ownerKey !== undefined) {
+      params.push(ownerKey);
+      where.push(`session_id IN (SELECT id FROM sessions WHERE owner_key = $${params.length})`);
+    }
+    const rows = await this.rows<EventRecord>(
+      `SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY id LIMIT $2`,
+      params,
+    );
     return rows.map(toEventRow);
   }
 
@@ -811,12 +849,17 @@ export class PgStore implements Store {
   }): Promise<TaskRow> {
     const id = newId('task');
     return this.tx(async (c) => {
+      // A task belongs to whoever owns its session.
       const created = await c.query<TaskRow>(
-        `INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at, updated_at)
-         VALUES ($1, $2, $3, 'running', $4, $6, $5, $5) RETURNING *`,
+        `INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at,
+           updated_at, owner_key, end_user)
+         SELECT $1, $2, $3, 'running', $4, $6, $5, $5, owner_key, end_user FROM sessions WHERE id = $2
+         RETURNING *`,
         [id, input.sessionId, input.agentName, pgText(input.input), now(), this.instanceId],
       );
-      return created.rows[0]!;
+      const task = created.rows[0];
+      if (task === undefined) throw sessionNotFound(input.sessionId);
+      return task;
     });
   }
 
@@ -828,6 +871,7 @@ export class PgStore implements Store {
     status?: TaskStatus;
     agentName?: string;
     sessionId?: string;
+    ownerKey?: string;
     limit: number;
     cursor?: string;
   }): Promise<Page<TaskRow>> {
@@ -835,6 +879,7 @@ export class PgStore implements Store {
       status: filter.status,
       agent_name: filter.agentName,
       session_id: filter.sessionId,
+      owner_key: filter.ownerKey,
     });
   }
 
@@ -1091,6 +1136,36 @@ export class PgStore implements Store {
    * A keyset page of `table`, newest first by (created_at, id), with equality
    * filters on the given columns (undefined ones are ignored). Never OFFSET.
    */
+  // ---- keys -----------------------------------------------------------------
+
+  createKey(input: NewKey): Promise<KeyRow> {
+    return this.keys.createKey(input);
+  }
+
+  findKey(id: string): Promise<KeyRow | undefined> {
+    return this.keys.findKey(id);
+  }
+
+  findKeyBySecretHash(secretHash: string): Promise<(KeyRow & { secret_hash: string }) | undefined> {
+    return this.keys.findKeyBySecretHash(secretHash);
+  }
+
+  listKeys(): Promise<KeyRow[]> {
+    return this.keys.listKeys();
+  }
+
+  revokeKey(id: string): Promise<KeyRow | undefined> {
+    return this.keys.revokeKey(id);
+  }
+
+  touchKey(id: string, at: string): Promise<void> {
+    return this.keys.touchKey(id, at);
+  }
+
+  keyTokensOn(keyId: string, day: string): Promise<number> {
+    return this.keys.keyTokensOn(keyId, day);
+  }
+
   private async newestFirst<T extends { created_at: string; id: string }>(
     table: 'sessions' | 'tasks',
     page: { limit: number; cursor?: string },

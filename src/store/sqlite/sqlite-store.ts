@@ -37,9 +37,20 @@ import type {
   ModelCallRecord,
   ModelCallSummary,
   NewModelCall,
+  Owner,
+  KeyRow,
+  NewKey,
 } from '../store.js';
 import { RECALL_CONTENT_CHARS } from '../store.js';
 import { SqliteCallRecords } from './sqlite-call-records.js';
+import { ADMIN_OWNER } from '../store.js';
+import { sessionNotFound } from '../session-not-found.js';
+import {
+  chargeSessionTokens,
+  prepareKeyStatements,
+  SqliteKeys,
+  type KeyStatements,
+} from './sqlite-keys.js';
 import {
   BUSY_RETRY_BASE_MS,
   openDatabase,
@@ -133,8 +144,10 @@ async function guard<T>(work: () => T, budgetMs: number): Promise<T> {
 function prepareStatements(db: SqliteDatabase) {
   return {
     insertSession: db.prepare(`INSERT INTO sessions
-      (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count)
-      VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count)`),
+      (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at, compact_count,
+       owner_key, end_user, transcript_hash)
+      VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count,
+       @owner_key, @end_user, @transcript_hash)`),
     getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
     appendState: db.prepare('SELECT last_seq, transcript_hash FROM sessions WHERE id = ?'),
     insertMessage:
@@ -149,12 +162,13 @@ function prepareStatements(db: SqliteDatabase) {
       (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
        input_tokens, output_tokens, compact_summary, compact_size, compact_count, compaction_count,
        compact_seq, last_prompt_tokens, last_prompt_seq, compaction_suspended,
-       compaction_input_tokens, compaction_output_tokens, cost, cache_read_tokens, cache_write_tokens)
+       compaction_input_tokens, compaction_output_tokens, cost, cache_read_tokens, cache_write_tokens,
+       owner_key, end_user)
       VALUES (@id, @agent_name, @mode, @status, @title, NULL, @created_at, @updated_at,
        @input_tokens, @output_tokens, @compact_summary, @compact_size, @compact_count,
        @compaction_count, @compact_seq, @last_prompt_tokens, @last_prompt_seq,
        @compaction_suspended, @compaction_input_tokens, @compaction_output_tokens, @cost,
-       @cache_read_tokens, @cache_write_tokens)`),
+       @cache_read_tokens, @cache_write_tokens, @owner_key, @end_user)`),
     bumpImported: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count, last_seq = MAX(last_seq, @last_seq),
         transcript_hash = @transcript_hash
@@ -219,8 +233,11 @@ function prepareStatements(db: SqliteDatabase) {
         epoch = epoch + 1, transcript_hash = NULL, updated_at = @updated_at
       WHERE id = @id`),
     // The newest open session of the agent whose visible transcript has this hash (index sessions_transcript).
+    // Only the same key's, for the same end user: two users of one chat UI never share a session.
     sessionByTranscript: db.prepare(`SELECT * FROM sessions
-      WHERE agent_name = ? AND transcript_hash = ? AND status = 'active' ORDER BY updated_at DESC LIMIT 1`),
+      WHERE agent_name = @agent AND transcript_hash = @hash AND status = 'active'
+        AND owner_key IS @owner_key AND end_user IS @end_user
+      ORDER BY updated_at DESC LIMIT 1`),
     deleteConversation: db.prepare(
       "DELETE FROM messages WHERE session_id = ? AND role <> 'system'",
     ),
@@ -258,9 +275,14 @@ function prepareStatements(db: SqliteDatabase) {
     sessionEventsAfter: db.prepare(
       'SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?',
     ),
-    insertTask:
-      db.prepare(`INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at, updated_at)
-      VALUES (@id, @session_id, @agent_name, 'running', @input, @owner_instance, @created_at, @created_at)`),
+    ownerEventsAfter: db.prepare(`SELECT * FROM events WHERE id > @after AND session_id IN
+      (SELECT id FROM sessions WHERE owner_key = @owner_key) ORDER BY id LIMIT @limit`),
+    // A task belongs to whoever owns its session.
+    insertTask: db.prepare(`INSERT INTO tasks
+      (id, session_id, agent_name, status, input, owner_instance, created_at, updated_at, owner_key, end_user)
+      SELECT @id, @session_id, @agent_name, 'running', @input, @owner_instance, @created_at, @created_at,
+        owner_key, end_user
+      FROM sessions WHERE id = @session_id`),
     getTask: db.prepare('SELECT * FROM tasks WHERE id = ?'),
     waitingTask: db.prepare(
       "SELECT * FROM tasks WHERE session_id = ? AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
@@ -329,11 +351,12 @@ function prepareStatements(db: SqliteDatabase) {
     // (owners, say) are copied here, in this one statement.
     insertFork: db.prepare(`INSERT INTO sessions
       (id, agent_name, mode, status, title, parent_session_id, created_at, updated_at,
-       compact_count, compact_summary, compact_size, compaction_count, compact_seq, last_seq)
+       compact_count, compact_summary, compact_size, compaction_count, compact_seq, last_seq,
+       owner_key, end_user)
       SELECT @id, agent_name, 'chat', 'active', title, NULL, @now, @now, compact_count,
         CASE WHEN @carry THEN compact_summary END, CASE WHEN @carry THEN compact_size ELSE 0 END,
         CASE WHEN @carry THEN compaction_count ELSE 0 END, CASE WHEN @carry THEN compact_seq ELSE 0 END,
-        @at_seq
+        @at_seq, owner_key, end_user
       FROM sessions WHERE id = @source`),
     copyForkMessages: db.prepare(`INSERT INTO messages
       (session_id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash)
@@ -359,10 +382,22 @@ function prepareStatements(db: SqliteDatabase) {
 
 type Statements = ReturnType<typeof prepareStatements>;
 
+/** Where a new session's owner and transcript chain start, as statement parameters. */
+function sessionOrigin(input: Pick<NewSession, 'owner' | 'transcriptSeed'>) {
+  const owner: Owner = input.owner ?? ADMIN_OWNER;
+  return {
+    owner_key: owner.key,
+    end_user: owner.user,
+    transcript_hash: input.transcriptSeed ?? null,
+  };
+}
+
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   readonly db: SqliteDatabase;
   private readonly stmt: Statements;
+  private readonly keyStmt: KeyStatements;
+  private readonly keys: SqliteKeys;
 
   private readonly busyBudgetMs: number;
   /** Written as the owner of every task this store sets running (DESIGN §12). */
@@ -374,6 +409,8 @@ export class SqliteStore implements Store {
   constructor(path: string, options: { busyBudgetMs?: number; instanceId?: string } = {}) {
     this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
     this.stmt = prepareStatements(this.db);
+    this.keyStmt = prepareKeyStatements(this.db);
+    this.keys = new SqliteKeys(this.keyStmt, (work) => this.guard(work));
     this.busyBudgetMs = options.busyBudgetMs ?? SQLITE_BUSY_TIMEOUT_MS;
     this.instanceId = options.instanceId ?? null;
     this.calls = new SqliteCallRecords(this.db, (work) => this.guard(work));
@@ -443,6 +480,7 @@ export class SqliteStore implements Store {
             parent_session_id: input.parentSessionId ?? null,
             created_at: createdAt,
             compact_count: input.compactCount,
+            ...sessionOrigin(input),
           });
           this.insertMessages(id, system, tokens, {}, createdAt);
           return this.stmt.getSession.get(id) as SessionRow;
@@ -464,9 +502,19 @@ export class SqliteStore implements Store {
     });
   }
 
-  async createImportedSession(session: ImportedSession): Promise<string> {
+  async createImportedSession(
+    session: ImportedSession,
+    owner: Owner = ADMIN_OWNER,
+  ): Promise<string> {
     const id = newId('sess');
-    await this.guard(() => this.stmt.insertImportedSession.run({ ...session, id }));
+    await this.guard(() =>
+      this.stmt.insertImportedSession.run({
+        ...session,
+        id,
+        owner_key: owner.key,
+        end_user: owner.user ?? session.end_user ?? null,
+      }),
+    );
     return id;
   }
 
@@ -537,6 +585,8 @@ export class SqliteStore implements Store {
       status: filter.status,
       mode: filter.mode,
       parent_session_id: filter.parentSessionId,
+      owner_key: filter.ownerKey,
+      end_user: filter.endUser,
     });
   }
 
@@ -557,8 +607,14 @@ export class SqliteStore implements Store {
   async findSessionByTranscript(
     agentName: string,
     transcriptHash: string,
+    owner: Owner,
   ): Promise<SessionRow | undefined> {
-    return this.stmt.sessionByTranscript.get(agentName, transcriptHash) as SessionRow | undefined;
+    return this.stmt.sessionByTranscript.get({
+      agent: agentName,
+      hash: transcriptHash,
+      owner_key: owner.key,
+      end_user: owner.user,
+    }) as SessionRow | undefined;
   }
 
   async closeSession(id: string): Promise<SessionRow | undefined> {
@@ -718,6 +774,9 @@ export class SqliteStore implements Store {
       transcript_hash: transcript,
       updated_at: createdAt,
     });
+    const usage = options.usage;
+    if (usage)
+      chargeSessionTokens(this.keyStmt, sessionId, usage.input_tokens + usage.output_tokens);
     return stored;
   }
 
@@ -823,6 +882,12 @@ export class SqliteStore implements Store {
             output_tokens: input.outputTokens ?? 0,
             created_at: createdAt,
           });
+          // Compaction spends the session owner's tokens like any model call.
+          chargeSessionTokens(
+            this.keyStmt,
+            input.sessionId,
+            (input.inputTokens ?? 0) + (input.outputTokens ?? 0),
+          );
           return this.stmt.getSession.get(input.sessionId) as SessionRow;
         })
         .immediate(),
@@ -887,13 +952,21 @@ export class SqliteStore implements Store {
   async listEvents(options: {
     afterId: number;
     sessionId?: string;
+    ownerKey?: string;
     limit: number;
   }): Promise<EventRow[]> {
+    const { afterId, sessionId, ownerKey, limit } = options;
+    // A session id narrows further; the owner filter still applies (the session may be another key's).
     const rows =
-      options.sessionId === undefined
-        ? this.stmt.eventsAfter.all(options.afterId, options.limit)
-        : this.stmt.sessionEventsAfter.all(options.sessionId, options.afterId, options.limit);
-    return (rows as EventRecord[]).map(toEventRow);
+      sessionId !== undefined
+        ? this.stmt.sessionEventsAfter.all(sessionId, afterId, limit)
+        : ownerKey !== undefined
+          ? this.stmt.ownerEventsAfter.all({ after: afterId, owner_key: ownerKey, limit })
+          : this.stmt.eventsAfter.all(afterId, limit);
+    const events = (rows as EventRecord[]).map(toEventRow);
+    if (sessionId === undefined || ownerKey === undefined) return events;
+    const session = this.stmt.getSession.get(sessionId) as SessionRow | undefined;
+    return session?.owner_key === ownerKey ? events : [];
   }
 
   // ---- tasks ----------------------------------------------------------------
@@ -905,7 +978,7 @@ export class SqliteStore implements Store {
   }): Promise<TaskRow> {
     const id = newId('task');
     return this.guard(() => {
-      this.stmt.insertTask.run({
+      const inserted = this.stmt.insertTask.run({
         id,
         session_id: input.sessionId,
         agent_name: input.agentName,
@@ -913,6 +986,7 @@ export class SqliteStore implements Store {
         owner_instance: this.instanceId,
         created_at: now(),
       });
+      if (inserted.changes === 0) throw sessionNotFound(input.sessionId);
       return this.stmt.getTask.get(id) as TaskRow;
     });
   }
@@ -925,6 +999,7 @@ export class SqliteStore implements Store {
     status?: TaskStatus;
     agentName?: string;
     sessionId?: string;
+    ownerKey?: string;
     limit: number;
     cursor?: string;
   }): Promise<Page<TaskRow>> {
@@ -932,6 +1007,7 @@ export class SqliteStore implements Store {
       status: filter.status,
       agent_name: filter.agentName,
       session_id: filter.sessionId,
+      owner_key: filter.ownerKey,
     });
   }
 
@@ -1129,6 +1205,36 @@ export class SqliteStore implements Store {
    * A keyset page of `table`, newest first by (created_at, id), with equality
    * filters on the given columns (undefined ones are ignored). Never OFFSET.
    */
+  // ---- keys -----------------------------------------------------------------
+
+  createKey(input: NewKey): Promise<KeyRow> {
+    return this.keys.createKey(input);
+  }
+
+  findKey(id: string): Promise<KeyRow | undefined> {
+    return this.keys.findKey(id);
+  }
+
+  findKeyBySecretHash(secretHash: string): Promise<(KeyRow & { secret_hash: string }) | undefined> {
+    return this.keys.findKeyBySecretHash(secretHash);
+  }
+
+  listKeys(): Promise<KeyRow[]> {
+    return this.keys.listKeys();
+  }
+
+  revokeKey(id: string): Promise<KeyRow | undefined> {
+    return this.keys.revokeKey(id);
+  }
+
+  touchKey(id: string, at: string): Promise<void> {
+    return this.keys.touchKey(id, at);
+  }
+
+  keyTokensOn(keyId: string, day: string): Promise<number> {
+    return this.keys.keyTokensOn(keyId, day);
+  }
+
   private newestFirst<T extends { created_at: string; id: string }>(
     table: 'sessions' | 'tasks',
     page: { limit: number; cursor?: string },

@@ -8,6 +8,7 @@ import * as m005 from './005-compaction-cost.js';
 import * as m006 from './006-instances.js';
 import * as m007 from './007-message-tokens.js';
 import * as m008 from './008-deferred-history-index.js';
+import * as m009 from './009-principals.js';
 import * as m010 from './010-model-call-records.js';
 import * as m012 from './012-prompt-cache-and-approval-timeouts.js';
 import * as m013 from './013-responses.js';
@@ -21,6 +22,7 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   m006,
   m007,
   m008,
+  m009,
   m010,
   m012,
   m013,

@@ -1,0 +1,220 @@
+/**
+ * Who may call each route, in one table: open to anyone, admin only, or any
+ * key, with the session, task or agent the route names checked against the
+ * caller before the handler runs (another key's objects are 404, as if they
+ * did not exist). A route with no rule here cannot be registered: the server
+ * refuses to start, so no route is ever added without deciding who owns it.
+ * Routes that list or create things (`filters`) scope them in their handler.
+ * The same hook applies the per-key limits.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { CairnError } from '../errors.js';
+import type { Access } from './access.js';
+import { clientIdentity } from './auth.js';
+import type { KeyLimits } from './key-limits.js';
+import { WindowCounter } from './key-limits.js';
+import { principalOf } from './principal.js';
+import { isConsolePath } from './routes/console.js';
+import { DOCS_PATH, OPENAPI_PATH } from './openapi.js';
+
+type Locator = `params.${string}` | `body.${string}` | `query.${string}`;
+
+export type OwnershipRule =
+  | { readonly access: 'open' }
+  | { readonly access: 'admin' }
+  | {
+      readonly access: 'key';
+      readonly session?: Locator;
+      readonly task?: Locator;
+      readonly agent?: Locator;
+      /** Runs a model: refused once the key spent its tokensPerDay. */
+      readonly spends?: boolean;
+      /** How the handler keeps a key to its own world, where the route names no one object. */
+      readonly filters?: string;
+    };
+
+const OPEN: OwnershipRule = { access: 'open' };
+const ADMIN: OwnershipRule = { access: 'admin' };
+const SESSION: OwnershipRule = { access: 'key', session: 'params.id' };
+const TASK: OwnershipRule = { access: 'key', task: 'params.id' };
+const TASK_SPENDS: OwnershipRule = { access: 'key', task: 'params.id', spends: true };
+const API_DOCS: OwnershipRule = { access: 'key', filters: 'the API docs page: no objects' };
+
+/** Every route of the server, `METHOD path` as registered. */
+export const ROUTE_RULES: Readonly<Record<string, OwnershipRule>> = {
+  'GET /health': OPEN,
+  [`GET ${OPENAPI_PATH}`]: { access: 'key', filters: 'the API description: no objects' },
+  'GET /agents': { access: 'key', filters: "lists the key's agents only" },
+  'GET /agents/:name': { access: 'key', agent: 'params.name' },
+  'POST /agents/reload': ADMIN,
+  'POST /agents/:name/chat': {
+    access: 'key',
+    agent: 'params.name',
+    session: 'body.sessionId',
+    spends: true,
+    filters: 'a new session belongs to the key',
+  },
+  'POST /agents/:name/tasks': {
+    access: 'key',
+    agent: 'params.name',
+    session: 'body.sessionId',
+    spends: true,
+    filters: 'a new session belongs to the key',
+  },
+  'GET /agents/:name/memory': ADMIN,
+  'PUT /agents/:name/memory/:key': ADMIN,
+  'DELETE /agents/:name/memory/:key': ADMIN,
+  'GET /tasks': { access: 'key', filters: "lists the key's tasks only" },
+  'GET /tasks/:id': TASK,
+  'POST /tasks/:id/resume': TASK_SPENDS,
+  'POST /tasks/:id/approve': TASK_SPENDS,
+  'POST /tasks/:id/deny': TASK_SPENDS,
+  'POST /tasks/:id/cancel': TASK,
+  'POST /sessions': {
+    access: 'key',
+    agent: 'body.agentName',
+    filters: 'the new session belongs to the key',
+  },
+  'GET /sessions': { access: 'key', filters: "lists the key's sessions only" },
+  'POST /sessions/import': {
+    access: 'key',
+    filters: 'the imported session belongs to the key; its agent must be one of the key',
+  },
+  'GET /sessions/:id': SESSION,
+  'PATCH /sessions/:id': SESSION,
+  'DELETE /sessions/:id': SESSION,
+  'GET /sessions/:id/messages': SESSION,
+  'GET /sessions/:id/context': SESSION,
+  'GET /sessions/:id/compactions': SESSION,
+  'GET /sessions/:id/export': SESSION,
+  'POST /sessions/:id/compact': { access: 'key', session: 'params.id', spends: true },
+  'POST /sessions/:id/compact/undo': SESSION,
+  'POST /sessions/:id/reset': SESSION,
+  'POST /sessions/:id/close': SESSION,
+  'GET /events': {
+    access: 'key',
+    session: 'query.sessionId',
+    filters: "streams the events of the key's sessions only",
+  },
+  'POST /mcp': {
+    access: 'key',
+    spends: true,
+    filters: "offers the key's agents only; a sessionId must be the key's",
+  },
+  'GET /mcp': { access: 'key', filters: 'answers 405' },
+  'DELETE /mcp': { access: 'key', filters: 'answers 405' },
+  'GET /metrics': ADMIN,
+  'GET /v1/models': { access: 'key', filters: "lists the key's agents only" },
+  'GET /v1/models/:id': { access: 'key', filters: "answers the key's agents only" },
+  'POST /v1/chat/completions': {
+    access: 'key',
+    spends: true,
+    filters: "the model must be the key's agent; sessions continued must be the key's",
+  },
+  'POST /v1/responses': {
+    access: 'key',
+    spends: true,
+    filters: "the model must be the key's agent; previous_response_id must be the key's",
+  },
+  'GET /v1/responses/:id': { access: 'key', filters: "answers the key's responses only" },
+  'POST /keys': ADMIN,
+  'GET /keys': ADMIN,
+  'GET /keys/:id': ADMIN,
+  'DELETE /keys/:id': ADMIN,
+};
+
+/** The rule of a route as fastify registered it (HEAD answers as GET does). */
+export function ruleFor(method: string, url: string): OwnershipRule | undefined {
+  if (isConsolePath(url)) return OPEN;
+  if (url === DOCS_PATH || url.startsWith(`${DOCS_PATH}/`)) return API_DOCS;
+  return ROUTE_RULES[`${method === 'HEAD' ? 'GET' : method} ${url}`];
+}
+
+function locate(request: FastifyRequest, locator: Locator): string | undefined {
+  const [part, name] = locator.split('.') as ['params' | 'body' | 'query', string];
+  const source = request[part] as Record<string, unknown> | null | undefined;
+  const value = source?.[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** How many calls a request makes: an MCP JSON-RPC batch makes one per message in it. */
+function callCount(request: FastifyRequest): number {
+  return request.routeOptions.url === '/mcp' && Array.isArray(request.body)
+    ? Math.max(1, request.body.length)
+    : 1;
+}
+
+const routesSeen = new WeakMap<FastifyInstance, string[]>();
+
+/** Every `METHOD path` registered on `app` since the rules were added (HEAD routes included). */
+export function registeredRoutes(app: FastifyInstance): readonly string[] {
+  return routesSeen.get(app) ?? [];
+}
+
+export interface OwnershipDeps {
+  access: Access;
+  limits: KeyLimits;
+  /** The server-wide limit per client (`server.rateLimit`): an MCP batch's extra calls count against it too. */
+  rateLimit: { max: number; windowMs: number } | null;
+}
+
+/**
+ * Adds the ownership rules to every route registered after it: call it on
+ * the root instance before any route.
+ */
+export function registerOwnership(app: FastifyInstance, deps: OwnershipDeps): void {
+  const methodsOf = (method: string | string[]) => (Array.isArray(method) ? method : [method]);
+  const unruled: string[] = [];
+  const seen: string[] = [];
+  routesSeen.set(app, seen);
+  app.addHook('onRoute', (route) => {
+    for (const method of methodsOf(route.method)) {
+      seen.push(`${method} ${route.url}`);
+      if (ruleFor(method, route.url) === undefined) unruled.push(`${method} ${route.url}`);
+    }
+  });
+  // Refused at start (a throw inside onRoute would stall the plugin that adds the route).
+  app.addHook('onReady', async () => {
+    if (unruled.length > 0) {
+      throw new Error(
+        `Route(s) without an ownership rule: ${unruled.join(', ')}. Add each to ROUTE_RULES in src/http/ownership.ts.`,
+      );
+    }
+  });
+  const batchExtras = deps.rateLimit ? new WindowCounter(deps.rateLimit.windowMs) : undefined;
+
+  app.addHook('preHandler', async (request) => {
+    const url = request.routeOptions.url;
+    if (url === undefined) return; // the not-found handler
+    const rule = ruleFor(request.method, url);
+    if (rule === undefined || rule.access === 'open') return;
+    const principal = principalOf(request);
+    const calls = callCount(request);
+    if (batchExtras && deps.rateLimit && calls > 1) {
+      // The server-wide limiter counted this request once; its other calls count here.
+      const waitMs = batchExtras.take(clientIdentity(request), calls - 1, deps.rateLimit.max);
+      if (waitMs !== undefined) {
+        throw new CairnError(
+          'RATE_LIMITED',
+          `This batch makes ${calls} calls; at most ${deps.rateLimit.max} are allowed every ${deps.rateLimit.windowMs / 1000} s (server.rateLimit). Send fewer calls at once.`,
+          { retryAfterSeconds: waitMs / 1000 },
+        );
+      }
+    }
+    if (principal.kind === 'admin') return;
+    if (rule.access === 'admin') {
+      throw new CairnError(
+        'FORBIDDEN',
+        `${request.method} ${url} needs the admin key (server.apiKey); client keys cannot use it.`,
+      );
+    }
+    deps.limits.takeRequests(principal.key, calls);
+    const agent = rule.agent && locate(request, rule.agent);
+    if (agent !== undefined) deps.access.agent(principal, agent);
+    const session = rule.session && locate(request, rule.session);
+    if (session !== undefined) await deps.access.session(principal, session);
+    const task = rule.task && locate(request, rule.task);
+    if (task !== undefined) await deps.access.task(principal, task);
+    if (rule.spends) await deps.limits.checkTokens(principal.key);
+  });
+}

@@ -1,0 +1,78 @@
+/**
+ * Who a request is: the admin (the `server.apiKey` holder, or anyone when no
+ * admin key is set), or a client key with the agents and limits it was given;
+ * either may name an end user. Set once per request by the auth hook, read by
+ * the ownership guard and the handlers that filter what they list.
+ */
+import type { FastifyRequest } from 'fastify';
+import { CairnError } from '../errors.js';
+import type { KeyRow, Owner } from '../store/store.js';
+
+export type Principal =
+  | { readonly kind: 'admin'; readonly user: string | null }
+  | { readonly kind: 'client'; readonly key: KeyRow; readonly user: string | null };
+
+/** The header a client names its end user with (on every route; `/v1` also reads `user`). */
+export const END_USER_HEADER = 'x-cairn-user';
+export const END_USER_MAX_CHARS = 200;
+
+const principals = new WeakMap<FastifyRequest, Principal>();
+
+export function setPrincipal(request: FastifyRequest, principal: Principal): void {
+  principals.set(request, principal);
+}
+
+/** The request's principal; the admin when no auth hook ran (open paths). */
+export function principalOf(request: FastifyRequest): Principal {
+  return principals.get(request) ?? { kind: 'admin', user: null };
+}
+
+/** The principal with `user` as its end user, when one is named (a /v1 body's `user`). */
+export function withEndUser(principal: Principal, user: string | undefined): Principal {
+  if (user === undefined) return principal;
+  return { ...principal, user: checkEndUser(user, 'user') };
+}
+
+/** What a row created for `principal` records as its owner. */
+export function ownerOf(principal: Principal): Owner {
+  return { key: principal.kind === 'client' ? principal.key.id : null, user: principal.user };
+}
+
+/** The `by` of an audit event: which key (null: the admin) and end user did it. */
+export function auditBy(principal: Principal): { key: string | null; user: string | null } {
+  return ownerOf(principal);
+}
+
+/** True when `principal` may see a row owned by `ownerKey`: the admin sees all, a key its own. */
+export function owns(principal: Principal, ownerKey: string | null): boolean {
+  return principal.kind === 'admin' || ownerKey === principal.key.id;
+}
+
+/** True when `principal` may use the agent `name`. */
+export function mayUseAgent(principal: Principal, name: string): boolean {
+  if (principal.kind === 'admin') return true;
+  const { agents } = principal.key;
+  return agents === '*' || agents.includes(name);
+}
+
+/** An end user name as given, or 400 when it cannot be one. */
+export function checkEndUser(value: string, where: string): string {
+  // Printable text only: it is stored, listed and logged.
+  if (value.length === 0 || value.length > END_USER_MAX_CHARS || /\p{Cc}/u.test(value)) {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `${where} must be 1 to ${END_USER_MAX_CHARS} printable characters naming the end user.`,
+    );
+  }
+  return value;
+}
+
+/** The end user a request names in its `X-Cairn-User` header, if any. */
+export function endUserHeader(request: FastifyRequest): string | null {
+  const value = request.headers[END_USER_HEADER];
+  if (value === undefined) return null;
+  if (Array.isArray(value)) {
+    throw new CairnError('VALIDATION_ERROR', 'Send the X-Cairn-User header once.');
+  }
+  return checkEndUser(value, 'The X-Cairn-User header');
+}

@@ -1,0 +1,88 @@
+/**
+ * The client keys part of the Postgres store (`KeyStore`, see the SQLite
+ * twin), and the statement that charges a session's tokens to its owner key.
+ */
+import type pg from 'pg';
+import type { KeyRow, KeyStore, NewKey } from '../store.js';
+import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
+import type { Queryable } from './open-pool.js';
+
+/** Adds `tokens` to the day's usage of the session's owner key, inside the caller's transaction. */
+export async function chargeSessionTokens(
+  c: Queryable,
+  sessionId: string,
+  tokens: number,
+): Promise<void> {
+  if (tokens <= 0) return;
+  await c.query(
+    `INSERT INTO key_usage (key_id, day, tokens)
+     SELECT owner_key, $2, $3 FROM sessions WHERE id = $1 AND owner_key IS NOT NULL
+     ON CONFLICT (key_id, day) DO UPDATE SET tokens = key_usage.tokens + EXCLUDED.tokens`,
+    [sessionId, usageDay(), tokens],
+  );
+}
+
+type Rows = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>;
+
+export class PgKeys implements KeyStore {
+  constructor(private readonly rows: Rows) {}
+
+  private async one(sql: string, params: unknown[]): Promise<KeyRow | undefined> {
+    const [row] = await this.rows<KeyRecord>(sql, params);
+    return row && toKeyRow(row);
+  }
+
+  async createKey(input: NewKey): Promise<KeyRow> {
+    const row = await this.one(
+      `INSERT INTO keys (id, name, agents, limits, secret_hash, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+      [
+        newId('key'),
+        input.name,
+        JSON.stringify(input.agents),
+        JSON.stringify(input.limits),
+        input.secretHash,
+        now(),
+      ],
+    );
+    return row!;
+  }
+
+  findKey(id: string): Promise<KeyRow | undefined> {
+    return this.one('SELECT * FROM keys WHERE id = $1', [id]);
+  }
+
+  async findKeyBySecretHash(
+    secretHash: string,
+  ): Promise<(KeyRow & { secret_hash: string }) | undefined> {
+    const [row] = await this.rows<KeyRecord>(
+      'SELECT * FROM keys WHERE secret_hash = $1 AND revoked_at IS NULL',
+      [secretHash],
+    );
+    return row && { ...toKeyRow(row), secret_hash: row.secret_hash };
+  }
+
+  async listKeys(): Promise<KeyRow[]> {
+    const rows = await this.rows<KeyRecord>('SELECT * FROM keys ORDER BY created_at DESC, id DESC');
+    return rows.map(toKeyRow);
+  }
+
+  revokeKey(id: string): Promise<KeyRow | undefined> {
+    return this.one(
+      'UPDATE keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
+      [id, now()],
+    );
+  }
+
+  async touchKey(id: string, at: string): Promise<void> {
+    await this.rows('UPDATE keys SET last_used_at = $2 WHERE id = $1', [id, at]);
+  }
+
+  async keyTokensOn(keyId: string, day: string): Promise<number> {
+    const [row] = await this.rows<{ tokens: number }>(
+      'SELECT tokens FROM key_usage WHERE key_id = $1 AND day = $2',
+      [keyId, day],
+    );
+    return row?.tokens ?? 0;
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The client keys part of the SQLite store (`KeyStore`), and the statement
+ * that charges a session's tokens to its owner key for the day. Kept apart
+ * from the rest of the store: it shares only the connection.
+ */
+import type { KeyRow, KeyStore, NewKey } from '../store.js';
+import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
+import type { SqliteDatabase } from './open-database.js';
+
+export function prepareKeyStatements(db: SqliteDatabase) {
+  return {
+    insertKey: db.prepare(`INSERT INTO keys (id, name, agents, limits, secret_hash, created_at)
+      VALUES (@id, @name, @agents, @limits, @secret_hash, @created_at)`),
+    getKey: db.prepare('SELECT * FROM keys WHERE id = ?'),
+    keyBySecret: db.prepare('SELECT * FROM keys WHERE secret_hash = ? AND revoked_at IS NULL'),
+    listKeys: db.prepare('SELECT * FROM keys ORDER BY created_at DESC, id DESC'),
+    revokeKey: db.prepare('UPDATE keys SET revoked_at = COALESCE(revoked_at, @at) WHERE id = @id'),
+    touchKey: db.prepare('UPDATE keys SET last_used_at = @at WHERE id = @id'),
+    keyTokens: db.prepare('SELECT tokens FROM key_usage WHERE key_id = ? AND day = ?'),
+    // Charged inside the write that records the usage, to the session's owner key.
+    chargeSession: db.prepare(`INSERT INTO key_usage (key_id, day, tokens)
+      SELECT owner_key, @day, @tokens FROM sessions WHERE id = @id AND owner_key IS NOT NULL AND @tokens > 0
+      ON CONFLICT (key_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`),
+  };
+}
+
+export type KeyStatements = ReturnType<typeof prepareKeyStatements>;
+
+/** Adds `tokens` to the day's usage of the session's owner key (nothing for the admin's). */
+export function chargeSessionTokens(stmt: KeyStatements, sessionId: string, tokens: number): void {
+  if (tokens > 0) stmt.chargeSession.run({ id: sessionId, day: usageDay(), tokens });
+}
+
+export class SqliteKeys implements KeyStore {
+  constructor(
+    private readonly stmt: KeyStatements,
+    private readonly guard: <T>(work: () => T) => Promise<T>,
+  ) {}
+
+  async createKey(input: NewKey): Promise<KeyRow> {
+    const id = newId('key');
+    return this.guard(() => {
+      this.stmt.insertKey.run({
+        id,
+        name: input.name,
+        agents: JSON.stringify(input.agents),
+        limits: JSON.stringify(input.limits),
+        secret_hash: input.secretHash,
+        created_at: now(),
+      });
+      return toKeyRow(this.stmt.getKey.get(id) as KeyRecord);
+    });
+  }
+
+  async findKey(id: string): Promise<KeyRow | undefined> {
+    const row = this.stmt.getKey.get(id) as KeyRecord | undefined;
+    return row && toKeyRow(row);
+  }
+
+  async findKeyBySecretHash(
+    secretHash: string,
+  ): Promise<(KeyRow & { secret_hash: string }) | undefined> {
+    const row = this.stmt.keyBySecret.get(secretHash) as KeyRecord | undefined;
+    return row && { ...toKeyRow(row), secret_hash: row.secret_hash };
+  }
+
+  async listKeys(): Promise<KeyRow[]> {
+    return (this.stmt.listKeys.all() as KeyRecord[]).map(toKeyRow);
+  }
+
+  async revokeKey(id: string): Promise<KeyRow | undefined> {
+    return this.guard(() => {
+      this.stmt.revokeKey.run({ id, at: now() });
+      const row = this.stmt.getKey.get(id) as KeyRecord | undefined;
+      return row && toKeyRow(row);
+    });
+  }
+
+  async touchKey(id: string, at: string): Promise<void> {
+    await this.guard(() => this.stmt.touchKey.run({ id, at }));
+  }
+
+  async keyTokensOn(keyId: string, day: string): Promise<number> {
+    const row = this.stmt.keyTokens.get(keyId, day) as { tokens: number } | undefined;
+    return row?.tokens ?? 0;
+  }
+}
