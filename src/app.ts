@@ -341,7 +341,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => agentRoutes(app, { agents: registry }),
       (app, { streams }) => chatRoutes(app, { runtime, agents: registry, streams }),
       (app) => sessionRoutes(app, { runtime, store }),
-      (app) => callRoutes(app, { runtime, store, flush: () => recorder.flush() }),
+      (app) => callRoutes(app, { access, store, flush: () => recorder.flush() }),
       (app, { streams }) => eventRoutes(app, { store, events, streams }),
       (app) => mcpRoutes(app, { runtime, agents: registry, access }),
       (app) => taskRoutes(app, { tasks, store }),

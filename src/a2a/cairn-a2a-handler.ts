@@ -167,6 +167,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
         agentName: this.deps.agent.name,
         ...(status !== undefined ? { status } : {}),
         ...(params.contextId ? { sessionId: params.contextId } : {}),
+        ...(this.deps.access.ownerKey !== undefined ? { ownerKey: this.deps.access.ownerKey } : {}),
         ...(params.pageToken ? { cursor: params.pageToken } : {}),
         limit: pageSize,
       });
@@ -241,6 +242,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
     return tasks.runTask({
       agentName: agent.name,
       input,
+      owner: access.owner,
       ...(message.contextId !== '' ? { sessionId: message.contextId } : {}),
     });
   }
@@ -261,7 +263,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
           `Task "${task.id}" waits for a decision, not an answer. ${approvalPrompt(task.pending_tool, task.pending_arguments ?? '')} Or send a data part {"decision": "approve"} / {"decision": "deny", "reason": "…"}.`,
         );
       }
-      return tasks.decideApproval({ taskId: task.id, ...decision });
+      return tasks.decideApproval({ taskId: task.id, ...decision, by: this.deps.access.owner });
     }
     if (task.status === 'waiting')
       return tasks.resumeTask({ taskId: task.id, answer: inputText(message) });

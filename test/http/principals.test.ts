@@ -252,7 +252,48 @@ const SAMPLE_BODIES: Record<string, unknown> = {
  * The handler-level rules (`filters`): what B must not see of A's world, and
  * what A still sees. Every route with `filters` needs an entry here.
  */
+/** An A2A JSON-RPC call to `agent` as `who`. */
+function a2a(who: Who, agent: string, method: string, params: Record<string, unknown>) {
+  return call(
+    who,
+    'POST',
+    `/a2a/${agent}`,
+    { jsonrpc: '2.0', id: 1, method, params },
+    { 'a2a-version': '1.0' },
+  );
+}
+
 const FILTER_CHECKS: Record<string, () => Promise<void>> = {
+  'GET /calls/:id': async () => {
+    const listed = await call('a', 'GET', `/sessions/${aSession}/calls`);
+    const id = listed.json<{ calls: { id: string }[] }>().calls[0]!.id;
+    expect((await call('a', 'GET', `/calls/${id}`)).statusCode).toBe(200);
+    const refused = await call('b', 'GET', `/calls/${id}`);
+    expect(refused.statusCode).toBe(404);
+    expect(refused.json().error.code).toBe('CALL_NOT_FOUND');
+  },
+  'GET /.well-known/agent-card.json': async () => {
+    const skills = (who: Who) =>
+      call(who, 'GET', '/.well-known/agent-card.json').then((r) =>
+        JSON.stringify(r.json<{ skills: unknown[] }>().skills),
+      );
+    expect(await skills('b')).toContain('other');
+    expect(await skills('b')).not.toContain('"assistant"');
+    expect(await skills('a')).toContain('assistant');
+  },
+  'POST /a2a/:name': async () => {
+    // A's task of an agent both keys may use is not found for B.
+    const started = await call('a', 'POST', '/agents/other/tasks?wait=true', { input: 'mine' });
+    const task = started.json<{ task: { id: string } }>().task.id;
+    const seen = await a2a('a', 'other', 'GetTask', { id: task });
+    expect(seen.json().result?.id).toBe(task);
+    const hidden = await a2a('b', 'other', 'GetTask', { id: task });
+    expect(hidden.json().error?.code).toBe(-32001);
+    const listed = await a2a('b', 'other', 'ListTasks', {});
+    expect(JSON.stringify(listed.json().result?.tasks ?? [])).not.toContain(task);
+    const own = await a2a('a', 'other', 'ListTasks', {});
+    expect(JSON.stringify(own.json().result?.tasks ?? [])).toContain(task);
+  },
   'GET /openapi.json': async () => {
     expect((await call('b', 'GET', '/openapi.json')).statusCode).toBe(200);
   },

@@ -4,25 +4,27 @@
  * is visible exactly when its session is: both routes pass through
  * `readableSession`, the session routes' own check.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CairnError } from '../../errors.js';
-import type { Runtime } from '../../runtime/runtime.js';
+import type { Access } from '../access.js';
+import { principalOf } from '../principal.js';
 import type { CallRecordStore, ModelCallRole } from '../../store/store.js';
 import { CURSOR, LIMIT, objectSchema, sessionParams } from '../schemas.js';
 
 export const CALL_ID = { type: 'string', pattern: '^call_[A-Za-z0-9]{1,64}$' } as const;
 
 export interface CallRoutesDeps {
-  runtime: Pick<Runtime, 'getSession'>;
+  access: Pick<Access, 'session'>;
   store: Pick<CallRecordStore, 'listModelCalls' | 'findModelCall'>;
   /** Waits for the calls this process noted but has not written yet (read your own writes). */
   flush: () => Promise<void>;
 }
 
 export function callRoutes(app: FastifyInstance, deps: CallRoutesDeps): void {
-  const { runtime, store, flush } = deps;
+  const { access, store, flush } = deps;
   /** The one access check: a call is readable when its session is (404 otherwise). */
-  const readableSession = (sessionId: string) => runtime.getSession(sessionId);
+  const readableSession = (request: FastifyRequest, sessionId: string) =>
+    access.session(principalOf(request), sessionId);
 
   app.get<{
     Params: { id: string };
@@ -43,7 +45,7 @@ export function callRoutes(app: FastifyInstance, deps: CallRoutesDeps): void {
       },
     },
     async (request) => {
-      const session = await readableSession(request.params.id);
+      const session = await readableSession(request, request.params.id);
       await flush();
       const { role, limit, cursor } = request.query;
       const page = await store.listModelCalls(session.id, {
@@ -74,7 +76,7 @@ export function callRoutes(app: FastifyInstance, deps: CallRoutesDeps): void {
       const call = await store.findModelCall(request.params.id);
       if (!call) throw notFound;
       // A call of a session the caller may not read does not exist for it.
-      await readableSession(call.session_id).catch((err: unknown) => {
+      await readableSession(request, call.session_id).catch((err: unknown) => {
         throw err instanceof CairnError && err.status === 404 ? notFound : err;
       });
       return { call };
