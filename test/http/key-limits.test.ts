@@ -175,7 +175,8 @@ describe('Retry-After on refusals a client may retry', () => {
     try {
       const second = await fetch(`${url}/events`);
       expect(second.status).toBe(503);
-      expect(second.headers.get('retry-after')).toBe('1');
+      // The stream gate names its own wait; every 503 says one.
+      expect(Number(second.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       expect(((await second.json()) as { error: { code: string } }).error.code).toBe(
         'SERVICE_UNAVAILABLE',
       );

@@ -184,7 +184,9 @@ describe('migrate', () => {
       `INSERT INTO tasks (id, session_id, agent_name, status, input, created_at, updated_at)
        VALUES ('task_old', 'sess_old', 'a', 'completed', 'x', ?, ?)`,
     ).run(now, now);
-    expect(migrate(db)).toEqual([9]);
+    expect(migrate(db)).toEqual(
+      SQLITE_MIGRATIONS.filter((m) => m.version >= 9).map((m) => m.version),
+    );
     db.close();
     const store = new SqliteStore(dbPath);
     try {

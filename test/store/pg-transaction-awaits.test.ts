@@ -23,6 +23,8 @@ const ALLOWED = [
   /^this\.insertMessages\(c,/,
   // pg-keys.ts: one INSERT … ON CONFLICT on the same client, nothing else.
   /^chargeSessionTokens\(c,/,
+  // pg-store.ts: one SELECT … FOR UPDATE of the task row on the same client.
+  /^this\.assertStillRunning\(c,/,
 ];
 /** Helpers a unit of work may await, whose own awaits are checked the same way. */
 const HELPERS = [
@@ -31,6 +33,7 @@ const HELPERS = [
   'async function ensureDaemon(',
   'async function insertEvent(',
   'private async insertMessages(',
+  'private async assertStillRunning(',
 ];
 
 function withoutComments(source: string): string {
