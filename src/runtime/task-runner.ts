@@ -412,9 +412,12 @@ export class TaskRunner {
     // so it can be resumed once the database is back.
     const outage = isOutage(err);
     const status = outage ? 'interrupted' : 'failed';
-    await this.untilStored(task, () =>
+    const settled = await this.untilStored(task, () =>
       store.transitionTask(task.id, ['running'], { status, error: message }),
     );
+    // A run a peer took over (it marked the task interrupted, or runs it now)
+    // has nothing to announce: the task is not this run's any more.
+    if (outage && !settled) return;
     await this.untilStored(task, () =>
       events.emit(outage ? 'task.interrupted' : 'task.failed', task.session_id, {
         taskId: task.id,
