@@ -35,6 +35,7 @@ const FILES = [
     '08-memory',
     '10-openai-api',
     '13-running-several-instances',
+    '14-compaction-eval',
   ].map((chapter) => `docs/guide/${chapter}.md`),
 ];
 
