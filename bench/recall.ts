@@ -12,6 +12,13 @@
  * Also the compaction eval with the offline model (its default 40 facts,
  * 10 compactions, seed 1): the figures the guide's eval chapter quotes.
  *
+ * First figures (a busy 2-core machine, RECALL_BENCH_QUERIES=10): SQLite, 1 000 compacted
+ * messages in an index of 21 000: median 1 069 ms per call. The 100 000 row and the Postgres
+ * rows did not finish in 15 minutes. The cost follows how many rows of the whole index the
+ * query's common words match (FTS5 ranks every match of every session before the session
+ * filter), not the session's size: this synthetic text, where the commonest words are in
+ * nine messages of ten, is the worst case, and the hot path needs term pruning before it is fast.
+ *
  * Run: npm run build && npx tsc -p tsconfig.bench.json && node dist-bench/bench/recall.js
  * (CAIRN_BENCH_DATABASE_URL: the Postgres server, default the local one.)
  */
@@ -134,6 +141,7 @@ async function measure(store: Store, insert: InsertRows, label: string): Promise
       }
     }
     times.sort((a, b) => a - b);
+    console.error(`${label} ${size}: median ${percentile(times, 50).toFixed(2)} ms`);
     rows.push(
       `| recall per model call, ${label}, ${size.toLocaleString('en')} compacted | ${percentile(times, 50).toFixed(2)} ms | ${percentile(times, 95).toFixed(2)} ms | ${(recalled / QUERIES).toFixed(1)} messages |`,
     );
