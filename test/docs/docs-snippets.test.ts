@@ -41,7 +41,7 @@ const FILES = [
     '10-openai-api',
     '13-running-several-instances',
     '14-a2a',
-    '14-compaction-eval',
+    '16-compaction-eval',
   ].map((chapter) => `docs/guide/${chapter}.md`),
 ];
 
