@@ -1,7 +1,7 @@
 /** The keys page: the form's body for POST /keys, the secret shown once, the table without secrets. */
 import { renderToString } from 'preact-render-to-string';
 import { describe, expect, it } from 'vitest';
-import { keyBody, limitsText } from '../src/lib/keys';
+import { keyBody, limitsText, spentText } from '../src/lib/keys';
 import type { ClientKey } from '../src/lib/types';
 import { IssuedSecret, KeyTable } from '../src/views/KeysView';
 
@@ -13,6 +13,8 @@ const KEY: ClientKey = {
   created_at: '2026-01-01T00:00:00.000Z',
   last_used_at: null,
   revoked_at: null,
+  cost: 0.4182,
+  tokens_today: 51230,
 };
 
 describe('the key form', () => {
@@ -40,6 +42,11 @@ describe('the key form', () => {
       '5 requests/min, 100 tokens/day',
     );
   });
+
+  it('describes what a key spent: its cost and its tokens of the day', () => {
+    expect(spentText({ cost: 0, tokens_today: 0 })).toBe('cost 0, 0 tokens today');
+    expect(spentText({ cost: 1.25, tokens_today: 300 })).toBe('cost 1.25, 300 tokens today');
+  });
 });
 
 describe('the keys page', () => {
@@ -51,7 +58,7 @@ describe('the keys page', () => {
     expect(html).toContain('not shown');
   });
 
-  it('lists keys with their agents, limits and state, and offers revoke only while live', () => {
+  it('lists keys with their agents, limits, spend and state, and offers revoke only while live', () => {
     const html = renderToString(
       <KeyTable
         keys={[KEY, { ...KEY, id: 'key_revoked', revoked_at: '2026-01-02T00:00:00.000Z' }]}
@@ -60,6 +67,7 @@ describe('the keys page', () => {
     );
     expect(html).toContain('key_0123456789abcdef01234567');
     expect(html).toContain('60 requests/min');
+    expect(html).toContain('cost 0.4182, 51230 tokens today');
     expect(html.match(/>Revoke</g)).toHaveLength(1);
     expect(html).toContain('revoked');
     expect(html).not.toContain('cairn_sk_');

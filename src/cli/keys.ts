@@ -15,6 +15,12 @@ interface KeyView {
   revoked_at: string | null;
 }
 
+/** A key as `GET /keys` lists it: with what it spent. */
+interface KeyWithSpend extends KeyView {
+  cost: number;
+  tokens_today: number;
+}
+
 /** A positive whole number given on the command line, or a usage error naming the option. */
 function positiveInt(value: string | undefined, option: string): number | undefined {
   if (value === undefined) return undefined;
@@ -49,7 +55,7 @@ export async function createKey(
 }
 
 export async function listKeys(options: ClientOptions): Promise<void> {
-  const { keys } = (await request(options, 'GET', '/keys')) as { keys: KeyView[] };
+  const { keys } = (await request(options, 'GET', '/keys')) as { keys: KeyWithSpend[] };
   if (keys.length === 0) return console.log('no keys');
   for (const key of keys) {
     const limits = [
@@ -64,6 +70,7 @@ export async function listKeys(options: ClientOptions): Promise<void> {
         key.name.padEnd(20),
         (key.agents === '*' ? '*' : key.agents.join(',')).padEnd(20),
         (limits || 'no limits').padEnd(24),
+        `cost ${key.cost}, ${key.tokens_today} tokens today`.padEnd(32),
         key.revoked_at ? `revoked ${key.revoked_at}` : `last used ${key.last_used_at ?? 'never'}`,
       ].join('  '),
     );

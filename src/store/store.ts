@@ -575,6 +575,15 @@ export interface KeyRow {
   revoked_at: string | null;
 }
 
+/**
+ * What a key has spent: `cost` sums the cost of the sessions it owns (a
+ * deleted session no longer counts), `tokens` its token usage on one UTC day.
+ */
+export interface KeySpend {
+  cost: number;
+  tokens: number;
+}
+
 export interface NewKey {
   name: string;
   agents: KeyAgents;
@@ -601,6 +610,10 @@ export interface KeyStore {
   touchKey(id: string, at: string): Promise<void>;
   /** Tokens the key's sessions spent on `day` (YYYY-MM-DD, UTC). */
   keyTokensOn(keyId: string, day: string): Promise<number>;
+  /** What the key has spent, its tokens those of `day`; zeros for a key with no sessions. */
+  keySpend(keyId: string, day: string): Promise<KeySpend>;
+  /** What every key has spent, by key id, in one grouped query (not one query per key). */
+  listKeySpend(day: string): Promise<Map<string, KeySpend>>;
 }
 
 /**

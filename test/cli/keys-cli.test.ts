@@ -77,6 +77,7 @@ describe('cairn keys', () => {
     expect(listed.code).toBe(0);
     expect(listed.stdout).toContain(id!);
     expect(listed.stdout).toContain('30/min, 5000 tokens/day');
+    expect(listed.stdout).toContain('cost 0, 0 tokens today');
     expect(listed.stdout).not.toContain(secret!);
 
     const revoked = await cairn(['keys', 'revoke', id!], env);

@@ -109,7 +109,7 @@ describe('client keys over the API', () => {
     const listed = await call('admin', 'GET', '/keys');
     expect(listed.body).not.toContain(body.secret);
     const one = await call('admin', 'GET', `/keys/${String(body.key['id'])}`);
-    expect(one.json()).toEqual({ key: body.key });
+    expect(one.json()).toEqual({ key: { ...body.key, cost: 0, tokens_today: 0 } });
     const stored = JSON.stringify(await harness.app.store.listKeys());
     expect(stored).not.toContain(body.secret.slice('cairn_sk_'.length));
   });

@@ -2517,6 +2517,45 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.keyTokensOn(key.id, '2000-01-01')).toBe(0);
       });
 
+      it("sums each key's spend from the sessions it owns and its tokens of the day", async () => {
+        const a = await store.createKey(keyInput('a', '1'.repeat(64)));
+        const b = await store.createKey(keyInput('b', '2'.repeat(64)));
+        const idle = await store.createKey(keyInput('idle', '3'.repeat(64)));
+        const a1 = await newSession({ owner: { key: a.id, user: 'alice' } });
+        const a2 = await newSession({ owner: { key: a.id, user: 'bob' } });
+        const b1 = await newSession({ owner: { key: b.id, user: 'alice' } });
+        const admins = await newSession();
+        await store.addSessionCost(a1.id, 0.25);
+        await store.addSessionCost(a2.id, 0.125);
+        await store.addSessionCost(a2.id, 0.5);
+        await store.addSessionCost(b1.id, 2);
+        await store.addSessionCost(admins.id, 100);
+        await store.appendMessages(a1.id, conversation(2), {
+          usage: { input_tokens: 30, output_tokens: 12 },
+        });
+
+        expect(await store.keySpend(a.id, today())).toEqual({ cost: 0.875, tokens: 42 });
+        expect(await store.keySpend(a.id, '2000-01-01')).toEqual({ cost: 0.875, tokens: 0 });
+        expect(await store.keySpend(b.id, today())).toEqual({ cost: 2, tokens: 0 });
+        expect(await store.keySpend(idle.id, today())).toEqual({ cost: 0, tokens: 0 });
+        expect(await store.keySpend('key_missing', today())).toEqual({ cost: 0, tokens: 0 });
+
+        expect(Object.fromEntries(await store.listKeySpend(today()))).toEqual({
+          [a.id]: { cost: 0.875, tokens: 42 },
+          [b.id]: { cost: 2, tokens: 0 },
+          [idle.id]: { cost: 0, tokens: 0 },
+        });
+        expect((await store.listKeySpend('2000-01-01')).get(a.id)).toEqual({
+          cost: 0.875,
+          tokens: 0,
+        });
+
+        // A deleted session's cost leaves its key's sum; the day's tokens stay charged.
+        expect(await store.deleteSession(a2.id)).toBe(true);
+        expect(await store.keySpend(a.id, today())).toEqual({ cost: 0.25, tokens: 42 });
+        expect((await store.listKeySpend(today())).get(a.id)).toEqual({ cost: 0.25, tokens: 42 });
+      });
+
       it('records the owner key and end user of a session; the admin owns by default', async () => {
         const owned = await newSession({ owner: { key: 'key_a', user: 'alice' } });
         const admins = await newSession();

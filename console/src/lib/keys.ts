@@ -39,3 +39,8 @@ export function limitsText(limits: ClientKey['limits']): string {
   ].filter(Boolean);
   return parts.length > 0 ? parts.join(', ') : 'no limits';
 }
+
+/** What a key spent: its sessions' cost, and its tokens of the day. */
+export function spentText(key: Pick<ClientKey, 'cost' | 'tokens_today'>): string {
+  return `cost ${key.cost}, ${key.tokens_today} tokens today`;
+}

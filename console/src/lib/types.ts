@@ -109,4 +109,8 @@ export interface ClientKey {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  /** What the key's sessions cost, summed (0 without pricing). */
+  cost: number;
+  /** Tokens the key's sessions spent this UTC day. */
+  tokens_today: number;
 }

@@ -5,9 +5,12 @@
  */
 import { useState } from 'preact/hooks';
 import { useApi, useLoad } from '../lib/hooks';
-import { keyBody, limitsText, type KeyForm } from '../lib/keys';
+import { keyBody, limitsText, spentText, type KeyForm } from '../lib/keys';
 import type { ClientKey } from '../lib/types';
 import { ErrorNote } from './ErrorNote';
+
+/** A key as POST /keys answers it: nothing spent yet, so no spend fields. */
+type IssuedKey = Omit<ClientKey, 'cost' | 'tokens_today'>;
 
 const EMPTY_FORM: KeyForm = { name: '', agents: '', requestsPerMinute: '', tokensPerDay: '' };
 
@@ -15,7 +18,7 @@ export function KeysView() {
   const api = useApi();
   const keys = useLoad(() => api.get<{ keys: ClientKey[] }>('/keys'), []);
   const [form, setForm] = useState<KeyForm>(EMPTY_FORM);
-  const [issued, setIssued] = useState<{ key: ClientKey; secret: string } | undefined>();
+  const [issued, setIssued] = useState<{ key: IssuedKey; secret: string } | undefined>();
   const [error, setError] = useState<string | undefined>();
   const field = (name: keyof KeyForm) => ({
     value: form[name],
@@ -26,7 +29,7 @@ export function KeysView() {
   const create = async (e: Event) => {
     e.preventDefault();
     try {
-      setIssued(await api.post<{ key: ClientKey; secret: string }>('/keys', keyBody(form)));
+      setIssued(await api.post<{ key: IssuedKey; secret: string }>('/keys', keyBody(form)));
       setForm(EMPTY_FORM);
       setError(undefined);
       keys.reload();
@@ -80,7 +83,7 @@ export function KeysView() {
 
 /** The new key's secret, shown this once, until the admin says it is copied. */
 export function IssuedSecret(props: {
-  issued: { key: ClientKey; secret: string };
+  issued: { key: IssuedKey; secret: string };
   onDone: () => void;
 }) {
   return (
@@ -109,6 +112,7 @@ export function KeyTable(props: { keys: ClientKey[]; onRevoke: (key: ClientKey) 
           <th>Id</th>
           <th>Agents</th>
           <th>Limits</th>
+          <th>Spent</th>
           <th>Last used</th>
           <th />
         </tr>
@@ -122,6 +126,7 @@ export function KeyTable(props: { keys: ClientKey[]; onRevoke: (key: ClientKey) 
             </td>
             <td>{key.agents === '*' ? 'all' : key.agents.join(', ')}</td>
             <td>{limitsText(key.limits)}</td>
+            <td>{spentText(key)}</td>
             <td>{key.last_used_at ? new Date(key.last_used_at).toLocaleString() : 'never'}</td>
             <td>
               {key.revoked_at ? (

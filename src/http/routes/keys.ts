@@ -1,12 +1,15 @@
 /**
  * Client keys over HTTP (admin only, by the ownership table): create (the
  * secret is in this one answer and nowhere else), list, read, revoke.
- * Creating and revoking are audit events.
+ * Creating and revoking are audit events. Reading a key says what it spent:
+ * `cost`, the sum of the costs of the sessions it owns, and `tokens_today`,
+ * its tokens of the UTC day (what `limits.tokensPerDay` is checked against).
  */
 import type { FastifyInstance } from 'fastify';
 import { CairnError } from '../../errors.js';
 import type { EventBus } from '../../runtime/event-bus.js';
-import type { KeyAgents, KeyLimits, KeyStore } from '../../store/store.js';
+import { usageDay } from '../../store/records.js';
+import type { KeyAgents, KeyLimits, KeyRow, KeySpend, KeyStore } from '../../store/store.js';
 import type { ClientKeys } from '../client-keys.js';
 import { auditBy, principalOf } from '../principal.js';
 import { AGENT_NAME, objectSchema } from '../schemas.js';
@@ -25,11 +28,17 @@ function keyNotFound(id: string): CairnError {
   return new CairnError('KEY_NOT_FOUND', `Key "${id}" not found. List keys with GET /keys.`);
 }
 
+const NOTHING_SPENT: KeySpend = { cost: 0, tokens: 0 };
+
+function withSpend(key: KeyRow, spend: KeySpend = NOTHING_SPENT) {
+  return { ...key, cost: spend.cost, tokens_today: spend.tokens };
+}
+
 export function keyRoutes(
   app: FastifyInstance,
   deps: {
     keys: Pick<ClientKeys, 'create'>;
-    store: Pick<KeyStore, 'findKey' | 'listKeys' | 'revokeKey'>;
+    store: Pick<KeyStore, 'findKey' | 'listKeys' | 'revokeKey' | 'keySpend' | 'listKeySpend'>;
     events: Pick<EventBus, 'emit'>;
   },
 ): void {
@@ -68,12 +77,16 @@ export function keyRoutes(
     },
   );
 
-  app.get('/keys', async () => ({ keys: await deps.store.listKeys() }));
+  app.get('/keys', async () => {
+    const day = usageDay();
+    const [keys, spend] = await Promise.all([deps.store.listKeys(), deps.store.listKeySpend(day)]);
+    return { keys: keys.map((key) => withSpend(key, spend.get(key.id))) };
+  });
 
   app.get<WithId>('/keys/:id', { schema: { params: keyParams } }, async (request) => {
     const key = await deps.store.findKey(request.params.id);
     if (!key) throw keyNotFound(request.params.id);
-    return { key };
+    return { key: withSpend(key, await deps.store.keySpend(key.id, usageDay())) };
   });
 
   app.delete<WithId>('/keys/:id', { schema: { params: keyParams } }, async (request) => {

@@ -3,7 +3,7 @@
  * twin), and the statement that charges a session's tokens to its owner key.
  */
 import type pg from 'pg';
-import type { KeyRow, KeyStore, NewKey } from '../store.js';
+import type { KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
 import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
 import type { Queryable } from './open-pool.js';
 
@@ -84,5 +84,28 @@ export class PgKeys implements KeyStore {
       [keyId, day],
     );
     return row?.tokens ?? 0;
+  }
+
+  async keySpend(keyId: string, day: string): Promise<KeySpend> {
+    // Both sums read by index: sessions_by_owner_key, and key_usage's primary key.
+    const [row] = await this.rows<KeySpend>(
+      `SELECT
+         (SELECT COALESCE(SUM(cost), 0) FROM sessions WHERE owner_key = $1) AS cost,
+         (SELECT COALESCE(SUM(tokens), 0) FROM key_usage WHERE key_id = $1 AND day = $2) AS tokens`,
+      [keyId, day],
+    );
+    return { cost: Number(row!.cost), tokens: Number(row!.tokens) };
+  }
+
+  async listKeySpend(day: string): Promise<Map<string, KeySpend>> {
+    const rows = await this.rows<KeySpend & { key_id: string }>(
+      `SELECT k.id AS key_id, COALESCE(s.cost, 0) AS cost, COALESCE(u.tokens, 0) AS tokens
+       FROM keys k
+       LEFT JOIN (SELECT owner_key, SUM(cost) AS cost FROM sessions
+                  WHERE owner_key IS NOT NULL GROUP BY owner_key) s ON s.owner_key = k.id
+       LEFT JOIN key_usage u ON u.key_id = k.id AND u.day = $1`,
+      [day],
+    );
+    return new Map(rows.map((r) => [r.key_id, { cost: Number(r.cost), tokens: Number(r.tokens) }]));
   }
 }

@@ -43,6 +43,7 @@ import type {
   NewModelCall,
   Owner,
   KeyRow,
+  KeySpend,
   NewKey,
 } from '../store.js';
 import { RECALL_CONTENT_CHARS } from '../store.js';
@@ -1164,6 +1165,14 @@ export class PgStore implements Store {
 
   keyTokensOn(keyId: string, day: string): Promise<number> {
     return this.keys.keyTokensOn(keyId, day);
+  }
+
+  keySpend(keyId: string, day: string): Promise<KeySpend> {
+    return this.keys.keySpend(keyId, day);
+  }
+
+  listKeySpend(day: string): Promise<Map<string, KeySpend>> {
+    return this.keys.listKeySpend(day);
   }
 
   private async newestFirst<T extends { created_at: string; id: string }>(

@@ -3,7 +3,7 @@
  * that charges a session's tokens to its owner key for the day. Kept apart
  * from the rest of the store: it shares only the connection.
  */
-import type { KeyRow, KeyStore, NewKey } from '../store.js';
+import type { KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
 import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
 import type { SqliteDatabase } from './open-database.js';
 
@@ -17,6 +17,16 @@ export function prepareKeyStatements(db: SqliteDatabase) {
     revokeKey: db.prepare('UPDATE keys SET revoked_at = COALESCE(revoked_at, @at) WHERE id = @id'),
     touchKey: db.prepare('UPDATE keys SET last_used_at = @at WHERE id = @id'),
     keyTokens: db.prepare('SELECT tokens FROM key_usage WHERE key_id = ? AND day = ?'),
+    // Both sums read by index: sessions_by_owner_key, and key_usage's primary key.
+    keySpend: db.prepare(`SELECT
+        (SELECT COALESCE(SUM(cost), 0) FROM sessions WHERE owner_key = @key) AS cost,
+        (SELECT COALESCE(SUM(tokens), 0) FROM key_usage WHERE key_id = @key AND day = @day) AS tokens`),
+    listKeySpend:
+      db.prepare(`SELECT k.id AS key_id, COALESCE(s.cost, 0) AS cost, COALESCE(u.tokens, 0) AS tokens
+      FROM keys k
+      LEFT JOIN (SELECT owner_key, SUM(cost) AS cost FROM sessions
+                 WHERE owner_key IS NOT NULL GROUP BY owner_key) s ON s.owner_key = k.id
+      LEFT JOIN key_usage u ON u.key_id = k.id AND u.day = @day`),
     // Charged inside the write that records the usage, to the session's owner key.
     chargeSession: db.prepare(`INSERT INTO key_usage (key_id, day, tokens)
       SELECT owner_key, @day, @tokens FROM sessions WHERE id = @id AND owner_key IS NOT NULL AND @tokens > 0
@@ -83,5 +93,14 @@ export class SqliteKeys implements KeyStore {
   async keyTokensOn(keyId: string, day: string): Promise<number> {
     const row = this.stmt.keyTokens.get(keyId, day) as { tokens: number } | undefined;
     return row?.tokens ?? 0;
+  }
+
+  async keySpend(keyId: string, day: string): Promise<KeySpend> {
+    return this.stmt.keySpend.get({ key: keyId, day }) as KeySpend;
+  }
+
+  async listKeySpend(day: string): Promise<Map<string, KeySpend>> {
+    const rows = this.stmt.listKeySpend.all({ day }) as (KeySpend & { key_id: string })[];
+    return new Map(rows.map(({ key_id, cost, tokens }) => [key_id, { cost, tokens }]));
   }
 }
