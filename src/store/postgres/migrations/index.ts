@@ -8,6 +8,7 @@ import * as m005 from './005-compaction-cost.js';
 import * as m006 from './006-instances.js';
 import * as m007 from './007-message-tokens.js';
 import * as m008 from './008-deferred-history-index.js';
+import * as m014 from './014-session-scoped-history-index.js';
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   m001,
@@ -18,4 +19,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   m006,
   m007,
   m008,
+  m014,
 ];
