@@ -198,16 +198,20 @@ function prepareStatements(db: SqliteDatabase) {
     unqueueIndexed: db.prepare(
       'DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)',
     ),
+    // CROSS JOIN keeps the index as the outer loop: one session-scoped MATCH
+    // (migration 014), then each hit's row by id. Left to itself the planner
+    // walks the session's rows and runs the MATCH once per row by rowid, which
+    // costs seconds per search on a database of some 20 000 messages.
     searchHistory: db.prepare(`SELECT m.seq AS seq, m.role AS role,
         snippet(messages_fts, 0, '[', ']', '…', 16) AS snippet
-      FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+      FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ?
       ORDER BY rank LIMIT ?`),
-    // bm25 over the session's part of the index (the MATCH names the session,
-    // migration 014), the compacted range from the row.
+    // bm25 over the session's part of the index (the MATCH names the session),
+    // the compacted range from the row; CROSS JOIN as in searchHistory.
     recallMessages: db.prepare(`SELECT m.seq AS seq, m.role AS role,
         substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content, m.created_at AS created_at
-      FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+      FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ? AND m.seq <= ? AND m.role <> 'system'
       ORDER BY rank, m.seq LIMIT ?`),
     resetSession: db.prepare(`UPDATE sessions SET
