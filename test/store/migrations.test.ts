@@ -203,6 +203,69 @@ describe('migrate', () => {
     }
   });
 
+  it("014 rebuilds the history index with each message's session, indexed and queued rows alike", async () => {
+    const db = openRaw();
+    migrate(
+      db,
+      SQLITE_MIGRATIONS.filter((m) => m.version < 14),
+    );
+    const now = new Date().toISOString();
+    const session = db.prepare(
+      `INSERT INTO sessions (id, agent_name, mode, status, created_at, updated_at)
+       VALUES (?, 'a', 'chat', 'active', ?, ?)`,
+    );
+    const message = db.prepare(
+      `INSERT INTO messages (session_id, seq, role, content, created_at) VALUES (?, ?, 'user', ?, ?)`,
+    );
+    session.run('sess_0a1b', now, now);
+    session.run('sess_2c3d', now, now);
+    message.run('sess_0a1b', 1, 'pelican indexed before', now);
+    message.run('sess_2c3d', 1, 'pelican elsewhere', now);
+    // What the store's batch did before 014: index the queue, then empty it.
+    db.exec(`INSERT INTO messages_fts (rowid, content)
+      SELECT id, content FROM messages WHERE id IN (SELECT id FROM messages_fts_pending);
+      DELETE FROM messages_fts_pending;`);
+    message.run('sess_0a1b', 2, 'pelican still queued', now);
+    expect(db.prepare('SELECT COUNT(*) FROM messages_fts_pending').pluck().get()).toBe(1);
+
+    expect(migrate(db)).toEqual(
+      SQLITE_MIGRATIONS.filter((m) => m.version >= 14).map((m) => m.version),
+    );
+    const inSession = (id: string) =>
+      db
+        .prepare(
+          `SELECT m.seq FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+           WHERE messages_fts MATCH ? ORDER BY m.seq`,
+        )
+        .pluck()
+        .all(`session_id : "${id}" AND content : pelican`);
+    expect(inSession('sess_0a1b')).toEqual([1, 2]);
+    expect(inSession('sess_2c3d')).toEqual([1]);
+    expect(db.prepare('SELECT COUNT(*) FROM messages_fts_pending').pluck().get()).toBe(0);
+    const integrity = () =>
+      db.exec("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)");
+    integrity();
+    // The delete trigger removes every indexed column's old value.
+    db.prepare("DELETE FROM messages WHERE session_id = 'sess_0a1b' AND seq = 1").run();
+    integrity();
+    expect(inSession('sess_0a1b')).toEqual([2]);
+    db.close();
+
+    const store = new SqliteStore(dbPath);
+    try {
+      expect((await store.searchHistory('sess_0a1b', 'pelican', 10)).map((h) => h.seq)).toEqual([
+        2,
+      ]);
+      expect(
+        (await store.recallMessages('sess_2c3d', [{ text: 'pelican', prefix: false }], 1, 10)).map(
+          (h) => h.seq,
+        ),
+      ).toEqual([1]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('applies migrations in version order whatever the order of the list', () => {
     const db = openRaw();
     const later: Migration = {

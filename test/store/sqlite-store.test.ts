@@ -18,7 +18,11 @@ import {
   SQLITE_BUSY_TIMEOUT_MS,
   SQLITE_SYNC_BUSY_TIMEOUT_MS,
 } from '../../src/store/sqlite/open-database.js';
-import { HISTORY_INDEX_BATCH, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import {
+  HISTORY_INDEX_BATCH,
+  SqliteStore,
+  sessionMatch,
+} from '../../src/store/sqlite/sqlite-store.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
@@ -172,9 +176,19 @@ describe('SqliteStore on SQLite', () => {
         // The index order serves ORDER BY seq: no sort of a long session in memory.
         expect(text, name).not.toMatch(/TEMP B-TREE/);
       }
-      const search = planOf('searchHistory', '"question"', session.id, 10).join('\n');
-      expect(search).not.toMatch(/SCAN m\b/);
-      expect(search).toMatch(/SEARCH m USING INTEGER PRIMARY KEY/);
+      // The full-text searches run one session-scoped MATCH first, then fetch
+      // each hit by id; never the session's rows first with a MATCH per row.
+      const match = sessionMatch(session.id, '"question" OR "answer"');
+      const searches = {
+        searchHistory: planOf('searchHistory', match, session.id, 10),
+        recallMessages: planOf('recallMessages', match, session.id, 100, 10),
+      };
+      for (const [name, plan] of Object.entries(searches)) {
+        expect(plan[0], name).toMatch(/^SCAN messages_fts VIRTUAL TABLE INDEX \d+:M/);
+        const text = plan.join('\n');
+        expect(text, name).not.toMatch(/SCAN m\b/);
+        expect(text, name).toMatch(/SEARCH m USING INTEGER PRIMARY KEY/);
+      }
       // Other per-request lookups: polled event streams, tasks, memory, session and task rows.
       const others: [string, string, unknown[]][] = [
         ['eventsAfter', 'events', [0, 100]],

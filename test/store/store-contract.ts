@@ -1037,6 +1037,55 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           }
         });
 
+        it("never returns another session's matches, and they never change which of this session's come back", async () => {
+          const session = await newSession();
+          // Equal lengths, so the order follows how often the word occurs
+          // whatever the rest of the index holds.
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'heron walk walk walk' }, // 2
+            { role: 'assistant', content: 'heron heron heron walk' }, // 3
+            { role: 'user', content: 'nothing to see here' }, // 4
+            { role: 'assistant', content: 'heron heron walk walk' }, // 5
+          ]);
+          const recalled = async (limit: number) =>
+            (await store.recallMessages(session.id, [term('heron')], 5, limit)).map((h) => h.seq);
+          const searched = async (limit: number) =>
+            (await store.searchHistory(session.id, 'heron', limit)).map((h) => h.seq);
+          const before = [
+            await recalled(2),
+            await recalled(10),
+            await searched(2),
+            await searched(10),
+          ];
+          expect(before).toEqual([
+            [3, 5],
+            [3, 5, 2],
+            [3, 5],
+            [3, 5, 2],
+          ]);
+          // Other sessions full of better matches, earlier and later ids than this session's.
+          const others: SessionRow[] = [];
+          for (let i = 0; i < 3; i++) {
+            const other = await newSession();
+            others.push(other);
+            await store.appendMessages(
+              other.id,
+              Array.from({ length: 20 }, () => ({ role: 'user' as const, content: 'heron heron' })),
+            );
+          }
+          await store.appendMessages(session.id, [{ role: 'user', content: 'after the pointer' }]);
+          expect([
+            await recalled(2),
+            await recalled(10),
+            await searched(2),
+            await searched(10),
+          ]).toEqual(before);
+          for (const hit of await store.recallMessages(session.id, [term('heron')], 6, 100))
+            expect(hit.content).not.toBe('heron heron');
+          expect(await store.searchHistory(others[0]!.id, 'heron', 100)).toHaveLength(20);
+          expect(await store.recallMessages(others[1]!.id, [term('walk')], 21, 100)).toEqual([]);
+        });
+
         it('clips a long message to RECALL_CONTENT_CHARS characters', async () => {
           const session = await newSession();
           await store.appendMessages(session.id, [

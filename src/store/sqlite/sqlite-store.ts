@@ -99,6 +99,16 @@ export function toFtsQuery(text: string): string | undefined {
   return words.length === 0 ? undefined : words.map((w) => `"${w}"`).join(' OR ');
 }
 
+/**
+ * A MATCH limited to one session: FTS5 intersects the session id's posting
+ * list with the words', so the search never touches another session's rows
+ * (the index holds each message's session id, migration 014). `words` is an
+ * FTS5 expression of quoted terms; a session id is letters, digits and `_`.
+ */
+export function sessionMatch(sessionId: string, words: string): string {
+  return `session_id : "${sessionId.replaceAll('"', '""')}" AND content : (${words})`;
+}
+
 /** A sweep's statement parameters: who is not an orphan, and since when a heartbeat counts as live. */
 function orphanParams(scope: OrphanScope): { now: string; self: string; live_since: string } {
   const liveSince = new Date(Date.now() - scope.staleAfterMs).toISOString();
@@ -208,21 +218,26 @@ function prepareStatements(db: SqliteDatabase) {
       db.prepare(`SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
       FROM messages WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
     // One batch of the history-index queue (migration 008): the same ids, in one transaction.
-    indexQueued: db.prepare(`INSERT INTO messages_fts (rowid, content)
-      SELECT id, content FROM messages
+    indexQueued: db.prepare(`INSERT INTO messages_fts (rowid, content, session_id)
+      SELECT id, content, session_id FROM messages
       WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)`),
     unqueueIndexed: db.prepare(
       'DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)',
     ),
+    // CROSS JOIN keeps the index as the outer loop: one session-scoped MATCH
+    // (migration 014), then each hit's row by id. Left to itself the planner
+    // walks the session's rows and runs the MATCH once per row by rowid, which
+    // costs seconds per search on a database of some 20 000 messages.
     searchHistory: db.prepare(`SELECT m.seq AS seq, m.role AS role,
         snippet(messages_fts, 0, '[', ']', '…', 16) AS snippet
-      FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+      FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ?
       ORDER BY rank LIMIT ?`),
-    // bm25 over the index, the session and the compacted range from the row.
+    // bm25 over the session's part of the index (the MATCH names the session),
+    // the compacted range from the row; CROSS JOIN as in searchHistory.
     recallMessages: db.prepare(`SELECT m.seq AS seq, m.role AS role,
         substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content, m.created_at AS created_at
-      FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+      FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ? AND m.seq <= ? AND m.role <> 'system'
       ORDER BY rank, m.seq LIMIT ?`),
     resetSession: db.prepare(`UPDATE sessions SET
@@ -827,7 +842,11 @@ export class SqliteStore implements Store {
     const fts = toFtsQuery(query);
     if (fts === undefined) return [];
     await this.indexHistory();
-    return this.stmt.searchHistory.all(fts, sessionId, limit) as HistoryHit[];
+    return this.stmt.searchHistory.all(
+      sessionMatch(sessionId, fts),
+      sessionId,
+      limit,
+    ) as HistoryHit[];
   }
 
   async recallMessages(
@@ -840,7 +859,12 @@ export class SqliteStore implements Store {
     if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
     await this.indexHistory();
     const fts = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`).join(' OR ');
-    return this.stmt.recallMessages.all(fts, sessionId, maxSeq, limit) as RecallHit[];
+    return this.stmt.recallMessages.all(
+      sessionMatch(sessionId, fts),
+      sessionId,
+      maxSeq,
+      limit,
+    ) as RecallHit[];
   }
 
   // ---- compaction -----------------------------------------------------------

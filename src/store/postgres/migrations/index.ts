@@ -12,6 +12,7 @@ import * as m009 from './009-principals.js';
 import * as m010 from './010-model-call-records.js';
 import * as m012 from './012-prompt-cache-and-approval-timeouts.js';
 import * as m013 from './013-responses.js';
+import * as m014 from './014-session-scoped-history-index.js';
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   m001,
@@ -26,4 +27,5 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   m010,
   m012,
   m013,
+  m014,
 ];
