@@ -6,9 +6,10 @@
 //   npm run mutate                                   every module below (slow: hours)
 //
 // A module's tests are the files listed for it in TESTS_BY_MODULE; a run over
-// several modules takes the union. Results are kept in
-// reports/mutation/stryker-incremental.json, so a second run only re-tests
-// mutants whose code or tests changed.
+// several modules takes the union. Each selection keeps its own results in
+// reports/mutation/<module>.incremental.json (and its report beside it), so a
+// second run of a module only re-tests mutants whose code or tests changed,
+// and a run of one module does not forget another's.
 
 /** The core modules and the test files that cover each. */
 export const TESTS_BY_MODULE = {
@@ -80,7 +81,20 @@ function testsFor(module) {
   );
 }
 
-const tests = [...new Set(requestedModules(process.argv).flatMap(testsFor))];
+const modules = requestedModules(process.argv);
+const tests = [...new Set(modules.flatMap(testsFor))];
+/** File-name stem of the selection's reports: `src/llm/tokens.ts` → `llm-tokens`. */
+const stem =
+  modules.length === Object.keys(TESTS_BY_MODULE).length
+    ? 'all'
+    : modules
+        .map((m) =>
+          m
+            .replace(/^src\//, '')
+            .replace(/\.ts(:[\d:-]+)?$/, '')
+            .replace(/[^\w]+/g, '-'),
+        )
+        .join('+');
 // Read by vitest.mutate.config.ts in the test runner processes (they inherit the environment).
 process.env.CAIRN_MUTATE_TESTS = JSON.stringify(tests);
 
@@ -97,10 +111,10 @@ export default {
   timeoutMS: 60_000,
   timeoutFactor: 2,
   incremental: true,
-  incrementalFile: 'reports/mutation/stryker-incremental.json',
+  incrementalFile: `reports/mutation/${stem}.incremental.json`,
   reporters: ['clear-text', 'progress', 'html', 'json'],
-  htmlReporter: { fileName: 'reports/mutation/mutation.html' },
-  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  htmlReporter: { fileName: `reports/mutation/${stem}.html` },
+  jsonReporter: { fileName: `reports/mutation/${stem}.json` },
   tempDirName: '.stryker-tmp',
   cleanTempDir: 'always',
   // The sandbox copies the project; node_modules is linked, never copied.
