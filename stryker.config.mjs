@@ -4,6 +4,8 @@
 //
 //   npm run mutate -- --mutate src/llm/tokens.ts     one module, its own tests
 //   npm run mutate                                   every module below (slow: hours)
+//   CAIRN_MUTATE_TESTS='["test/x.test.ts"]' npm run mutate -- --mutate src/y.ts
+//                                                    only those test files (a quick, partial score)
 //
 // A module's tests are the files listed for it in TESTS_BY_MODULE; a run over
 // several modules takes the union. Each selection keeps its own results in
@@ -95,8 +97,9 @@ const stem =
             .replace(/[^\w]+/g, '-'),
         )
         .join('+');
-// Read by vitest.mutate.config.ts in the test runner processes (they inherit the environment).
-process.env.CAIRN_MUTATE_TESTS = JSON.stringify(tests);
+// Read by vitest.mutate.config.ts in the test runner processes (they inherit the
+// environment). Set it yourself (a JSON list of test files) to run a narrower set.
+process.env.CAIRN_MUTATE_TESTS ??= JSON.stringify(tests);
 
 export default {
   $schema: './node_modules/@stryker-mutator/core/schema/stryker-schema.json',
