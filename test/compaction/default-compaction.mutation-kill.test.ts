@@ -59,10 +59,19 @@ function transcriptOf(request: RecordedRequest): string {
   return user.slice(at + NEW_MESSAGES.length);
 }
 
-/** The message tags (`n0`, `n1`, …) a transcript holds, in order. */
+/**
+ * The message tags (`n0`, `n1`, …) of a transcript's entries, in order; a
+ * line that is not one of the test's messages is returned whole, so it fails
+ * the comparison.
+ */
 function tagsIn(transcript: string, prefix: string): string[] {
-  return [...transcript.matchAll(new RegExp(`\\] (${prefix}\\d+) x`, 'g'))].map((m) => m[1]!);
+  const entry = new RegExp(`^\\[#\\d+ (?:user|assistant)\\] (${prefix}\\d+) x*$`);
+  return transcript.split('\n').map((line) => entry.exec(line)?.[1] ?? line);
 }
+
+/** Σ characters of a transcript's entries, as a compaction records its input. */
+const entryChars = (transcript: string) =>
+  transcript.split('\n').reduce((n, line) => n + line.length, 0);
 
 async function eventsOf(t: TestApp, id: string, type: string) {
   const all = await t.app.store.listEvents({ afterId: 0, sessionId: id, limit: 10_000 });
@@ -207,9 +216,12 @@ describe('defaultCompaction against a small compact-model window', () => {
     const res = await inject('POST', `/sessions/${id}/compact`);
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json().compactedCount).toBe(2);
-    expect(tagsIn(transcriptOf(summaryRequestsOf(t.fake!)[0]!), 'n')).toEqual(['n0', 'n1']);
+    const transcript = transcriptOf(summaryRequestsOf(t.fake!)[0]!);
+    expect(tagsIn(transcript, 'n')).toEqual(['n0', 'n1']);
     const session = (await inject('GET', `/sessions/${id}`)).json().session;
     expect(session.compact_size).toBe(2);
+    const [record] = (await inject('GET', `/sessions/${id}/compactions`)).json().compactions;
+    expect(record.input_chars).toBe(entryChars(transcript));
   });
 
   it('a summariser timeout stays LLM_TIMEOUT and changes nothing', async () => {
@@ -246,5 +258,50 @@ describe('defaultCompaction over a batch of more than one page', () => {
     expect(compacted).toBeLessThan(count);
     const tags = tagsIn(transcriptOf(summaryRequestsOf(t.fake!)[0]!), 'p');
     expect(tags).toEqual(Array.from({ length: compacted }, (_, i) => `p${i}`));
+  });
+});
+
+describe('defaultCompaction with a compact-model window above the input floor', () => {
+  // (5 000 − ⌈4 000 / 3⌉ − 1 500 reserved) × 3 = 6 498 characters of input.
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({
+      agents: { assistant: AGENT },
+      compactModel: { contextWindow: 5_000 },
+    });
+  });
+  afterAll(async () => t.close());
+
+  it("sizes the summariser's input from the window less the summary's tokens and a reserve", async () => {
+    const id = await seedSession(t.app, alternating(new Array<number>(10).fill(1_000), 'n'), {
+      agentName: 'assistant',
+      compactCount: 99,
+    });
+    t.fake!.reset();
+    t.fake!.setDefault(() => ({ content: 'WINDOW SUMMARY' }));
+    const res = await t.app.server.inject({ method: 'POST', url: `/sessions/${id}/compact` });
+    expect(res.statusCode, res.body).toBe(200);
+    // Six entries of ~1 012 characters fit in 6 498; a seventh does not.
+    expect(res.json().compactedCount).toBe(6);
+    const transcript = transcriptOf(summaryRequestsOf(t.fake!)[0]!);
+    expect(tagsIn(transcript, 'n')).toEqual(['n0', 'n1', 'n2', 'n3', 'n4', 'n5']);
+  });
+
+  it('loads no message past the cut when the budget is not reached', async () => {
+    const id = await seedSession(t.app, alternating(new Array<number>(10).fill(100), 'n'), {
+      agentName: 'assistant',
+      compactCount: 50,
+    });
+    t.fake!.reset();
+    t.fake!.setDefault(() => ({ content: 'HALF SUMMARY' }));
+    const res = await t.app.server.inject({ method: 'POST', url: `/sessions/${id}/compact` });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().compactedCount).toBe(5);
+    const transcript = transcriptOf(summaryRequestsOf(t.fake!)[0]!);
+    expect(tagsIn(transcript, 'n')).toEqual(['n0', 'n1', 'n2', 'n3', 'n4']);
+    const [record] = (
+      await t.app.server.inject({ method: 'GET', url: `/sessions/${id}/compactions` })
+    ).json().compactions;
+    expect(record.input_chars).toBe(entryChars(transcript));
   });
 });
