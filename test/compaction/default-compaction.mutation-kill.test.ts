@@ -224,6 +224,20 @@ describe('defaultCompaction against a small compact-model window', () => {
     expect(record.input_chars).toBe(entryChars(transcript));
   });
 
+  it('compacts a first message larger than the whole input budget on its own', async () => {
+    const id = await seedSession(t.app, alternating([6_000, 100, 100, 100], 'n'), {
+      agentName: 'assistant',
+      compactCount: 99,
+    });
+    const res = await inject('POST', `/sessions/${id}/compact`);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ compactedCount: 1, alreadyUpToDate: false });
+    const transcript = transcriptOf(summaryRequestsOf(t.fake!)[0]!);
+    expect(transcript.startsWith('[#')).toBe(true);
+    expect(transcript).toContain('] n0 x');
+    expect(transcript).not.toContain('] n1 x');
+  });
+
   it('a summariser timeout stays LLM_TIMEOUT and changes nothing', async () => {
     const id = await seedSession(t.app, alternating([100, 100, 100, 100], 'n'));
     summaryReplies.push({ hang: true });
