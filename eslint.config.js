@@ -15,6 +15,10 @@ export default tseslint.config(
       // Plain-JS fixture servers run by tests as child processes; not in the TS project.
       'test/fixtures/**/*.mjs',
       'test-artifacts/**',
+      // Stryker's plain-JS config (npm run mutate); not in the TS project.
+      'stryker.config.mjs',
+      '.stryker-tmp/**',
+      'reports/**',
     ],
   },
   js.configs.recommended,

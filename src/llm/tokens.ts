@@ -44,9 +44,9 @@ export type CountedMessage = ChatMessage & { readonly tokens?: number | null };
 export const ESTIMATE_SLICE_CHARS = 1_000;
 
 export function estimateTextTokens(text: string): number {
+  // An empty text needs no tokenizer tables; one of a slice or less is counted whole by the loop.
   if (text.length === 0) return 0;
   const count = tokenizer();
-  if (text.length <= ESTIMATE_SLICE_CHARS) return count(text);
   let tokens = 0;
   for (let at = 0; at < text.length; at += ESTIMATE_SLICE_CHARS) {
     tokens += count(text.slice(at, at + ESTIMATE_SLICE_CHARS));
