@@ -5,7 +5,7 @@
  */
 import { Ajv } from 'ajv';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { CairnError } from '../errors.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
@@ -56,7 +56,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     // length cap would otherwise get fastify's own body, not our envelope.
     frameworkErrors: (err, request, reply) => sendError(err, request, reply),
     // fastify logs two lines per request at info; ours is one, at debug (below).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug(
