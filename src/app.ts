@@ -389,6 +389,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     registry,
     resolveTools: (agent) => tools.forAgent(agent),
     log: (details, message) => server.log.info(details, message),
+    warn: (details, message) => server.log.warn(details, message),
   });
   if (options.watchAgents === true) agentReloader.watch();
   events.observe(eventLogger((details, message) => server.log.info(details, message)));

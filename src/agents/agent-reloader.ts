@@ -28,6 +28,8 @@ export interface AgentReloaderDeps {
   registry: AgentRegistry;
   resolveTools: ResolveTools;
   log: (details: Record<string, unknown>, message: string) => void;
+  /** Problems: a reload that found broken files, or failed, or a folder not watched (default: `log`). */
+  warn?: (details: Record<string, unknown>, message: string) => void;
 }
 
 export class AgentReloader {
@@ -37,6 +39,9 @@ export class AgentReloader {
   private running: Promise<ReloadResult> | undefined;
 
   constructor(private readonly deps: AgentReloaderDeps) {}
+
+  private readonly problem = (details: Record<string, unknown>, message: string): void =>
+    (this.deps.warn ?? this.deps.log)(details, message);
 
   /** Loads and checks every agent, then swaps the set in. */
   async reload(): Promise<ReloadResult> {
@@ -54,7 +59,7 @@ export class AgentReloader {
     const toolProblems: AgentProblem[] = await checkAgentTools(agents, this.deps.resolveTools);
     this.deps.registry.replace(agents, problems);
     const lines = [...problems, ...toolProblems].map(formatProblem);
-    this.deps.log(
+    (lines.length > 0 ? this.problem : this.deps.log)(
       { agents: agents.map((a) => a.name), problems: lines },
       `agents reloaded (${agents.length} loaded, ${lines.length} problem(s))`,
     );
@@ -70,7 +75,7 @@ export class AgentReloader {
       });
       this.watcher.on('error', () => this.close());
     } catch (err) {
-      this.deps.log(
+      this.problem(
         { agentsDir: this.deps.agentsDir, reason: describeError(err) },
         'agents folder not watched; use POST /agents/reload after changes',
       );
@@ -82,7 +87,7 @@ export class AgentReloader {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.reload().catch((err: unknown) =>
-        this.deps.log({ reason: describeError(err) }, 'agent reload failed'),
+        this.problem({ reason: describeError(err) }, 'agent reload failed'),
       );
     }, AGENT_WATCH_DEBOUNCE_MS);
     this.timer.unref();

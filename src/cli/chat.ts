@@ -5,7 +5,15 @@
  * with exit code 0.
  */
 import { createInterface } from 'node:readline';
-import { streamEvents, type ClientOptions } from './client.js';
+import { forTheTerminal } from './cli-hints.js';
+import {
+  ApiError,
+  CliUsageError,
+  request,
+  serverUrl,
+  streamEvents,
+  type ClientOptions,
+} from './client.js';
 
 /** Tool results longer than this are clipped on screen (the server keeps them whole). */
 const TOOL_RESULT_PREVIEW_CHARS = 200;
@@ -50,10 +58,48 @@ class LineQueue {
   }
 }
 
+/**
+ * Checks the agent (and the session, when one is named) before anything is
+ * printed, so a typo fails with one error line and no banner or session line.
+ */
+async function checkTarget(agent: string, options: ClientOptions & { session?: string }) {
+  try {
+    await request(options, 'GET', `/agents/${encodeURIComponent(agent)}`);
+  } catch (err) {
+    // An agent whose file is invalid gets the server's message: it names the problem.
+    if (
+      !(err instanceof ApiError) ||
+      err.code !== 'AGENT_NOT_FOUND' ||
+      /not loaded/.test(err.message)
+    )
+      throw err;
+    const { agents } = (await request(options, 'GET', '/agents')) as {
+      agents: { name: string }[];
+    };
+    const names = agents.map((a) => a.name).join(', ') || 'none';
+    throw new CliUsageError(`no agent "${agent}" on ${serverUrl(options)} (it has: ${names}).`);
+  }
+  if (options.session === undefined) return;
+  const { session } = (await request(
+    options,
+    'GET',
+    `/sessions/${encodeURIComponent(options.session)}`,
+  )) as { session: { agent_name: string; status: string } };
+  if (session.agent_name !== agent)
+    throw new CliUsageError(
+      `session ${options.session} belongs to agent "${session.agent_name}". Run \`cairn chat ${session.agent_name} --session ${options.session}\`.`,
+    );
+  if (session.status === 'closed')
+    throw new CliUsageError(
+      `session ${options.session} is closed. Run \`cairn chat ${agent}\` for a new one.`,
+    );
+}
+
 export async function chat(
   agent: string,
   options: ClientOptions & { session?: string },
 ): Promise<void> {
+  await checkTarget(agent, options);
   const interactive = process.stdin.isTTY === true;
   const rl = createInterface({
     input: process.stdin,
@@ -93,6 +139,8 @@ async function turn(
   options: ClientOptions,
 ): Promise<string | undefined> {
   const out = (text: string): boolean => process.stdout.write(text);
+  const started = sessionId;
+  let failed = false;
   let printedText = false;
   let question: string | undefined;
   for await (const { event, data } of streamEvents(
@@ -121,11 +169,30 @@ async function turn(
       if (done.compaction) out(`\n${describeCompaction(done.compaction)}`);
     } else if (event === 'error') {
       const error = payload.error as { code: string; message: string };
-      out(`\nerror ${error.code}: ${error.message}`);
+      out(`\nerror ${error.code}: ${forTheTerminal(error.message, serverUrl(options))}`);
+      failed = true;
     }
   }
   out('\n');
+  // A first turn refused before it began leaves no session: forget its id.
+  if (
+    failed &&
+    started === undefined &&
+    sessionId !== undefined &&
+    !(await exists(sessionId, options))
+  )
+    return undefined;
   return sessionId;
+}
+
+async function exists(sessionId: string, options: ClientOptions): Promise<boolean> {
+  try {
+    await request(options, 'GET', `/sessions/${encodeURIComponent(sessionId)}`);
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'SESSION_NOT_FOUND') return false;
+    throw err;
+  }
 }
 
 function askedQuestion(args: unknown): string {

@@ -64,6 +64,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** The base URL of the server that answered (its console's address, for hints). */
+    readonly server = '',
   ) {
     super(message);
   }
@@ -83,6 +85,7 @@ async function parse(response: Response): Promise<unknown> {
       response.status,
       error?.code ?? 'HTTP_ERROR',
       error?.message ?? `HTTP ${response.status} from ${response.url}`,
+      response.url === '' ? '' : new URL(response.url).origin,
     );
   }
   return body;

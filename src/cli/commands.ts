@@ -90,11 +90,23 @@ export async function validateAgents(): Promise<number> {
   const mcpBroken = new Set(
     mcpProblems.errors.map((e) => /^agent "([^"]+)"/.exec(e)?.[1]).filter(Boolean),
   );
+  // An MCP entry whose tools could not load is already a tool problem of its
+  // file (with the file's path): its MCP check says the same thing again.
+  const mcpErrors = mcpProblems.errors.filter((error) => {
+    const [, agentName, entry] = /^agent "([^"]+)" \/tools\/\d+ "([^"]+)"/.exec(error) ?? [];
+    const agent = agents.find((a) => a.name === agentName);
+    return !(
+      agent &&
+      toolProblems.some(
+        (p) => p.file === join(agent.dir, 'agent.json') && p.message.includes(`"${entry}"`),
+      )
+    );
+  });
   for (const agent of agents)
     if (!broken.has(join(agent.dir, 'agent.json')) && !mcpBroken.has(agent.name))
       console.log(`ok    ${agent.name}`);
   for (const problem of problems) console.error(`error ${formatProblem(problem)}`);
-  for (const error of mcpProblems.errors) console.error(`error ${error}`);
+  for (const error of mcpErrors) console.error(`error ${error}`);
   for (const warning of mcpProblems.warnings) console.error(`warn  ${warning}`);
   if (agents.length === 0 && problems.length === 0)
     console.log(`no agents in ${settings.agentsDir}`);
@@ -184,20 +196,31 @@ export async function listSessions(
     sessions: SessionSummary[];
   };
   if (body.sessions.length === 0) return console.log('no sessions');
-  for (const s of body.sessions) {
-    console.log(
-      [
-        s.id,
-        s.agent_name.padEnd(16),
-        s.mode.padEnd(8),
-        s.status.padEnd(6),
-        `${s.message_count} msgs`.padEnd(10),
-        `compacted ${s.compact_size}`.padEnd(14),
-        s.updated_at,
-        s.title ?? '',
-      ].join('  '),
-    );
-  }
+  const row = (cells: string[]): string => cells.join('  ').trimEnd();
+  const columns = (s: SessionSummary): string[] => [
+    s.id,
+    s.agent_name.padEnd(16),
+    s.mode.padEnd(8),
+    s.status.padEnd(6),
+    String(s.message_count).padEnd(8),
+    String(s.compact_size).padEnd(9),
+    s.updated_at.padEnd(24),
+    s.title ?? '',
+  ];
+  const idWidth = body.sessions[0]!.id.length;
+  console.log(
+    row([
+      'ID'.padEnd(idWidth),
+      'AGENT'.padEnd(16),
+      'MODE'.padEnd(8),
+      'STATUS',
+      'MESSAGES',
+      'COMPACTED',
+      'UPDATED'.padEnd(24),
+      'TITLE',
+    ]),
+  );
+  for (const s of body.sessions) console.log(row(columns(s)));
 }
 
 /** `cairn compact <sessionId> [--dry-run] [--undo]`. */

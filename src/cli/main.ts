@@ -4,6 +4,7 @@ import { Command } from 'commander';
 import { CairnError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { chat } from './chat.js';
+import { forTheTerminal } from './cli-hints.js';
 import { ApiError, CliUsageError, UnreachableError } from './client.js';
 import {
   compact,
@@ -20,8 +21,9 @@ import { exportSession, importSessionFile } from './session-transfer.js';
 import { createKey, listKeys, revokeKey } from './keys.js';
 
 function fail(err: unknown): never {
-  if (err instanceof ApiError || err instanceof CairnError)
-    console.error(`error ${err.code}: ${err.message}`);
+  if (err instanceof ApiError)
+    console.error(`error ${err.code}: ${forTheTerminal(err.message, err.server)}`);
+  else if (err instanceof CairnError) console.error(`error ${err.code}: ${err.message}`);
   else if (err instanceof CliUsageError || err instanceof UnreachableError)
     console.error(`error: ${err.message}`);
   else console.error(`error: ${(err as Error).message}`);

@@ -3,6 +3,7 @@
  * SIGTERM/SIGINT — new requests get 503, running turns drain within the grace
  * period, and the process exits 0.
  */
+import { existsSync } from 'node:fs';
 import { buildApp, type CairnApp } from '../app.js';
 import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError, describeError } from '../errors.js';
@@ -66,9 +67,12 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       instance: app.instanceId,
       mainModel: describeModelRole(settings.models.main),
       compactModel: describeModelRole(settings.models.compact),
+      daemons: options.daemons === false ? 'off' : app.daemons.daemonAgents().map((a) => a.name),
+      console: `${address}/console/`,
     },
     `cairn ready, listening on ${address}`,
   );
+  if (app.agents.list().length === 0) app.server.log.warn(noAgentsWarning(settings.agentsDir));
 
   let stopping = false;
   const stop = (signal: string): void => {
@@ -150,4 +154,11 @@ function listenError(err: unknown, host: string, port: number): Error {
     );
   }
   return err as Error;
+}
+
+/** Why a server with no agents answers every chat with 404, and what to do about it. */
+function noAgentsWarning(agentsDir: string): string {
+  const fix = 'add agents/<name>/agent.json (`cairn init` writes a demo agent)';
+  if (!existsSync(agentsDir)) return `the agents folder ${agentsDir} does not exist: ${fix}`;
+  return `no agents loaded from ${agentsDir}: ${fix}, or fix the files reported above`;
 }

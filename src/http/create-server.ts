@@ -5,7 +5,7 @@
  */
 import { Ajv } from 'ajv';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { CairnError } from '../errors.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
@@ -55,6 +55,19 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     // A URL the router cannot decode (`%zz`) or a path parameter over its
     // length cap would otherwise get fastify's own body, not our envelope.
     frameworkErrors: (err, request, reply) => sendError(err, request, reply),
+    // fastify logs two lines per request at info; ours is one, at debug (below).
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.debug(
+      {
+        method: request.method,
+        url: request.url,
+        statusCode: reply.statusCode,
+        responseTimeMs: Math.round(reply.elapsedTime),
+      },
+      'request completed',
+    );
   });
 
   // Bodies are validated strictly (no coercion, no silent stripping); query

@@ -332,55 +332,82 @@ export class Runtime {
     if (input.sessionId === undefined) announce();
 
     return this.withTurnSlot(sessionId, agent, async (session, runTurn) => {
-      if (input.sessionId !== undefined) announce();
-      await this.rejectIfTaskWaiting(session.id);
-      const turn = await runTurn({
-        input: [{ role: 'user', content: input.message }],
-        ...(input.stream !== undefined ? { stream: input.stream } : {}),
-        ...(input.signal ? { signal: input.signal } : {}),
-        ...(input.onEvent ? { onEvent: input.onEvent } : {}),
-        ...(input.traceparent !== undefined ? { traceparent: input.traceparent } : {}),
-      });
-      seen.outcome = turn.result.kind === 'outside' ? 'answer' : turn.result.kind;
-      if (turn.result.kind === 'waiting') {
-        // ask_user in a chat: the question is the reply, and the user's next
-        // message is the answer. The call gets a result now so the history
-        // stays valid (only tasks wait on an open call).
-        const answered = await this.store.appendMessagesWithEvents(
-          session.id,
-          [
-            {
-              role: 'tool',
-              tool_call_id: turn.result.callId,
-              name: 'ask_user',
-              content: ASK_USER_IN_CHAT_RESULT,
-            },
-          ],
-          'message.created',
-        );
-        turn.stored.push(...answered.messages);
-        this.events.publish(answered.events);
-        return this.envelope(session.id, turn, turn.result.question);
+      try {
+        return await this.chatTurnIn(session, agent, input, seen, runTurn, announce);
+      } catch (err) {
+        // A turn that failed before it stored anything (its tools could not
+        // load, the client left while it queued) leaves no session behind:
+        // the one made for it is deleted, still under its slot, so nothing
+        // queued on the announced id runs on it first.
+        if (input.sessionId === undefined) await this.dropIfUntouched(session);
+        throw err;
       }
-      if (turn.result.kind === 'pending') {
-        const held = await this.holdForApproval(
-          session,
-          agent,
-          input.message,
-          turn.result.call,
-          turn.result.approvalTimeout,
-        );
-        return {
-          ...this.envelope(session.id, turn, held.question),
-          pendingApproval: held.pendingApproval,
-        };
-      }
-      const userSeq = turn.stored[0]?.seq;
-      if (agent.autoTitle && session.title === null && userSeq !== undefined) {
-        this.deps.titler?.titleLater(session.id, userSeq, input.message, turn.result.reply);
-      }
-      return this.envelope(session.id, turn, turn.result.reply);
     });
+  }
+
+  /** Deletes `session` when nothing was stored on it since it was read (its turn never began). */
+  private async dropIfUntouched(session: SessionRow): Promise<void> {
+    const current = await this.store.findSession(session.id).catch(() => undefined);
+    if (current && current.last_seq === session.last_seq)
+      await this.store.deleteSession(session.id).catch(() => undefined);
+  }
+
+  private async chatTurnIn(
+    session: SessionRow,
+    agent: AgentConfig,
+    input: ChatInput,
+    seen: ChatSeen,
+    runTurn: RunTurn,
+    announce: () => void,
+  ): Promise<ChatResult> {
+    if (input.sessionId !== undefined) announce();
+    await this.rejectIfTaskWaiting(session.id);
+    const turn = await runTurn({
+      input: [{ role: 'user', content: input.message }],
+      ...(input.stream !== undefined ? { stream: input.stream } : {}),
+      ...(input.signal ? { signal: input.signal } : {}),
+      ...(input.onEvent ? { onEvent: input.onEvent } : {}),
+      ...(input.traceparent !== undefined ? { traceparent: input.traceparent } : {}),
+    });
+    seen.outcome = turn.result.kind === 'outside' ? 'answer' : turn.result.kind;
+    if (turn.result.kind === 'waiting') {
+      // ask_user in a chat: the question is the reply, and the user's next
+      // message is the answer. The call gets a result now so the history
+      // stays valid (only tasks wait on an open call).
+      const answered = await this.store.appendMessagesWithEvents(
+        session.id,
+        [
+          {
+            role: 'tool',
+            tool_call_id: turn.result.callId,
+            name: 'ask_user',
+            content: ASK_USER_IN_CHAT_RESULT,
+          },
+        ],
+        'message.created',
+      );
+      turn.stored.push(...answered.messages);
+      this.events.publish(answered.events);
+      return this.envelope(session.id, turn, turn.result.question);
+    }
+    if (turn.result.kind === 'pending') {
+      const held = await this.holdForApproval(
+        session,
+        agent,
+        input.message,
+        turn.result.call,
+        turn.result.approvalTimeout,
+      );
+      return {
+        ...this.envelope(session.id, turn, held.question),
+        pendingApproval: held.pendingApproval,
+      };
+    }
+    const userSeq = turn.stored[0]?.seq;
+    if (agent.autoTitle && session.title === null && userSeq !== undefined) {
+      this.deps.titler?.titleLater(session.id, userSeq, input.message, turn.result.reply);
+    }
+    return this.envelope(session.id, turn, turn.result.reply);
   }
 
   /**

@@ -138,4 +138,29 @@ describe('agents live', () => {
       rmSync(home, { recursive: true, force: true });
     }
   });
+
+  it('a reload that finds broken files says so as a warning; a clean one at info', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'cairn-reload-warn-'));
+    mkdirSync(join(home, 'agents'));
+    const said: { level: string; message: string; problems?: unknown }[] = [];
+    const reloader = new AgentReloader({
+      agentsDir: join(home, 'agents'),
+      registry: new AgentRegistry([]),
+      resolveTools: async () => undefined,
+      log: (details, message) => said.push({ level: 'info', message, problems: details.problems }),
+      warn: (details, message) => said.push({ level: 'warn', message, problems: details.problems }),
+    });
+    try {
+      writeAgent(home, 'good', { ...TEST_AGENT, name: 'good' });
+      await reloader.reload();
+      writeAgent(home, 'bad', { ...TEST_AGENT, name: 'bad', maxIterations: 1000 });
+      await reloader.reload();
+      expect(said.map((s) => s.level)).toEqual(['info', 'warn']);
+      expect(said[1]!.message).toContain('1 problem(s)');
+      expect(String(said[1]!.problems)).toContain('/maxIterations');
+    } finally {
+      reloader.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
 });

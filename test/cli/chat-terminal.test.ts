@@ -3,7 +3,10 @@
  * stdin is a pty, so readline runs interactively with its prompt. A line typed
  * while a reply is still running is sent next, in order, and end of input
  * (Ctrl-D) exits 0. Tool calls, their results and an `ask_user` question show
- * on the screen, and the line typed next answers the question.
+ * on the screen, and the line typed next answers the question. A chat that
+ * cannot start (no such agent, no such session, another agent's session)
+ * prints one error line and nothing else, with advice in CLI terms; a first
+ * turn refused by the server leaves no session line behind.
  */
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -29,6 +32,7 @@ describe('cairn chat at a terminal', () => {
         agents: {
           assistant: TEST_AGENT,
           asker: { ...TEST_AGENT, name: 'asker', tools: ['ask_user', 'current_time'] },
+          broken: { ...TEST_AGENT, name: 'broken', tools: ['no_such_tool'] },
         },
       },
       fake.baseURL,
@@ -117,5 +121,65 @@ describe('cairn chat at a terminal', () => {
     // The typed line went to the model as the user's answer, after the question.
     const last = fake.requests.at(-1)!.body.messages as { role: string; content: string }[];
     expect(last.at(-1)).toMatchObject({ role: 'user', content: 'Lisbon' });
+  });
+
+  /** Runs `cairn chat <args>` until it exits; returns the screen. */
+  const chatUntilExit = async (name: string, args: string): Promise<string> => {
+    startChat(name, args);
+    await expect.poll(() => screenOf(name), { timeout: 15_000 }).toMatch(/exit=\d+/);
+    return screenOf(name);
+  };
+
+  it('refuses an unknown agent with one line naming the agents there, before any banner', async () => {
+    const shown = await chatUntilExit('noagent', 'nosuch');
+    expect(shown).toContain('error: no agent "nosuch"');
+    expect(shown).toMatch(/it has: asker, assistant/);
+    expect(shown).not.toContain('chatting with');
+    expect(shown).not.toContain('GET /');
+    expect(shown).toContain('exit=1');
+  });
+
+  it('refuses an unknown --session before any banner, prints no session line, and points at cairn sessions', async () => {
+    const shown = await chatUntilExit(
+      'nosession',
+      'assistant --session sess_000000000000000000000000',
+    );
+    expect(shown).toContain('error SESSION_NOT_FOUND');
+    expect(shown).toContain('`cairn sessions`');
+    expect(shown).not.toContain('GET /sessions');
+    expect(shown).not.toContain('chatting with');
+    expect(shown).not.toMatch(/^session: /m);
+    expect(shown).toContain('exit=1');
+  });
+
+  it("refuses another agent's session with the command that continues it", async () => {
+    const res = await fetch(`${server.url}/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ agentName: 'assistant' }),
+    });
+    const { session } = (await res.json()) as { session: { id: string } };
+    const shown = await chatUntilExit('mismatch', `asker --session ${session.id}`);
+    expect(shown).toContain(`Run \`cairn chat assistant --session ${session.id}\``);
+    expect(shown).not.toContain('chatting with');
+    expect(shown).toContain('exit=1');
+  });
+
+  it('prints no session line after a first turn the server refused (it left no session)', async () => {
+    fake.reset();
+    startChat('refused', 'broken');
+    const shown = (): string => screenOf('refused');
+    await expect.poll(shown, { timeout: 15_000 }).toMatch(/chatting with broken/);
+    type('refused', 'hi');
+    await expect.poll(shown, { timeout: 15_000 }).toContain('error VALIDATION_ERROR');
+    tmux('send-keys', '-t', 'refused', 'C-d');
+    await expect.poll(shown, { timeout: 15_000 }).toMatch(/exit=\d+/);
+    expect(shown()).toContain('no_such_tool');
+    expect(shown()).not.toMatch(/^session: /m);
+    const listed = (await (await fetch(`${server.url}/sessions?agentName=broken`)).json()) as {
+      sessions: unknown[];
+    };
+    expect(listed.sessions).toEqual([]);
+    expect(fake.requests).toHaveLength(0);
   });
 });

@@ -363,7 +363,8 @@ describe('CLI errors that say what to fix', () => {
     try {
       const commands: [string[], string, string?][] = [
         [['sessions'], '/sessions'],
-        [['chat', 'assistant'], '/agents/assistant/chat', 'hi\n'],
+        // chat asks for the agent first, before it prints anything.
+        [['chat', 'assistant'], '/agents/assistant', 'hi\n'],
         [['compact', 'sess_x'], '/sessions/sess_x/compact'],
         [['sessions', 'export', 'sess_x'], '/sessions/sess_x/export'],
         [['sessions', 'import', file], '/sessions/import'],

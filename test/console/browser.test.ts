@@ -195,10 +195,21 @@ describe('the console in Chromium', () => {
       await page.getByRole('button', { name: 'Delete note city' }).click();
       await page.getByText('The user lives in Lyon.').waitFor({ state: 'detached' });
 
+      // New chat makes no session until its first message is sent.
+      const sessionCount = async () =>
+        (
+          (await (await fetch(`${server.url}/sessions?agentName=assistant`)).json()) as {
+            sessions: unknown[];
+          }
+        ).sessions.length;
+      const before = await sessionCount();
       await page.getByRole('button', { name: 'New chat' }).click();
-      await page.waitForURL(/\/console\/sessions\/sess_/);
-      const sessionUrl = page.url();
-      const sessionId = sessionUrl.split('/').at(-1)!;
+      await page.waitForURL(/\/console\/agents\/assistant\/chat$/);
+      await page.getByRole('heading', { name: 'New chat with assistant' }).waitFor();
+      await page.goBack();
+      await page.getByRole('button', { name: 'New chat' }).click();
+      await page.waitForURL(/\/console\/agents\/assistant\/chat$/);
+      expect(await sessionCount()).toBe(before);
 
       // Chat: a tool call, then the streamed reply.
       const send = async (text: string, answer: string | RegExp) => {
@@ -210,6 +221,11 @@ describe('the console in Chromium', () => {
       await page.getByRole('textbox', { name: 'Message' }).press('Enter');
       // The tool call shows up in the chat box while the turn runs.
       await page.getByRole('list', { name: 'Tool calls' }).getByText('current_time').waitFor();
+      // Answered, the first message's session is the page.
+      await page.waitForURL(/\/console\/sessions\/sess_/);
+      expect(await sessionCount()).toBe(before + 1);
+      const sessionUrl = page.url();
+      const sessionId = sessionUrl.split('/').at(-1)!;
       await page.getByText(/^Tool said: /).waitFor();
       await expect(page.getByText('Tool call: current_time').count()).resolves.toBeGreaterThan(0);
       for (let i = 1; i <= 3; i++)
@@ -374,6 +390,8 @@ describe('the console against a server with an API key', () => {
       // A reload keeps the key: no second prompt; the live stream carries it too.
       await page.reload();
       await page.getByRole('button', { name: 'New chat' }).click();
+      await page.getByRole('textbox', { name: 'Message' }).fill('hello');
+      await page.getByRole('textbox', { name: 'Message' }).press('Enter');
       await page.waitForURL(/\/console\/sessions\/sess_/);
       await page.locator('.live-live').waitFor();
       expect(await page.getByLabel('API key').count()).toBe(0);

@@ -14,6 +14,15 @@ const HELPER_AGENT = {
   maxIterations: 3,
 };
 
+/** An agent whose tools cannot load: every turn of it is refused before it begins. */
+const BROKEN_AGENT = {
+  name: 'broken',
+  description: 'Lists a tool that does not exist',
+  system: 'You are broken.',
+  tools: ['no_such_tool'],
+  maxIterations: 3,
+};
+
 const UNKNOWN_SESSION = 'sess_000000000000000000000000';
 
 interface SseFrame {
@@ -57,7 +66,10 @@ const STACK_FRAME = /\bat .+:\d+:\d+/;
 describe.each(DATABASES)('POST /agents/:name/chat (%s)', (database) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ database, agents: { assistant: TEST_AGENT, helper: HELPER_AGENT } });
+    t = await startTestApp({
+      database,
+      agents: { assistant: TEST_AGENT, helper: HELPER_AGENT, broken: BROKEN_AGENT },
+    });
   });
   afterAll(async () => t.close());
   beforeEach(() => t.fake!.reset());
@@ -346,6 +358,36 @@ describe.each(DATABASES)('POST /agents/:name/chat (%s)', (database) => {
       expect(unknown.statusCode).toBe(404);
       expect(unknown.json().error.code).toBe('AGENT_NOT_FOUND');
       expect(t.fake!.requests).toHaveLength(0);
+    });
+
+    it.each([
+      ['as JSON', {}],
+      ['as server-sent events', { accept: 'text/event-stream' }],
+    ])(
+      'leaves no session behind when a turn is refused before it begins (%s)',
+      async (_label, headers) => {
+        const count = async () =>
+          (await t.app.store.listSessions({ agentName: 'broken', limit: 100 })).items.length;
+        const before = await count();
+        const res = await chat({ message: 'hi' }, headers, 'broken');
+        const failure =
+          res.statusCode === 200
+            ? parseSse(res.body).find((f) => f.event === 'error')?.data
+            : { status: res.statusCode, ...res.json() };
+        expect(failure.status).toBe(400);
+        expect(failure.error.code).toBe('VALIDATION_ERROR');
+        expect(failure.error.message).toContain('no_such_tool');
+        expect(await count()).toBe(before);
+        expect(t.fake!.requests).toHaveLength(0);
+      },
+    );
+
+    it('keeps a session that existed before a refused turn, with its history', async () => {
+      const sessionId = await newSession('broken');
+      const res = await chat({ message: 'hi', sessionId }, {}, 'broken');
+      expect(res.statusCode).toBe(400);
+      const after = await t.app.server.inject({ url: `/sessions/${sessionId}` });
+      expect(after.statusCode).toBe(200);
     });
 
     it('answers an unknown session with 404 SESSION_NOT_FOUND', async () => {

@@ -182,7 +182,7 @@ describe('secrets never leave the server (RELIABILITY 44, 46)', () => {
 
   it('no log line contains a secret, though the failures were logged', () => {
     // The capture works: debug-level request logs and the failures are there.
-    expect(logLines.some((l) => l.includes('incoming request'))).toBe(true);
+    expect(logLines.some((l) => l.includes('request completed'))).toBe(true);
     expect(logLines.some((l) => l.includes('model call failed'))).toBe(true);
     expect(logLines.some((l) => l.includes('request failed'))).toBe(true);
     for (const line of logLines) expectClean(line, `log line ${line.slice(0, 200)}`);

@@ -6,6 +6,7 @@ import { useEffect, useState } from 'preact/hooks';
 
 export type Route =
   | { view: 'agents'; agent?: string }
+  | { view: 'new-chat'; agent: string }
   | { view: 'sessions' }
   | { view: 'session'; id: string }
   | { view: 'tasks' }
@@ -28,6 +29,7 @@ export function parseRoute(path: string): Route {
     case 'keys':
       return { view: 'keys' };
     case 'agents':
+      if (parts[1] && parts[2] === 'chat') return { view: 'new-chat', agent: parts[1] };
       return parts[1] ? { view: 'agents', agent: parts[1] } : { view: 'agents' };
     default:
       return { view: 'agents' };

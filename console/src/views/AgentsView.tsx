@@ -2,7 +2,7 @@
 import { useContext, useState } from 'preact/hooks';
 import { RoleContext, useApi, useLoad, useLiveEvents } from '../lib/hooks';
 import { href, navigate, onLinkClick } from '../lib/router';
-import type { Agent, MemoryNote, Session } from '../lib/types';
+import type { Agent, MemoryNote } from '../lib/types';
 import { ErrorNote } from './ErrorNote';
 
 export function AgentsView({ selected }: { selected: string | undefined }) {
@@ -52,14 +52,6 @@ function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }
   const memoryUrl = (k: string) =>
     `/agents/${encodeURIComponent(name)}/memory/${encodeURIComponent(k)}`;
 
-  const newChat = async () => {
-    try {
-      const { session } = await api.post<{ session: Session }>('/sessions', { agentName: name });
-      navigate(href(`sessions/${session.id}`));
-    } catch (err) {
-      setError((err as Error).message);
-    }
-  };
   const addNote = async (e: Event) => {
     e.preventDefault();
     try {
@@ -86,7 +78,11 @@ function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }
       <h2 id="agent-title">{name}</h2>
       {description && <p>{description}</p>}
       <p>
-        <button type="button" onClick={() => void newChat()}>
+        {/* The session is made with the first message: opening a chat and leaving makes none. */}
+        <button
+          type="button"
+          onClick={() => navigate(href(`agents/${encodeURIComponent(name)}/chat`))}
+        >
           New chat
         </button>{' '}
         <a href={href(`sessions?agentName=${encodeURIComponent(name)}`)} onClick={onLinkClick}>

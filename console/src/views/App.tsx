@@ -5,6 +5,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { Api, ApiError } from '../lib/api';
 import { ApiContext, RoleContext } from '../lib/hooks';
+import { NewChatView } from './NewChatView';
 import { href, onLinkClick, useRoute, type Route } from '../lib/router';
 import { AgentsView } from './AgentsView';
 import { DaemonsView } from './DaemonsView';
@@ -100,6 +101,8 @@ function View({ route }: { route: Route }) {
   switch (route.view) {
     case 'agents':
       return <AgentsView selected={route.agent} />;
+    case 'new-chat':
+      return <NewChatView key={route.agent} agentName={route.agent} />;
     case 'sessions':
       return <SessionsView />;
     case 'session':

@@ -16,10 +16,13 @@ interface RunningTool {
 
 export function ChatBox(props: {
   agentName: string;
-  sessionId: string;
+  /** Absent in a new chat: the first message makes the session (see `onSession`). */
+  sessionId?: string;
   disabled?: boolean;
+  /** The session the turn runs on, as the server announces it. */
+  onSession?: (sessionId: string) => void;
   /** `recalled`: the reply's seq and the compacted messages recalled for it, when there were any. */
-  onTurnEnd: (recalled?: { replySeq: number; seqs: number[] }) => void;
+  onTurnEnd: (recalled?: { replySeq: number; seqs: number[] }, ok?: boolean) => void;
 }) {
   const api = useApi();
   const [message, setMessage] = useState('');
@@ -28,9 +31,15 @@ export function ChatBox(props: {
   const [tools, setTools] = useState<RunningTool[]>([]);
   const [error, setError] = useState<string>();
   let recalled: { replySeq: number; seqs: number[] } | undefined;
+  let ok = false;
 
   const onEvent = (event: SseEvent) => {
     switch (event.event) {
+      case 'session': {
+        const data = JSON.parse(event.data) as { sessionId: string };
+        props.onSession?.(data.sessionId);
+        break;
+      }
       case 'delta': {
         const data = JSON.parse(event.data) as { text: string };
         setReply((text) => text + data.text);
@@ -58,6 +67,7 @@ export function ChatBox(props: {
         const reply = data.messages?.filter((m) => m.role === 'assistant').at(-1);
         if (reply && data.recall && data.recall.seqs.length > 0)
           recalled = { replySeq: reply.seq, seqs: data.recall.seqs };
+        ok = true;
         break;
       }
       case 'error': {
@@ -78,7 +88,11 @@ export function ChatBox(props: {
     try {
       await api.stream(
         `/agents/${encodeURIComponent(props.agentName)}/chat`,
-        { message: text, sessionId: props.sessionId, stream: true },
+        {
+          message: text,
+          ...(props.sessionId !== undefined ? { sessionId: props.sessionId } : {}),
+          stream: true,
+        },
         onEvent,
       );
       setMessage('');
@@ -89,7 +103,7 @@ export function ChatBox(props: {
       setBusy(false);
       setReply('');
       setTools([]);
-      props.onTurnEnd(recalled);
+      props.onTurnEnd(recalled, ok);
     }
   };
 

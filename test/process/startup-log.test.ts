@@ -1,0 +1,131 @@
+/**
+ * What `cairn serve` logs for a person at the default level: a ready line that
+ * says which agents and daemons run, the model, the store and the console's
+ * address; no line per request (those are at debug, one each); and a warning
+ * when there are no agents to serve.
+ */
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
+import { spawnServer } from './spawn-server.js';
+
+interface LogLine {
+  level: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
+const WARN = 40;
+
+function lines(output: string): LogLine[] {
+  return output
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as LogLine);
+}
+
+describe('the start-up and request log', () => {
+  it('says which daemons are scheduled and where the console is, and logs no request at info', async () => {
+    const home = makeHome(
+      {
+        agents: {
+          assistant: TEST_AGENT,
+          ticker: { ...TEST_AGENT, name: 'ticker', daemon: { every: '1h', prompt: 'Tick.' } },
+        },
+      },
+      null,
+    );
+    const server = await spawnServer({ home, daemons: true, env: { CAIRN_LOG_LEVEL: 'info' } });
+    try {
+      for (let i = 0; i < 3; i++) await (await fetch(`${server.url}/health`)).text();
+      await (await fetch(`${server.url}/agents`)).text();
+      const log = lines(server.output());
+      const ready = log.find((l) => l.msg.startsWith('cairn ready'))!;
+      expect(ready).toMatchObject({
+        agents: ['assistant', 'ticker'],
+        daemons: ['ticker'],
+        console: `${server.url}/console/`,
+        mainModel: expect.stringContaining('offline'),
+        database: expect.stringContaining('cairn.db'),
+      });
+      expect(log.filter((l) => /request/.test(l.msg))).toEqual([]);
+    } finally {
+      await server.stop('SIGTERM');
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('logs each request once at debug', async () => {
+    const home = makeHome({}, null);
+    const server = await spawnServer({ home, env: { CAIRN_LOG_LEVEL: 'debug' } });
+    try {
+      await (await fetch(`${server.url}/agents`)).text();
+      const requests = () =>
+        lines(server.output()).filter(
+          // The readiness probe's GET /health is logged too: only this request is counted.
+          (l) =>
+            (l.msg === 'request completed' || l.msg === 'incoming request') &&
+            (l.url === '/agents' || (l.req as { url?: string } | undefined)?.url === '/agents'),
+        );
+      // The line is written as the response ends: wait for it, then count.
+      await expect
+        .poll(() => requests().some((l) => l.msg === 'request completed'), { timeout: 10_000 })
+        .toBe(true);
+      expect(requests()).toHaveLength(1);
+      expect(requests()[0]).toMatchObject({
+        level: 20,
+        method: 'GET',
+        url: '/agents',
+        statusCode: 200,
+      });
+    } finally {
+      await server.stop('SIGTERM');
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('says the daemons are off under --no-daemons', async () => {
+    const home = makeHome(
+      {
+        agents: {
+          ticker: { ...TEST_AGENT, name: 'ticker', daemon: { every: '1h', prompt: 'Tick.' } },
+        },
+      },
+      null,
+    );
+    const server = await spawnServer({ home, env: { CAIRN_LOG_LEVEL: 'info' } });
+    try {
+      const ready = lines(server.output()).find((l) => l.msg.startsWith('cairn ready'))!;
+      expect(ready.daemons).toBe('off');
+    } finally {
+      await server.stop('SIGTERM');
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it.each([
+    [
+      'empty',
+      (home: string) => mkdirSync(join(home, 'agents'), { recursive: true }),
+      'no agents loaded from',
+    ],
+    [
+      'missing',
+      (home: string) => rmSync(join(home, 'agents'), { recursive: true, force: true }),
+      'does not exist',
+    ],
+  ])('warns when the agents folder is %s', async (_label, arrange, says) => {
+    const home = makeHome({ agents: {} }, null);
+    arrange(home);
+    const server = await spawnServer({ home });
+    try {
+      const warning = () =>
+        lines(server.output()).find((l) => l.level === WARN && l.msg.includes(says))?.msg;
+      await expect.poll(warning, { timeout: 10_000 }).toContain('cairn init');
+    } finally {
+      await server.stop('SIGTERM');
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
