@@ -6,6 +6,7 @@
  */
 import { createInterface } from 'node:readline';
 import { forTheTerminal } from './cli-hints.js';
+import { isSessionNotFound } from '../store/session-not-found.js';
 import {
   ApiError,
   CliUsageError,
@@ -190,7 +191,7 @@ async function exists(sessionId: string, options: ClientOptions): Promise<boolea
     await request(options, 'GET', `/sessions/${encodeURIComponent(sessionId)}`);
     return true;
   } catch (err) {
-    if (err instanceof ApiError && err.code === 'SESSION_NOT_FOUND') return false;
+    if (err instanceof ApiError && isSessionNotFound(err.code)) return false;
     throw err;
   }
 }

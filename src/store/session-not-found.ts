@@ -12,6 +12,11 @@ export function sessionNotFound(id: string): CairnError {
   );
 }
 
+/** True when an error's code (from the API, or a CairnError) says the session does not exist. */
+export function isSessionNotFound(code: string | undefined): boolean {
+  return code === 'SESSION_NOT_FOUND';
+}
+
 /** `session`, or the `SESSION_NOT_FOUND` error for `id` when there is none. */
 export function requireSession<T>(session: T | undefined, id: string): T {
   if (session === undefined) throw sessionNotFound(id);

@@ -94,9 +94,11 @@ describe('MCP servers and the cairn process', () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/ok\s+good/);
     expect(run.stdout).not.toMatch(/ok\s+(nowhere|typo)/);
+    // An unknown server is the agent file's tool problem, reported once.
     expect(run.stderr).toContain(
-      'agent "nowhere" /tools/0 "mcp:elsewhere": no MCP server "elsewhere"',
+      'Agent "nowhere" lists "mcp:elsewhere", but cairn.json has no MCP server "elsewhere".',
     );
+    expect(run.stderr.match(/mcp:elsewhere/g)).toHaveLength(1);
     expect(run.stderr).toContain(
       'agent "typo" /tools/0 "mcp:everything/echoo": MCP server "everything" has no tool "echoo"',
     );
