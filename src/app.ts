@@ -99,7 +99,7 @@ export interface CairnApp {
   readonly events: EventBus;
   /** The sessions' turn slots. */
   readonly queue: SessionLock;
-  /** This process's id among the instances sharing one database (DESIGN §12); `/health` reports it. */
+  /** This process's id among the instances sharing one database; `/health` reports it. */
   readonly instanceId: string;
   readonly tasks: TaskRunner;
   readonly daemons: DaemonScheduler;
@@ -158,7 +158,7 @@ export async function openStore(settings: Settings, instanceId?: string): Promis
 }
 
 /**
- * What an instance adds on a database shared with peers (DESIGN §12): the
+ * What an instance adds on a database shared with peers: the
  * session lock the instances share, its heartbeat (and the sweep for a dead
  * peer's tasks), and the feed of every instance's events.
  */

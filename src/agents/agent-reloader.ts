@@ -1,5 +1,5 @@
 /**
- * Agents live (DESIGN §14): reloads agents/*\/agent.json into the registry
+ * Agents live: reloads agents/*\/agent.json into the registry
  * without a restart, on demand (`POST /agents/reload`) or when the folder
  * changes (a debounced file watch). Each reload runs the start-up checks. A
  * turn that already started keeps the agent version it got; the next lookup

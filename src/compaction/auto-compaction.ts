@@ -1,5 +1,5 @@
 /**
- * Automatic compaction (DESIGN §5.3) and context-overflow recovery, plugged
+ * Automatic compaction and context-overflow recovery, plugged
  * into the router as its `ContextGuard`:
  * - before every model call, estimate the prompt (last reported usage + a
  *   tokenizer estimate of what was added since) and run defaultCompaction at
@@ -85,7 +85,7 @@ export class AutoCompaction implements ContextGuard {
       if ('dryRun' in result) return messages;
       // Nothing before the running turn to compact (e.g. one oversized first
       // message) is no reason to trip the breaker: that planning cost no model
-      // call, and the next turn has something to compact (RELIABILITY 55).
+      // call, and the next turn has something to compact.
       if (result.alreadyUpToDate) return messages;
       this.failures.delete(sessionId);
       ctx.recordCompaction(result);

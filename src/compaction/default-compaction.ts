@@ -1,9 +1,10 @@
 /**
- * `runDefaultCompaction` (DESIGN §5.1): plan the cut (pure), ask the
+ * `runDefaultCompaction`: plan the cut (pure), ask the
  * `compact` model for the updated summary, then one compare-and-set write.
  * No lock is held while the model writes, so chats go on meanwhile; a
  * compaction that lost a race fails with COMPACTION_CONFLICT and changes
- * nothing. Concurrent compactions of one session share one flight (step 14).
+ * nothing. Concurrent compactions of one session share one flight (one summary
+ * call, never two).
  * Raw messages are never deleted.
  */
 import type { AgentRegistry } from '../agents/agent-registry.js';
@@ -74,7 +75,7 @@ export interface CompactionDeps {
 }
 
 export class DefaultCompaction {
-  /** The compaction running for each session; later callers join it (DESIGN §5.1 step 14). */
+  /** The compaction running for each session; later callers join it, never a second summary. */
   private readonly flights = new Map<string, Promise<CompactResult>>();
 
   constructor(private readonly deps: CompactionDeps) {}
@@ -250,7 +251,7 @@ export class DefaultCompaction {
     };
   }
 
-  /** Reverts the latest compaction (DESIGN §5.4). */
+  /** Reverts the latest compaction: possible because raw messages are never deleted. */
   async undo(
     sessionId: string,
   ): Promise<{ sessionId: string; restoredSize: number; session: SessionRow }> {

@@ -117,7 +117,7 @@ export interface Settings {
     /** Session titles; falls back to `compact` field by field. */
     readonly title: ModelRoleSettings;
   };
-  /** MCP tool servers by name (DESIGN §11); empty when cairn.json has none. */
+  /** MCP tool servers by name; empty when cairn.json has none. */
   readonly mcpServers: Readonly<Record<string, McpServerSettings>>;
   /** Model-call records: on by default, pruned after `keepDays`. */
   readonly records: { readonly enabled: boolean; readonly keepDays: number };
@@ -503,7 +503,7 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
           ? parsePort(env.CAIRN_PORT)
           : (file.server?.port ?? DEFAULT_PORT),
       // An empty or blank key is no key: it must not disable auth or the
-      // public-bind guard (RELIABILITY 51).
+      // refusal to bind a public address without one.
       apiKey: nonEmpty(env.CAIRN_API_KEY) ?? nonEmpty(file.server?.apiKey ?? undefined) ?? null,
       bodyLimitBytes: file.server?.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
       rateLimit: file.server?.rateLimit ? Object.freeze({ ...file.server.rateLimit }) : null,
@@ -529,7 +529,7 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
   });
 }
 
-/** A loopback host needs no API key; anything else does (RELIABILITY 38). */
+/** A loopback host needs no API key; anything else does: no open server on a network. */
 export function isLoopbackHost(host: string): boolean {
   return (
     host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host)

@@ -1,8 +1,9 @@
 /**
  * The turn slot of a session across instances on one Postgres database
- * (DESIGN §4, §12). Work on a session first queues in this process (arrival
- * order per instance, a `KeyedQueue`), then takes a session-level advisory
- * lock on the instance's one dedicated connection. No transaction is open
+ * (turns on one session never interleave, whichever instance runs them).
+ * Work on a session first queues in this process (arrival order per
+ * instance, a `KeyedQueue`), then takes a session-level advisory lock on the
+ * instance's one dedicated connection. No transaction is open
  * while the work runs — the lock belongs to the connection — and when the
  * instance dies Postgres drops the connection and frees its locks at once.
  *

@@ -1,6 +1,6 @@
 /**
  * One Postgres connection outside the pool, kept for the life of the
- * instance (DESIGN §12). Session-level advisory locks and LISTEN belong to a
+ * instance. Session-level advisory locks and LISTEN belong to a
  * connection, not to a transaction, so they need one that no pooled query
  * borrows; and when the instance dies, Postgres drops the connection and
  * frees everything tied to it. When the connection breaks while the

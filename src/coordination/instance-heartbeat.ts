@@ -1,9 +1,10 @@
 /**
- * An instance's pulse on a shared database (DESIGN §12): its `instances` row
- * is refreshed every few seconds, and each beat also sweeps for running tasks
- * whose owner stopped beating — an instance killed mid-task — and marks them
- * `interrupted` (resumable), closes the daemon sessions of its dead ticks,
- * and frees the daemon leases it held. A live peer's work is never touched: its heartbeat is fresh.
+ * An instance's pulse on a shared database: its `instances` row is refreshed
+ * every few seconds, and each beat also sweeps for running tasks whose owner
+ * stopped beating — an instance killed mid-task — and marks them `interrupted`
+ * (resumable), closes the daemon sessions of its dead ticks, and frees the
+ * daemon leases it held. A live peer's work is never touched: its heartbeat is
+ * fresh.
  */
 import type { InstanceStore } from '../store/store.js';
 import { recoverOrphanedWork } from '../runtime/startup-recovery.js';

@@ -1,9 +1,10 @@
 /**
  * Every instance's events, in id order, for this instance's client streams
- * (DESIGN §12). Each insert into `events` notifies `cairn_events` when it
- * commits (migration 006); the notification only wakes the feed, which then
- * reads the rows after its watermark from the store. A slow poll covers a
- * notification lost while the listening connection was down.
+ * (`GET /events` on any instance streams turns run on any other). Each insert
+ * into `events` notifies `cairn_events` when it commits (migration 006); the
+ * notification only wakes the feed, which then reads the rows after its
+ * watermark from the store. A slow poll covers a notification lost while the
+ * listening connection was down.
  *
  * Ids come from a sequence, handed out at insert but committed in any order:
  * a reader that saw id 12 may later see 11 commit. So the feed delivers only

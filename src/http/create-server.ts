@@ -140,7 +140,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       max: deps.rateLimit.max,
       timeWindow: deps.rateLimit.windowMs,
       // One bucket for the key holder, else one per address: never per
-      // header spelling, which a client could vary at will (RELIABILITY 52).
+      // header spelling, which a client could vary at will to get fresh buckets.
       keyGenerator: clientIdentity,
       allowList: (request) => isOpenPath(request.url.split('?')[0] ?? ''),
       errorResponseBuilder: (_request, context) =>

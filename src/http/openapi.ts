@@ -1,5 +1,5 @@
 /**
- * `GET /openapi.json` and `GET /docs` (DESIGN §14). The document is generated
+ * `GET /openapi.json` and `GET /docs`. The document is generated
  * by @fastify/swagger from the JSON Schemas every route already declares for
  * validation, so a route added anywhere (by any routes plugin) appears without
  * extra work. Error responses are added to each operation here, from the one

@@ -2,7 +2,7 @@
  * Server-sent events on a hijacked fastify reply, with a slot from the
  * StreamGate and a bounded buffer: a client that does not read is dropped
  * (connection closed, logged once) once more than `maxBufferedBytes` wait
- * for it, so it can never grow the server's memory (RELIABILITY 53).
+ * for it, so it can never grow the server's memory.
  */
 import type { FastifyReply } from 'fastify';
 import type { StreamGate } from './stream-gate.js';

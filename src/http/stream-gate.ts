@@ -1,5 +1,6 @@
 /**
- * Limits on server-sent-event streams (RELIABILITY 53): how many may be open
+ * Limits on server-sent-event streams, so clients that open streams and never
+ * read cannot exhaust the server: how many may be open
  * at once (`/events` and streamed chats together; beyond, 503
  * SERVICE_UNAVAILABLE before anything starts), and how many bytes one stream
  * may have queued for a client that does not read before it is dropped.

@@ -56,7 +56,7 @@ export interface ToolSpec {
 }
 
 /**
- * A message's size for compaction (DESIGN §5.1): content length plus, for
+ * A message's size for compaction's length-based cut: content length plus, for
  * each tool call, the function name and arguments length.
  */
 export function messageChars(message: Pick<ChatMessage, 'content' | 'tool_calls'>): number {

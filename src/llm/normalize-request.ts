@@ -41,7 +41,8 @@ export function normalizeToolCallId(id: string): string {
  * Arguments as a provider accepts them on replay: a JSON object text. What the
  * model sent that is not one (`{"key":`, `""`, `[1]`) is replayed as `{}`; the
  * call's error result already told the model what was wrong, and the stored
- * raw text stays for the record (RELIABILITY 48).
+ * raw text stays for the record. Replaying it as-is would make the provider
+ * reject every later request of the session.
  */
 export function wireArguments(raw: string): string {
   try {

@@ -265,7 +265,7 @@ export class OpenAIModel implements ModelClient {
   ): Promise<ModelResponse> {
     // The SDK's timeout ends at the headers; a body that stalls after them
     // would hold the turn (and the session's queue) forever. This deadline
-    // bounds the whole call, body included (RELIABILITY 47).
+    // bounds the whole call, body included.
     const call = linkAbort(signal);
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -309,7 +309,7 @@ export class OpenAIModel implements ModelClient {
     { signal, onRequestSent }: ModelCallOptions,
   ): Promise<ModelResponse> {
     // The SDK timeout ends at the headers; this idle timer covers a stream
-    // that stalls after its first chunks (RELIABILITY 15).
+    // that stalls after its first chunks, so partial text is never stored as a reply.
     const call = linkAbort(signal);
     let idleTimeout: Error | undefined;
     let timer: NodeJS.Timeout | undefined;
@@ -379,12 +379,12 @@ export class OpenAIModel implements ModelClient {
       call.dispose();
     }
     // The SDK ends an aborted stream quietly, as if it had finished: a stall
-    // (our idle timer) must still fail as a timeout (RELIABILITY 15).
+    // (our idle timer) must still fail as a timeout.
     if (signal?.aborted) throw signal.reason;
     if (idleTimeout) throw emitted ? new EmittedError(idleTimeout) : idleTimeout;
     if (finishReason === null) {
       // A clean end of stream without a finish_reason is a cut connection,
-      // not an answer (RELIABILITY 16).
+      // not an answer (a missing [DONE] alone, with a finish_reason, is fine).
       const incomplete = new StreamInterruptedError(
         'The model stream ended before the reply was complete (no finish_reason). Try again.',
       );

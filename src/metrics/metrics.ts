@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (DESIGN §14), all prefixed `cairn_`, in a registry of
+ * Prometheus metrics, all prefixed `cairn_`, in a registry of
  * their own (no prom-client global). They are derived from the outside of the
  * core rather than counted inside it: model calls through a ModelClient
  * decorator, lifecycle from the EventBus, chat turns from the HTTP layer, and

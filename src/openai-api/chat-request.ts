@@ -3,7 +3,7 @@
  * agent, the posted messages in Cairn's vocabulary, the client's own tools
  * and the few parameters that reach the model. Fields Cairn does not use are
  * ignored; fields that would change behaviour Cairn cannot honour are a 400
- * naming them (DESIGN §10).
+ * naming them (`n > 1`, say), since a client would misread a silent default.
  */
 import type { ChatMessage, ToolCall, ToolSpec } from '../llm/messages.js';
 import { InvalidRequestError } from './errors.js';

@@ -2,7 +2,7 @@
  * An OpenAI client's own tools (the request's `tools`), offered to the model
  * beside the agent's. Cairn never runs them: a call to one stops the turn with
  * the call open, and the client answers it with a `tool` message in its next
- * request (DESIGN §10).
+ * request, as it would answer OpenAI.
  */
 import type { ToolSpec } from '../llm/messages.js';
 import { outsideAnswer, type Tool } from '../tools/tool.js';

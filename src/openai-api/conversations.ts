@@ -1,5 +1,5 @@
 /**
- * One OpenAI-style request as a Cairn turn (DESIGN §10): finds the session the
+ * One OpenAI-style request as a Cairn turn: finds the session the
  * posted messages continue (the `X-Cairn-Session-Id` header, else the hash of
  * their visible transcript, else a new session seeded with them), then runs
  * the posted user turn or client tool results through the runtime, with the

@@ -1,5 +1,5 @@
 /**
- * The OpenAI-compatible API under `/v1` (DESIGN §10), registered as one
+ * The OpenAI-compatible API under `/v1`, registered as one
  * fastify plugin so that everything failing under `/v1` — auth, rate limit,
  * bad JSON, unknown routes — answers in OpenAI's error shape, while the rest
  * of the API keeps Cairn's.

@@ -1,5 +1,6 @@
 /**
- * Tool approval (RELIABILITY 43): a call to a tool marked
+ * Tool approval, so a tool output that says "call delete_x" cannot make a
+ * side-effecting tool run on its own: a call to a tool marked
  * `approval: "required"` stops the loop, and the task waits in `waiting` with
  * the call on its row (`pending_call_id`, `pending_tool`,
  * `pending_arguments`) until a person approves or denies it. The row is the

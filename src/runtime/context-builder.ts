@@ -1,5 +1,5 @@
 /**
- * Building the context of a model call, in one place (DESIGN §4, §5.2): the
+ * Building the context of a model call, in one place: the
  * system messages (plus build-time context such as memory notes), the rolling
  * summary standing in for the compacted prefix as a user + assistant pair,
  * and the raw tail. The summary lives in memory only; it is never persisted.

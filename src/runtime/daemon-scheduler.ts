@@ -117,10 +117,10 @@ export class DaemonScheduler {
   }
 
   /**
-   * `runDaemonTick` (DESIGN §4): the agent's prompt as a task in a fresh
-   * `daemon` session, which is closed afterwards. Returns undefined when a
-   * tick of this agent is already running here or elsewhere (it is skipped).
-   * A scheduled tick names its slot (`slot`, the stored next run it was armed for).
+   * One daemon tick: the agent's prompt as a task in a fresh `daemon` session,
+   * which is closed afterwards. Returns undefined when a tick of this agent is
+   * already running here or elsewhere (it is skipped). A scheduled tick names
+   * its slot (`slot`, the stored next run it was armed for).
    */
   async runDaemonTick(
     { agentName }: { agentName: string },
@@ -151,7 +151,7 @@ export class DaemonScheduler {
     const now = this.clock();
     const startedAt = slot !== undefined && slot > now ? slot : now;
     // A scheduled tick claims its slot too: instances sharing a database all
-    // schedule it, and the first to claim it runs it (DESIGN §12).
+    // schedule it, and the first to claim it runs it, so a slot runs once.
     if (
       !(await store.claimDaemonLease(agent.name, this.owner, startedAt, DAEMON_LEASE_MS, scheduled))
     ) {

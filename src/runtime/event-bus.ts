@@ -1,7 +1,7 @@
 /**
  * The events bus: every event is appended to the `events` table (so
  * `GET /events` can replay it with `Last-Event-ID`) and then handed to live
- * subscribers. On a database shared by instances (DESIGN §12) subscribers
+ * subscribers. On a database shared by several instances subscribers
  * get every instance's events from a shared feed instead, in id order; this
  * instance's own events still reach its observers (log, metrics) at once.
  */

@@ -1,5 +1,5 @@
 /**
- * This process's id among the instances that share one database (DESIGN §12):
+ * This process's id among the instances that share one database:
  * reported by `/health`, written as the owner of the work it claims. A
  * restarted process is a new instance, so the id has a random part.
  */

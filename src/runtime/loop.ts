@@ -19,7 +19,7 @@ export const EMPTY_REPLY_NUDGE =
   'Your previous reply was empty. Answer the last message, or call a tool if you need one.';
 export const TRUNCATED_TOOL_CALL_NOTE =
   'Your previous reply was cut off at the token limit while writing tool-call arguments, so no tool ran. Call the tool again with shorter arguments, or answer in text.';
-/** How many times in a row the model may be told its tool calls were malformed (RELIABILITY 19). */
+/** Rounds in a row the model may be told its tool calls were malformed; then the turn fails. */
 export const MAX_CORRECTION_ROUNDS = 2;
 export const CANCELLED_TOOL_RESULT = 'Error: the tool call was cancelled before it finished.';
 /** The result of calls of a turn that were not run because an earlier call stopped the loop. */
@@ -201,7 +201,7 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
 
     if (calls.length > 0 && response.finishReason === 'length') {
       // Arguments cut at max_tokens are not JSON we can trust: run nothing,
-      // store nothing, tell the model (RELIABILITY 18).
+      // store nothing, tell the model, and never replay the cut arguments.
       note = TRUNCATED_TOOL_CALL_NOTE;
       badRounds += 1;
       checkCorrections();

@@ -1,9 +1,9 @@
 /**
- * The runtime (DESIGN §4's router): sessions, chat turns, and the turn slot
- * of each session. A turn (`Turn`) builds its context, repairs interrupted
- * tool calls and persists what the loop produces; the loop gets a plain
- * message array. Tasks, subagents, daemons and API conversations run their
- * turns through `withTurnSlot`, which takes the session's slot.
+ * The runtime (the router between the HTTP layer and the loop): sessions, chat
+ * turns, and the turn slot of each session. A turn (`Turn`) builds its context,
+ * repairs interrupted tool calls and persists what the loop produces; the loop
+ * gets a plain message array. Tasks, subagents, daemons and API conversations
+ * run their turns through `withTurnSlot`, which takes the session's slot.
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
@@ -288,7 +288,7 @@ export class Runtime {
 
   // ---- chat -----------------------------------------------------------------
 
-  /** One chat turn on a new or existing session (DESIGN §4 `runChat`). */
+  /** One chat turn on a new or existing session. */
   async runChat(input: ChatInput): Promise<ChatResult> {
     const started = performance.now();
     const seen: ChatSeen = {};
@@ -313,7 +313,8 @@ export class Runtime {
   /** `runChat` without the report; notes the session and how the turn ended in `seen`. */
   private async runChatTurn(input: ChatInput, seen: ChatSeen): Promise<ChatResult> {
     const agent = this.agents.get(input.agentName);
-    // An existing session is read once, under its slot (issue 8): a missing
+    // An existing session is read once, under its slot (a turn's reads must not
+    // grow with the number of model calls or the history): a missing
     // one still gets its 404 at once, as nothing queues on an id no session
     // has; a closed one gets SESSION_CLOSED once the turns before it ran.
     const sessionId =

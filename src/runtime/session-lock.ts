@@ -1,5 +1,5 @@
 /**
- * The turn slot of a session (DESIGN §4, §12): turns, resets and closes on one
+ * The turn slot of a session: turns, resets and closes on one
  * session run one after another, never interleaved. One process uses a
  * `KeyedQueue`; several instances on one database wrap it with a lock the
  * instances share, so the order stays arrival order per instance and no two

@@ -1,11 +1,12 @@
 /**
- * What a new server process does about the work a dead one left behind
- * (RELIABILITY 28, 49). On SQLite `cairn serve` holds the database's process
- * lock (store/sqlite/process-lock.ts), so at start nothing else runs on this
- * database: every `running` task, every open daemon session and every daemon
- * lease belongs to a process that is gone. On a database shared by instances
- * (DESIGN §12) peers are running: only tasks whose owner stopped heartbeating
- * are interrupted, and only such an instance's daemon leases are freed.
+ * What a new server process does about the work a dead one left behind (a crash
+ * or `kill -9` mid-turn, or mid daemon tick). On SQLite `cairn serve` holds the
+ * database's process lock (store/sqlite/process-lock.ts), so at start nothing
+ * else runs on this database: every `running` task, every open daemon session
+ * and every daemon lease belongs to a process that is gone. On a database
+ * shared by instances peers are running: only tasks whose owner stopped
+ * heartbeating are interrupted, and only such an instance's daemon leases are
+ * freed.
  */
 import type {
   DaemonLeaseStore,

@@ -34,7 +34,7 @@ export interface SubagentsDeps {
 export class Subagents {
   constructor(private readonly deps: SubagentsDeps) {}
 
-  /** `runSubagent` (DESIGN §4): always a fresh session; closed when it answers. */
+  /** A subagent call: always a fresh session, the caller's as parent; closed when it answers. */
   async runSubagent(input: SubagentInput): Promise<string> {
     const agent = this.deps.agents.get(input.agentName);
     const session = await this.deps.runtime.createSession({

@@ -1,11 +1,11 @@
 /**
- * Tasks (DESIGN §1, §4): a loop run with a goal, tracked in `tasks`. A task
- * runs in the background on its session's queue; it stops in `waiting` when
- * the agent calls `ask_user` and continues when `resumeTask` supplies the
- * answer as that call's result, or when a call needs a person's approval and
- * continues on `approveTask` / `denyTask`. The task row is the source of truth, so a
- * waiting task survives a restart, and a task that was running when the
- * server died is `interrupted` and resumable.
+ * Tasks: a loop run with a goal, tracked in `tasks`. A task runs in the
+ * background on its session's queue; it stops in `waiting` when the agent calls
+ * `ask_user` and continues when `resumeTask` supplies the answer as that call's
+ * result, or when a call needs a person's approval and continues on
+ * `approveTask` / `denyTask`. The task row is the source of truth, so a waiting
+ * task survives a restart, and a task that was running when the server died is
+ * `interrupted` and resumable.
  */
 import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';

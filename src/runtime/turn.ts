@@ -124,7 +124,8 @@ export class Turn implements LoopTurn, GuardedTurn {
   async begin(input: ChatMessage[], pendingCallIds?: ReadonlySet<string>): Promise<ChatMessage[]> {
     const built = await this.deps.context.build(this.current, this.agent);
     const repairs = missingTrailingResults(built.tail, pendingCallIds);
-    // Persisted, so the history itself is whole again (RELIABILITY 2).
+    // Persisted, so the history itself is whole again and the next request is
+    // not rejected for a call with no result (a crash or cancel mid-tool).
     if (repairs.length > 0) await this.persist(repairs);
     const before = this.stored.length;
     await this.persist(input);

@@ -194,7 +194,7 @@ export interface TaskRow {
   pending_arguments: string | null;
   /** Waiting for approval of a tool with an approvalTimeout: when the call is denied (ISO time). */
   approval_expires_at: string | null;
-  /** The instance that set the task running (DESIGN §12); null for tasks of older builds. */
+  /** The instance that set the task running; null for tasks of older builds. */
   owner_instance: string | null;
   /** The client key of the task's session; null for the admin. */
   owner_key: string | null;
@@ -486,7 +486,7 @@ export interface OrphanScope {
 }
 
 /**
- * The instances that share the database (DESIGN §12): each records itself and
+ * The instances that share the database: each records itself and
  * heartbeats; a store opened with an instance id writes it as the owner of
  * every task it sets `running`.
  */

@@ -1,10 +1,11 @@
 /**
- * The visible-transcript hash chain (DESIGN §10). The visible transcript of a
- * session is what a chat UI shows and resends: user messages and the
- * assistant's final texts (no tool calls, no tool results, no system
+ * The visible-transcript hash chain, how an OpenAI client that resends the
+ * whole history each turn finds its session without a scan. The visible
+ * transcript of a session is what a chat UI shows and resends: user messages
+ * and the assistant's final texts (no tool calls, no tool results, no system
  * messages). Each visible message's hash covers everything visible before it,
- * so one hash names one whole transcript and a resent history is matched to
- * its session with one indexed lookup instead of a scan. Pure.
+ * so one hash names one whole transcript and a resent history is matched to its
+ * session with one indexed lookup instead of a scan. Pure.
  */
 import { createHash } from 'node:crypto';
 import type { ChatMessage } from '../llm/messages.js';

@@ -25,7 +25,7 @@ export interface ToolContext {
   readonly depth: number;
   /** Agent names from the top-level session down to this one, for cycle checks. */
   readonly lineage: readonly string[];
-  /** Shared by a top-level run and every subagent under it (RELIABILITY 34). */
+  /** Shared by a top-level run and every subagent under it: nesting cannot multiply it. */
   readonly budget: RunBudget;
 }
 
@@ -37,7 +37,7 @@ export interface Tool {
   readonly timeoutMs?: number;
   /**
    * `required`: the loop never runs a call to this tool on its own; it stops,
-   * and a person approves or denies the call (RELIABILITY 43).
+   * and a person approves or denies the call.
    */
   readonly approval?: 'required';
   /** With approval required: how long a call waits for a person before it is denied ("30m"). */

@@ -1,5 +1,5 @@
 /**
- * Session export as NDJSON (DESIGN §14): a `session` line, then one `message`
+ * Session export as NDJSON: a `session` line, then one `message`
  * line per stored message in seq order, then one `compaction` line per row of
  * the compaction history. Messages are read page by page, so a session of any
  * size streams in bounded memory.

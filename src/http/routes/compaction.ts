@@ -35,7 +35,7 @@ export function compactionRoutes(
       schema: {
         params: sessionParams,
         body: {
-          // No body, or an empty one, behaves exactly as the report's endpoint.
+          // No body, or an empty one, is a plain compaction (no dry run, no instructions).
           anyOf: [
             { type: 'null' },
             objectSchema({
@@ -55,7 +55,7 @@ export function compactionRoutes(
         ...(body.instructions !== undefined ? { instructions: body.instructions } : {}),
       });
       if ('dryRun' in result) return result;
-      // The report's shape stays as specified; the cost is on the session and the compaction row.
+      // The response keeps its documented shape; the cost is on the session and compaction row.
       const { input_tokens: _in, output_tokens: _out, ...report } = result;
       return report;
     },

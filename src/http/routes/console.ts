@@ -1,5 +1,5 @@
 /**
- * The web console (DESIGN §13): the static files Vite builds into
+ * The web console: the static files Vite builds into
  * `dist/console/`, served at `/`. Hashed assets are cached for good; the page
  * itself is never cached, so a new build is picked up on the next load. The
  * console's own routes live under `/console/` so they can never shadow an API

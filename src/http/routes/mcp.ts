@@ -1,5 +1,5 @@
 /**
- * POST /mcp: Cairn as an MCP server over Streamable HTTP (DESIGN §11), behind
+ * POST /mcp: Cairn as an MCP server over Streamable HTTP, behind
  * the same bearer key as the rest of the API. Stateless: each request gets its
  * own server and transport, since the conversation state lives in Cairn's
  * sessions (the tools' `sessionId`), not in an MCP session. GET and DELETE

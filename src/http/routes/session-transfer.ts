@@ -1,5 +1,5 @@
 /**
- * Day-two session routes (DESIGN §14): `PATCH /sessions/:id` (title,
+ * Day-two session routes: `PATCH /sessions/:id` (title,
  * compactCount), `GET /sessions/:id/export` (NDJSON, streamed) and
  * `POST /sessions/import` (the same NDJSON, read as it arrives).
  */

@@ -1,6 +1,6 @@
 /**
  * The one place a Postgres pool is opened: the pool, its error mapping
- * (RELIABILITY 35: serialization failures and deadlocks are retried, a lost
+ * (serialization failures and deadlocks are retried with backoff, a lost
  * server or an exhausted pool is a retryable 503, never a hang or a crash),
  * and the migrations, applied once however many instances start at once.
  */

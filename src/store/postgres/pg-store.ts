@@ -112,7 +112,7 @@ const HEADLINE =
 export interface PgStoreOptions extends PoolOptions {
   /** Apply pending migrations at open (default true; `cairn migrate` does it explicitly). */
   migrate?: boolean;
-  /** Written as the owner of every task this store sets running (DESIGN §12). */
+  /** The owner of every task this store sets running, so recovery spares a live peer's tasks. */
   instanceId?: string;
 }
 

@@ -16,8 +16,9 @@ export type SqliteDatabase = Database.Database;
  */
 export const SQLITE_BUSY_TIMEOUT_MS = 5_000;
 /**
- * SQLite's own busy_timeout: a synchronous wait that blocks the event loop,
- * so it is kept tiny (RELIABILITY 56); the store retries after it.
+ * SQLite's own busy_timeout: a synchronous wait that blocks the event loop, so
+ * it is kept tiny (other clients must not wait on it); the store retries after
+ * it.
  */
 export const SQLITE_SYNC_BUSY_TIMEOUT_MS = 10;
 /** First pause between attempts on a busy database; doubles up to 32×. */

@@ -1,9 +1,9 @@
 /**
- * One server process per SQLite file (RELIABILITY 50). Two `cairn serve` on
- * one file would double-fire every daemon slot and mark each other's running
- * turns interrupted. The lock is an OS file lock, so the OS frees it when the
- * holder dies, even by `kill -9`: a small SQLite file next to the database,
- * opened in exclusive locking mode with a write done, which keeps its
+ * One server process per SQLite file: a second is refused at start. Two `cairn
+ * serve` on one file would double-fire every daemon slot and mark each other's
+ * running turns interrupted. The lock is an OS file lock, so the OS frees it
+ * when the holder dies, even by `kill -9`: a small SQLite file next to the
+ * database, opened in exclusive locking mode with a write done, which keeps its
  * exclusive lock until the connection closes. Another process fails at once
  * (busy_timeout 0) instead of waiting.
  */

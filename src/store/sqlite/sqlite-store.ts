@@ -126,7 +126,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * Runs one synchronous unit of work (a whole transaction), retrying it while
  * another connection holds the write lock. SQLite's own `busy_timeout` waits
  * synchronously and would freeze the event loop for every client
- * (RELIABILITY 56), so it is kept tiny and the waiting happens here, between
+ * (`/health` included), so it is kept tiny and the waiting happens here, between
  * attempts, with backoff, up to `budgetMs`; then a retryable 503.
  */
 async function guard<T>(work: () => T, budgetMs: number): Promise<T> {
@@ -416,7 +416,7 @@ export class SqliteStore implements Store {
   private readonly keys: SqliteKeys;
 
   private readonly busyBudgetMs: number;
-  /** Written as the owner of every task this store sets running (DESIGN §12). */
+  /** The owner of every task this store sets running, so recovery spares a live peer's tasks. */
   private readonly instanceId: string | null;
   /** The pending batch of the history index, if one is scheduled. */
   private historyIndexTimer: NodeJS.Timeout | undefined;

@@ -3,10 +3,10 @@
  * the agent's notes (shared by all its sessions, full-text searchable), and
  * the build-time injection of the newest notes into the system context.
  *
- * Notes are written by the model, so they are a prompt-injection channel
- * (RELIABILITY 54): they are injected as escaped data inside one delimited
- * block that says what it is, and an agent with `memory.write: false` gets
- * only `memory_search`.
+ * Notes are written by the model, so they are a prompt-injection channel that
+ * must never rank above the agent's system prompt: they are injected as escaped
+ * data inside one delimited block that says what it is, and an agent with
+ * `memory.write: false` gets only `memory_search`.
  */
 import type { AgentConfig } from '../../agents/agent-config.js';
 import type { MemoryNote, MemoryStore } from '../../store/store.js';

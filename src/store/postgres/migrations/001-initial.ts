@@ -1,5 +1,5 @@
 /**
- * Postgres migration 001: the schema of SQLite's 001 (DESIGN §3) in Postgres
+ * Postgres migration 001: the schema of SQLite's 001 in Postgres
  * terms. Times stay ISO-8601 text, as in SQLite, so rows read the same from
  * both stores; ids and times sort bytewise (COLLATE "C") whatever the
  * database's locale, so keyset paging orders rows as SQLite does. Full-text

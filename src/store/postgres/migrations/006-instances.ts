@@ -1,5 +1,5 @@
 /**
- * Migration 006: instances, task ownership and the event wake-up (DESIGN §12).
+ * Migration 006: instances, task ownership and the event wake-up.
  * Each `cairn serve` records itself in `instances` and heartbeats (the
  * database's clock, so machines with skewed clocks agree); a `running` task
  * names the instance running it, so recovery interrupts only the tasks of an

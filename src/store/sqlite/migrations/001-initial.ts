@@ -1,5 +1,6 @@
 /**
- * Migration 001: the whole schema of DESIGN §3. Frozen: never edit after it
+ * Migration 001: the whole first schema (sessions, messages, tasks, events,
+ * compactions, memory and the full-text indexes). Frozen: never edit after it
  * has landed; add a new numbered migration instead. Imports no app code.
  */
 export const version = 1;

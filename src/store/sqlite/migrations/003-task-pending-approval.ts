@@ -1,13 +1,13 @@
 /**
  * Migration 003: a waiting task can wait for a person's approval of a tool
- * call (RELIABILITY 43) as well as for an answer to `ask_user`.
+ * call as well as for an answer to `ask_user`.
  * `pending_tool` / `pending_arguments` hold the name and raw arguments of the
  * call awaiting approval (its id is `pending_call_id`); both are NULL when the
  * task waits for an answer, or does not wait.
  *
  * Also re-arms automatic compaction for sessions whose breaker was tripped
  * only because nothing before the running turn could be compacted (a reason
- * that no longer trips it, RELIABILITY 55); the reason is read from the
+ * that no longer trips it); the reason is read from the
  * session's latest `context.compactionSuspended` event.
  *
  * Frozen once landed; imports no app code.

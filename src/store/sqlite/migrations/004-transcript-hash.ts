@@ -1,5 +1,5 @@
 /**
- * Migration 004: the visible-transcript hash chain (DESIGN §10).
+ * Migration 004: the visible-transcript hash chain (store/transcript-hash.ts).
  * `messages.transcript_hash` is the chain hash after each visible message;
  * `sessions.transcript_hash` is the session's current head, indexed per agent
  * so an OpenAI client's resent history finds its session in one lookup.

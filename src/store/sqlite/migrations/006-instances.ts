@@ -1,5 +1,5 @@
 /**
- * Migration 006: instances and task ownership (DESIGN §12). Each server
+ * Migration 006: instances and task ownership. Each server
  * process records itself in `instances` and heartbeats; a `running` task
  * names the instance running it, so recovery interrupts only the tasks of
  * an instance that is gone. (On SQLite one process serves a file, so its
