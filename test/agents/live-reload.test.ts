@@ -1,5 +1,5 @@
 /**
- * Agents live (DESIGN §14): POST /agents/reload and the debounced file watch
+ * Agents live: POST /agents/reload and the debounced file watch
  * add, change and remove agents without a restart; a running turn keeps the
  * agent version it started with.
  */

@@ -1,10 +1,10 @@
 /**
- * Idle RSS (issue 8): packages an idle server rarely needs are loaded on
- * first use, not at start-up. This walks the static imports reachable from
- * the composition root (src/app.ts) and from `cairn serve`, and fails when
- * one of the lazy packages is reachable by a static import again: the MCP SDK
- * (with zod, ~20 MB resident; loaded by the first MCP connection or POST
- * /mcp), the A2A SDK (~9 MB; loaded by the first A2A request), pino-pretty
+ * Idle RSS (an idle server should stay small): packages an idle server rarely
+ * needs are loaded on first use, not at start-up. This walks the static imports
+ * reachable from the composition root (src/app.ts) and from `cairn serve`, and
+ * fails when one of the lazy packages is reachable by a static import again:
+ * the MCP SDK (with zod, ~20 MB resident; loaded by the first MCP connection or
+ * POST /mcp), the A2A SDK (~9 MB; loaded by the first A2A request), pino-pretty
  * (only for pretty log lines) and the OpenTelemetry SDK (only when an OTLP
  * endpoint is configured).
  */

@@ -1,5 +1,5 @@
 /**
- * Tool approval (RELIABILITY 43): a tool marked `approval: "required"` (in
+ * Tool approval: a tool marked `approval: "required"` (in
  * agent.json, or by its module) is never run by the loop on its own. The task
  * waits with the pending call on its row; POST /tasks/:id/approve runs it and
  * continues, POST /tasks/:id/deny gives the model a refusal (with the

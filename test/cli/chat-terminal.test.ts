@@ -1,5 +1,5 @@
 /**
- * `cairn chat` typed at a real terminal (issue 11, items 1 and 2): under tmux,
+ * `cairn chat` typed at a real terminal: under tmux,
  * stdin is a pty, so readline runs interactively with its prompt. A line typed
  * while a reply is still running is sent next, in order, and end of input
  * (Ctrl-D) exits 0. Tool calls, their results and an `ask_user` question show

@@ -1,5 +1,5 @@
 /**
- * The CLI bugs of issue 11, reproduced with the compiled bin in child
+ * CLI bugs found in day-to-day use, reproduced with the compiled bin in child
  * processes against a real server: chat never drops a line and exits 0 at end
  * of input, shows questions, tool calls and results and automatic
  * compactions; contradicting flags are refused; `agents validate` runs the

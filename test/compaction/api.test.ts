@@ -1,10 +1,10 @@
 /**
- * defaultCompaction over HTTP, through the real app, a real SQLite file and
- * the scripted fake model (DESIGN §5, §6; report §4, §9, §12): the report's
- * endpoint and response, what the summariser is asked, what the next chat
- * sends, dry run, instructions, undo, the compaction history, the context
- * endpoint, compactCount on session creation, every edge case of the
- * report's table, reset, and the `context.defaultCompacted` event.
+ * defaultCompaction over HTTP, through the real app, a real SQLite file and the
+ * scripted fake model: the endpoint and its response, what the summariser is
+ * asked, what the next chat sends, dry run, instructions, undo, the compaction
+ * history, the context endpoint, compactCount on session creation, the edge
+ * cases (nothing to compact, empty summary, closed or missing session, old
+ * rows), reset, and the `context.defaultCompacted` event.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
@@ -163,7 +163,7 @@ describe.each(DATABASES)('defaultCompaction API (%s)', (database) => {
       ['an empty JSON body', '', { 'content-type': 'application/json' }],
       ['{}', {}, undefined],
     ] as const)(
-      'with %s: compacts by length and returns the report’s shape',
+      'with %s: compacts by length and returns the documented shape',
       async (_, payload, headers) => {
         const id = await seeded(TWELVE());
         summaries.push('SUMMARY-1');
@@ -282,7 +282,7 @@ describe.each(DATABASES)('defaultCompaction API (%s)', (database) => {
       expectAllAccepted();
     });
 
-    it('a second call with a shorter summary compacts half of what remains (§8)', async () => {
+    it('a second call with a shorter summary compacts half of what remains', async () => {
       // 100 messages of 100 characters; the first call covers 50 (5 000 characters).
       const id = await seeded(conversation(Array<number>(100).fill(100)));
       summaries.push('s'.repeat(500));
@@ -588,7 +588,7 @@ describe.each(DATABASES)('defaultCompaction API (%s)', (database) => {
     });
   });
 
-  describe('the report’s edge cases (§9)', () => {
+  describe('edge cases', () => {
     it('a session that never had messages is already up to date, with no model call', async () => {
       const session = await createSession();
       const before = await snapshot(session.id);

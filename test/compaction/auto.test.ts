@@ -1,10 +1,10 @@
 /**
- * Automatic compaction and context-overflow recovery (DESIGN §5.3, §4;
- * RELIABILITY 20): the threshold on the estimated prompt, never covering the
- * running turn, several runs inside one long turn, the breaker that suspends
- * it after three failures (and a manual compaction that lifts it), and the
- * provider's context-length error answered by one compaction and one retry,
- * then CONTEXT_OVERFLOW with a bounded number of attempts.
+ * Automatic compaction and context-overflow recovery: the threshold on the
+ * estimated prompt, never covering the running turn, several runs inside one
+ * long turn, the breaker that suspends it after three failures (and a manual
+ * compaction that lifts it), and the provider's context-length error answered
+ * by one compaction and one retry, then CONTEXT_OVERFLOW with a bounded number
+ * of attempts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
@@ -166,7 +166,7 @@ describe.each(DATABASES)('automatic compaction (%s)', (database) => {
       runs: 1,
       compactedCount: expect.any(Number),
       newSize: expect.any(Number),
-      // The summary call's cost (DESIGN §14).
+      // The summary call's cost.
       input_tokens: expect.any(Number),
       output_tokens: expect.any(Number),
     });

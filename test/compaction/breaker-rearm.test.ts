@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 55: one oversized first message must not suspend automatic
+ * One oversized first message must not suspend automatic
  * compaction for good. Window 4096, threshold 80 %, a ~3.4k-token first
  * message: on that first turn nothing before the running turn can be
  * compacted, and later turns must still compact once there is something

@@ -1,5 +1,5 @@
 /**
- * Compaction cost (DESIGN §14): the token usage of each summary call on its
+ * Compaction cost: the token usage of each summary call on its
  * compaction row, summed on the session row, in the manual compaction result
  * and in the chat envelope's `compaction`; a reset zeroes the sums.
  */

@@ -1,9 +1,8 @@
 /**
- * defaultCompaction under concurrency (DESIGN §5.1 step 11, §5.3; RELIABILITY
- * 9, 23, 24): compaction holds no lock while the model writes the summary, so
- * chats go on meanwhile; concurrent compactions of one session share one
- * summary call (single flight, step 14); the compare-and-set write lets a
- * reset win over a compaction that started before it.
+ * defaultCompaction under concurrency: compaction holds no lock while the model
+ * writes the summary, so chats go on meanwhile; concurrent compactions of one
+ * session share one summary call (single flight); the compare-and-set write
+ * lets a reset win over a compaction that started before it.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';

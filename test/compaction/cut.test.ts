@@ -1,10 +1,9 @@
 /**
- * The pure cut planner of defaultCompaction (DESIGN §5.1 steps 4–8, report §4
- * and §8): the report's greedy-by-length rule on worked examples, the
- * tool-safe amendment case by case, and property tests over random histories
- * (parallel tool calls, results in any order, pending calls at the end)
- * checking that the request built from the summary and the tail after the cut
- * is one a provider accepts, without needing any repair.
+ * The pure cut planner of defaultCompaction: the greedy-by-length rule on
+ * worked examples, the tool-safe amendment case by case, and property tests
+ * over random histories (parallel tool calls, results in any order, pending
+ * calls at the end) checking that the request built from the summary and the
+ * tail after the cut is one a provider accepts, without needing any repair.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -63,7 +62,7 @@ function isSafeCut(messages: readonly ChatMessage[], c: number): boolean {
   return [...called].every((id) => answered.has(id));
 }
 
-/** The report's greedy count: whole messages from the oldest until the batch reaches the target. */
+/** The greedy count: whole messages from the oldest until the batch reaches the target. */
 function greedyCount(messages: readonly ChatMessage[], target: number): number {
   let count = 0;
   let chars = 0;
@@ -90,9 +89,9 @@ function isBlank(m: ChatMessage): boolean {
 
 // ---- worked examples ----------------------------------------------------------
 
-describe('planCut: the report’s greedy rule by length (§4)', () => {
+describe('planCut: the greedy rule by length', () => {
   it('takes messages until ≥ compactCount% of the total characters, not compactCount% of the messages', () => {
-    // 100 messages: ten giant ones first, then 90 short ones (the report's motivating case).
+    // 100 messages: ten giant ones first, then 90 short ones (why the cut counts characters).
     const messages = conversation([...Array<number>(10).fill(1000), ...Array<number>(90).fill(10)]);
     const plan = planCut(candidates(messages), 0, 50);
     expect(plan.totalChars).toBe(10_900);
@@ -143,7 +142,7 @@ describe('planCut: the report’s greedy rule by length (§4)', () => {
     });
   });
 
-  it('§8: the second call plans over the rest plus the (shorter) summary', () => {
+  it('the second call plans over the rest plus the (shorter) summary', () => {
     const messages = conversation(Array<number>(100).fill(100));
     const first = planCut(candidates(messages), 0, 50);
     expect(first.cutoff).toBe(50);
@@ -184,7 +183,7 @@ describe('planCut: the report’s greedy rule by length (§4)', () => {
   });
 });
 
-describe('planCut: the tool-safe cut (§5.1 step 7)', () => {
+describe('planCut: the tool-safe cut', () => {
   it('marks as safe only the boundaries where no call is open and no result comes next', () => {
     const messages = [
       user(10),

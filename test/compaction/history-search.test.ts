@@ -1,5 +1,5 @@
 /**
- * Recall of compacted detail (DESIGN §5.4): the built-in `history_search`
+ * Recall of compacted detail: the built-in `history_search`
  * tool finds words in the session's raw messages, compacted ones included,
  * and returns snippets with their `#seq`, so an agent can recover what the
  * summary dropped — and only from its own session.

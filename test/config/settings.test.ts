@@ -1,5 +1,5 @@
 /**
- * Settings (DESIGN §2): cairn.json + environment → one frozen Settings. The
+ * Settings: cairn.json + environment → one frozen Settings. The
  * `compact` role falls back to `main` field by field; with no model anywhere
  * both roles use the built-in offline model; secrets come from the
  * environment only and never appear in what is logged.
@@ -82,7 +82,7 @@ describe('loadSettings', () => {
     expect(settings.models.compact).toBe(settings.models.main);
   });
 
-  it('reads the DESIGN example, and compact falls back to main field by field', () => {
+  it('reads a full cairn.json example, and compact falls back to main field by field', () => {
     const dir = home({
       server: {
         host: '127.0.0.1',

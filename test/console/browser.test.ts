@@ -1,5 +1,5 @@
 /**
- * The console in a real browser (DESIGN §13): Debian's Chromium driven by
+ * The console in a real browser: Debian's Chromium driven by
  * playwright-core against a real `cairn serve` child process and the fake
  * model. Clicks through chat → compact → divider and summary → undo → answer
  * a waiting task → a turn sent through the API appears live; then the key

@@ -1,5 +1,5 @@
 /**
- * Serving the built console (DESIGN §13): the page at `/` and under
+ * Serving the built console: the page at `/` and under
  * `/console/…` (client-side routes), hashed assets cached for good, the page
  * never cached; API paths and unknown paths keep their JSON errors; the
  * static files are open even when an API key guards the API.

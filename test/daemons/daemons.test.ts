@@ -1,5 +1,5 @@
 /**
- * Daemon agents through the real app (DESIGN §1, §4; RELIABILITY 25, 32, 33):
+ * Daemon agents through the real app:
  * a tick runs the prompt as a task in a fresh `daemon` session that ends
  * closed; ticks of one agent never overlap, in this process or across
  * processes (the lease); missed slots after a restart give exactly one
@@ -117,7 +117,7 @@ describe.each(DATABASES)('runDaemonTick (%s)', (database) => {
     expect((tick.data as { nextRunAt: string }).nextRunAt).toBe(state.next_run_at);
   });
 
-  it('a tick consumes its slot before it runs, so a crash mid-tick never runs it twice (RELIABILITY 32)', async () => {
+  it('a tick consumes its slot before it runs, so a crash mid-tick never runs it twice', async () => {
     await t.app.store.setDaemonNextRun('ticker', new Date(Date.now() - 60_000));
     t.fake!.script({ content: 'Slow tick.', delayMs: 600 });
     const started = Date.now();

@@ -48,7 +48,7 @@ export interface FakeReply {
   /**
    * Send `200` and the headers, then the first bytes of the body (`{"id":"x",`,
    * or `data: {"id":"x",` for a stream), then go silent: a provider that stalls
-   * mid-body (RELIABILITY 47).
+   * mid-body.
    */
   stallMidBody?: boolean;
   /** Streaming only: send the first chunk, then go silent. */

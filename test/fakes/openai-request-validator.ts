@@ -166,7 +166,7 @@ function sequenceProblems(body: Record<string, unknown>): string[] {
             );
           }
           // OpenAI answers 400 when replayed arguments are not a JSON object
-          // (RELIABILITY 48): a session that replays `{"key":` is dead there.
+          // (a model's malformed ones): a session that replays `{"key":` is dead there.
           const args = isRecord(call.function) ? call.function.arguments : undefined;
           if (typeof args === 'string' && !isJsonObjectText(args)) {
             problems.push(

@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 52 — rate limits key on the client's identity, not on how it
+ * Rate limits key on the client's identity, not on how it
  * spells its Authorization header; failed authentication is limited per
  * address even with no `server.rateLimit`. Over real HTTP on 127.0.0.1.
  */
@@ -50,7 +50,7 @@ describe('AuthFailureLimiter', () => {
   });
 });
 
-describe('rate limits over real HTTP (52)', () => {
+describe('rate limits over real HTTP', () => {
   let t: TestApp | undefined;
   afterEach(async () => {
     await t?.close();

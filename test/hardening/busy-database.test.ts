@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 56 — a busy database must not freeze the event loop. A real
+ * A busy database must not freeze the event loop. A real
  * `cairn serve` process sends a chat while another connection (this test
  * process) holds the write lock with BEGIN IMMEDIATE for a few seconds.
  * Meanwhile `/health` keeps answering, well before the lock is released;
@@ -16,7 +16,7 @@ import { dbPathOf, spawnServer, type ServerProcess } from '../process/spawn-serv
 const HOLD_MS = 3_000;
 const HEALTH_POLL_MS = 100;
 
-describe('a database held busy by another connection (56)', () => {
+describe('a database held busy by another connection', () => {
   let fake: FakeLlmServer | undefined;
   let server: ServerProcess | undefined;
   let home: string | undefined;

@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 49 — a process dies (`kill -9`) in the middle of a daemon tick,
+ * A process dies (`kill -9`) in the middle of a daemon tick,
  * holding the agent's lease. With two real server processes: after the
  * restart the daemon ticks again within about one interval (not after the
  * lease's 15 minutes), and the dead tick's task and session are closed out.
@@ -40,7 +40,7 @@ function readDb<T>(home: string, query: (db: Database.Database) => T): T {
   }
 }
 
-describe('a daemon tick killed with its process (49)', () => {
+describe('a daemon tick killed with its process', () => {
   let fake: FakeLlmServer | undefined;
   let home: string | undefined;
   let database: TestDatabase | undefined;

@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 51 — an empty (or blank) API key is no key. The real CLI still
+ * An empty (or blank) API key is no key. The real CLI still
  * refuses a public bind when cairn.json says `"apiKey": ""` or the
  * environment says `CAIRN_API_KEY=`.
  */
@@ -28,7 +28,7 @@ function serve(env: Record<string, string>): Promise<Run> {
   });
 }
 
-describe('an empty API key counts as none (51)', () => {
+describe('an empty API key counts as none', () => {
   const homes: string[] = [];
   afterEach(() => {
     for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true });

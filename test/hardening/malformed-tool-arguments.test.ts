@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 48 — a model emits a tool call whose arguments are not a JSON
+ * A model emits a tool call whose arguments are not a JSON
  * object. The call gets an error result the model can correct; what is
  * replayed is valid on the wire (the fake rejects, as OpenAI does, any
  * assistant tool call whose arguments are not a JSON object), so the session
@@ -35,7 +35,7 @@ describe('wireArguments', () => {
   });
 });
 
-describe('a session whose model emitted malformed tool arguments (48)', () => {
+describe('a session whose model emitted malformed tool arguments', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp();
@@ -58,7 +58,7 @@ describe('a session whose model emitted malformed tool arguments (48)', () => {
     expect(reply).toBe('Sorry, I will send a JSON object next time.');
 
     // The model saw an error result it can correct; blank arguments mean {}
-    // (RELIABILITY 19), so that call ran.
+    // (an empty argument string is the empty object), so that call ran.
     const correction = t.fake!.requests[1]!.body.messages as {
       role: string;
       content: string;

@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 47 — a model that answers `200`, sends the start of its body and
+ * A model that answers `200`, sends the start of its body and
  * stalls. The role's `timeoutMs` bounds the whole call, body included, plain
  * and streamed: the turn fails with 504 LLM_TIMEOUT long before the default
  * timeout, and the session's queue is free for the next chat at once.
@@ -10,7 +10,7 @@ import { chatOn, startTestApp, type TestApp } from '../helpers/test-app.js';
 
 const TIMEOUT_MS = 1_000;
 
-describe('a model that stalls after its headers (47)', () => {
+describe('a model that stalls after its headers', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({ mainModel: { timeoutMs: TIMEOUT_MS, maxRetries: 0 } });

@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 50 — a second `cairn serve` on the same SQLite file is refused
+ * A second `cairn serve` on the same SQLite file is refused
  * at start with one clear line and exit code 1; the first keeps serving.
  * The lock is the OS's: once the holder is `kill -9`ed, a new server starts.
  * Real processes throughout.
@@ -44,7 +44,7 @@ function serveOnce(home: string, args: string[] = ['serve', '--no-daemons']): Pr
   });
 }
 
-describe('one cairn serve per SQLite file (50)', () => {
+describe('one cairn serve per SQLite file', () => {
   const servers: ServerProcess[] = [];
   let home: string | undefined;
   afterEach(async () => {

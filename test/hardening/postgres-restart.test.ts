@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 35 on Postgres: the database server goes away and comes back
+ * A Postgres outage: the database server goes away and comes back
  * while chats run. A turn that meets the outage fails with a 503 and a stable
  * code (never a 500, never a hang), what was acknowledged stays stored and
  * consistent, and the pool recovers on its own when the server is back. Runs

@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 38 and 39: bearer auth (401 + WWW-Authenticate, /health open,
+ * Bearer auth (401 + WWW-Authenticate, /health open,
  * no wildcard CORS, the loopback rule `cairn serve` applies before it binds)
  * and the body limit, for bodies with a Content-Length and for chunked
  * bodies without one over a real socket.
@@ -14,7 +14,7 @@ import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
 const API_KEY = 'sentinel-key-123';
 
-describe('bearer auth (RELIABILITY 38)', () => {
+describe('bearer auth', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({ env: { CAIRN_API_KEY: API_KEY } });
@@ -134,7 +134,7 @@ describe('no API key configured', () => {
   });
 });
 
-describe('the loopback rule of `cairn serve` (RELIABILITY 38)', () => {
+describe('the loopback rule of `cairn serve`', () => {
   it.each(['127.0.0.1', '127.0.0.53', '127.255.255.254', 'localhost', '::1', '[::1]'])(
     '%s is loopback',
     (host) => {
@@ -185,7 +185,7 @@ describe('the loopback rule of `cairn serve` (RELIABILITY 38)', () => {
   });
 });
 
-describe('body limit (RELIABILITY 39)', () => {
+describe('body limit', () => {
   const LIMIT = 2048;
   let t: TestApp;
   let port: number;

@@ -1,5 +1,5 @@
 /**
- * Error messages that say what to do (issue 11): blank text, enum values,
+ * Error messages that say what to do: blank text, enum values,
  * unknown fields, and AGENT_NOT_FOUND for an agent whose file exists but is
  * invalid, against the real app.
  */

@@ -1,12 +1,12 @@
 /**
- * RELIABILITY 40: property tests (fast-check) against the routes' inputs —
+ * Property tests (fast-check) against the routes' inputs —
  * wrong types, extra properties, `__proto__` / `constructor.prototype` keys
  * sent as raw JSON text, deep nesting, huge strings, hostile path segments and
  * query strings. Every answer is a 4xx with a validation-style code, never a
  * 5xx, nothing is coerced into a valid request, nothing is stored, nothing
  * reaches the model, and the test process's prototypes stay clean.
  *
- * Also RELIABILITY 41: hostile agent names and session ids (traversal, encoded
+ * Also hostile agent names and session ids (traversal, encoded
  * traversal, backslashes, NUL, 300 characters, Unicode lookalikes) are 400 or
  * 404 everywhere and touch no file.
  */
@@ -148,7 +148,7 @@ function invalidBodies(
 const json = (arb: fc.Arbitrary<unknown>): fc.Arbitrary<string> =>
   arb.map((v) => JSON.stringify(v));
 
-describe('fuzzing the HTTP inputs (RELIABILITY 40)', () => {
+describe('fuzzing the HTTP inputs', () => {
   let t: TestApp;
   let sessionId: string;
   beforeAll(async () => {
@@ -446,7 +446,7 @@ function listTree(dir: string): string[] {
   return out.sort();
 }
 
-describe('hostile agent names and session ids (RELIABILITY 41)', () => {
+describe('hostile agent names and session ids', () => {
   /** Path segments as they go on the wire: some raw, some percent-encoded. */
   const SEGMENTS: [label: string, segment: string][] = [
     ['../x, raw', '../x'],

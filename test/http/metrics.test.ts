@@ -1,5 +1,5 @@
 /**
- * GET /metrics (DESIGN §14): Prometheus text with the `cairn_` metrics,
+ * GET /metrics: Prometheus text with the `cairn_` metrics,
  * moved by real chats, tasks and compactions against the fake model; behind
  * the API key.
  */

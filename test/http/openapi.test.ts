@@ -1,5 +1,5 @@
 /**
- * GET /openapi.json and GET /docs (DESIGN §14): an OpenAPI 3.1 document
+ * GET /openapi.json and GET /docs: an OpenAPI 3.1 document
  * generated from the routes' own schemas, every route and every error code in
  * it, and a UI whose assets come from the server itself.
  */

@@ -1,5 +1,5 @@
 /**
- * Rate limiting (RELIABILITY 45): with `server.rateLimit` set, a client over
+ * Rate limiting: with `server.rateLimit` set, a client over
  * its budget gets 429 RATE_LIMITED with Retry-After, in the API's envelope;
  * clients are counted apart (per API key, else per address); /health is
  * never limited; with no setting nothing is limited.

@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 44 and 46: a sentinel provider key and a sentinel bearer token
+ * Secrets never leak: a sentinel provider key and a sentinel bearer token
  * go through successful chats, provider 4xx/5xx bodies that echo the key,
  * streamed failures, wrong tokens and an internal error; no response body, SSE
  * stream, log line or file in the home (database included) ever contains
@@ -46,7 +46,7 @@ function readTree(dir: string): [string, string][] {
   return out;
 }
 
-describe('secrets never leave the server (RELIABILITY 44, 46)', () => {
+describe('secrets never leave the server', () => {
   let t: TestApp;
   const logLines: string[] = [];
   const auth = { authorization: `Bearer ${BEARER}` };

@@ -1,5 +1,5 @@
 /**
- * PATCH /sessions/:id and session export/import as NDJSON (DESIGN §14),
+ * PATCH /sessions/:id and session export/import as NDJSON,
  * against the real app and a real SQLite file: a round trip keeps the
  * messages, summary, pointer and compaction history; a bad import leaves
  * nothing behind and says which line is wrong.

@@ -1,5 +1,5 @@
 /**
- * Event streams under clients that never read (RELIABILITY 53), over real
+ * Event streams under clients that never read, over real
  * sockets on 127.0.0.1: each stream's queue is bounded and a client that
  * stops reading is dropped; readers and /health are unaffected; the number of
  * open streams is capped (503 SERVICE_UNAVAILABLE beyond, before a chat turn

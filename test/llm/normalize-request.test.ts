@@ -1,5 +1,5 @@
 /**
- * The outgoing-request normaliser (DESIGN §4; RELIABILITY 1, 2, 4, 5, 7): unit
+ * The outgoing-request normaliser: unit
  * cases for each repair, and property tests over random, damaged histories
  * checked with the same validator the fake provider enforces.
  */

@@ -1,6 +1,6 @@
 /**
  * OpenAIModel against the scripted fake provider, over real HTTP with the real
- * `openai` client (RELIABILITY 10–17, 20, 21): what is retried, how long it
+ * `openai` client: what is retried, how long it
  * waits, what fails fast, and that a broken stream is never taken for an answer.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -129,8 +129,8 @@ describe('OpenAIModel: non-streaming calls', () => {
   });
 });
 
-describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
-  it('retries a 503 and succeeds on the second attempt, logging the request id (10)', async () => {
+describe('OpenAIModel: retries', () => {
+  it('retries a 503 and succeeds on the second attempt, logging the request id', async () => {
     const { model, delays, warnings } = makeModel({ maxRetries: 2 });
     fake.script({ status: 503 }, { content: 'recovered' });
     const response = await model.complete(request());
@@ -142,7 +142,7 @@ describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
     expect(warnings[0]!.requestId).toMatch(/^req_fake_\d+$/);
   });
 
-  it('makes at most maxRetries + 1 attempts: one retry layer only (10)', async () => {
+  it('makes at most maxRetries + 1 attempts: one retry layer only', async () => {
     const { model, delays } = makeModel({ maxRetries: 2 });
     fake.script(...Array.from({ length: 6 }, () => ({ status: 503 })));
     const err = await failure(model.complete(request()));
@@ -152,7 +152,7 @@ describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
     expect(delays).toHaveLength(2);
   });
 
-  it('waits for a short Retry-After, then retries (11)', async () => {
+  it('waits for a short Retry-After, then retries', async () => {
     const { model, delays } = makeModel();
     fake.script({ status: 429, headers: { 'retry-after': '2' } }, { content: 'after the wait' });
     const response = await model.complete(request());
@@ -161,7 +161,7 @@ describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
     expect(chatRequests()).toBe(2);
   });
 
-  it('fails fast on a long Retry-After instead of holding the turn (11)', async () => {
+  it('fails fast on a long Retry-After instead of holding the turn', async () => {
     const { model, delays } = makeModel({ maxRetries: 3 });
     fake.script(
       { status: 429, headers: { 'retry-after': '300' } },
@@ -174,7 +174,7 @@ describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
     expect(delays).toEqual([]);
   });
 
-  it('does not retry a 429 for exhausted quota (12)', async () => {
+  it('does not retry a 429 for exhausted quota', async () => {
     const { model, delays } = makeModel({ maxRetries: 3 });
     fake.script(
       {
@@ -197,7 +197,7 @@ describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
     expect(delays).toEqual([]);
   });
 
-  it.each([400, 401, 403, 404, 422])('does not retry HTTP %i (13)', async (status) => {
+  it.each([400, 401, 403, 404, 422])('does not retry HTTP %i', async (status) => {
     const { model, delays } = makeModel({ maxRetries: 3 });
     fake.script({ status }, { content: 'must not be reached' });
     const err = await failure(model.complete(request()));
@@ -210,7 +210,7 @@ describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
     expect(delays).toEqual([]);
   });
 
-  it('reports a server that hangs past timeoutMs as LLM_TIMEOUT, after its retries (14)', async () => {
+  it('reports a server that hangs past timeoutMs as LLM_TIMEOUT, after its retries', async () => {
     const { model, delays } = makeModel({ timeoutMs: 1_000, maxRetries: 1 });
     fake.script({ hang: true }, { hang: true });
     const err = await failure(model.complete(request()));
@@ -235,7 +235,7 @@ describe('OpenAIModel: retries (RELIABILITY 10–13)', () => {
   });
 });
 
-describe('OpenAIModel: context overflow (RELIABILITY 20)', () => {
+describe('OpenAIModel: context overflow', () => {
   const overflowBodies: [string, unknown][] = [
     [
       'OpenAI context_length_exceeded',
@@ -335,7 +335,7 @@ describe('OpenAIModel: context overflow (RELIABILITY 20)', () => {
   });
 });
 
-describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
+describe('OpenAIModel: streaming', () => {
   it('reassembles content and parallel tool calls and asks for usage', async () => {
     const { model } = makeModel();
     fake.script({
@@ -384,14 +384,14 @@ describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
     expect(response.message.tool_calls).toHaveLength(1);
   });
 
-  it('fails a stream that stalls after its first chunk, with no answer (15)', async () => {
+  it('fails a stream that stalls after its first chunk, with no answer', async () => {
     const { model } = makeModel({ timeoutMs: 1_000, maxRetries: 0 });
     fake.script({ content: 'partial answer', stallAfterFirstChunk: true });
     const err = await failure(stream(model));
     expect(err.code).toBe('LLM_TIMEOUT');
   });
 
-  it('retries a stall that emitted no text yet, and answers from the retry only (15)', async () => {
+  it('retries a stall that emitted no text yet, and answers from the retry only', async () => {
     const { model, delays } = makeModel({ timeoutMs: 1_000, maxRetries: 1 });
     fake.script({ content: 'lost', stallAfterFirstChunk: true }, { content: 'second try' });
     const { response, deltas } = await stream(model);
@@ -401,7 +401,7 @@ describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
     expect(delays).toHaveLength(1);
   });
 
-  it('treats a clean end of stream without finish_reason as an error (16)', async () => {
+  it('treats a clean end of stream without finish_reason as an error', async () => {
     const { model } = makeModel({ maxRetries: 2 });
     fake.script({ content: 'half an answer', noFinish: true }, { content: 'must not be used' });
     const err = await failure(stream(model));
@@ -411,7 +411,7 @@ describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
     expect(chatRequests()).toBe(1);
   });
 
-  it('retries a stream that ended without finish_reason before emitting text (16)', async () => {
+  it('retries a stream that ended without finish_reason before emitting text', async () => {
     const { model } = makeModel({ maxRetries: 1 });
     fake.script(
       { tool_calls: [{ id: 'call_half', name: 'lookup', arguments: '{}' }], noFinish: true },
@@ -422,7 +422,7 @@ describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
     expect(chatRequests()).toBe(2);
   });
 
-  it('fails a stream reset in the middle of tool-call arguments, returning no tool calls (17)', async () => {
+  it('fails a stream reset in the middle of tool-call arguments, returning no tool calls', async () => {
     const { model } = makeModel({ maxRetries: 0 });
     fake.script({
       tool_calls: [{ id: 'call_cut', name: 'lookup', arguments: '{"query":"a long argument"}' }],
@@ -433,7 +433,7 @@ describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
     expect(chatRequests()).toBe(1);
   });
 
-  it('retries a reset that emitted nothing and returns only the retry’s tool calls (17)', async () => {
+  it('retries a reset that emitted nothing and returns only the retry’s tool calls', async () => {
     const { model } = makeModel({ maxRetries: 1 });
     fake.script(
       {
@@ -460,7 +460,7 @@ describe('OpenAIModel: streaming (RELIABILITY 15–17, 21)', () => {
     expect(chatRequests()).toBe(1);
   });
 
-  it('surfaces a data.error chunk as an error, not a partial answer (21)', async () => {
+  it('surfaces a data.error chunk as an error, not a partial answer', async () => {
     const { model } = makeModel({ maxRetries: 2 });
     fake.script({ content: 'text before the error', streamError: true }, { content: 'unused' });
     const err = await failure(stream(model));

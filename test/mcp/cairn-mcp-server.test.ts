@@ -1,5 +1,5 @@
 /**
- * Cairn as an MCP server (DESIGN §11), driven by the official SDK client:
+ * Cairn as an MCP server, driven by the official SDK client:
  * over Streamable HTTP at POST /mcp (behind the bearer key), and over stdio by
  * running the built `cairn mcp` as a child process. Each agent is a
  * `chat_with_<agent>` tool; the reply carries a session id that continues the

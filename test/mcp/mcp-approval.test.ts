@@ -1,5 +1,5 @@
 /**
- * Approval of MCP tools (DESIGN §11 with RELIABILITY 43): an `mcp:` entry
+ * Approval of MCP tools: an `mcp:` entry
  * marked `approval: "required"` in agent.json never runs on the model's word.
  * The chat turn becomes a waiting task with the call on its row; approve runs
  * it on the real MCP server (the reference "everything" server, a child

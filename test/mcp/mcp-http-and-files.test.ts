@@ -1,5 +1,5 @@
 /**
- * MCP servers over HTTP and the filesystem server (DESIGN §11): the everything
+ * MCP servers over HTTP and the filesystem server: the everything
  * server in its Streamable HTTP mode and in its older SSE mode (reached through
  * the fallback), with a `${VAR}` header; the filesystem server reading a file
  * for an agent, and refusing a path outside its roots as a tool error while

@@ -1,5 +1,5 @@
 /**
- * MCP tool servers over stdio (DESIGN §11), against real servers run as child
+ * MCP tool servers over stdio, against real servers run as child
  * processes: the reference "everything" server and a small SDK-built server
  * whose tool list changes. The model sees `<server>__<tool>` names and adapted
  * schemas in requests the fake checks against OpenAI's published API; results

@@ -1,5 +1,5 @@
 /**
- * The pure parts of the MCP client (DESIGN §11): `mcpServers` settings
+ * The pure parts of the MCP client: `mcpServers` settings
  * (strict schema, `${VAR}` expansion, missing variables), model-facing tool
  * names, schema adaptation for providers, and result formatting.
  */

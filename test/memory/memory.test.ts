@@ -1,5 +1,5 @@
 /**
- * Agent memory (DESIGN §2, §3, §6): notes over HTTP, the memory_save /
+ * Agent memory: notes over HTTP, the memory_save /
  * memory_search / memory_delete tools driven by the model, and the build-time
  * injection of the newest notes into the system context (never stored as
  * messages; absent when memory is disabled).

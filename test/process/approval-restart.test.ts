@@ -1,5 +1,5 @@
 /**
- * Tool approval across a real restart (RELIABILITY 43): a task waiting for a
+ * Tool approval across a real restart: a task waiting for a
  * person's approval is killed with its server (SIGKILL), and the next process
  * still shows the pending call, approves it, runs the tool exactly once and
  * completes the task.

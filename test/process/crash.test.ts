@@ -1,14 +1,15 @@
 /**
- * RELIABILITY 28 — `kill -9` under load. A real `cairn serve` process runs
- * concurrent chats over shared sessions against the fake model (small random
- * delays), and is SIGKILLed at a random moment; this repeats on the same
- * database (6 times under heavy load, and 100 times with short turns), then the server is restarted once more and the stored
- * histories are checked: every turn that got a 200 is there whole (its user
- * message immediately followed by its reply), turns on one session never
- * interleave, nothing is stored twice, and SQLite's integrity check passes.
- * A user message with no reply is allowed only where a kill cut its turn: its
- * request never got a 200, and there is at most one per session per kill.
- * Such a message can sit mid-history (the next cycle's turns follow it).
+ * `kill -9` under load. A real `cairn serve` process runs concurrent chats over
+ * shared sessions against the fake model (small random delays), and is
+ * SIGKILLed at a random moment; this repeats on the same database (6 times
+ * under heavy load, and 100 times with short turns), then the server is
+ * restarted once more and the stored histories are checked: every turn that got
+ * a 200 is there whole (its user message immediately followed by its reply),
+ * turns on one session never interleave, nothing is stored twice, and SQLite's
+ * integrity check passes. A user message with no reply is allowed only where a
+ * kill cut its turn: its request never got a 200, and there is at most one per
+ * session per kill. Such a message can sit mid-history (the next cycle's turns
+ * follow it).
  */
 import { rmSync } from 'node:fs';
 import Database from 'better-sqlite3';
@@ -53,7 +54,7 @@ const HEAVY: CrashProfile = {
   minCycles: 6,
 };
 /**
- * RELIABILITY 28's 100 kills, every one of them, with short turns and light
+ * A hundred kills, every one of them, with short turns and light
  * load so the run stays bounded (most of each cycle is the server starting:
  * about 1 s on a quiet machine, 3 s on a loaded one).
  */
@@ -91,7 +92,7 @@ function randomInt(min: number, max: number): number {
   return min + Math.floor(Math.random() * (max - min + 1));
 }
 
-/** The chat envelope (DESIGN §6), as far as this test reads it; an error body on non-200. */
+/** The chat envelope (`POST /agents/:name/chat`) as far as this test reads it; else an error body. */
 interface ChatResponse {
   sessionId: string;
   reply: string;
@@ -187,7 +188,7 @@ function historyProblems(
 describe.each([
   ['6 kills under heavy load', HEAVY],
   ['100 kills of short turns', HUNDRED_KILLS],
-])('kill -9 under concurrent turns on shared sessions (RELIABILITY 28): %s', (_label, profile) => {
+])('kill -9 under concurrent turns on shared sessions: %s', (_label, profile) => {
   let fake: FakeLlmServer;
   let home: string;
   let server: ServerProcess | undefined;

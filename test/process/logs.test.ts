@@ -1,5 +1,5 @@
 /**
- * `cairn serve` logs (DESIGN §14): JSON lines when stdout is not a terminal,
+ * `cairn serve` logs: JSON lines when stdout is not a terminal,
  * human-readable lines on a terminal or with CAIRN_LOG_FORMAT=pretty, and each
  * task transition, chat turn, compaction and daemon tick logged once at info
  * with its ids (never the user's text).

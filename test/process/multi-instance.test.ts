@@ -1,5 +1,5 @@
 /**
- * Many instances, one database (DESIGN §12, issue 12 item 6), with real
+ * Many instances, one database, with real
  * processes: three `cairn serve` on one fresh Postgres database, clients
  * chatting on shared sessions through all three, and `kill -9` of one in the
  * middle of the load. Afterwards: every acknowledged turn is stored (its user

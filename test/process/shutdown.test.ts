@@ -1,5 +1,5 @@
 /**
- * RELIABILITY 29 — SIGTERM while a turn runs. A real `cairn serve` process
+ * SIGTERM while a turn runs. A real `cairn serve` process
  * gets SIGTERM while its model call is still waiting on the fake (1.5 s):
  * the running turn drains and answers 200 with its reply stored, a request
  * that arrives during the drain is refused (503, or the connection is
@@ -33,7 +33,7 @@ function chat(server: ServerProcess, message: string): Promise<Response> {
   });
 }
 
-describe('SIGTERM during a running turn (RELIABILITY 29)', () => {
+describe('SIGTERM during a running turn', () => {
   let fake: FakeLlmServer;
   let home: string;
   let server: ServerProcess | undefined;

@@ -1,5 +1,6 @@
 /**
- * Summary injection (DESIGN §5.2, report §5): the exact, byte-stable texts of
+ * Summary injection (a user + assistant pair after the system messages, so
+ * roles still alternate for strict providers): the exact, byte-stable texts of
  * the injected pair, where it goes, when the acknowledgement is left out, and
  * that nothing changes without a summary.
  */

@@ -1,5 +1,5 @@
 /**
- * KeyedQueue (RELIABILITY 22, DESIGN §4): work on one session runs FIFO and
+ * KeyedQueue: work on one session runs FIFO and
  * never overlaps; a failure does not block what follows; other sessions run
  * in parallel.
  */

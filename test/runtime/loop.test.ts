@@ -1,6 +1,6 @@
 /**
  * The tool-calling loop through the real app, a real SQLite file and the fake
- * provider (DESIGN §4; RELIABILITY 2–5, 18, 19, 22): what is persisted and in
+ * provider: what is persisted and in
  * which order, how tool mistakes are fed back, how a broken reply is handled,
  * how an interrupted or cancelled turn is repaired, and that turns on one
  * session queue instead of interleaving.
@@ -212,7 +212,7 @@ describe('loop: tool call → result → answer', () => {
   });
 });
 
-describe('loop: tool mistakes become tool results and the loop goes on (RELIABILITY 19, DESIGN §4)', () => {
+describe('loop: tool mistakes become tool results and the loop goes on', () => {
   const cases: [string, FakeReply, RegExp[]][] = [
     ['an unknown tool', toolCall('teleport', '{}'), [/no tool named "teleport"/, /echo/]],
     [
@@ -285,7 +285,7 @@ describe('loop: tool mistakes become tool results and the loop goes on (RELIABIL
     expect(body.reply).toBe('done');
   });
 
-  it('sends a placeholder for a tool that returns nothing or blank text (RELIABILITY 5)', async () => {
+  it('sends a placeholder for a tool that returns nothing or blank text', async () => {
     fake.script(
       {
         tool_calls: [
@@ -331,7 +331,7 @@ describe('loop: tool mistakes become tool results and the loop goes on (RELIABIL
   });
 });
 
-describe('loop: broken replies (RELIABILITY 4, 18)', () => {
+describe('loop: broken replies (empty, or cut at the token limit)', () => {
   it('runs no tool and stores nothing for tool calls cut at the token limit, and says so next time', async () => {
     const cut = '{"text":"TRUNCATED-ARGUMENT-MARKER';
     fake.script(
@@ -397,7 +397,7 @@ describe('loop: broken replies (RELIABILITY 4, 18)', () => {
 
 // ---- repair of interrupted and cancelled turns ---------------------------------------------
 
-describe('loop: interrupted and cancelled tool calls (RELIABILITY 2, 3)', () => {
+describe('loop: interrupted and cancelled tool calls', () => {
   it('repairs a turn with 3 calls and 2 results before the next call, and persists the repair', async () => {
     const session = await t.app.runtime.createSession({ agentName: 'assistant' });
     const calls = ['call_crash_1', 'call_crash_2', 'call_crash_3'].map((id) => ({
@@ -511,7 +511,7 @@ describe('loop: interrupted and cancelled tool calls (RELIABILITY 2, 3)', () => 
 
 // ---- one session, one turn at a time --------------------------------------------------------
 
-describe('loop: concurrent chats on one session queue FIFO (RELIABILITY 22)', () => {
+describe('loop: concurrent chats on one session queue FIFO', () => {
   it('runs the second turn only after the first finished; the history never interleaves', async () => {
     const session = await t.app.runtime.createSession({ agentName: 'assistant' });
     fake.setDefault((body: { messages: { role: string; content: string }[] }) => ({

@@ -1,5 +1,6 @@
 /**
- * Issue 8: a chat turn reads its session once per model call at most. The
+ * A chat turn reads its session once per model call at most, so its cost does
+ * not grow with the number of calls. The
  * real store of a real app, with `findSession` counted on the way through:
  * a one-model-call turn reads its session once, under the session's slot
  * (where it may have been closed or reset while the turn queued), whether

@@ -1,5 +1,5 @@
 /**
- * ToolSet argument parsing (RELIABILITY 19): what the model sent is checked
+ * ToolSet argument parsing: what the model sent is checked
  * before anything runs, and every rejection carries the schema so the model
  * can correct itself.
  */

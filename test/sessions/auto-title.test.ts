@@ -1,5 +1,5 @@
 /**
- * Automatic session titles (agent `autoTitle`, DESIGN §14): one call on the
+ * Automatic session titles (agent `autoTitle`): one call on the
  * compact role after the first exchange of an untitled chat session, in the
  * background; off by default, never failing the turn, never overwriting a
  * title that is already set.

@@ -1,5 +1,5 @@
 /**
- * SQLite migrations (DESIGN §3, STYLE convention 5): numbered, applied once in
+ * SQLite migrations (frozen once landed): numbered, applied once in
  * a transaction each, recorded in schema_migrations; a failing migration
  * records nothing; an old database regains missing columns at startup.
  */

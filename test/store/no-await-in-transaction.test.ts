@@ -1,9 +1,10 @@
 /**
- * RELIABILITY 27 / STYLE convention 6: no database transaction spans an
- * `await`. A static check over src/**\/*.ts: every `.transaction(` call gets an
- * inline callback that is not `async` and contains no `await`. The scanner
- * blanks out comments, strings, template text and regex literals first, so
- * parentheses or the word "await" inside them neither hide nor fake a problem.
+ * No database transaction spans an `await` (a transaction held open across a
+ * model or tool call would block every other writer). A static check over
+ * src/**\/*.ts: every `.transaction(` call gets an inline callback that is not
+ * `async` and contains no `await`. The scanner blanks out comments, strings,
+ * template text and regex literals first, so parentheses or the word "await"
+ * inside them neither hide nor fake a problem.
  */
 import fs from 'node:fs';
 import path from 'node:path';

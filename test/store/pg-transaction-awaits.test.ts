@@ -1,11 +1,11 @@
 /**
- * RELIABILITY 27 for the Postgres store: a Postgres transaction is
- * necessarily async, so the rule becomes "a unit of work awaits only its own
- * statements". A static check over src/store/postgres/pg-store.ts: inside every
- * `this.tx(...)` callback, and inside the helpers those callbacks call, each
- * `await` is a query on the transaction's client or one of those helpers —
- * never a model call, a timer, or another unit of work (which would take a
- * second connection while holding the first).
+ * No transaction spans a foreign `await`, for the Postgres store: a Postgres
+ * transaction is necessarily async, so the rule becomes "a unit of work awaits
+ * only its own statements". A static check over src/store/postgres/pg-store.ts:
+ * inside every `this.tx(...)` callback, and inside the helpers those callbacks
+ * call, each `await` is a query on the transaction's client or one of those
+ * helpers — never a model call, a timer, or another unit of work (which would
+ * take a second connection while holding the first).
  */
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';

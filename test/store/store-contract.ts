@@ -1,5 +1,6 @@
 /**
- * The behaviour every `Store` implementation must have (STYLE convention 4):
+ * The behaviour every `Store` implementation must have (one contract suite
+ * per interface, run against every implementation):
  * one suite, registered by each implementation's test file with its own
  * factory, so SQLite today and Postgres later are held to the same contract.
  * Every method of `Store` is exercised here; `sqlite-store.test.ts` checks that

@@ -1,5 +1,5 @@
 /**
- * Subagents (DESIGN §1, §4; RELIABILITY 34): `agent:<name>` becomes a tool
+ * Subagents: `agent:<name>` becomes a tool
  * `agent_<name> {input}` that runs the other agent in a fresh, then closed,
  * `subagent` session under the caller's; its answer is the tool result.
  * Cycles and the depth limit are refused before anything is spawned, and a

@@ -1,9 +1,9 @@
 /**
- * ask_user (DESIGN §1, §4; RELIABILITY 31): a task stops `waiting` with a
- * question, the session refuses other turns with 409 TASK_WAITING, the answer
- * arrives through POST /tasks/:id/resume as the call's tool result, one of two
- * concurrent resumes wins, cancelling keeps the history valid, compaction
- * while waiting never cuts the open call, and in a chat the question is the reply.
+ * ask_user: a task stops `waiting` with a question, the session refuses other
+ * turns with 409 TASK_WAITING, the answer arrives through POST
+ * /tasks/:id/resume as the call's tool result, one of two concurrent resumes
+ * wins, cancelling keeps the history valid, compaction while waiting never cuts
+ * the open call, and in a chat the question is the reply.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ASK_USER_IN_CHAT_RESULT } from '../../src/runtime/runtime.js';
@@ -366,7 +366,8 @@ describe.each(DATABASES)('ask_user and waiting tasks (%s)', (database) => {
     await post('/agents/asker/chat', { message: `Second. ${'r'.repeat(400)}`, sessionId });
 
     // A long question makes the open call the bulk of the history, so the
-    // greedy cut lands past it and must move back before it (DESIGN §5.1 step 7).
+    // greedy cut lands past it and must move back before it:
+    // a cut never separates a tool call from its result.
     const question = `Which city? ${'z'.repeat(3000)}`;
     const task = await waitingTask('Weather please.', sessionId, question);
     t.fake!.script({ content: 'Summary: the user chatted twice and asked for the weather.' });

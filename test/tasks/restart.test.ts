@@ -1,5 +1,5 @@
 /**
- * Tasks across a restart (DESIGN §1; RELIABILITY 28, 29): the task row is the
+ * Tasks across a restart (`kill -9` or SIGTERM): the task row is the
  * source of truth, so a waiting task can be answered by the next process, and
  * a task left `running` by a dead one comes back `interrupted` and resumable,
  * with the tool call it was in the middle of repaired.

@@ -1,5 +1,5 @@
 /**
- * Tasks over HTTP (DESIGN §1, §4, §6): start one in the background or wait
+ * Tasks over HTTP: start one in the background or wait
  * for it, read and list them, the failures that end a task (maxIterations, a
  * model error), a task on an existing session, and the task.* events.
  */

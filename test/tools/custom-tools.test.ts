@@ -1,5 +1,5 @@
 /**
- * Tool modules in an agent's folder (DESIGN §2, §4; RELIABILITY 19): a valid
+ * Tool modules in an agent's folder: a valid
  * call runs with the session in its context; arguments that fail the
  * module's schema are an error result carrying the schema and `run` is never
  * called; a tool slower than its `timeoutMs` is an error result and the loop
