@@ -1,6 +1,6 @@
 /**
  * `node --expose-gc dist-bench/bench/append-spikes.js`: where the slow appends
- * come from (issue 8, p95 of the growing conversation). Appends TURNS turns
+ * come from (the p95 of the growing conversation). Appends TURNS turns
  * (a question, a reply and their events, as a chat turn commits them) to one
  * session through the real SqliteStore and times each in CPU time of this
  * thread (so other processes on a busy machine show less), then prints the

@@ -1,6 +1,6 @@
 /**
  * `node dist-bench/bench/fts-insert.js`: the cost of the full-text index per
- * message insert, option by option (issue 8). Not part of `npm run bench`'s
+ * message insert, option by option. Not part of `npm run bench`'s
  * table: it picks the index design once; the choice and its figures are
  * recorded in migration 008 (src/store/sqlite/migrations/008-*.ts).
  *

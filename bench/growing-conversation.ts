@@ -15,7 +15,7 @@
  * Peer figures: Mastra measured on this kind of machine in the same shape (one
  * growing conversation, in process, the same fake over loopback, 40-message
  * context): 13.7 / 14.7 / 35.2 / 80.0 ms median at 100 / 1 000 / 10 000 /
- * 30 000 stored messages (issue 8).
+ * 30 000 stored messages.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

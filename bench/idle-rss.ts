@@ -1,6 +1,6 @@
 /**
  * `node --expose-gc dist-bench/bench/idle-rss.js [turns]`: the idle-RSS row
- * alone, with where the memory goes (issue 8). Builds the app on the demo
+ * alone, with where the memory goes. Builds the app on the demo
  * home like `npm run bench`, measures RSS after GC right after start, runs
  * `turns` chat turns over HTTP (default 2 000) against the fake model, and
  * measures again; prints process.memoryUsage() at each point, and what the

@@ -1,5 +1,5 @@
 /**
- * The cost of the OpenAI-compatible layer (DESIGN §10): one chat turn through
+ * The cost of the OpenAI-compatible layer: one chat turn through
  * `POST /v1/chat/completions` against the same turn through the native
  * `POST /agents/:name/chat`, at the same session size, in-process (inject,
  * built-in offline model, no network), so the difference is the /v1 layer's

@@ -1,5 +1,5 @@
 /**
- * The Postgres rows (DESIGN §12, issue 12 item 7), on a fresh database of the
+ * The Postgres rows, on a fresh database of the
  * local server (CAIRN_BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
  * dropped afterwards.
  *

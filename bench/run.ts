@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: Cairn's budgets (DESIGN §8), measured — never asserted in
+ * `npm run bench`: Cairn's budgets, measured — never asserted in
  * the test suite. Prints one markdown table. Runs against the compiled app in
  * dist/ (what `npm start` runs), over loopback HTTP, with the model replaced
  * by an instant fake in a separate process.
@@ -41,8 +41,9 @@
  *   a cold `node dist/cli/main.js serve` process from spawn to its first
  *   200 on GET /health (node start-up and module loading included).
  *
- * The aims beside the latency rows come from DESIGN §8: a fifth of a peer
- * framework's in-process cost (11 ms at 100 messages, 53 ms at 30 000).
+ * The aims beside the latency rows: a fifth of a peer framework's in-process
+ * cost (Mastra: 11 ms at 100 messages, 53 ms at 30 000), though Cairn's turn
+ * crosses HTTP.
  *
  * Reading the numbers: latency includes the loopback round trip to the fake
  * and the client's own work, so it is an upper bound on the server's cost.
@@ -89,7 +90,7 @@ const COLD_STARTS = 3;
 const BUDGET_RSS_MB = 100;
 const BUDGET_START_MS = 1_000;
 const BUDGET_HISTORY_RATIO = 1.1;
-/** DESIGN §8: a fifth of the peer's 11 ms (100 messages) and 53 ms (30 000). */
+/** A fifth of the peer's 11 ms (100 messages) and 53 ms (30 000). */
 const AIM_SMALL_MS = 11 / 5;
 const AIM_LARGE_MS = 53 / 5;
 
@@ -471,7 +472,7 @@ async function main(): Promise<void> {
       '|---|---|---|---|',
       ...rows.map((r) => `| ${r.join(' | ')} |`),
       '',
-      `(${single.turns + parallel.turns + bySize.reduce((n, s) => n + s.turns, 0)} measured turns after ${WARMUP_TURNS} warm-up turns; ✓/✗ compare against the budget and the DESIGN §8 aims.)`,
+      `(${single.turns + parallel.turns + bySize.reduce((n, s) => n + s.turns, 0)} measured turns after ${WARMUP_TURNS} warm-up turns; ✓/✗ compare against the budget and the latency aims.)`,
     ];
     console.log(out.join('\n'));
   } finally {

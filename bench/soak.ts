@@ -1,5 +1,5 @@
 /**
- * `npm run soak -- --minutes N` (RELIABILITY 37): a bounded soak of a real
+ * `npm run soak -- --minutes N`: a bounded soak of a real
  * `cairn serve` process (the compiled dist/cli/main.js, daemons on) against
  * the fake model, on 127.0.0.1 only. It stops by itself after N minutes
  * (default 10, at most 240) and prints one table row per sample:

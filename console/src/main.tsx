@@ -1,4 +1,4 @@
-/** Entry point of the web console (DESIGN §13). */
+/** Entry point of the web console. */
 import { render } from 'preact';
 import { App } from './views/App';
 import './styles.css';

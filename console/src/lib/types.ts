@@ -1,4 +1,4 @@
-/** The shapes the console reads from the HTTP API (DESIGN §6), as stored (snake_case). */
+/** The shapes the console reads from the HTTP API, as stored (snake_case). */
 
 export interface ToolCall {
   id: string;
