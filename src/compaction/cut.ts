@@ -5,7 +5,7 @@
  * The greedy rule is by length, not count (a few giant tool outputs weigh more
  * than many short replies): take whole messages from the oldest until the batch
  * reaches `floor(totalLength × compactPercent / 100)` (the session's
- * `compact_count`), rounding up. The amendment: the cut may only fall where no
+ * `compact_count`), rounding up. One more rule: the cut may only fall where no
  * tool call is open — every call in the batch has its result in the batch and
  * the first message after the cut is not a `tool` message — so the request
  * built from the summary and the remaining tail is always one a provider

@@ -141,7 +141,7 @@ export class DefaultCompaction {
     span: TraceSpan | undefined,
   ): Promise<CompactResult | DryRunResult> {
     const { store } = this.deps;
-    // 1. The session as it is now: the compare-and-set below checks it is unchanged.
+    // The session as it is now: the compare-and-set below checks it is unchanged.
     const session = requireSession(await store.findSession(options.sessionId), options.sessionId);
     if (session.status === 'closed') {
       throw new CairnError(
@@ -159,7 +159,7 @@ export class DefaultCompaction {
       output_tokens: 0,
     });
 
-    // 2–8. Plan over metadata only (no contents), so 100 000 messages stay cheap.
+    // Plan the cut over metadata only (no contents), so 100 000 messages stay cheap.
     const metas = await store.listMessageMeta(session.id, session.compact_seq);
     const maxCutoff =
       options.beforeSeq === undefined
@@ -198,7 +198,7 @@ export class DefaultCompaction {
     }
     if (request.cutoff === 0) return upToDate();
 
-    // 9. The model call; no lock is held meanwhile.
+    // The summary call; no lock is held meanwhile.
     const { messages, maxTokens } = summaryRequest({
       previousSummary: session.compact_summary,
       transcript: request.transcript,
@@ -213,7 +213,7 @@ export class DefaultCompaction {
       maxSummaryChars,
     );
 
-    // 11. Compare-and-set: lands only if nobody compacted or reset meanwhile.
+    // Compare-and-set: lands only if nobody compacted or reset meanwhile.
     const last = metas[request.cutoff - 1]!;
     const updated = await store.commitCompaction({
       sessionId: session.id,
@@ -234,7 +234,7 @@ export class DefaultCompaction {
         `Session "${session.id}" was compacted or reset by someone else meanwhile; nothing was changed. Retry if still needed.`,
       );
     }
-    // 12.
+    // Announced only once committed.
     await this.deps.events.emit('context.defaultCompacted', session.id, {
       compactedCount: request.cutoff,
       newSize: updated.compact_size,

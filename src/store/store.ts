@@ -3,10 +3,11 @@
  * intersection of one small interface per kind of record (sessions, message
  * log, compactions, tasks, daemon leases, events, memory); consumers are typed
  * with only the parts they use, so a second dialect can implement and test the
- * parts one by one. SQLite implements it today and Postgres can implement it
- * next without touching the runtime. Each method is one unit of work: implementations commit it in one
- * transaction before the returned promise resolves, so callers never hold a
- * transaction across an `await`.
+ * parts one by one. SQLite (the default) and Postgres (several instances on
+ * one database) both implement it, and the runtime never knows which. Each
+ * method is one unit of work: implementations commit it in one transaction
+ * before the returned promise resolves, so callers never hold a transaction
+ * across an `await`.
  */
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { FallbackHop } from '../llm/model-client.js';

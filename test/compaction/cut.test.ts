@@ -1,6 +1,6 @@
 /**
  * The pure cut planner of defaultCompaction: the greedy-by-length rule on
- * worked examples, the tool-safe amendment case by case, and property tests
+ * worked examples, the tool-safe rule case by case, and property tests
  * over random histories (parallel tool calls, results in any order, pending
  * calls at the end) checking that the request built from the summary and the
  * tail after the cut is one a provider accepts, without needing any repair.
