@@ -4,6 +4,7 @@
  * order, a late commit of a lower id is waited for (never skipped), and a
  * hole left by a rolled-back insert is stepped over after the grace period.
  */
+import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { SharedEventFeed } from '../../src/coordination/shared-event-feed.js';
@@ -15,6 +16,8 @@ let db: ScratchDatabase;
 const feeds: SharedEventFeed[] = [];
 
 let store: PgStore;
+/** This run's own instance name: cutting its connection never touches another run's. */
+const INSTANCE = `test-${randomBytes(4).toString('hex')}`;
 
 beforeAll(async () => {
   db = await createScratchDatabase();
@@ -36,7 +39,7 @@ async function startFeed(
   const seen: EventRow[] = [];
   const feed = new SharedEventFeed({
     connectionString: db.url,
-    instanceId: 'test',
+    instanceId: INSTANCE,
     store,
     deliver: (events) => seen.push(...events),
     gapGraceMs,
@@ -114,7 +117,8 @@ describe('SharedEventFeed', () => {
     await insert(db.pool, 'one');
     await until(() => seen.length === 1, 'first event delivered');
     await db.pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cairn test events'`,
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1',
+      [`cairn ${INSTANCE} events`],
     );
     await insert(db.pool, 'two');
     await insert(db.pool, 'three');
