@@ -1,28 +1,23 @@
 /**
- * The fast tier for the edit loop (`npm run test:fast`): every test that runs
- * in this process — no spawned `cairn` processes, MCP server children or
- * browser, and no build of dist/ first. `npm test` (and CI) runs everything.
+ * The fast tier for the edit loop (`npm run test:fast`): every test that needs
+ * nothing but Node — no Postgres, no spawned processes (the `cairn` bin, MCP
+ * server children, tmux, Chromium, private Postgres clusters) and no build of
+ * dist/ first. A test's tier is in its file name, and
+ * test/repo/test-tiers.test.ts fails when a file needs more than its name says:
+ *
+ *   name.test.ts          Node only (this tier)
+ *   name.pg.test.ts       the local Postgres (or CAIRN_TEST_DATABASE_URL), in this process
+ *   name.process.test.ts  real child processes and the build; may use Postgres too
+ *
+ * `npm test` (and CI) runs every tier.
  */
 import { defineConfig, mergeConfig } from 'vitest/config';
 import base from './vitest.config.js';
 
-/** Tests that spawn processes (the compiled bin, MCP servers, Chromium) or read the build. */
-export const PROCESS_TESTS = [
-  'test/cli/**',
-  'test/process/**',
-  'test/mcp/**',
-  'test/console/browser.test.ts',
-  'test/console/static.test.ts',
-  'test/hardening/busy-database.test.ts',
-  'test/hardening/daemon-lease-dead-owner.test.ts',
-  'test/hardening/empty-api-key.test.ts',
-  'test/hardening/one-server-per-database.test.ts',
-  'test/hardening/postgres-restart.test.ts',
-  'test/package.test.ts',
-  'test/docs/docs-snippets.test.ts',
-];
+/** The file-name suffixes of the tiers above this one. */
+export const SLOWER_TIERS = ['**/*.pg.test.ts', '**/*.process.test.ts'];
 
 export default mergeConfig(
   { ...base, test: { ...base.test, globalSetup: [] } },
-  defineConfig({ test: { exclude: ['**/node_modules/**', ...PROCESS_TESTS] } }),
+  defineConfig({ test: { exclude: ['**/node_modules/**', ...SLOWER_TIERS] } }),
 );
