@@ -9,7 +9,8 @@
  *   heap in use (`cairn_process_heap_used_bytes` from GET /metrics);
  * - wal KB: size of the SQLite write-ahead log;
  * - turns: chats answered 200 since the previous row; compactions: manual
- *   POST /sessions/:id/compact answered 200;
+ *   POST /sessions/:id/compact answered 200; auto: the server's automatic
+ *   compactions since it started (the conversations stay at a steady size);
  * - lock: answers that say the database was busy or locked (503
  *   SERVICE_UNAVAILABLE while not restarting); 5xx: every other 5xx;
  * - down: requests refused while the server was restarting (expected);
@@ -54,6 +55,8 @@ const WARM_UP_MS = 60_000;
 /** RSS at the end may exceed RSS after the warm-up by this fraction at most. */
 const MAX_RSS_GROWTH = 0.15;
 const READY_TIMEOUT_MS = 30_000;
+/** Small enough that every session compacts several times a minute. */
+const SOAK_CONTEXT_WINDOW = 4_096;
 
 function minutesArg(argv: string[]): number {
   const at = argv.indexOf('--minutes');
@@ -76,6 +79,11 @@ function makeSoakHome(baseURL: string): string {
       system: 'You are a soak-test assistant.',
       tools: ['current_time'],
       maxIterations: 4,
+      // Each conversation reaches its steady size within the warm-up and
+      // stays there: automatic compaction at half the small window below.
+      // Without it every turn carries a longer history than the one before,
+      // and RSS grows with the working set, which is not a leak.
+      defaultCompaction: { autoThreshold: 50 },
     },
     ticker: {
       name: 'ticker',
@@ -92,7 +100,15 @@ function makeSoakHome(baseURL: string): string {
   writeFileSync(
     join(home, 'cairn.json'),
     JSON.stringify({
-      models: { main: { baseURL, model: 'soak-model', maxRetries: 0, timeoutMs: 10_000 } },
+      models: {
+        main: {
+          baseURL,
+          model: 'soak-model',
+          maxRetries: 0,
+          timeoutMs: 10_000,
+          contextWindow: SOAK_CONTEXT_WINDOW,
+        },
+      },
     }),
   );
   return home;
@@ -117,6 +133,10 @@ class Server {
         CAIRN_HOST: '127.0.0.1',
         CAIRN_PORT: String(port),
         CAIRN_LOG_LEVEL: 'error',
+        // e.g. --heapsnapshot-signal=SIGUSR2, to look inside a growing process.
+        ...(process.env.CAIRN_SOAK_NODE_OPTIONS
+          ? { NODE_OPTIONS: process.env.CAIRN_SOAK_NODE_OPTIONS }
+          : {}),
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
@@ -160,13 +180,22 @@ function openFds(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;
 }
 
-/** The server's V8 heap in use, from its metrics. */
-async function heapMb(url: string): Promise<number | undefined> {
+/** From the server's metrics: its V8 heap in use, and its automatic compactions so far. */
+async function serverFigures(url: string): Promise<{ heapMb?: number; autoCompactions: number }> {
   const text = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(2_000) })
     .then((res) => res.text())
     .catch(() => '');
   const bytes = /^cairn_process_heap_used_bytes (\d+(?:\.\d+)?)/m.exec(text)?.[1];
-  return bytes === undefined ? undefined : Math.round(Number(bytes) / 1024 / 1024);
+  let autoCompactions = 0;
+  for (const match of text.matchAll(
+    /^cairn_compactions_total\{[^}]*trigger="auto"[^}]*\} (\d+)/gm,
+  )) {
+    autoCompactions += Number(match[1]);
+  }
+  return {
+    ...(bytes === undefined ? {} : { heapMb: Math.round(Number(bytes) / 1024 / 1024) }),
+    autoCompactions,
+  };
 }
 
 function fileKb(path: string): number {
@@ -271,10 +300,10 @@ async function main(): Promise<void> {
       `${restartsOn ? 'restarts' : 'no restarts'}, home ${home}\n`,
   );
   console.log(
-    '| t (s) | rss MB | heap MB | fds | wal KB | turns | compactions | lock | 5xx | down | restarts |',
+    '| t (s) | rss MB | heap MB | fds | wal KB | turns | compactions | auto | lock | 5xx | down | restarts |',
   );
   console.log(
-    '|------:|-------:|--------:|----:|-------:|------:|------------:|-----:|----:|-----:|---------:|',
+    '|------:|-------:|--------:|----:|-------:|------:|------------:|-----:|-----:|----:|-----:|---------:|',
   );
   let warmRss: number | undefined;
   let lastRss: number | undefined;
@@ -283,6 +312,7 @@ async function main(): Promise<void> {
     let rss = '-';
     let fds = '-';
     let heap = '-';
+    let auto = '-';
     const t = Math.round((Date.now() - started) / 1000);
     try {
       if (pid !== undefined && !restarting) {
@@ -291,13 +321,15 @@ async function main(): Promise<void> {
         fds = String(openFds(pid));
         lastRss = mb;
         if (warmRss === undefined && t * 1000 >= WARM_UP_MS) warmRss = mb;
-        heap = String((await heapMb(server.url)) ?? '-');
+        const figures = await serverFigures(server.url);
+        heap = String(figures.heapMb ?? '-');
+        auto = String(figures.autoCompactions);
       }
     } catch {
       // the process is being replaced
     }
     console.log(
-      `| ${t} | ${rss} | ${heap} | ${fds} | ${fileKb(`${dbPath}-wal`)} | ${counters.turns} | ${counters.compactions} | ${counters.lock} | ${counters.other5xx} | ${counters.down} | ${restarts} |`,
+      `| ${t} | ${rss} | ${heap} | ${fds} | ${fileKb(`${dbPath}-wal`)} | ${counters.turns} | ${counters.compactions} | ${auto} | ${counters.lock} | ${counters.other5xx} | ${counters.down} | ${restarts} |`,
     );
     // Forget the fake's records: they would grow for hours.
     fake.requests.length = 0;
