@@ -10,8 +10,8 @@
  *   as JSON, such as `10` or `"New York"`, is taken as JSON), or plain text,
  *   which fills the tool's one text parameter;
  * - a line `/ask <question>`: the `ask_user` tool with that question;
- * - the words `use the <name> tool`, optionally followed by `: <text>` for the
- *   tool's one text parameter;
+ * - the words `use the <name> tool`, optionally followed by `: <text>` (to the
+ *   end of its sentence), read like the arguments of a `/tool` line;
  * - the words `ask me <question>` (or `ask me: <question>`), up to the end of
  *   the sentence: the `ask_user` tool.
  *
@@ -44,7 +44,9 @@ export interface DoneCall {
 
 const TOOL_LINE = /^\s*\/tool\s+([A-Za-z0-9_-]+)(?:[ \t]+(.*))?$/;
 const ASK_LINE = /^\s*\/ask\s+(.+)$/;
-const USE_WORDS = /\buse\s+(?:the\s+)?`?([A-Za-z0-9_-]+)`?\s+tool\b(?:\s*:\s*([^\n]*))?/gi;
+/** "use the book_hotel tool: Lyon." — the text runs to the end of its sentence. */
+const USE_WORDS =
+  /\buse\s+(?:the\s+)?`?([A-Za-z0-9_-]+)`?\s+tool\b(?:\s*:\s*((?:[^\n.!?;]|[.!?;](?!\s|$))*[.!?;]?))?/gi;
 const ASK_WORDS = /\bask\s+me\b\s*:?\s*([^\n.?!]*[?]?)/gi;
 const KEY_VALUES = /^(?:\s*[A-Za-z_][\w.-]*=(?:"(?:[^"\\]|\\.)*"|\S+))+\s*$/;
 const KEY_VALUE = /([A-Za-z_][\w.-]*)=("(?:[^"\\]|\\.)*"|\S+)/g;
@@ -149,8 +151,10 @@ export function offlineSteps(message: string, tools: readonly ToolSpec[]): Offli
     if (tool) found.push({ at: offset, step: step(tools, tool[1]!, tool[2] ?? '') });
     else if (ask) found.push({ at: offset, step: askStep(tools, ask[1]!) });
     else {
-      for (const use of line.matchAll(USE_WORDS))
-        found.push({ at: offset + use.index, step: step(tools, use[1]!, use[2] ?? '') });
+      for (const use of line.matchAll(USE_WORDS)) {
+        const text = (use[2] ?? '').replace(/[.;]$/, '');
+        found.push({ at: offset + use.index, step: step(tools, use[1]!, text) });
+      }
       for (const words of line.matchAll(ASK_WORDS)) {
         if (words[1]!.trim() === '') continue;
         found.push({ at: offset + words.index, step: askStep(tools, words[1]!) });

@@ -99,6 +99,18 @@ describe('offline model directives', () => {
     expect(calls('Please use `book_hotel` tool: Annecy')).toEqual([
       ['book_hotel', { city: 'Annecy' }],
     ]);
+    expect(
+      calls('Book hotels. Use the book_hotel tool: Lyon. Use the book_hotel tool: St. Malo.'),
+    ).toEqual([
+      ['book_hotel', { city: 'Lyon' }],
+      ['book_hotel', { city: 'St' }],
+    ]);
+    expect(calls('Use the book_hotel tool: city=Lyon; then rest.')).toEqual([
+      ['book_hotel', { city: 'Lyon' }],
+    ]);
+    expect(calls('Use the ask_user tool: Which city?')).toEqual([
+      ['ask_user', { question: 'Which city?' }],
+    ]);
   });
 
   it('keeps the order of the message, one step per directive', () => {
