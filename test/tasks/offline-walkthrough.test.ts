@@ -110,6 +110,15 @@ describe('the offline model walks through tools, ask_user and approval', () => {
     expect(body.reply.startsWith(`${OFFLINE_LABEL} You said:`)).toBe(true);
   });
 
+  it('in a chat, the question it asks is the reply, and the answer is the next message', async () => {
+    const res = await post('/agents/planner/chat', { message: '/ask Which city?' });
+    const body = res.json<Envelope>();
+    expect(body.reply).toBe('Which city?');
+    const next = await post('/agents/planner/chat', { message: 'Lyon', sessionId: body.sessionId });
+    expect(next.json<Envelope>().reply.startsWith(`${OFFLINE_LABEL} You said: "Lyon"`)).toBe(true);
+    requestsWereNormalised();
+  });
+
   it('a task waits on ask_user, is answered, and completes with the answer', async () => {
     const started = await post('/agents/planner/tasks?wait=true', {
       input: 'Plan a three-day trip. Ask me which city the trip should start from.',
