@@ -1,13 +1,17 @@
 /**
  * The built-in `offline` model: deterministic, no network, so `npm start`
- * works with no API key. Chat replies are canned and say what they are;
- * summaries are extractive (the first words of each line of the input);
- * a session title is the first words the user wrote.
+ * works with no API key. Chat replies are canned and say what they are; it
+ * calls a tool only when the newest user message tells it to (the directives
+ * of `offline-tools.ts`), and then replies with the results; summaries are
+ * extractive (the first words of each line of the input); a session title is
+ * the first words the user wrote.
  */
 import { CHARS_PER_TOKEN, estimateMessagesTokens, estimateTextTokens } from './tokens.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
 import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/settings.js';
 import { extractSections } from './offline-sections.js';
+import { decideOffline, type DoneCall } from './offline-tools.js';
+import type { ChatMessage } from './messages.js';
 import {
   ADDITIONAL_INSTRUCTIONS,
   NEW_MESSAGES,
@@ -17,7 +21,14 @@ import {
 export const OFFLINE_LABEL = '[offline model]';
 const QUOTE_CHARS = 200;
 const LINE_CHARS = 160;
+const RESULT_CHARS = 500;
 const TITLE_WORDS = 6;
+/** How to make it call a tool, in every canned reply. */
+export const OFFLINE_DIRECTIVES_HINT =
+  'It calls a tool only when told to: a line "/tool <name> {json args}" or "/ask <question>", or the words "use the <name> tool" or "ask me …".';
+/** Ends every reply that reports tool results. */
+export const OFFLINE_TOOL_NOTE =
+  "(Cairn's built-in offline model calls tools only when a message tells it to; a real model decides by itself.)";
 /** Words a title should not end on ("Help me plan a trip to" reads cut off). */
 const DANGLING_WORDS = new Set(
   'a an and are at but by for from i in is my of on or the to with'.split(' '),
@@ -28,37 +39,68 @@ function clip(text: string, max: number): string {
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
 }
 
+function text(content: string): ChatMessage {
+  return { role: 'assistant', content };
+}
+
+/** `I called current_time {}; it returned: {…}.` */
+function describeResult(call: DoneCall): string {
+  const result = clip(call.result, RESULT_CHARS);
+  return `I called ${call.name} ${call.arguments}; it returned: ${result}${/[.!?]$/.test(result) ? '' : '.'}`;
+}
+
 export class OfflineModel implements ModelClient {
   readonly model = OFFLINE_MODEL_NAME;
 
   constructor(readonly contextWindow: number = DEFAULT_CONTEXT_WINDOW_TOKENS) {}
 
   async complete(request: ModelRequest, options: ModelCallOptions = {}): Promise<ModelResponse> {
-    const content =
+    const message =
       request.purpose === 'summary'
-        ? this.summarize(request)
+        ? text(this.summarize(request))
         : request.purpose === 'title'
-          ? this.title(request)
-          : this.reply(request);
-    if (options.onDelta) {
+          ? text(this.title(request))
+          : this.chat(request);
+    const content = message.content ?? '';
+    if (options.onDelta && content !== '') {
       // Stream in word-sized pieces so SSE clients see real deltas.
       for (const piece of content.match(/\S+\s*/g) ?? [content]) options.onDelta(piece);
     }
+    const calls = message.tool_calls ?? [];
     return {
-      message: { role: 'assistant', content },
-      finishReason: 'stop',
+      message,
+      finishReason: calls.length > 0 ? 'tool_calls' : 'stop',
       usage: {
         prompt_tokens: estimateMessagesTokens(request.messages),
-        completion_tokens: estimateTextTokens(content),
+        completion_tokens: estimateTextTokens(
+          content + calls.map((c) => c.function.name + c.function.arguments).join(''),
+        ),
       },
       model: OFFLINE_MODEL_NAME,
     };
   }
 
+  /** A tool call when the newest user message asks for one, else a text reply. */
+  private chat(request: ModelRequest): ChatMessage {
+    const decision = decideOffline(request.messages, request.tools ?? []);
+    if (decision.kind === 'none') return text(this.reply(request));
+    if (decision.kind === 'call') {
+      const { name } = decision.call.function;
+      return {
+        role: 'assistant',
+        content: `${OFFLINE_LABEL} Calling the tool ${name}, as your message asked.`,
+        tool_calls: [decision.call],
+      };
+    }
+    const parts = decision.results.map(describeResult);
+    if (decision.problem !== undefined) parts.push(decision.problem);
+    return text(`${OFFLINE_LABEL} ${parts.join(' ')} ${OFFLINE_TOOL_NOTE}`);
+  }
+
   private reply(request: ModelRequest): string {
     const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
     const said = clip(lastUser?.content ?? '', QUOTE_CHARS);
-    return `${OFFLINE_LABEL} You said: "${said}". This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model.`;
+    return `${OFFLINE_LABEL} You said: "${said}". This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model. ${OFFLINE_DIRECTIVES_HINT}`;
   }
 
   /**

@@ -8,6 +8,12 @@
  *
  * The fake model answers like the guide's examples: the `planner` of chapter
  * 05 asks where the trip starts, and continues once the answer arrives.
+ *
+ * A shell variable a snippet sets (`TASK=$(curl …)`) is there for the later
+ * snippets, as in one terminal. The chapters whose walkthroughs use tools
+ * (05–07) run a second time against a server with no model configured, so
+ * the built-in offline model answers: what they tell the reader to type
+ * makes it ask, wait for approval and call tools as the text says.
  */
 import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -36,6 +42,7 @@ const FILES = [
     '04-sessions-and-chat',
     '05-tasks',
     '06-subagents-and-daemons',
+    '07-tools',
     '08-memory',
     '09-security',
     '10-openai-api',
@@ -93,9 +100,68 @@ function guideModel(body: any): FakeReply {
   return { content: 'Hello Ada.' };
 }
 
+/**
+ * The chapters run again with the offline model, each with what its output
+ * must show: the walkthrough happened, not merely no error.
+ */
+const OFFLINE_FILES: Record<string, readonly string[]> = {
+  'docs/guide/05-tasks.md': [
+    '"status":"waiting","input":"Plan a three-day trip. Ask me: Which city should the trip start from?"',
+    'it returned: Lyon.',
+    '"pending_arguments":"{\\"city\\":\\"Lyon\\"}"',
+    '"pending_arguments":"{\\"city\\":\\"Annecy\\"}"',
+    'it returned: Booked a room in Lyon. I called book_hotel {\\"city\\":\\"Annecy\\"}; it returned: A person denied this tool call; it was not run. Their reason: not this month.',
+  ],
+  'docs/guide/06-subagents-and-daemons.md': [
+    'I called agent_helper {\\"input\\":\\"Which language do they speak in Lyon?\\"}; it returned: [offline model] You said:',
+    '"mode":"subagent"',
+  ],
+  'docs/guide/07-tools.md': ['I called current_time {}; it returned: {\\"iso\\":'],
+};
+
+/** Variables a snippet assigns at the start of a line (`TASK=$(…)`). */
+function assignedVariables(code: string): string[] {
+  return [
+    ...new Set([...code.matchAll(/^\s*(?:export\s+)?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]!)),
+  ];
+}
+
 interface Run {
   code: number;
   output: string;
+}
+
+/** Runs `code` in bash with the variables earlier snippets set, and keeps the ones it sets. */
+function runSnippet(code: string, cwd: string, env: Record<string, string>): Promise<Run> {
+  const vars = join(cwd, '.docs-test-vars');
+  const saved = assignedVariables(code);
+  const script = [
+    `if [ -f '${vars}' ]; then . '${vars}'; fi`,
+    code,
+    ...(saved.length > 0 ? [`declare -p ${saved.join(' ')} >> '${vars}'`] : []),
+  ].join('\n');
+  return new Promise((resolve) => {
+    const child = execFile(
+      'bash',
+      ['--norc', '--noprofile', '-eo', 'pipefail', '-c', script],
+      { cwd, env, timeout: 30_000, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) =>
+        resolve({
+          code: error ? (typeof error.code === 'number' ? error.code : 1) : 0,
+          output: stdout + stderr,
+        }),
+    );
+    child.stdin?.end();
+  });
+}
+
+/** `home/bin/cairn`: the compiled CLI, as `npm link` would install it. */
+function cliEnv(home: string, url: string): Record<string, string> {
+  const bin = join(home, 'bin');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'cairn'), `#!/bin/sh\nexec '${process.execPath}' '${CLI_PATH}' "$@"\n`);
+  chmodSync(join(bin, 'cairn'), 0o755);
+  return { PATH: `${bin}:${process.env.PATH ?? ''}`, CAIRN_URL: url, CAIRN_HOME: home };
 }
 
 const GUIDE = readdirSync(join(ROOT, 'docs/guide'))
@@ -124,37 +190,13 @@ describe('docs snippets run as written', () => {
     fake.setDefault(guideModel);
     home = makeHome({}, fake.baseURL);
     server = await spawnServer({ home });
-    const bin = join(home, 'bin');
-    mkdirSync(bin);
-    writeFileSync(join(bin, 'cairn'), `#!/bin/sh\nexec '${process.execPath}' '${CLI_PATH}' "$@"\n`);
-    chmodSync(join(bin, 'cairn'), 0o755);
-    env = {
-      PATH: `${bin}:${process.env.PATH ?? ''}`,
-      CAIRN_URL: server.url,
-      CAIRN_HOME: home,
-    };
+    env = cliEnv(home, server.url);
   });
   afterAll(async () => {
     await server.stop('SIGTERM');
     await fake.close();
     rmSync(home, { recursive: true, force: true });
   });
-
-  function run(code: string): Promise<Run> {
-    return new Promise((resolve) => {
-      const child = execFile(
-        'bash',
-        ['--norc', '--noprofile', '-eo', 'pipefail', '-c', code],
-        { cwd: home, env, timeout: 30_000, maxBuffer: 16 * 1024 * 1024 },
-        (error, stdout, stderr) =>
-          resolve({
-            code: error ? (typeof error.code === 'number' ? error.code : 1) : 0,
-            output: stdout + stderr,
-          }),
-      );
-      child.stdin?.end();
-    });
-  }
 
   for (const file of FILES) {
     const snippets = shellSnippets(readFileSync(join(ROOT, file), 'utf8'));
@@ -173,7 +215,7 @@ describe('docs snippets run as written', () => {
           ).toBeDefined();
           code = code.replace(pattern, last!);
         }
-        const result = await run(code);
+        const result = await runSnippet(code, home, env);
         const where = `${file}:${snippet.line}\n${code}\n---\n${result.output}`;
         expect(result.code, where).toBe(0);
         expect(result.output, where).not.toMatch(/"error":\s*\{\s*"code"/);
@@ -184,6 +226,43 @@ describe('docs snippets run as written', () => {
           if (printed) lastIds[kind as keyof typeof EXAMPLE_IDS] = printed;
         }
       }
+    });
+  }
+});
+
+describe('the tool walkthroughs as written, with the offline model', () => {
+  let home: string;
+  let server: ServerProcess;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    home = makeHome({}, null);
+    server = await spawnServer({ home });
+    env = cliEnv(home, server.url);
+  });
+  afterAll(async () => {
+    await server.stop('SIGTERM');
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  for (const [file, expected] of Object.entries(OFFLINE_FILES)) {
+    it(`${file}: every snippet in order shows what the text says`, async () => {
+      let output = '';
+      for (const snippet of shellSnippets(readFileSync(join(ROOT, file), 'utf8'))) {
+        if (snippet.skip) continue;
+        const code = snippet.code.replaceAll(DOCUMENTED_URL, server.url);
+        expect(code, `${file}:${snippet.line} uses a fixed id`).not.toMatch(
+          /\b(sess|task)_[0-9a-f]{24}\b/,
+        );
+        const result = await runSnippet(code, home, env);
+        const where = `${file}:${snippet.line}\n${code}\n---\n${result.output}`;
+        expect(result.code, where).toBe(0);
+        expect(result.output, where).not.toMatch(/"error":\s*\{\s*"code"/);
+        expect(result.output, where).not.toMatch(/"status":\s*"failed"/);
+        output += result.output;
+      }
+      expect(output).toContain('[offline model]');
+      for (const text of expected) expect(output).toContain(text);
     });
   }
 });
