@@ -421,32 +421,52 @@ export interface CompactionStore {
   ): Promise<void>;
 }
 
+/** Events after `afterId`, oldest first; with `ownerKey`, only the events of that client key's sessions. */
+export interface EventFilter {
+  afterId: number;
+  sessionId?: string;
+  ownerKey?: string;
+  limit: number;
+}
+
 /** The event log that `GET /events` pages through. */
 export interface EventLog {
   appendEvent(event: NewEvent): Promise<EventRow>;
-  /** With `ownerKey`, only the events of that client key's sessions. */
-  listEvents(options: {
-    afterId: number;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-  }): Promise<EventRow[]>;
+  listEvents(options: EventFilter): Promise<EventRow[]>;
 }
+
+export interface TaskFilter {
+  status?: TaskStatus;
+  agentName?: string;
+  /** Only the tasks of this session (an A2A context). */
+  sessionId?: string;
+  ownerKey?: string;
+  limit: number;
+  cursor?: string;
+}
+
+/** The patch `transitionTask` applies: the columns a transition may set. */
+export type TaskPatch = Partial<
+  Pick<
+    TaskRow,
+    | 'status'
+    | 'result'
+    | 'question'
+    | 'error'
+    | 'pending_call_id'
+    | 'pending_tool'
+    | 'pending_arguments'
+    | 'approval_expires_at'
+    | 'decided_by'
+  >
+>;
 
 /** Task rows and their status transitions. */
 export interface TaskStore {
   /** The task gets its session's owner key and end user. */
   createTask(input: { sessionId: string; agentName: string; input: string }): Promise<TaskRow>;
   findTask(id: string): Promise<TaskRow | undefined>;
-  listTasks(filter: {
-    status?: TaskStatus;
-    agentName?: string;
-    /** Only the tasks of this session (an A2A context). */
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-    cursor?: string;
-  }): Promise<Page<TaskRow>>;
+  listTasks(filter: TaskFilter): Promise<Page<TaskRow>>;
   /**
    * Updates a task only if its status is one of `from`; returns undefined when
    * it was not. A `running` task moves on only by its owner (this store's
@@ -456,20 +476,7 @@ export interface TaskStore {
   transitionTask(
     id: string,
     from: readonly TaskStatus[],
-    patch: Partial<
-      Pick<
-        TaskRow,
-        | 'status'
-        | 'result'
-        | 'question'
-        | 'error'
-        | 'pending_call_id'
-        | 'pending_tool'
-        | 'pending_arguments'
-        | 'approval_expires_at'
-        | 'decided_by'
-      >
-    >,
+    patch: TaskPatch,
   ): Promise<TaskRow | undefined>;
   findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
   /**

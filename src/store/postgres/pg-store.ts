@@ -6,21 +6,21 @@
  * (`FOR UPDATE`) first, so concurrent instances serialise per session: seqs
  * never collide, compare-and-set compaction stays exact. Event inserts take a
  * transaction-scoped advisory lock so event ids become visible in id order and
- * a reader paging by `afterId` never skips one that commits late.
+ * a reader paging by `afterId` never skips one that commits late. What both
+ * dialects decide the same way (the compaction precondition, the transcript
+ * chain, keyset pages) lives in ../decisions.ts; this file holds the SQL.
  */
 import type pg from 'pg';
-import { messageChars, type ChatMessage, type StoredMessage } from '../../llm/messages.js';
+import type { ChatMessage, StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
 import type {
   AppendOptions,
   CompactionRow,
   DaemonState,
+  EventFilter,
   EventRow,
   ForkOutcome,
-  ResponseRow,
   HistoryHit,
-  RecallHit,
-  SearchTerm,
   ImportedCompaction,
   ImportedMessage,
   ImportedSession,
@@ -29,48 +29,46 @@ import type {
   NewCompaction,
   NewEvent,
   NewSession,
+  OrphanScope,
+  Owner,
   Page,
+  RecallHit,
+  ResponseRow,
+  SearchTerm,
   SessionEdit,
   SessionFilter,
   SessionRow,
   Store,
+  TaskFilter,
+  TaskPatch,
   TaskRow,
   TaskStatus,
-  OrphanScope,
-  ModelCallFilter,
-  ModelCallRecord,
-  ModelCallSummary,
-  NewModelCall,
-  Owner,
-  KeyRow,
-  KeySpend,
-  NewKey,
 } from '../store.js';
-import { RECALL_CONTENT_CHARS } from '../store.js';
+import { ADMIN_OWNER, RECALL_CONTENT_CHARS } from '../store.js';
 import { PgCallRecords } from './pg-call-records.js';
-import { ADMIN_OWNER } from '../store.js';
 import { chargeSessionTokens, PgKeys } from './pg-keys.js';
+import { DelegatingStore } from '../delegating-store.js';
 import { sessionNotFound } from '../session-not-found.js';
-import { taskTakenOver } from '../task-taken-over.js';
-import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
+import { requireRunningTask } from '../task-taken-over.js';
+import * as decide from '../decisions.js';
 import {
   CONTEXT_COLUMNS,
   INTERRUPTED_ERROR,
   MEMORY_PAGE,
   MESSAGE_COLUMNS,
   TASK_PATCH_COLUMNS,
-  decodeCursor,
-  encodeCursor,
   newId,
   now,
+  plainTerms,
   searchWords,
   toEventRow,
   toMessageMeta,
+  toResponseRow,
   toStoredMessage,
   type EventRecord,
   type MessageMetaRecord,
   type MessageRecord,
-  plainTerms,
+  type ResponseRecord,
 } from '../records.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
@@ -116,17 +114,18 @@ export interface PgStoreOptions extends PoolOptions {
   instanceId?: string;
 }
 
-export class PgStore implements Store {
+export class PgStore extends DelegatingStore implements Store {
   readonly kind = 'postgres' as const;
   readonly pool: pg.Pool;
   private readonly poolSize: number;
   private closed = false;
 
   private readonly instanceId: string | null;
-  private readonly calls: PgCallRecords;
-  private readonly keys: PgKeys;
+  protected readonly calls: PgCallRecords;
+  protected readonly keys: PgKeys;
 
   private constructor(pool: pg.Pool, poolSize: number, instanceId: string | null) {
+    super();
     this.pool = pool;
     this.poolSize = poolSize;
     this.instanceId = instanceId;
@@ -173,6 +172,7 @@ export class PgStore implements Store {
     const createdAt = now();
     const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
     const tokens = system.map(estimateMessageTokens);
+    const origin = decide.sessionOrigin(input);
     return this.tx(async (c) => {
       await c.query(
         `INSERT INTO sessions
@@ -187,9 +187,9 @@ export class PgStore implements Store {
           input.parentSessionId ?? null,
           createdAt,
           input.compactCount,
-          (input.owner ?? ADMIN_OWNER).key,
-          pgText((input.owner ?? ADMIN_OWNER).user),
-          input.transcriptSeed ?? null,
+          origin.owner_key,
+          pgText(origin.end_user),
+          origin.transcript_hash,
         ],
       );
       await this.insertMessages(c, id, system, tokens, {}, createdAt);
@@ -216,14 +216,9 @@ export class PgStore implements Store {
   }
 
   async listSessions(filter: SessionFilter): Promise<Page<SessionRow>> {
-    return this.newestFirst<SessionRow>('sessions', filter, {
-      agent_name: filter.agentName,
-      status: filter.status,
-      mode: filter.mode,
-      parent_session_id: filter.parentSessionId,
-      owner_key: filter.ownerKey,
-      end_user: filter.endUser === undefined ? undefined : pgText(filter.endUser),
-    });
+    const endUser = filter.endUser === undefined ? undefined : pgText(filter.endUser);
+    const equals = decide.sessionFilterColumns({ ...filter, endUser });
+    return this.newestFirst<SessionRow>('sessions', equals, filter);
   }
 
   async resetSession(id: string): Promise<SessionRow | undefined> {
@@ -398,11 +393,8 @@ export class PgStore implements Store {
   }
 
   async findResponse(id: string): Promise<ResponseRow | undefined> {
-    const row = await this.row<ResponseRow & { body: string }>(
-      'SELECT * FROM responses WHERE id = $1',
-      [id],
-    );
-    return row && { ...row, body: JSON.parse(row.body) as Record<string, unknown> };
+    const row = await this.row<ResponseRecord>('SELECT * FROM responses WHERE id = $1', [id]);
+    return row && toResponseRow(row);
   }
 
   // ---- messages -------------------------------------------------------------
@@ -428,15 +420,8 @@ export class PgStore implements Store {
       if (options.runningTask !== undefined) await this.assertStillRunning(c, options.runningTask);
       const stored = await this.insertMessages(c, sessionId, messages, tokens, options, createdAt);
       const events: EventRow[] = [];
-      for (const m of stored) {
-        events.push(
-          await insertEvent(
-            c,
-            { type: eventType, sessionId, data: { seq: m.seq, role: m.role, sessionId } },
-            createdAt,
-          ),
-        );
-      }
+      for (const m of stored)
+        events.push(await insertEvent(c, decide.messageEvent(eventType, sessionId, m), createdAt));
       return { messages: stored, events };
     });
   }
@@ -450,9 +435,7 @@ export class PgStore implements Store {
     const { rows } = await c.query<TaskRow>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [
       taskId,
     ]);
-    const task = rows[0];
-    const mine = task?.owner_instance == null || task.owner_instance === this.instanceId;
-    if (task?.status !== 'running' || !mine) throw taskTakenOver(taskId, task);
+    requireRunningTask(taskId, rows[0], this.instanceId);
   }
 
   /**
@@ -469,50 +452,14 @@ export class PgStore implements Store {
   ): Promise<StoredMessage[]> {
     const state = await lockSession(c, sessionId);
     if (state === undefined && messages.length > 0) throw sessionNotFound(sessionId);
-    let seq = state?.last_seq ?? 0;
-    let transcript = state?.transcript_hash ?? null;
-    const stored: StoredMessage[] = [];
-    if (messages.length === 0) return stored;
-    const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
-    for (const [i, message] of messages.entries()) {
-      seq += 1;
-      const record: MessageRecord = {
-        session_id: sessionId,
-        seq,
-        role: message.role,
-        content: pgText(message.content),
-        tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
-        tool_call_id: message.tool_call_id ?? null,
-        name: message.name ?? null,
-        created_at: createdAt,
-        tokens: tokens[i]!,
-      };
-      // The chain advances at write time, so matching a transcript never scans messages.
-      const visible = isVisible(message);
-      if (visible) transcript = nextTranscriptHash(transcript, message);
-      const values = [
-        record.seq,
-        record.role,
-        record.content,
-        record.tool_calls,
-        record.tool_call_id,
-        record.name,
-        messageChars(message),
-        visible ? transcript : null,
-        record.tokens,
-      ];
-      values.forEach((v, i) => columns[i]!.push(v));
-      stored.push(toStoredMessage(record));
-    }
-    // One statement for the whole batch: a turn's messages cost one round trip.
-    await c.query(
-      `INSERT INTO messages
-         (session_id, seq, role, content, tool_calls, tool_call_id, name, chars, transcript_hash,
-          tokens, created_at)
-       SELECT $1, *, $11 FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
-         $7::text[], $8::int[], $9::text[], $10::int[])`,
-      [sessionId, ...columns, createdAt],
-    );
+    if (messages.length === 0) return [];
+    const lastSeq = state?.last_seq ?? 0;
+    const numbered = decide.numberMessages(messages, lastSeq, createdAt);
+    const head = state?.transcript_hash ?? null;
+    const chain = decide.chainMessages(sessionId, numbered, tokens, head);
+    const rows = chain.rows.map(withPgContent);
+    await insertMessageRows(c, rows);
+    const counters = decide.appendCounters(options, messages.length, lastSeq + messages.length);
     await c.query(
       `UPDATE sessions SET
          message_count = message_count + $2,
@@ -528,22 +475,20 @@ export class PgStore implements Store {
        WHERE id = $1`,
       [
         sessionId,
-        messages.length,
-        seq,
-        transcript,
-        options.usage?.input_tokens ?? 0,
-        options.usage?.output_tokens ?? 0,
-        options.promptTokens ?? null,
-        // The reported prompt covered everything before the reply just stored.
-        seq - messages.length,
+        counters.count,
+        counters.last_seq,
+        chain.transcript,
+        counters.input_tokens,
+        counters.output_tokens,
+        counters.prompt_tokens,
+        counters.prompt_seq,
         createdAt,
-        options.usage?.cache_read_tokens ?? 0,
-        options.usage?.cache_write_tokens ?? 0,
+        counters.cache_read_tokens,
+        counters.cache_write_tokens,
       ],
     );
-    const usage = options.usage;
-    if (usage) await chargeSessionTokens(c, sessionId, usage.input_tokens + usage.output_tokens);
-    return stored;
+    await chargeSessionTokens(c, sessionId, counters.charged);
+    return rows.map(toStoredMessage);
   }
 
   async appendImportedMessages(
@@ -555,29 +500,9 @@ export class PgStore implements Store {
     await this.tx(async (c) => {
       // The visible-transcript chain is rebuilt as the messages go in, so a
       // client resending the imported history lands in the imported session.
-      const state = await lockSession(c, sessionId);
-      let transcript = state?.transcript_hash ?? null;
-      for (const [i, message] of messages.entries()) {
-        const visible = isVisible(message);
-        if (visible) transcript = nextTranscriptHash(transcript, message);
-        await c.query(
-          `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash, tokens)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-          [
-            sessionId,
-            message.seq,
-            message.role,
-            pgText(message.content),
-            message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
-            message.tool_call_id ?? null,
-            message.name ?? null,
-            message.created_at,
-            messageChars(message),
-            visible ? transcript : null,
-            tokens[i]!,
-          ],
-        );
-      }
+      const head = (await lockSession(c, sessionId))?.transcript_hash ?? null;
+      const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
+      await insertMessageRows(c, rows.map(withPgContent));
       await c.query(
         `UPDATE sessions SET message_count = message_count + $2, last_seq = GREATEST(last_seq, $3),
            transcript_hash = $4 WHERE id = $1`,
@@ -671,10 +596,12 @@ export class PgStore implements Store {
           input.sessionId,
         ])
       ).rows[0];
-      if (before === undefined || before.compact_size !== input.expectedSize) return undefined;
-      if (input.expectedEpoch !== undefined && before.epoch !== input.expectedEpoch)
-        return undefined;
-      const createdAt = now();
+      if (!decide.compactionApplies(before, input)) return undefined;
+      const record = decide.compactionRecord(
+        { ...input, summary: pgText(input.summary) },
+        before,
+        now(),
+      );
       const updated = await c.query<SessionRow>(
         `UPDATE sessions SET
            compact_summary = $2, compact_size = $3, compact_seq = $4,
@@ -686,43 +613,19 @@ export class PgStore implements Store {
          WHERE id = $1 RETURNING *`,
         [
           input.sessionId,
-          pgText(input.summary),
-          input.toSize,
-          input.toSeq,
-          input.inputTokens ?? 0,
-          input.outputTokens ?? 0,
-          input.trigger,
-          createdAt,
+          record.summary,
+          record.to_size,
+          record.to_seq,
+          record.input_tokens,
+          record.output_tokens,
+          record.trigger,
+          record.created_at,
         ],
       );
-      await c.query(
-        `INSERT INTO compactions
-           (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-            input_chars, summary_chars, input_tokens, output_tokens, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-        [
-          input.sessionId,
-          before.compact_size,
-          input.toSize,
-          before.compact_seq,
-          input.toSeq,
-          before.compact_summary,
-          pgText(input.summary),
-          input.trigger,
-          input.model,
-          input.inputChars,
-          input.summary.length,
-          input.inputTokens ?? 0,
-          input.outputTokens ?? 0,
-          createdAt,
-        ],
-      );
+      await insertCompaction(c, record);
       // Compaction spends the session owner's tokens like any model call.
-      await chargeSessionTokens(
-        c,
-        input.sessionId,
-        (input.inputTokens ?? 0) + (input.outputTokens ?? 0),
-      );
+      const spent = record.input_tokens + record.output_tokens;
+      await chargeSessionTokens(c, input.sessionId, spent);
       return updated.rows[0];
     });
   }
@@ -738,7 +641,7 @@ export class PgStore implements Store {
           [sessionId],
         )
       ).rows[0];
-      if (latest === undefined || latest.undone_at !== null) return undefined;
+      if (!decide.undoApplies(latest)) return undefined;
       const updatedAt = now();
       const restored = await c.query<SessionRow>(
         `UPDATE sessions SET
@@ -784,29 +687,8 @@ export class PgStore implements Store {
   ): Promise<void> {
     await this.tx(async (c) => {
       for (const k of compactions) {
-        await c.query(
-          `INSERT INTO compactions
-             (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger,
-              model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-          [
-            sessionId,
-            k.from_size,
-            k.to_size,
-            k.from_seq,
-            k.to_seq,
-            pgText(k.previous_summary),
-            pgText(k.summary),
-            k.trigger,
-            k.model,
-            k.input_chars,
-            k.summary_chars,
-            k.input_tokens,
-            k.output_tokens,
-            k.created_at,
-            k.undone_at,
-          ],
-        );
+        const texts = { previous_summary: pgText(k.previous_summary), summary: pgText(k.summary) };
+        await insertCompaction(c, { ...k, ...texts, session_id: sessionId });
       }
     });
   }
@@ -817,12 +699,7 @@ export class PgStore implements Store {
     return this.tx((c) => insertEvent(c, event, now()));
   }
 
-  async listEvents(options: {
-    afterId: number;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-  }): Promise<EventRow[]> {
+  async listEvents(options: EventFilter): Promise<EventRow[]> {
     const { afterId, sessionId, ownerKey, limit } = options;
     const where = ['id > $1'];
     const params: unknown[] = [afterId, limit];
@@ -868,26 +745,14 @@ export class PgStore implements Store {
     return this.row<TaskRow>('SELECT * FROM tasks WHERE id = $1', [id]);
   }
 
-  async listTasks(filter: {
-    status?: TaskStatus;
-    agentName?: string;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-    cursor?: string;
-  }): Promise<Page<TaskRow>> {
-    return this.newestFirst<TaskRow>('tasks', filter, {
-      status: filter.status,
-      agent_name: filter.agentName,
-      session_id: filter.sessionId,
-      owner_key: filter.ownerKey,
-    });
+  async listTasks(filter: TaskFilter): Promise<Page<TaskRow>> {
+    return this.newestFirst<TaskRow>('tasks', decide.taskFilterColumns(filter), filter);
   }
 
   async transitionTask(
     id: string,
     from: readonly TaskStatus[],
-    patch: Parameters<Store['transitionTask']>[2],
+    patch: TaskPatch,
   ): Promise<TaskRow | undefined> {
     const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
     const params: unknown[] = [id, now(), [...from]];
@@ -1105,110 +970,63 @@ export class PgStore implements Store {
     });
   }
 
-  // ---- model-call records --------------------------------------------------
-
-  appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
-    return this.calls.appendModelCalls(calls);
-  }
-
-  addSessionCost(sessionId: string, cost: number): Promise<void> {
-    return this.calls.addSessionCost(sessionId, cost);
-  }
-
-  listModelCalls(sessionId: string, filter: ModelCallFilter): Promise<Page<ModelCallSummary>> {
-    return this.calls.listModelCalls(sessionId, filter);
-  }
-
-  findModelCall(id: string): Promise<ModelCallRecord | undefined> {
-    return this.calls.findModelCall(id);
-  }
-
-  pruneModelCalls(before: string, maxChains: number): Promise<number> {
-    return this.calls.pruneModelCalls(before, maxChains);
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.pool.end();
   }
 
-  /**
-   * A keyset page of `table`, newest first by (created_at, id), with equality
-   * filters on the given columns (undefined ones are ignored). Never OFFSET.
-   */
-  // ---- keys -----------------------------------------------------------------
-
-  createKey(input: NewKey): Promise<KeyRow> {
-    return this.keys.createKey(input);
-  }
-
-  findKey(id: string): Promise<KeyRow | undefined> {
-    return this.keys.findKey(id);
-  }
-
-  findKeyBySecretHash(secretHash: string): Promise<(KeyRow & { secret_hash: string }) | undefined> {
-    return this.keys.findKeyBySecretHash(secretHash);
-  }
-
-  listKeys(): Promise<KeyRow[]> {
-    return this.keys.listKeys();
-  }
-
-  revokeKey(id: string): Promise<KeyRow | undefined> {
-    return this.keys.revokeKey(id);
-  }
-
-  touchKey(id: string, at: string): Promise<void> {
-    return this.keys.touchKey(id, at);
-  }
-
-  keyTokensOn(keyId: string, day: string): Promise<number> {
-    return this.keys.keyTokensOn(keyId, day);
-  }
-
-  keySpend(keyId: string, day: string): Promise<KeySpend> {
-    return this.keys.keySpend(keyId, day);
-  }
-
-  listKeySpend(day: string): Promise<Map<string, KeySpend>> {
-    return this.keys.listKeySpend(day);
-  }
-
+  /** A keyset page of `table`, newest first (`newestFirstQuery`). */
   private async newestFirst<T extends { created_at: string; id: string }>(
     table: 'sessions' | 'tasks',
-    page: { limit: number; cursor?: string },
     equals: Record<string, string | undefined>,
+    page: { limit: number; cursor?: string },
   ): Promise<Page<T>> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    for (const [column, value] of Object.entries(equals)) {
-      if (value === undefined) continue;
-      params.push(value);
-      where.push(`${column} = $${params.length}`);
-    }
-    if (page.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(page.cursor);
-      params.push(createdAt, id);
-      const [c, i] = [params.length - 1, params.length];
-      where.push(`(created_at < $${c} OR (created_at = $${c} AND id < $${i}))`);
-    }
-    params.push(page.limit + 1);
-    const rows = await this.rows<T>(
-      `SELECT * FROM ${table} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-       ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
-      params,
-    );
-    const items = rows.slice(0, page.limit);
-    const last = items[items.length - 1];
-    return {
-      items,
-      nextCursor:
-        rows.length > page.limit && last !== undefined
-          ? encodeCursor(last.created_at, last.id)
-          : null,
-    };
+    const query = decide.newestFirstQuery(`SELECT * FROM ${table}`, equals, page, (n) => `$${n}`);
+    return decide.newestFirstPage(await this.rows<T>(query.sql, query.params), page.limit);
   }
+}
+
+/** A message row with its content fit for Postgres text (see `pgText`). */
+function withPgContent(row: decide.MessageInsert): decide.MessageInsert {
+  return { ...row, content: pgText(row.content) };
+}
+
+/** The columns of a message row, each with the type of its UNNEST array. */
+const MESSAGE_INSERT: readonly (readonly [keyof decide.MessageInsert, string])[] = [
+  ['session_id', 'text'],
+  ['seq', 'int'],
+  ['role', 'text'],
+  ['content', 'text'],
+  ['tool_calls', 'text'],
+  ['tool_call_id', 'text'],
+  ['name', 'text'],
+  ['created_at', 'text'],
+  ['chars', 'int'],
+  ['tokens', 'int'],
+  ['transcript_hash', 'text'],
+];
+
+/** Inserts message rows in one statement: a turn's messages (or an import batch) cost one round trip. */
+async function insertMessageRows(
+  c: Queryable,
+  rows: readonly decide.MessageInsert[],
+): Promise<void> {
+  const arrays = MESSAGE_INSERT.map(([, type], i) => `$${i + 1}::${type}[]`);
+  await c.query(
+    `INSERT INTO messages (${MESSAGE_INSERT.map(([column]) => column).join(', ')})
+     SELECT * FROM UNNEST(${arrays.join(', ')})`,
+    MESSAGE_INSERT.map(([column]) => rows.map((row) => row[column])),
+  );
+}
+
+async function insertCompaction(c: Queryable, record: decide.CompactionRecord): Promise<void> {
+  const columns = decide.COMPACTION_COLUMNS;
+  await c.query(
+    `INSERT INTO compactions (${columns.join(', ')})
+     VALUES (${columns.map((_, i) => `$${i + 1}`).join(', ')})`,
+    columns.map((column) => record[column]),
+  );
 }
 
 async function getSession(c: Queryable, id: string): Promise<SessionRow | undefined> {
@@ -1240,11 +1058,5 @@ async function insertEvent(c: Queryable, event: NewEvent, createdAt: string): Pr
     'INSERT INTO events (type, session_id, data, created_at) VALUES ($1, $2, $3, $4) RETURNING id',
     [event.type, event.sessionId ?? null, JSON.stringify(event.data), createdAt],
   );
-  return {
-    id: result.rows[0]!.id,
-    type: event.type,
-    session_id: event.sessionId ?? null,
-    data: event.data,
-    created_at: createdAt,
-  };
+  return decide.storedEvent(result.rows[0]!.id, event, createdAt);
 }
