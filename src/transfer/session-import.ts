@@ -145,14 +145,18 @@ const COMPACTION_LINE = lineSchema(
 );
 
 interface Validators {
-  session: ValidateFunction<{ session: Partial<SessionRow> & ImportedSessionCore }>;
+  session: ValidateFunction<{ session: SessionLine }>;
   message: ValidateFunction<{ message: ImportedMessage }>;
-  compaction: ValidateFunction<{ compaction: Partial<ImportedCompaction> & CompactionCore }>;
+  compaction: ValidateFunction<{ compaction: CompactionLine }>;
 }
 type ImportedSessionCore = Pick<
   SessionRow,
   'agent_name' | 'mode' | 'status' | 'created_at' | 'updated_at'
 >;
+/** A session line's record as validated: the required fields, any of the others. */
+type SessionLine = Partial<SessionRow> & ImportedSessionCore;
+/** A compaction line's record as validated. */
+type CompactionLine = Partial<ImportedCompaction> & CompactionCore;
 type CompactionCore = Pick<
   ImportedCompaction,
   'from_size' | 'to_size' | 'from_seq' | 'to_seq' | 'summary' | 'trigger' | 'model' | 'created_at'
@@ -388,10 +392,7 @@ function checkCompactionFits(
     throw invalid(lineNo, `the compaction does not fit the imported messages: ${problem}`);
 }
 
-function toImportedSession(
-  s: Partial<SessionRow> & ImportedSessionCore,
-  time: ImportedTime,
-): ImportedSession {
+function toImportedSession(s: SessionLine, time: ImportedTime): ImportedSession {
   return {
     agent_name: s.agent_name,
     mode: s.mode,
@@ -430,10 +431,7 @@ function toImportedMessage(m: ImportedMessage, time: ImportedTime): ImportedMess
   };
 }
 
-function toImportedCompaction(
-  c: Partial<ImportedCompaction> & CompactionCore,
-  time: ImportedTime,
-): ImportedCompaction {
+function toImportedCompaction(c: CompactionLine, time: ImportedTime): ImportedCompaction {
   return {
     from_size: c.from_size,
     to_size: c.to_size,
