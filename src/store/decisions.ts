@@ -7,7 +7,7 @@
  * of running it; nothing here touches a database.
  */
 import { messageChars, type ChatMessage } from '../llm/messages.js';
-import { decodeCursor, encodeCursor, type MessageRecord } from './records.js';
+import { TASK_PATCH_COLUMNS, decodeCursor, encodeCursor, type MessageRecord } from './records.js';
 import { isVisible, nextTranscriptHash } from './transcript-hash.js';
 import { ADMIN_OWNER } from './store.js';
 import type {
@@ -22,6 +22,7 @@ import type {
   SessionFilter,
   SessionRow,
   TaskFilter,
+  TaskPatch,
 } from './store.js';
 
 // ---- compaction -------------------------------------------------------------
@@ -214,6 +215,11 @@ export function taskFilterColumns(filter: TaskFilter): Record<string, string | u
     session_id: filter.sessionId,
     owner_key: filter.ownerKey,
   };
+}
+
+/** The columns of `patch` a transition may set, in the patch's order (anything else is ignored). */
+export function taskPatchColumns(patch: TaskPatch): string[] {
+  return Object.keys(patch).filter((key) => TASK_PATCH_COLUMNS.includes(key));
 }
 
 // ---- keyset pages -----------------------------------------------------------

@@ -1,13 +1,15 @@
 /**
  * The storage seam. Everything Cairn persists goes through `Store`, the
  * intersection of one small interface per kind of record (sessions, message
- * log, compactions, tasks, daemon leases, events, memory); consumers are typed
- * with only the parts they use, so a second dialect can implement and test the
- * parts one by one. SQLite (the default) and Postgres (several instances on
- * one database) both implement it, and the runtime never knows which. Each
- * method is one unit of work: implementations commit it in one transaction
- * before the returned promise resolves, so callers never hold a transaction
- * across an `await`.
+ * log, compactions, events, tasks, instances, daemon leases, memory, client
+ * keys, model-call records, responses); consumers are typed with only the
+ * parts they use, so a fake can be built part by part. SQLite (the default)
+ * and Postgres (several instances on one database) both implement it, and the
+ * runtime never knows which; what the two decide the same way is written once
+ * (decisions.ts, records.ts, model-call-rows.ts, store-base.ts). Each method
+ * is one unit of work: implementations commit it in one transaction before the
+ * returned promise resolves, so callers never hold a transaction across an
+ * `await`.
  */
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { FallbackHop } from '../llm/model-client.js';
@@ -435,6 +437,12 @@ export interface EventLog {
   listEvents(options: EventFilter): Promise<EventRow[]>;
 }
 
+export interface NewTask {
+  sessionId: string;
+  agentName: string;
+  input: string;
+}
+
 export interface TaskFilter {
   status?: TaskStatus;
   agentName?: string;
@@ -464,7 +472,7 @@ export type TaskPatch = Partial<
 /** Task rows and their status transitions. */
 export interface TaskStore {
   /** The task gets its session's owner key and end user. */
-  createTask(input: { sessionId: string; agentName: string; input: string }): Promise<TaskRow>;
+  createTask(input: NewTask): Promise<TaskRow>;
   findTask(id: string): Promise<TaskRow | undefined>;
   listTasks(filter: TaskFilter): Promise<Page<TaskRow>>;
   /**
@@ -624,12 +632,6 @@ export interface KeyStore {
   listKeySpend(day: string): Promise<Map<string, KeySpend>>;
 }
 
-/**
- * Everything a dialect implements: the composition root holds one `Store`
- * and hands each consumer only the parts it uses. Import (POST /sessions/import)
- * writes a session row, then its messages and compactions in batches, through
- * the import methods of the three parts.
- */
 /** What a model call was for: the turn's calls, a compaction's summary, a session title. */
 export type ModelCallRole = 'main' | 'compact' | 'title';
 
@@ -716,6 +718,12 @@ export interface CallRecordStore {
   pruneModelCalls(before: string, maxChains: number): Promise<number>;
 }
 
+/**
+ * Everything a dialect implements: the composition root holds one `Store`
+ * and hands each consumer only the parts it uses. Import (POST /sessions/import)
+ * writes a session row, then its messages and compactions in batches, through
+ * the import methods of the three parts.
+ */
 export interface Store
   extends
     SessionStore,

@@ -13,63 +13,21 @@
 import type pg from 'pg';
 import type { ChatMessage, StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
-import type {
-  AppendOptions,
-  CompactionRow,
-  DaemonState,
-  EventFilter,
-  EventRow,
-  ForkOutcome,
-  HistoryHit,
-  ImportedCompaction,
-  ImportedMessage,
-  ImportedSession,
-  MemoryNote,
-  MessageMeta,
-  NewCompaction,
-  NewEvent,
-  NewSession,
-  OrphanScope,
-  Owner,
-  Page,
-  RecallHit,
-  ResponseRow,
-  SearchTerm,
-  SessionEdit,
-  SessionFilter,
-  SessionRow,
-  Store,
-  TaskFilter,
-  TaskPatch,
-  TaskRow,
-  TaskStatus,
-} from '../store.js';
+import type * as store from '../store.js';
 import { ADMIN_OWNER, RECALL_CONTENT_CHARS } from '../store.js';
 import { PgCallRecords } from './pg-call-records.js';
 import { chargeSessionTokens, PgKeys } from './pg-keys.js';
-import { DelegatingStore } from '../delegating-store.js';
+import {
+  StoreBase,
+  type FinishedRun,
+  type PendingAppend,
+  type RecallSearch,
+} from '../store-base.js';
 import { sessionNotFound } from '../session-not-found.js';
 import { requireRunningTask } from '../task-taken-over.js';
 import * as decide from '../decisions.js';
-import {
-  CONTEXT_COLUMNS,
-  INTERRUPTED_ERROR,
-  MEMORY_PAGE,
-  MESSAGE_COLUMNS,
-  TASK_PATCH_COLUMNS,
-  newId,
-  now,
-  plainTerms,
-  searchWords,
-  toEventRow,
-  toMessageMeta,
-  toResponseRow,
-  toStoredMessage,
-  type EventRecord,
-  type MessageMetaRecord,
-  type MessageRecord,
-  type ResponseRecord,
-} from '../records.js';
+import { newId, now } from '../records.js';
+import * as records from '../records.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
   inTransaction,
@@ -99,7 +57,7 @@ function pgText<T extends string | null>(value: T): T {
  * SQLite store's FTS5 query, each a quoted lexeme, OR-ed.
  */
 function toTsQuery(text: string): string | undefined {
-  const words = searchWords(text);
+  const words = records.searchWords(text);
   return words.length === 0 ? undefined : words.map((w) => `'${w}'`).join(' | ');
 }
 
@@ -114,7 +72,7 @@ export interface PgStoreOptions extends PoolOptions {
   instanceId?: string;
 }
 
-export class PgStore extends DelegatingStore implements Store {
+export class PgStore extends StoreBase implements store.Store {
   readonly kind = 'postgres' as const;
   readonly pool: pg.Pool;
   private readonly poolSize: number;
@@ -167,7 +125,7 @@ export class PgStore extends DelegatingStore implements Store {
 
   // ---- sessions -------------------------------------------------------------
 
-  async createSession(input: NewSession): Promise<SessionRow> {
+  async createSession(input: store.NewSession): Promise<store.SessionRow> {
     const id = newId('sess');
     const createdAt = now();
     const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
@@ -193,21 +151,21 @@ export class PgStore extends DelegatingStore implements Store {
         ],
       );
       await this.insertMessages(c, id, system, tokens, {}, createdAt);
-      return getSession(c, id) as Promise<SessionRow>;
+      return getSession(c, id) as Promise<store.SessionRow>;
     });
   }
 
-  async findSession(id: string): Promise<SessionRow | undefined> {
-    return this.row<SessionRow>('SELECT * FROM sessions WHERE id = $1', [id]);
+  async findSession(id: string): Promise<store.SessionRow | undefined> {
+    return this.row<store.SessionRow>('SELECT * FROM sessions WHERE id = $1', [id]);
   }
 
   async findSessionByTranscript(
     agentName: string,
     transcriptHash: string,
-    owner: Owner,
-  ): Promise<SessionRow | undefined> {
+    owner: store.Owner,
+  ): Promise<store.SessionRow | undefined> {
     // Only the same key's, for the same end user: two users of one chat UI never share a session.
-    return this.row<SessionRow>(
+    return this.row<store.SessionRow>(
       `SELECT * FROM sessions WHERE agent_name = $1 AND transcript_hash = $2 AND status = 'active'
          AND owner_key IS NOT DISTINCT FROM $3 AND end_user IS NOT DISTINCT FROM $4
        ORDER BY updated_at DESC LIMIT 1`,
@@ -215,13 +173,13 @@ export class PgStore extends DelegatingStore implements Store {
     );
   }
 
-  async listSessions(filter: SessionFilter): Promise<Page<SessionRow>> {
+  async listSessions(filter: store.SessionFilter): Promise<store.Page<store.SessionRow>> {
     const endUser = filter.endUser === undefined ? undefined : pgText(filter.endUser);
     const equals = decide.sessionFilterColumns({ ...filter, endUser });
-    return this.newestFirst<SessionRow>('sessions', equals, filter);
+    return this.newestFirst<store.SessionRow>('sessions', equals, filter);
   }
 
-  async resetSession(id: string): Promise<SessionRow | undefined> {
+  async resetSession(id: string): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
       if ((await lockSession(c, id)) === undefined) return undefined;
       await c.query("DELETE FROM messages WHERE session_id = $1 AND role <> 'system'", [id]);
@@ -241,9 +199,9 @@ export class PgStore extends DelegatingStore implements Store {
     });
   }
 
-  async closeSession(id: string): Promise<SessionRow | undefined> {
+  async closeSession(id: string): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
-      const result = await c.query<SessionRow>(
+      const result = await c.query<store.SessionRow>(
         "UPDATE sessions SET status = 'closed', updated_at = $2 WHERE id = $1 RETURNING *",
         [id, now()],
       );
@@ -257,9 +215,9 @@ export class PgStore extends DelegatingStore implements Store {
     );
   }
 
-  async updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined> {
+  async updateSession(id: string, edit: store.SessionEdit): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
-      const result = await c.query<SessionRow>(
+      const result = await c.query<store.SessionRow>(
         `UPDATE sessions SET
            title = CASE WHEN $2 THEN $3 ELSE title END,
            compact_count = COALESCE($4, compact_count),
@@ -278,8 +236,8 @@ export class PgStore extends DelegatingStore implements Store {
   }
 
   async createImportedSession(
-    session: ImportedSession,
-    owner: Owner = ADMIN_OWNER,
+    session: store.ImportedSession,
+    owner: store.Owner = ADMIN_OWNER,
   ): Promise<string> {
     const id = newId('sess');
     await this.tx((c) =>
@@ -323,9 +281,9 @@ export class PgStore extends DelegatingStore implements Store {
     return id;
   }
 
-  async forkSession(id: string, atSeq?: number): Promise<ForkOutcome> {
+  async forkSession(id: string, atSeq?: number): Promise<store.ForkOutcome> {
     const forkId = newId('sess');
-    return this.tx(async (c): Promise<ForkOutcome> => {
+    return this.tx(async (c): Promise<store.ForkOutcome> => {
       // Locked, so no append or compaction of the parent lands between the copies.
       if ((await lockSession(c, id)) === undefined) return { kind: 'no-session' };
       const source = (await getSession(c, id))!;
@@ -384,7 +342,7 @@ export class PgStore extends DelegatingStore implements Store {
 
   // ---- responses ------------------------------------------------------------
 
-  async saveResponse(response: Omit<ResponseRow, 'created_at'>): Promise<void> {
+  async saveResponse(response: Omit<store.ResponseRow, 'created_at'>): Promise<void> {
     await this.rows(
       `INSERT INTO responses (id, session_id, end_seq, body, created_at) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (id) DO UPDATE SET end_seq = excluded.end_seq, body = excluded.body`,
@@ -392,34 +350,30 @@ export class PgStore extends DelegatingStore implements Store {
     );
   }
 
-  async findResponse(id: string): Promise<ResponseRow | undefined> {
-    const row = await this.row<ResponseRecord>('SELECT * FROM responses WHERE id = $1', [id]);
-    return row && toResponseRow(row);
+  async findResponse(id: string): Promise<store.ResponseRow | undefined> {
+    const row = await this.row<records.ResponseRecord>('SELECT * FROM responses WHERE id = $1', [
+      id,
+    ]);
+    return row && records.toResponseRow(row);
   }
 
   // ---- messages -------------------------------------------------------------
 
-  async appendMessages(
-    sessionId: string,
-    messages: ChatMessage[],
-    options: AppendOptions = {},
-  ): Promise<StoredMessage[]> {
-    const tokens = messages.map(estimateMessageTokens);
+  protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
+    const { sessionId, messages, tokens, options } = append;
     return this.tx((c) => this.insertMessages(c, sessionId, messages, tokens, options, now()));
   }
 
-  async appendMessagesWithEvents(
-    sessionId: string,
-    messages: ChatMessage[],
+  protected writeMessagesWithEvents(
+    append: PendingAppend,
     eventType: string,
-    options: AppendOptions = {},
-  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
-    const tokens = messages.map(estimateMessageTokens);
+  ): Promise<{ messages: StoredMessage[]; events: store.EventRow[] }> {
+    const { sessionId, messages, tokens, options } = append;
     return this.tx(async (c) => {
       const createdAt = now();
       if (options.runningTask !== undefined) await this.assertStillRunning(c, options.runningTask);
       const stored = await this.insertMessages(c, sessionId, messages, tokens, options, createdAt);
-      const events: EventRow[] = [];
+      const events: store.EventRow[] = [];
       for (const m of stored)
         events.push(await insertEvent(c, decide.messageEvent(eventType, sessionId, m), createdAt));
       return { messages: stored, events };
@@ -432,7 +386,7 @@ export class PgStore extends DelegatingStore implements Store {
    * `interrupted` commits either before (and this append fails) or after.
    */
   private async assertStillRunning(c: Queryable, taskId: string): Promise<void> {
-    const { rows } = await c.query<TaskRow>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [
+    const { rows } = await c.query<store.TaskRow>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [
       taskId,
     ]);
     requireRunningTask(taskId, rows[0], this.instanceId);
@@ -447,7 +401,7 @@ export class PgStore extends DelegatingStore implements Store {
     sessionId: string,
     messages: ChatMessage[],
     tokens: readonly number[],
-    options: AppendOptions,
+    options: store.AppendOptions,
     createdAt: string,
   ): Promise<StoredMessage[]> {
     const state = await lockSession(c, sessionId);
@@ -488,15 +442,14 @@ export class PgStore extends DelegatingStore implements Store {
       ],
     );
     await chargeSessionTokens(c, sessionId, counters.charged);
-    return rows.map(toStoredMessage);
+    return rows.map(records.toStoredMessage);
   }
 
-  async appendImportedMessages(
+  protected async writeImportedMessages(
     sessionId: string,
-    messages: readonly ImportedMessage[],
+    messages: readonly store.ImportedMessage[],
+    tokens: readonly number[],
   ): Promise<void> {
-    if (messages.length === 0) return;
-    const tokens = messages.map(estimateMessageTokens);
     await this.tx(async (c) => {
       // The visible-transcript chain is rebuilt as the messages go in, so a
       // client resending the imported history lands in the imported session.
@@ -515,11 +468,11 @@ export class PgStore extends DelegatingStore implements Store {
     sessionId: string,
     options: { afterSeq: number; limit: number },
   ): Promise<StoredMessage[]> {
-    const rows = await this.rows<MessageRecord>(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+    const rows = await this.rows<records.MessageRecord>(
+      `SELECT ${records.MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
       [sessionId, options.afterSeq, options.limit],
     );
-    return rows.map(toStoredMessage);
+    return rows.map(records.toStoredMessage);
   }
 
   async loadContext(
@@ -527,39 +480,44 @@ export class PgStore extends DelegatingStore implements Store {
     afterSeq: number,
   ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }> {
     // One statement: the system messages and the tail, read from one snapshot.
-    const rows = await this.rows<MessageRecord>(
-      `SELECT ${CONTEXT_COLUMNS} FROM messages
+    const rows = await this.rows<records.MessageRecord>(
+      `SELECT ${records.CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND (role = 'system' OR seq > $2) ORDER BY seq`,
       [sessionId, afterSeq],
     );
     const system: StoredMessage[] = [];
     const tail: StoredMessage[] = [];
-    for (const row of rows) (row.role === 'system' ? system : tail).push(toStoredMessage(row));
+    for (const row of rows)
+      (row.role === 'system' ? system : tail).push(records.toStoredMessage(row));
     return { system, tail };
   }
 
-  async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
-    const rows = await this.rows<MessageMetaRecord>(
+  async listMessageMeta(sessionId: string, afterSeq: number): Promise<store.MessageMeta[]> {
+    const rows = await this.rows<records.MessageMetaRecord>(
       `SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
        FROM messages WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq`,
       [sessionId, afterSeq],
     );
-    return rows.map(toMessageMeta);
+    return rows.map(records.toMessageMeta);
   }
 
   async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
-    const rows = await this.rows<MessageRecord>(
-      `SELECT ${CONTEXT_COLUMNS} FROM messages
+    const rows = await this.rows<records.MessageRecord>(
+      `SELECT ${records.CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq LIMIT $3`,
       [sessionId, afterSeq, limit],
     );
-    return rows.map(toStoredMessage);
+    return rows.map(records.toStoredMessage);
   }
 
-  async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
+  async searchHistory(
+    sessionId: string,
+    query: string,
+    limit: number,
+  ): Promise<store.HistoryHit[]> {
     const tsquery = toTsQuery(query);
     if (tsquery === undefined) return [];
-    return this.rows<HistoryHit>(
+    return this.rows<store.HistoryHit>(
       `SELECT m.seq, m.role, ts_headline('simple', m.content, q, '${HEADLINE}') AS snippet
        FROM messages m, to_tsquery('simple', $1) q
        WHERE m.session_id = $2 AND m.search @@ q
@@ -568,17 +526,15 @@ export class PgStore extends DelegatingStore implements Store {
     );
   }
 
-  async recallMessages(
-    sessionId: string,
-    terms: readonly SearchTerm[],
-    maxSeq: number,
-    limit: number,
-  ): Promise<RecallHit[]> {
-    const words = plainTerms(terms);
-    if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
+  protected async recall({
+    sessionId,
+    words,
+    maxSeq,
+    limit,
+  }: RecallSearch): Promise<store.RecallHit[]> {
     const tsquery = words.map((t) => `'${t.text}'${t.prefix ? ':*' : ''}`).join(' | ');
     // ts_rank with length normalisation 1 (divide by 1 + log length), close to bm25's.
-    return this.rows<RecallHit>(
+    return this.rows<store.RecallHit>(
       `SELECT m.seq, m.role, left(m.content, ${RECALL_CONTENT_CHARS}) AS content, m.created_at
        FROM messages m, to_tsquery('simple', $1) q
        WHERE m.session_id = $2 AND m.seq <= $3 AND m.role <> 'system' AND m.search @@ q
@@ -589,10 +545,10 @@ export class PgStore extends DelegatingStore implements Store {
 
   // ---- compaction -----------------------------------------------------------
 
-  async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
+  async commitCompaction(input: store.NewCompaction): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
       const before = (
-        await c.query<SessionRow>('SELECT * FROM sessions WHERE id = $1 FOR UPDATE', [
+        await c.query<store.SessionRow>('SELECT * FROM sessions WHERE id = $1 FOR UPDATE', [
           input.sessionId,
         ])
       ).rows[0];
@@ -602,7 +558,7 @@ export class PgStore extends DelegatingStore implements Store {
         before,
         now(),
       );
-      const updated = await c.query<SessionRow>(
+      const updated = await c.query<store.SessionRow>(
         `UPDATE sessions SET
            compact_summary = $2, compact_size = $3, compact_seq = $4,
            compaction_count = compaction_count + 1,
@@ -632,18 +588,18 @@ export class PgStore extends DelegatingStore implements Store {
 
   async undoCompaction(
     sessionId: string,
-  ): Promise<{ session: SessionRow; restoredSize: number } | undefined> {
+  ): Promise<{ session: store.SessionRow; restoredSize: number } | undefined> {
     return this.tx(async (c) => {
       if ((await lockSession(c, sessionId)) === undefined) return undefined;
       const latest = (
-        await c.query<CompactionRow>(
+        await c.query<store.CompactionRow>(
           'SELECT * FROM compactions WHERE session_id = $1 ORDER BY id DESC LIMIT 1',
           [sessionId],
         )
       ).rows[0];
       if (!decide.undoApplies(latest)) return undefined;
       const updatedAt = now();
-      const restored = await c.query<SessionRow>(
+      const restored = await c.query<store.SessionRow>(
         `UPDATE sessions SET
            compact_summary = $2, compact_size = $3, compact_seq = $4,
            compaction_count = GREATEST(compaction_count - 1, 0),
@@ -666,10 +622,11 @@ export class PgStore extends DelegatingStore implements Store {
     });
   }
 
-  async listCompactions(sessionId: string): Promise<CompactionRow[]> {
-    return this.rows<CompactionRow>('SELECT * FROM compactions WHERE session_id = $1 ORDER BY id', [
-      sessionId,
-    ]);
+  async listCompactions(sessionId: string): Promise<store.CompactionRow[]> {
+    return this.rows<store.CompactionRow>(
+      'SELECT * FROM compactions WHERE session_id = $1 ORDER BY id',
+      [sessionId],
+    );
   }
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
@@ -683,7 +640,7 @@ export class PgStore extends DelegatingStore implements Store {
 
   async appendImportedCompactions(
     sessionId: string,
-    compactions: readonly ImportedCompaction[],
+    compactions: readonly store.ImportedCompaction[],
   ): Promise<void> {
     await this.tx(async (c) => {
       for (const k of compactions) {
@@ -695,11 +652,11 @@ export class PgStore extends DelegatingStore implements Store {
 
   // ---- events ---------------------------------------------------------------
 
-  async appendEvent(event: NewEvent): Promise<EventRow> {
+  async appendEvent(event: store.NewEvent): Promise<store.EventRow> {
     return this.tx((c) => insertEvent(c, event, now()));
   }
 
-  async listEvents(options: EventFilter): Promise<EventRow[]> {
+  async listEvents(options: store.EventFilter): Promise<store.EventRow[]> {
     const { afterId, sessionId, ownerKey, limit } = options;
     const where = ['id > $1'];
     const params: unknown[] = [afterId, limit];
@@ -711,24 +668,20 @@ export class PgStore extends DelegatingStore implements Store {
       params.push(ownerKey);
       where.push(`session_id IN (SELECT id FROM sessions WHERE owner_key = $${params.length})`);
     }
-    const rows = await this.rows<EventRecord>(
+    const rows = await this.rows<records.EventRecord>(
       `SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY id LIMIT $2`,
       params,
     );
-    return rows.map(toEventRow);
+    return rows.map(records.toEventRow);
   }
 
   // ---- tasks ----------------------------------------------------------------
 
-  async createTask(input: {
-    sessionId: string;
-    agentName: string;
-    input: string;
-  }): Promise<TaskRow> {
+  async createTask(input: store.NewTask): Promise<store.TaskRow> {
     const id = newId('task');
     return this.tx(async (c) => {
       // A task belongs to whoever owns its session.
-      const created = await c.query<TaskRow>(
+      const created = await c.query<store.TaskRow>(
         `INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at,
            updated_at, owner_key, end_user)
          SELECT $1, $2, $3, 'running', $4, $6, $5, $5, owner_key, end_user FROM sessions WHERE id = $2
@@ -741,22 +694,21 @@ export class PgStore extends DelegatingStore implements Store {
     });
   }
 
-  async findTask(id: string): Promise<TaskRow | undefined> {
-    return this.row<TaskRow>('SELECT * FROM tasks WHERE id = $1', [id]);
+  async findTask(id: string): Promise<store.TaskRow | undefined> {
+    return this.row<store.TaskRow>('SELECT * FROM tasks WHERE id = $1', [id]);
   }
 
-  async listTasks(filter: TaskFilter): Promise<Page<TaskRow>> {
-    return this.newestFirst<TaskRow>('tasks', decide.taskFilterColumns(filter), filter);
+  async listTasks(filter: store.TaskFilter): Promise<store.Page<store.TaskRow>> {
+    return this.newestFirst<store.TaskRow>('tasks', decide.taskFilterColumns(filter), filter);
   }
 
   async transitionTask(
     id: string,
-    from: readonly TaskStatus[],
-    patch: TaskPatch,
-  ): Promise<TaskRow | undefined> {
-    const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
+    from: readonly store.TaskStatus[],
+    patch: store.TaskPatch,
+  ): Promise<store.TaskRow | undefined> {
     const params: unknown[] = [id, now(), [...from]];
-    const assignments = columns.map((column) => {
+    const assignments = decide.taskPatchColumns(patch).map((column) => {
       const value = (patch as Record<string, unknown>)[column] ?? null;
       params.push(typeof value === 'string' ? pgText(value) : value);
       return `${column} = $${params.length}`;
@@ -771,7 +723,7 @@ export class PgStore extends DelegatingStore implements Store {
     const self = params.length;
     // A concurrent transition re-checks the status after the first one commits: one wins.
     return this.tx(async (c) => {
-      const result = await c.query<TaskRow>(
+      const result = await c.query<store.TaskRow>(
         `UPDATE tasks SET ${assignments.join(', ')} WHERE id = $1 AND status = ANY($3::text[])
            AND (status <> 'running' OR owner_instance IS NULL OR owner_instance = $${self})
          RETURNING *`,
@@ -781,8 +733,8 @@ export class PgStore extends DelegatingStore implements Store {
     });
   }
 
-  async findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined> {
-    return this.row<TaskRow>(
+  async findWaitingTaskForSession(sessionId: string): Promise<store.TaskRow | undefined> {
+    return this.row<store.TaskRow>(
       "SELECT * FROM tasks WHERE session_id = $1 AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
       [sessionId],
     );
@@ -793,7 +745,7 @@ export class PgStore extends DelegatingStore implements Store {
       const result = await c.query(
         `UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2
          WHERE status = 'running' AND ($3::text IS NULL OR owner_instance = $3)`,
-        [INTERRUPTED_ERROR, now(), ownerInstance ?? null],
+        [records.INTERRUPTED_ERROR, now(), ownerInstance ?? null],
       );
       return result.rowCount ?? 0;
     });
@@ -815,7 +767,7 @@ export class PgStore extends DelegatingStore implements Store {
     await this.rows('DELETE FROM instances WHERE id = $1', [instanceId]);
   }
 
-  async releaseOrphanedDaemonLeases(options: OrphanScope): Promise<number> {
+  async releaseOrphanedDaemonLeases(options: store.OrphanScope): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL
@@ -828,7 +780,7 @@ export class PgStore extends DelegatingStore implements Store {
     });
   }
 
-  async closeOrphanedDaemonSessions(options: OrphanScope): Promise<number> {
+  async closeOrphanedDaemonSessions(options: store.OrphanScope): Promise<number> {
     const isLive = (owner: string) =>
       `EXISTS (SELECT 1 FROM instances i WHERE i.id = ${owner}
                AND i.heartbeat_at >= now() - make_interval(secs => $3::double precision / 1000))`;
@@ -847,14 +799,14 @@ export class PgStore extends DelegatingStore implements Store {
     });
   }
 
-  async interruptOrphanedTasks(options: OrphanScope): Promise<number> {
+  async interruptOrphanedTasks(options: store.OrphanScope): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2
          WHERE status = 'running' AND owner_instance IS DISTINCT FROM $3
            AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = tasks.owner_instance
                            AND i.heartbeat_at >= now() - make_interval(secs => $4::double precision / 1000))`,
-        [INTERRUPTED_ERROR, now(), options.self, options.staleAfterMs],
+        [records.INTERRUPTED_ERROR, now(), options.self, options.staleAfterMs],
       );
       return result.rowCount ?? 0;
     });
@@ -862,8 +814,10 @@ export class PgStore extends DelegatingStore implements Store {
 
   // ---- daemons --------------------------------------------------------------
 
-  async findDaemonState(agentName: string): Promise<DaemonState | undefined> {
-    return this.row<DaemonState>('SELECT * FROM daemon_runs WHERE agent_name = $1', [agentName]);
+  async findDaemonState(agentName: string): Promise<store.DaemonState | undefined> {
+    return this.row<store.DaemonState>('SELECT * FROM daemon_runs WHERE agent_name = $1', [
+      agentName,
+    ]);
   }
 
   async claimDaemonLease(
@@ -892,17 +846,12 @@ export class PgStore extends DelegatingStore implements Store {
     });
   }
 
-  async finishDaemonRun(
-    agentName: string,
-    owner: string,
-    lastRunAt: Date,
-    nextRunAt: Date | null,
-  ): Promise<boolean> {
+  protected finishRun(run: FinishedRun): Promise<boolean> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE daemon_runs SET last_run_at = $3, next_run_at = $4, lease_owner = NULL, lease_expires = NULL
          WHERE agent_name = $1 AND lease_owner = $2`,
-        [agentName, owner, lastRunAt.toISOString(), nextRunAt?.toISOString() ?? null],
+        [run.agentName, run.owner, run.lastRunAt, run.nextRunAt],
       );
       return (result.rowCount ?? 0) > 0;
     });
@@ -929,27 +878,31 @@ export class PgStore extends DelegatingStore implements Store {
 
   // ---- memory ---------------------------------------------------------------
 
-  async listMemory(agentName: string, query?: string, limit = MEMORY_PAGE): Promise<MemoryNote[]> {
+  async listMemory(
+    agentName: string,
+    query?: string,
+    limit = records.MEMORY_PAGE,
+  ): Promise<store.MemoryNote[]> {
     if (query !== undefined && query.trim() !== '') {
       const tsquery = toTsQuery(query);
       if (tsquery === undefined) return [];
-      return this.rows<MemoryNote>(
+      return this.rows<store.MemoryNote>(
         `SELECT ${MEMORY_COLUMNS} FROM memory m, to_tsquery('simple', $1) q
          WHERE m.agent_name = $2 AND m.search @@ q
          ORDER BY ts_rank(m.search, q) DESC, m.updated_at DESC, m.id DESC LIMIT $3`,
         [tsquery, agentName, limit],
       );
     }
-    return this.rows<MemoryNote>(
+    return this.rows<store.MemoryNote>(
       `SELECT ${MEMORY_COLUMNS} FROM memory WHERE agent_name = $1
        ORDER BY updated_at DESC, id DESC LIMIT $2`,
       [agentName, limit],
     );
   }
 
-  async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {
+  async putMemory(agentName: string, key: string, content: string): Promise<store.MemoryNote> {
     return this.tx(async (c) => {
-      const result = await c.query<MemoryNote>(
+      const result = await c.query<store.MemoryNote>(
         `INSERT INTO memory (agent_name, key, content, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $4)
          ON CONFLICT (agent_name, key) DO UPDATE SET content = EXCLUDED.content, updated_at = EXCLUDED.updated_at
@@ -981,7 +934,7 @@ export class PgStore extends DelegatingStore implements Store {
     table: 'sessions' | 'tasks',
     equals: Record<string, string | undefined>,
     page: { limit: number; cursor?: string },
-  ): Promise<Page<T>> {
+  ): Promise<store.Page<T>> {
     const query = decide.newestFirstQuery(`SELECT * FROM ${table}`, equals, page, (n) => `$${n}`);
     return decide.newestFirstPage(await this.rows<T>(query.sql, query.params), page.limit);
   }
@@ -1029,8 +982,8 @@ async function insertCompaction(c: Queryable, record: decide.CompactionRecord): 
   );
 }
 
-async function getSession(c: Queryable, id: string): Promise<SessionRow | undefined> {
-  return (await c.query<SessionRow>('SELECT * FROM sessions WHERE id = $1', [id])).rows[0];
+async function getSession(c: Queryable, id: string): Promise<store.SessionRow | undefined> {
+  return (await c.query<store.SessionRow>('SELECT * FROM sessions WHERE id = $1', [id])).rows[0];
 }
 
 /** Locks the session row for the rest of the transaction; undefined when there is none. */
@@ -1052,7 +1005,11 @@ async function ensureDaemon(c: Queryable, agentName: string): Promise<void> {
   );
 }
 
-async function insertEvent(c: Queryable, event: NewEvent, createdAt: string): Promise<EventRow> {
+async function insertEvent(
+  c: Queryable,
+  event: store.NewEvent,
+  createdAt: string,
+): Promise<store.EventRow> {
   await c.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK_KEY]);
   const result = await c.query<{ id: number }>(
     'INSERT INTO events (type, session_id, data, created_at) VALUES ($1, $2, $3, $4) RETURNING id',

@@ -26,12 +26,12 @@ import type {
   NewCompaction,
   NewEvent,
   NewSession,
+  NewTask,
   OrphanScope,
   Owner,
   Page,
   RecallHit,
   ResponseRow,
-  SearchTerm,
   SessionEdit,
   SessionFilter,
   SessionRow,
@@ -43,7 +43,12 @@ import type {
 } from '../store.js';
 import { ADMIN_OWNER, RECALL_CONTENT_CHARS } from '../store.js';
 import { SqliteCallRecords } from './sqlite-call-records.js';
-import { DelegatingStore } from '../delegating-store.js';
+import {
+  StoreBase,
+  type FinishedRun,
+  type PendingAppend,
+  type RecallSearch,
+} from '../store-base.js';
 import { sessionNotFound } from '../session-not-found.js';
 import {
   chargeSessionTokens,
@@ -65,10 +70,8 @@ import {
   INTERRUPTED_ERROR,
   MEMORY_PAGE,
   MESSAGE_COLUMNS,
-  TASK_PATCH_COLUMNS,
   newId,
   now,
-  plainTerms,
   searchWords,
   toEventRow,
   toMessageMeta,
@@ -435,7 +438,7 @@ function prepareStatements(db: SqliteDatabase) {
 
 type Statements = ReturnType<typeof prepareStatements>;
 
-export class SqliteStore extends DelegatingStore implements Store {
+export class SqliteStore extends StoreBase implements Store {
   readonly kind = 'sqlite' as const;
   readonly db: SqliteDatabase;
   private readonly stmt: Statements;
@@ -562,12 +565,11 @@ export class SqliteStore extends DelegatingStore implements Store {
     return id;
   }
 
-  async appendImportedMessages(
+  protected async writeImportedMessages(
     sessionId: string,
     messages: readonly ImportedMessage[],
+    tokens: readonly number[],
   ): Promise<void> {
-    if (messages.length === 0) return;
-    const tokens = messages.map(estimateMessageTokens);
     await this.guard(() =>
       this.db
         .transaction(() => {
@@ -693,12 +695,8 @@ export class SqliteStore extends DelegatingStore implements Store {
 
   // ---- messages -------------------------------------------------------------
 
-  async appendMessages(
-    sessionId: string,
-    messages: ChatMessage[],
-    options: AppendOptions = {},
-  ): Promise<StoredMessage[]> {
-    const tokens = messages.map(estimateMessageTokens);
+  protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
+    const { sessionId, messages, tokens, options } = append;
     return this.guard(() =>
       this.db
         .transaction(() => this.insertMessages(sessionId, messages, tokens, options, now()))
@@ -706,13 +704,11 @@ export class SqliteStore extends DelegatingStore implements Store {
     );
   }
 
-  async appendMessagesWithEvents(
-    sessionId: string,
-    messages: ChatMessage[],
+  protected writeMessagesWithEvents(
+    append: PendingAppend,
     eventType: string,
-    options: AppendOptions = {},
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
-    const tokens = messages.map(estimateMessageTokens);
+    const { sessionId, messages, tokens, options } = append;
     return this.guard(() =>
       this.db
         .transaction(() => {
@@ -800,14 +796,7 @@ export class SqliteStore extends DelegatingStore implements Store {
     return this.stmt.searchHistory.all(sessionMatch(sessionId, fts), sessionId, limit);
   }
 
-  async recallMessages(
-    sessionId: string,
-    terms: readonly SearchTerm[],
-    maxSeq: number,
-    limit: number,
-  ): Promise<RecallHit[]> {
-    const words = plainTerms(terms);
-    if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
+  protected async recall({ sessionId, words, maxSeq, limit }: RecallSearch): Promise<RecallHit[]> {
     await this.indexHistory();
     const fts = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`).join(' OR ');
     return this.stmt.recallMessages.all(sessionMatch(sessionId, fts), sessionId, maxSeq, limit);
@@ -906,11 +895,7 @@ export class SqliteStore extends DelegatingStore implements Store {
 
   // ---- tasks ----------------------------------------------------------------
 
-  async createTask(input: {
-    sessionId: string;
-    agentName: string;
-    input: string;
-  }): Promise<TaskRow> {
+  async createTask(input: NewTask): Promise<TaskRow> {
     const id = newId('task');
     return this.guard(() => {
       const inserted = this.stmt.insertTask.run({
@@ -939,8 +924,8 @@ export class SqliteStore extends DelegatingStore implements Store {
     from: readonly TaskStatus[],
     patch: TaskPatch,
   ): Promise<TaskRow | undefined> {
-    const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
-    const assignments = [...columns.map((c) => `${c} = @${c}`), 'updated_at = @updated_at'];
+    const patched = decide.taskPatchColumns(patch).map((column) => `${column} = @${column}`);
+    const assignments = [...patched, 'updated_at = @updated_at'];
     const statusList = from.map((_, i) => `@from${i}`).join(', ');
     // A task set running is this instance's to run (and to be interrupted with it).
     if (patch.status === 'running') assignments.push('owner_instance = @owner_instance');
@@ -1037,20 +1022,10 @@ export class SqliteStore extends DelegatingStore implements Store {
     );
   }
 
-  async finishDaemonRun(
-    agentName: string,
-    owner: string,
-    lastRunAt: Date,
-    nextRunAt: Date | null,
-  ): Promise<boolean> {
+  protected finishRun(run: FinishedRun): Promise<boolean> {
+    const finished = { agent: run.agentName, owner: run.owner, last: run.lastRunAt };
     return this.guard(
-      () =>
-        this.stmt.finishDaemon.run({
-          agent: agentName,
-          owner,
-          last: lastRunAt.toISOString(),
-          next: nextRunAt?.toISOString() ?? null,
-        }).changes > 0,
+      () => this.stmt.finishDaemon.run({ ...finished, next: run.nextRunAt }).changes > 0,
     );
   }
 
