@@ -6,35 +6,32 @@
  */
 import { CairnError } from '../errors.js';
 import type { FallbackHop } from '../llm/model-client.js';
-import type { ModelCallRole, ModelCallSummary, NewModelCall } from './store.js';
+import { newestFirstPage } from './decisions.js';
+import type { ModelCallRecord, ModelCallSummary, NewModelCall, Page } from './store.js';
 
 /** Everything a listing returns (the request refs stay behind). */
 export const MODEL_CALL_SUMMARY_COLUMNS = `id, session_id, turn_seq, role, provider, model,
   response_model, created_at, latency_ms, input_tokens, output_tokens, cached_tokens, cost,
   finish_reason, response, error_code, error, fallback_hops, recalled_seqs`;
 
-/** A model_calls row as selected with MODEL_CALL_SUMMARY_COLUMNS. */
-export interface ModelCallSummaryRecord {
-  id: string;
-  session_id: string;
-  turn_seq: number | null;
-  role: ModelCallRole;
-  provider: string;
-  model: string;
-  response_model: string | null;
-  created_at: string;
-  latency_ms: number;
-  input_tokens: number | null;
-  output_tokens: number | null;
-  cached_tokens: number | null;
-  cost: number | null;
-  finish_reason: string | null;
+/**
+ * A model_calls row as selected with MODEL_CALL_SUMMARY_COLUMNS: the
+ * summary's columns, with what the summary parses kept as JSON text and the
+ * error as its code and message.
+ */
+export type ModelCallSummaryRecord = Omit<
+  ModelCallSummary,
+  'response' | 'error' | 'fallback_hops' | 'recalled_seqs'
+> & {
   response: string | null;
   error_code: string | null;
   error: string | null;
   fallback_hops: string | null;
   recalled_seqs: string | null;
-}
+};
+
+/** A call found by id: its summary and the chain it is stored in. */
+export type FoundCallRecord = ModelCallSummaryRecord & { chain_id: string };
 
 /** What the rebuild reads of each call of a chain. */
 export interface ChainLinkRecord {
@@ -76,6 +73,15 @@ export function toModelCallSummary(row: ModelCallSummaryRecord): ModelCallSummar
     fallback_hops: parseOrNull<FallbackHop[]>(row.fallback_hops),
     recalled_seqs: parseOrNull<number[]>(row.recalled_seqs),
   };
+}
+
+/** A newest-first page of summary rows (one more than `limit` read), as the contract's page. */
+export function toModelCallPage(
+  rows: readonly ModelCallSummaryRecord[],
+  limit: number,
+): Page<ModelCallSummary> {
+  const page = newestFirstPage(rows, limit);
+  return { ...page, items: page.items.map(toModelCallSummary) };
 }
 
 /** The column values of a new call, in the order of MODEL_CALL_INSERT_COLUMNS. */
@@ -183,4 +189,20 @@ export function rebuildRequest(
     return JSON.parse(body) as unknown;
   });
   return request;
+}
+
+/** The blob hashes a call's request is rebuilt from: its messages' and its parameters'. */
+export function wantedBlobs(chain: { refs: readonly string[]; link: ChainLinkRecord }): string[] {
+  return [...new Set([...chain.refs, chain.link.params_ref])];
+}
+
+/** The call found by id, its request rebuilt from its chain (`chainRefs`) and the blobs read. */
+export function toModelCallRecord(
+  row: FoundCallRecord,
+  chain: { refs: readonly string[]; link: ChainLinkRecord },
+  blobs: ReadonlyMap<string, string>,
+): ModelCallRecord {
+  const request = rebuildRequest(blobs.get(chain.link.params_ref) ?? '{}', chain.refs, blobs);
+  const { chain_id: _chain, ...summary } = row;
+  return { ...toModelCallSummary(summary), request, wire: chain.link.wire === 1 };
 }

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { CairnError } from '../errors.js';
 import { messageChars } from '../llm/messages.js';
 import type { ChatMessage, StoredMessage, ToolCall } from '../llm/messages.js';
-import type { EventRow, KeyAgents, KeyLimits, KeyRow, MessageMeta } from './store.js';
+import type { EventRow, KeyAgents, KeyLimits, KeyRow, MessageMeta, ResponseRow } from './store.js';
 
 /** A message row as selected with MESSAGE_COLUMNS (or CONTEXT_COLUMNS). */
 export interface MessageRecord {
@@ -92,6 +92,13 @@ export function toStoredMessage(row: MessageRecord): StoredMessage {
   if (row.name !== null) message.name = row.name;
   if (row.tokens !== undefined && row.tokens !== null) message.tokens = row.tokens;
   return message;
+}
+
+/** A `responses` row as selected (the body as JSON text). */
+export type ResponseRecord = Omit<ResponseRow, 'body'> & { body: string };
+
+export function toResponseRow(row: ResponseRecord): ResponseRow {
+  return { ...row, body: JSON.parse(row.body) as Record<string, unknown> };
 }
 
 export function toEventRow(row: EventRecord): EventRow {

@@ -1,13 +1,15 @@
 /**
  * The storage seam. Everything Cairn persists goes through `Store`, the
  * intersection of one small interface per kind of record (sessions, message
- * log, compactions, tasks, daemon leases, events, memory); consumers are typed
- * with only the parts they use, so a second dialect can implement and test the
- * parts one by one. SQLite (the default) and Postgres (several instances on
- * one database) both implement it, and the runtime never knows which. Each
- * method is one unit of work: implementations commit it in one transaction
- * before the returned promise resolves, so callers never hold a transaction
- * across an `await`.
+ * log, compactions, events, tasks, instances, daemon leases, memory, client
+ * keys, model-call records, responses); consumers are typed with only the
+ * parts they use, so a fake can be built part by part. SQLite (the default)
+ * and Postgres (several instances on one database) both implement it, and the
+ * runtime never knows which; what the two decide the same way is written once
+ * (decisions.ts, records.ts, model-call-rows.ts, store-base.ts). Each method
+ * is one unit of work: implementations commit it in one transaction before the
+ * returned promise resolves, so callers never hold a transaction across an
+ * `await`.
  */
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { FallbackHop } from '../llm/model-client.js';
@@ -421,32 +423,58 @@ export interface CompactionStore {
   ): Promise<void>;
 }
 
+/** Events after `afterId`, oldest first; with `ownerKey`, only the events of that client key's sessions. */
+export interface EventFilter {
+  afterId: number;
+  sessionId?: string;
+  ownerKey?: string;
+  limit: number;
+}
+
 /** The event log that `GET /events` pages through. */
 export interface EventLog {
   appendEvent(event: NewEvent): Promise<EventRow>;
-  /** With `ownerKey`, only the events of that client key's sessions. */
-  listEvents(options: {
-    afterId: number;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-  }): Promise<EventRow[]>;
+  listEvents(options: EventFilter): Promise<EventRow[]>;
 }
+
+export interface NewTask {
+  sessionId: string;
+  agentName: string;
+  input: string;
+}
+
+export interface TaskFilter {
+  status?: TaskStatus;
+  agentName?: string;
+  /** Only the tasks of this session (an A2A context). */
+  sessionId?: string;
+  ownerKey?: string;
+  limit: number;
+  cursor?: string;
+}
+
+/** The patch `transitionTask` applies: the columns a transition may set. */
+export type TaskPatch = Partial<
+  Pick<
+    TaskRow,
+    | 'status'
+    | 'result'
+    | 'question'
+    | 'error'
+    | 'pending_call_id'
+    | 'pending_tool'
+    | 'pending_arguments'
+    | 'approval_expires_at'
+    | 'decided_by'
+  >
+>;
 
 /** Task rows and their status transitions. */
 export interface TaskStore {
   /** The task gets its session's owner key and end user. */
-  createTask(input: { sessionId: string; agentName: string; input: string }): Promise<TaskRow>;
+  createTask(input: NewTask): Promise<TaskRow>;
   findTask(id: string): Promise<TaskRow | undefined>;
-  listTasks(filter: {
-    status?: TaskStatus;
-    agentName?: string;
-    /** Only the tasks of this session (an A2A context). */
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-    cursor?: string;
-  }): Promise<Page<TaskRow>>;
+  listTasks(filter: TaskFilter): Promise<Page<TaskRow>>;
   /**
    * Updates a task only if its status is one of `from`; returns undefined when
    * it was not. A `running` task moves on only by its owner (this store's
@@ -456,20 +484,7 @@ export interface TaskStore {
   transitionTask(
     id: string,
     from: readonly TaskStatus[],
-    patch: Partial<
-      Pick<
-        TaskRow,
-        | 'status'
-        | 'result'
-        | 'question'
-        | 'error'
-        | 'pending_call_id'
-        | 'pending_tool'
-        | 'pending_arguments'
-        | 'approval_expires_at'
-        | 'decided_by'
-      >
-    >,
+    patch: TaskPatch,
   ): Promise<TaskRow | undefined>;
   findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
   /**
@@ -617,12 +632,6 @@ export interface KeyStore {
   listKeySpend(day: string): Promise<Map<string, KeySpend>>;
 }
 
-/**
- * Everything a dialect implements: the composition root holds one `Store`
- * and hands each consumer only the parts it uses. Import (POST /sessions/import)
- * writes a session row, then its messages and compactions in batches, through
- * the import methods of the three parts.
- */
 /** What a model call was for: the turn's calls, a compaction's summary, a session title. */
 export type ModelCallRole = 'main' | 'compact' | 'title';
 
@@ -709,6 +718,12 @@ export interface CallRecordStore {
   pruneModelCalls(before: string, maxChains: number): Promise<number>;
 }
 
+/**
+ * Everything a dialect implements: the composition root holds one `Store`
+ * and hands each consumer only the parts it uses. Import (POST /sessions/import)
+ * writes a session row, then its messages and compactions in batches, through
+ * the import methods of the three parts.
+ */
 export interface Store
   extends
     SessionStore,

@@ -14,3 +14,16 @@ export function taskTakenOver(taskId: string, task: TaskRow | undefined): CairnE
     `Task "${taskId}" ${now}: another instance took it over while this one was not heartbeating (paused or cut off), so this run stopped and stored nothing more. Resume the task with POST /tasks/${taskId}/resume.`,
   );
 }
+
+/**
+ * Inside an append's transaction: the task is still the running task of
+ * `instanceId` (or of no recorded owner); else the run was taken over.
+ */
+export function requireRunningTask(
+  taskId: string,
+  task: TaskRow | undefined,
+  instanceId: string | null,
+): void {
+  const mine = task?.owner_instance == null || task.owner_instance === instanceId;
+  if (task?.status !== 'running' || !mine) throw taskTakenOver(taskId, task);
+}

@@ -6,7 +6,7 @@
  * the half-written session is deleted and the import fails with the line
  * number and what is wrong.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv, type SchemaObject, type ValidateFunction } from 'ajv';
 import { CairnError, describeError } from '../errors.js';
 import type {
   ImportedCompaction,
@@ -51,126 +51,112 @@ const TOKENS_OR_NULL = {
   maximum: Number.MAX_SAFE_INTEGER,
 } as const;
 
-const SESSION_LINE = {
-  type: 'object',
-  required: ['type', 'format', 'version', 'session'],
-  properties: {
-    type: { const: 'session' },
-    format: { const: EXPORT_FORMAT },
-    version: { const: EXPORT_VERSION },
-    session: {
-      type: 'object',
-      required: ['agent_name', 'mode', 'status', 'created_at', 'updated_at'],
-      properties: {
-        agent_name: TEXT,
-        mode: { enum: ['chat', 'task', 'subagent', 'daemon'] },
-        status: { enum: ['active', 'closed'] },
-        title: TEXT_OR_NULL,
-        created_at: TEXT,
-        updated_at: TEXT,
-        input_tokens: TOKENS,
-        output_tokens: TOKENS,
-        compact_summary: TEXT_OR_NULL,
-        compact_size: INT,
-        compact_count: { type: 'number', minimum: 1, maximum: 99 },
-        compaction_count: INT,
-        compact_seq: INT,
-        last_prompt_tokens: TOKENS_OR_NULL,
-        last_prompt_seq: INT_OR_NULL,
-        compaction_suspended: { enum: [0, 1] },
-        compaction_input_tokens: TOKENS,
-        compaction_output_tokens: TOKENS,
-        cost: { type: 'number', minimum: 0 },
-        cache_read_tokens: TOKENS,
-        cache_write_tokens: TOKENS,
-        end_user: { type: ['string', 'null'], maxLength: 200 },
-      },
-    },
-  },
-} as const;
+/** An object schema: these properties, the `required` ones present. */
+function object(required: readonly string[], properties: Record<string, object>): SchemaObject {
+  return { type: 'object', required, properties };
+}
 
-const MESSAGE_LINE = {
-  type: 'object',
-  required: ['type', 'message'],
-  properties: {
-    type: { const: 'message' },
-    message: {
-      type: 'object',
-      required: ['seq', 'role', 'created_at'],
-      properties: {
-        seq: { type: 'integer', minimum: 1, maximum: MAX_IMPORTED_SEQ },
-        role: { enum: ['system', 'user', 'assistant', 'tool'] },
-        content: TEXT_OR_NULL,
-        tool_calls: {
-          type: 'array',
-          items: {
-            type: 'object',
-            required: ['id', 'type', 'function'],
-            properties: {
-              id: TEXT,
-              type: { const: 'function' },
-              function: {
-                type: 'object',
-                required: ['name', 'arguments'],
-                properties: { name: TEXT, arguments: TEXT },
-              },
-            },
-          },
-        },
-        tool_call_id: TEXT,
-        name: TEXT,
-        created_at: TEXT,
-      },
-    },
-  },
-} as const;
+/**
+ * The schema of one line: `type` names it and the record sits under the same
+ * key (`{"type": "message", "message": {…}}`); `header` adds constants before it.
+ */
+function lineSchema(
+  type: string,
+  record: SchemaObject,
+  header: Record<string, object> = {},
+): SchemaObject {
+  return object(['type', ...Object.keys(header), type], {
+    type: { const: type },
+    ...header,
+    [type]: record,
+  });
+}
 
-const COMPACTION_LINE = {
-  type: 'object',
-  required: ['type', 'compaction'],
-  properties: {
-    type: { const: 'compaction' },
-    compaction: {
-      type: 'object',
-      required: [
-        'from_size',
-        'to_size',
-        'from_seq',
-        'to_seq',
-        'summary',
-        'trigger',
-        'model',
-        'created_at',
-      ],
-      properties: {
-        from_size: INT,
-        to_size: INT,
-        from_seq: INT,
-        to_seq: INT,
-        previous_summary: TEXT_OR_NULL,
-        summary: TEXT,
-        trigger: { enum: ['manual', 'auto'] },
-        model: TEXT,
-        input_chars: INT,
-        summary_chars: INT,
-        input_tokens: TOKENS,
-        output_tokens: TOKENS,
-        created_at: TEXT,
-        undone_at: TEXT_OR_NULL,
-      },
+const SESSION_LINE = lineSchema(
+  'session',
+  object(['agent_name', 'mode', 'status', 'created_at', 'updated_at'], {
+    agent_name: TEXT,
+    mode: { enum: ['chat', 'task', 'subagent', 'daemon'] },
+    status: { enum: ['active', 'closed'] },
+    title: TEXT_OR_NULL,
+    created_at: TEXT,
+    updated_at: TEXT,
+    input_tokens: TOKENS,
+    output_tokens: TOKENS,
+    compact_summary: TEXT_OR_NULL,
+    compact_size: INT,
+    compact_count: { type: 'number', minimum: 1, maximum: 99 },
+    compaction_count: INT,
+    compact_seq: INT,
+    last_prompt_tokens: TOKENS_OR_NULL,
+    last_prompt_seq: INT_OR_NULL,
+    compaction_suspended: { enum: [0, 1] },
+    compaction_input_tokens: TOKENS,
+    compaction_output_tokens: TOKENS,
+    cost: { type: 'number', minimum: 0 },
+    cache_read_tokens: TOKENS,
+    cache_write_tokens: TOKENS,
+    end_user: { type: ['string', 'null'], maxLength: 200 },
+  }),
+  { format: { const: EXPORT_FORMAT }, version: { const: EXPORT_VERSION } },
+);
+
+const MESSAGE_LINE = lineSchema(
+  'message',
+  object(['seq', 'role', 'created_at'], {
+    seq: { type: 'integer', minimum: 1, maximum: MAX_IMPORTED_SEQ },
+    role: { enum: ['system', 'user', 'assistant', 'tool'] },
+    content: TEXT_OR_NULL,
+    tool_calls: {
+      type: 'array',
+      items: object(['id', 'type', 'function'], {
+        id: TEXT,
+        type: { const: 'function' },
+        function: object(['name', 'arguments'], { name: TEXT, arguments: TEXT }),
+      }),
     },
-  },
-} as const;
+    tool_call_id: TEXT,
+    name: TEXT,
+    created_at: TEXT,
+  }),
+);
+
+const COMPACTION_LINE = lineSchema(
+  'compaction',
+  object(
+    ['from_size', 'to_size', 'from_seq', 'to_seq', 'summary', 'trigger', 'model', 'created_at'],
+    {
+      from_size: INT,
+      to_size: INT,
+      from_seq: INT,
+      to_seq: INT,
+      previous_summary: TEXT_OR_NULL,
+      summary: TEXT,
+      trigger: { enum: ['manual', 'auto'] },
+      model: TEXT,
+      input_chars: INT,
+      summary_chars: INT,
+      input_tokens: TOKENS,
+      output_tokens: TOKENS,
+      created_at: TEXT,
+      undone_at: TEXT_OR_NULL,
+    },
+  ),
+);
 
 interface Validators {
-  session: ValidateFunction<{ session: Partial<SessionRow> & ImportedSessionCore }>;
+  session: ValidateFunction<{ session: SessionLine }>;
   message: ValidateFunction<{ message: ImportedMessage }>;
-  compaction: ValidateFunction<{ compaction: Partial<ImportedCompaction> & CompactionCore }>;
+  compaction: ValidateFunction<{ compaction: CompactionLine }>;
 }
 type ImportedSessionCore = Pick<
   SessionRow,
   'agent_name' | 'mode' | 'status' | 'created_at' | 'updated_at'
 >;
+/** A session line's record as validated: the required fields, any of the others. */
+type SessionLine = Partial<SessionRow> & ImportedSessionCore;
+/** A compaction line's record as validated. */
+type CompactionLine = Partial<ImportedCompaction> & CompactionCore;
 type CompactionCore = Pick<
   ImportedCompaction,
   'from_size' | 'to_size' | 'from_seq' | 'to_seq' | 'summary' | 'trigger' | 'model' | 'created_at'
@@ -278,6 +264,8 @@ export async function importSession(
   let id: string | undefined;
   try {
     let lineNo = 0;
+    /** A timestamp of the current line, as the store keeps them (see `importedTime`). */
+    const time: ImportedTime = (value, field) => importedTime(value, importedAt, lineNo, field);
     let header: ImportedSession | undefined;
     let lastSeq = 0;
     /** Seqs of the non-system messages, in order: what a compaction row's sizes count. */
@@ -299,12 +287,7 @@ export async function importSession(
           );
         }
         checkAgent(value.session.agent_name);
-        header = toImportedSession(value.session);
-        header = {
-          ...header,
-          created_at: importedTime(header.created_at, importedAt, lineNo, 'session.created_at'),
-          updated_at: importedTime(header.updated_at, importedAt, lineNo, 'session.updated_at'),
-        };
+        header = toImportedSession(value.session, time);
         id = await store.createImportedSession(header, owner);
         continue;
       }
@@ -312,13 +295,7 @@ export async function importSession(
         if (!v.message(value)) throw invalid(lineNo, firstError(v.message));
         if (compactions.length > 0)
           throw invalid(lineNo, 'message lines must come before compaction lines');
-        const message = toImportedMessage(value.message);
-        message.created_at = importedTime(
-          message.created_at,
-          importedAt,
-          lineNo,
-          'message.created_at',
-        );
+        const message = toImportedMessage(value.message, time);
         if (message.seq <= lastSeq)
           throw invalid(lineNo, `seq ${message.seq} must be greater than ${lastSeq}`);
         // The context puts every system message first: one in mid-history would
@@ -338,20 +315,7 @@ export async function importSession(
         }
       } else if (value.type === 'compaction') {
         if (!v.compaction(value)) throw invalid(lineNo, firstError(v.compaction));
-        const compaction = toImportedCompaction(value.compaction);
-        compaction.created_at = importedTime(
-          compaction.created_at,
-          importedAt,
-          lineNo,
-          'compaction.created_at',
-        );
-        if (compaction.undone_at !== null)
-          compaction.undone_at = importedTime(
-            compaction.undone_at,
-            importedAt,
-            lineNo,
-            'compaction.undone_at',
-          );
+        const compaction = toImportedCompaction(value.compaction, time);
         checkCompactionFits(compaction, conversationSeqs, lineNo);
         compactions.push(compaction);
       } else {
@@ -387,6 +351,9 @@ function importedTime(value: string, importedAt: number, lineNo: number, field: 
     throw invalid(lineNo, `${field} "${value.slice(0, 40)}" is not a timestamp`);
   return new Date(Math.min(ms, importedAt)).toISOString();
 }
+
+/** Reads one timestamp field of the line being imported. */
+type ImportedTime = (value: string, field: string) => string;
 
 /** How many of the (sorted) `seqs` are at or below `seq`. */
 function countUpTo(seqs: readonly number[], seq: number): number {
@@ -425,14 +392,14 @@ function checkCompactionFits(
     throw invalid(lineNo, `the compaction does not fit the imported messages: ${problem}`);
 }
 
-function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): ImportedSession {
+function toImportedSession(s: SessionLine, time: ImportedTime): ImportedSession {
   return {
     agent_name: s.agent_name,
     mode: s.mode,
     status: s.status,
     title: s.title ?? null,
-    created_at: s.created_at,
-    updated_at: s.updated_at,
+    created_at: time(s.created_at, 'session.created_at'),
+    updated_at: time(s.updated_at, 'session.updated_at'),
     input_tokens: s.input_tokens ?? 0,
     output_tokens: s.output_tokens ?? 0,
     compact_summary: s.compact_summary ?? null,
@@ -452,7 +419,7 @@ function toImportedSession(s: Partial<SessionRow> & ImportedSessionCore): Import
   };
 }
 
-function toImportedMessage(m: ImportedMessage): ImportedMessage {
+function toImportedMessage(m: ImportedMessage, time: ImportedTime): ImportedMessage {
   return {
     seq: m.seq,
     role: m.role,
@@ -460,11 +427,11 @@ function toImportedMessage(m: ImportedMessage): ImportedMessage {
     ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}),
     ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
     ...(m.name !== undefined ? { name: m.name } : {}),
-    created_at: m.created_at,
+    created_at: time(m.created_at, 'message.created_at'),
   };
 }
 
-function toImportedCompaction(c: Partial<ImportedCompaction> & CompactionCore): ImportedCompaction {
+function toImportedCompaction(c: CompactionLine, time: ImportedTime): ImportedCompaction {
   return {
     from_size: c.from_size,
     to_size: c.to_size,
@@ -478,7 +445,7 @@ function toImportedCompaction(c: Partial<ImportedCompaction> & CompactionCore): 
     summary_chars: c.summary_chars ?? c.summary.length,
     input_tokens: c.input_tokens ?? 0,
     output_tokens: c.output_tokens ?? 0,
-    created_at: c.created_at,
-    undone_at: c.undone_at ?? null,
+    created_at: time(c.created_at, 'compaction.created_at'),
+    undone_at: c.undone_at == null ? null : time(c.undone_at, 'compaction.undone_at'),
   };
 }

@@ -20,6 +20,8 @@ const ALLOWED = [
   /^getSession\(c,/,
   /^ensureDaemon\(c,/,
   /^insertEvent\(c,/,
+  /^insertMessageRows\(c,/,
+  /^insertCompaction\(c,/,
   /^this\.insertMessages\(c,/,
   // pg-keys.ts: one INSERT … ON CONFLICT on the same client, nothing else.
   /^chargeSessionTokens\(c,/,
@@ -32,6 +34,8 @@ const HELPERS = [
   'async function getSession(',
   'async function ensureDaemon(',
   'async function insertEvent(',
+  'async function insertMessageRows(',
+  'async function insertCompaction(',
   'private async insertMessages(',
   'private async assertStillRunning(',
 ];

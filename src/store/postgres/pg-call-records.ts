@@ -1,32 +1,22 @@
 /**
- * The model-call records of the Postgres store (migration 010): the twin of
- * the SQLite one. Each method is one transaction (or one statement) that
- * awaits only its own queries.
+ * The model-call records of the Postgres store (migration 010). The rows,
+ * pages and request rebuild are model-call-rows.ts's, shared with SQLite;
+ * each method here is one transaction (or one statement) that awaits only
+ * its own queries.
  */
-import { decodeCursor, encodeCursor } from '../records.js';
-import {
-  CHAIN_LINK_COLUMNS,
-  MODEL_CALL_INSERT_COLUMNS,
-  MODEL_CALL_SUMMARY_COLUMNS,
-  chainRefs,
-  modelCallValues,
-  rebuildRequest,
-  toModelCallSummary,
-  type ChainLinkRecord,
-  type ModelCallSummaryRecord,
-} from '../model-call-rows.js';
+import { newestFirstQuery } from '../decisions.js';
+import * as rows from '../model-call-rows.js';
 import type {
-  CallRecordStore,
-  ModelCallFilter,
-  ModelCallRecord,
-  ModelCallSummary,
-  NewModelCall,
-  Page,
-} from '../store.js';
+  ChainLinkRecord,
+  FoundCallRecord,
+  ModelCallSummaryRecord,
+} from '../model-call-rows.js';
+import type { CallRecordStore, ModelCallFilter, NewModelCall } from '../store.js';
+import type { ModelCallRecord, ModelCallSummary, Page } from '../store.js';
 import type { Queryable } from './open-pool.js';
 
-const INSERT_CALL = `INSERT INTO model_calls (${MODEL_CALL_INSERT_COLUMNS.join(', ')})
-  VALUES (${MODEL_CALL_INSERT_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')})`;
+const INSERT_CALL = `INSERT INTO model_calls (${rows.MODEL_CALL_INSERT_COLUMNS.join(', ')})
+  VALUES (${rows.MODEL_CALL_INSERT_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')})`;
 
 /** Postgres text cannot hold U+0000 (an error message could carry one). */
 function withoutNul(value: unknown): unknown {
@@ -59,7 +49,7 @@ export class PgCallRecords implements CallRecordStore {
             [call.session_id, call.blobs.map((b) => b.hash), call.blobs.map((b) => b.body)],
           );
         }
-        await c.query(INSERT_CALL, modelCallValues(call).map(withoutNul));
+        await c.query(INSERT_CALL, rows.modelCallValues(call).map(withoutNul));
         if (call.cost !== null && call.cost !== 0)
           await c.query('UPDATE sessions SET cost = cost + $1 WHERE id = $2', [
             call.cost,
@@ -79,60 +69,35 @@ export class PgCallRecords implements CallRecordStore {
     sessionId: string,
     filter: ModelCallFilter,
   ): Promise<Page<ModelCallSummary>> {
-    const where = ['session_id = $1'];
-    const params: unknown[] = [sessionId];
-    if (filter.role !== undefined) {
-      params.push(filter.role);
-      where.push(`role = $${params.length}`);
-    }
-    if (filter.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(filter.cursor);
-      params.push(createdAt, id);
-      const at = params.length - 1;
-      where.push(`(created_at < $${at} OR (created_at = $${at} AND id < $${at + 1}))`);
-    }
-    params.push(filter.limit + 1);
-    const rows = await this.tx(
-      async (c) =>
-        (
-          await c.query<ModelCallSummaryRecord>(
-            `SELECT ${MODEL_CALL_SUMMARY_COLUMNS} FROM model_calls WHERE ${where.join(' AND ')}
-             ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
-            params,
-          )
-        ).rows,
+    const equals = { session_id: sessionId, role: filter.role };
+    const select = `SELECT ${rows.MODEL_CALL_SUMMARY_COLUMNS} FROM model_calls`;
+    const query = newestFirstQuery(select, equals, filter, (n) => `$${n}`);
+    const found = await this.tx(
+      async (c) => (await c.query<ModelCallSummaryRecord>(query.sql, query.params)).rows,
     );
-    const items = rows.slice(0, filter.limit);
-    const last = items[items.length - 1];
-    return {
-      items: items.map(toModelCallSummary),
-      nextCursor:
-        rows.length > filter.limit && last ? encodeCursor(last.created_at, last.id) : null,
-    };
+    return rows.toModelCallPage(found, filter.limit);
   }
 
   async findModelCall(id: string): Promise<ModelCallRecord | undefined> {
     // One transaction: a prune between the reads cannot break the chain.
     return this.tx(async (c) => {
-      const found = await c.query<ModelCallSummaryRecord & { chain_id: string }>(
-        `SELECT ${MODEL_CALL_SUMMARY_COLUMNS}, chain_id FROM model_calls WHERE id = $1`,
+      const found = await c.query<FoundCallRecord>(
+        `SELECT ${rows.MODEL_CALL_SUMMARY_COLUMNS}, chain_id FROM model_calls WHERE id = $1`,
         [id],
       );
       const row = found.rows[0];
       if (!row) return undefined;
       const links = await c.query<ChainLinkRecord>(
-        `SELECT ${CHAIN_LINK_COLUMNS} FROM model_calls WHERE chain_id = $1`,
+        `SELECT ${rows.CHAIN_LINK_COLUMNS} FROM model_calls WHERE chain_id = $1`,
         [row.chain_id],
       );
-      const { refs, link } = chainRefs(id, links.rows);
+      const chain = rows.chainRefs(id, links.rows);
       const blobRows = await c.query<{ hash: string; body: string }>(
         'SELECT hash, body FROM model_call_blobs WHERE session_id = $1 AND hash = ANY($2)',
-        [row.session_id, [...new Set([...refs, link.params_ref])]],
+        [row.session_id, rows.wantedBlobs(chain)],
       );
       const blobs = new Map(blobRows.rows.map((blob) => [blob.hash, blob.body]));
-      const request = rebuildRequest(blobs.get(link.params_ref) ?? '{}', refs, blobs);
-      const { chain_id: _chain, ...summary } = row;
-      return { ...toModelCallSummary(summary), request, wire: link.wire === 1 };
+      return rows.toModelCallRecord(row, chain, blobs);
     });
   }
 

@@ -6,72 +6,28 @@
  * (`FOR UPDATE`) first, so concurrent instances serialise per session: seqs
  * never collide, compare-and-set compaction stays exact. Event inserts take a
  * transaction-scoped advisory lock so event ids become visible in id order and
- * a reader paging by `afterId` never skips one that commits late.
+ * a reader paging by `afterId` never skips one that commits late. What both
+ * dialects decide the same way (the compaction precondition, the transcript
+ * chain, keyset pages) lives in ../decisions.ts; this file holds the SQL.
  */
 import type pg from 'pg';
-import { messageChars, type ChatMessage, type StoredMessage } from '../../llm/messages.js';
+import type { ChatMessage, StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
-import type {
-  AppendOptions,
-  CompactionRow,
-  DaemonState,
-  EventRow,
-  ForkOutcome,
-  ResponseRow,
-  HistoryHit,
-  RecallHit,
-  SearchTerm,
-  ImportedCompaction,
-  ImportedMessage,
-  ImportedSession,
-  MemoryNote,
-  MessageMeta,
-  NewCompaction,
-  NewEvent,
-  NewSession,
-  Page,
-  SessionEdit,
-  SessionFilter,
-  SessionRow,
-  Store,
-  TaskRow,
-  TaskStatus,
-  OrphanScope,
-  ModelCallFilter,
-  ModelCallRecord,
-  ModelCallSummary,
-  NewModelCall,
-  Owner,
-  KeyRow,
-  KeySpend,
-  NewKey,
-} from '../store.js';
-import { RECALL_CONTENT_CHARS } from '../store.js';
+import type * as store from '../store.js';
+import { ADMIN_OWNER, RECALL_CONTENT_CHARS } from '../store.js';
 import { PgCallRecords } from './pg-call-records.js';
-import { ADMIN_OWNER } from '../store.js';
 import { chargeSessionTokens, PgKeys } from './pg-keys.js';
-import { sessionNotFound } from '../session-not-found.js';
-import { taskTakenOver } from '../task-taken-over.js';
-import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
 import {
-  CONTEXT_COLUMNS,
-  INTERRUPTED_ERROR,
-  MEMORY_PAGE,
-  MESSAGE_COLUMNS,
-  TASK_PATCH_COLUMNS,
-  decodeCursor,
-  encodeCursor,
-  newId,
-  now,
-  searchWords,
-  toEventRow,
-  toMessageMeta,
-  toStoredMessage,
-  type EventRecord,
-  type MessageMetaRecord,
-  type MessageRecord,
-  plainTerms,
-} from '../records.js';
+  StoreBase,
+  type FinishedRun,
+  type PendingAppend,
+  type RecallSearch,
+} from '../store-base.js';
+import { sessionNotFound } from '../session-not-found.js';
+import { requireRunningTask } from '../task-taken-over.js';
+import * as decide from '../decisions.js';
+import { newId, now } from '../records.js';
+import * as records from '../records.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
   inTransaction,
@@ -101,7 +57,7 @@ function pgText<T extends string | null>(value: T): T {
  * SQLite store's FTS5 query, each a quoted lexeme, OR-ed.
  */
 function toTsQuery(text: string): string | undefined {
-  const words = searchWords(text);
+  const words = records.searchWords(text);
   return words.length === 0 ? undefined : words.map((w) => `'${w}'`).join(' | ');
 }
 
@@ -116,17 +72,18 @@ export interface PgStoreOptions extends PoolOptions {
   instanceId?: string;
 }
 
-export class PgStore implements Store {
+export class PgStore extends StoreBase implements store.Store {
   readonly kind = 'postgres' as const;
   readonly pool: pg.Pool;
   private readonly poolSize: number;
   private closed = false;
 
   private readonly instanceId: string | null;
-  private readonly calls: PgCallRecords;
-  private readonly keys: PgKeys;
+  protected readonly calls: PgCallRecords;
+  protected readonly keys: PgKeys;
 
   private constructor(pool: pg.Pool, poolSize: number, instanceId: string | null) {
+    super();
     this.pool = pool;
     this.poolSize = poolSize;
     this.instanceId = instanceId;
@@ -168,11 +125,12 @@ export class PgStore implements Store {
 
   // ---- sessions -------------------------------------------------------------
 
-  async createSession(input: NewSession): Promise<SessionRow> {
+  async createSession(input: store.NewSession): Promise<store.SessionRow> {
     const id = newId('sess');
     const createdAt = now();
     const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
     const tokens = system.map(estimateMessageTokens);
+    const origin = decide.sessionOrigin(input);
     return this.tx(async (c) => {
       await c.query(
         `INSERT INTO sessions
@@ -187,27 +145,27 @@ export class PgStore implements Store {
           input.parentSessionId ?? null,
           createdAt,
           input.compactCount,
-          (input.owner ?? ADMIN_OWNER).key,
-          pgText((input.owner ?? ADMIN_OWNER).user),
-          input.transcriptSeed ?? null,
+          origin.owner_key,
+          pgText(origin.end_user),
+          origin.transcript_hash,
         ],
       );
       await this.insertMessages(c, id, system, tokens, {}, createdAt);
-      return getSession(c, id) as Promise<SessionRow>;
+      return getSession(c, id) as Promise<store.SessionRow>;
     });
   }
 
-  async findSession(id: string): Promise<SessionRow | undefined> {
-    return this.row<SessionRow>('SELECT * FROM sessions WHERE id = $1', [id]);
+  async findSession(id: string): Promise<store.SessionRow | undefined> {
+    return this.row<store.SessionRow>('SELECT * FROM sessions WHERE id = $1', [id]);
   }
 
   async findSessionByTranscript(
     agentName: string,
     transcriptHash: string,
-    owner: Owner,
-  ): Promise<SessionRow | undefined> {
+    owner: store.Owner,
+  ): Promise<store.SessionRow | undefined> {
     // Only the same key's, for the same end user: two users of one chat UI never share a session.
-    return this.row<SessionRow>(
+    return this.row<store.SessionRow>(
       `SELECT * FROM sessions WHERE agent_name = $1 AND transcript_hash = $2 AND status = 'active'
          AND owner_key IS NOT DISTINCT FROM $3 AND end_user IS NOT DISTINCT FROM $4
        ORDER BY updated_at DESC LIMIT 1`,
@@ -215,18 +173,13 @@ export class PgStore implements Store {
     );
   }
 
-  async listSessions(filter: SessionFilter): Promise<Page<SessionRow>> {
-    return this.newestFirst<SessionRow>('sessions', filter, {
-      agent_name: filter.agentName,
-      status: filter.status,
-      mode: filter.mode,
-      parent_session_id: filter.parentSessionId,
-      owner_key: filter.ownerKey,
-      end_user: filter.endUser === undefined ? undefined : pgText(filter.endUser),
-    });
+  async listSessions(filter: store.SessionFilter): Promise<store.Page<store.SessionRow>> {
+    const endUser = filter.endUser === undefined ? undefined : pgText(filter.endUser);
+    const equals = decide.sessionFilterColumns({ ...filter, endUser });
+    return this.newestFirst<store.SessionRow>('sessions', equals, filter);
   }
 
-  async resetSession(id: string): Promise<SessionRow | undefined> {
+  async resetSession(id: string): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
       if ((await lockSession(c, id)) === undefined) return undefined;
       await c.query("DELETE FROM messages WHERE session_id = $1 AND role <> 'system'", [id]);
@@ -246,9 +199,9 @@ export class PgStore implements Store {
     });
   }
 
-  async closeSession(id: string): Promise<SessionRow | undefined> {
+  async closeSession(id: string): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
-      const result = await c.query<SessionRow>(
+      const result = await c.query<store.SessionRow>(
         "UPDATE sessions SET status = 'closed', updated_at = $2 WHERE id = $1 RETURNING *",
         [id, now()],
       );
@@ -262,9 +215,9 @@ export class PgStore implements Store {
     );
   }
 
-  async updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined> {
+  async updateSession(id: string, edit: store.SessionEdit): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
-      const result = await c.query<SessionRow>(
+      const result = await c.query<store.SessionRow>(
         `UPDATE sessions SET
            title = CASE WHEN $2 THEN $3 ELSE title END,
            compact_count = COALESCE($4, compact_count),
@@ -283,8 +236,8 @@ export class PgStore implements Store {
   }
 
   async createImportedSession(
-    session: ImportedSession,
-    owner: Owner = ADMIN_OWNER,
+    session: store.ImportedSession,
+    owner: store.Owner = ADMIN_OWNER,
   ): Promise<string> {
     const id = newId('sess');
     await this.tx((c) =>
@@ -328,9 +281,9 @@ export class PgStore implements Store {
     return id;
   }
 
-  async forkSession(id: string, atSeq?: number): Promise<ForkOutcome> {
+  async forkSession(id: string, atSeq?: number): Promise<store.ForkOutcome> {
     const forkId = newId('sess');
-    return this.tx(async (c): Promise<ForkOutcome> => {
+    return this.tx(async (c): Promise<store.ForkOutcome> => {
       // Locked, so no append or compaction of the parent lands between the copies.
       if ((await lockSession(c, id)) === undefined) return { kind: 'no-session' };
       const source = (await getSession(c, id))!;
@@ -389,7 +342,7 @@ export class PgStore implements Store {
 
   // ---- responses ------------------------------------------------------------
 
-  async saveResponse(response: Omit<ResponseRow, 'created_at'>): Promise<void> {
+  async saveResponse(response: Omit<store.ResponseRow, 'created_at'>): Promise<void> {
     await this.rows(
       `INSERT INTO responses (id, session_id, end_seq, body, created_at) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (id) DO UPDATE SET end_seq = excluded.end_seq, body = excluded.body`,
@@ -397,46 +350,32 @@ export class PgStore implements Store {
     );
   }
 
-  async findResponse(id: string): Promise<ResponseRow | undefined> {
-    const row = await this.row<ResponseRow & { body: string }>(
-      'SELECT * FROM responses WHERE id = $1',
-      [id],
-    );
-    return row && { ...row, body: JSON.parse(row.body) as Record<string, unknown> };
+  async findResponse(id: string): Promise<store.ResponseRow | undefined> {
+    const row = await this.row<records.ResponseRecord>('SELECT * FROM responses WHERE id = $1', [
+      id,
+    ]);
+    return row && records.toResponseRow(row);
   }
 
   // ---- messages -------------------------------------------------------------
 
-  async appendMessages(
-    sessionId: string,
-    messages: ChatMessage[],
-    options: AppendOptions = {},
-  ): Promise<StoredMessage[]> {
-    const tokens = messages.map(estimateMessageTokens);
+  protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
+    const { sessionId, messages, tokens, options } = append;
     return this.tx((c) => this.insertMessages(c, sessionId, messages, tokens, options, now()));
   }
 
-  async appendMessagesWithEvents(
-    sessionId: string,
-    messages: ChatMessage[],
+  protected writeMessagesWithEvents(
+    append: PendingAppend,
     eventType: string,
-    options: AppendOptions = {},
-  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
-    const tokens = messages.map(estimateMessageTokens);
+  ): Promise<{ messages: StoredMessage[]; events: store.EventRow[] }> {
+    const { sessionId, messages, tokens, options } = append;
     return this.tx(async (c) => {
       const createdAt = now();
       if (options.runningTask !== undefined) await this.assertStillRunning(c, options.runningTask);
       const stored = await this.insertMessages(c, sessionId, messages, tokens, options, createdAt);
-      const events: EventRow[] = [];
-      for (const m of stored) {
-        events.push(
-          await insertEvent(
-            c,
-            { type: eventType, sessionId, data: { seq: m.seq, role: m.role, sessionId } },
-            createdAt,
-          ),
-        );
-      }
+      const events: store.EventRow[] = [];
+      for (const m of stored)
+        events.push(await insertEvent(c, decide.messageEvent(eventType, sessionId, m), createdAt));
       return { messages: stored, events };
     });
   }
@@ -447,12 +386,10 @@ export class PgStore implements Store {
    * `interrupted` commits either before (and this append fails) or after.
    */
   private async assertStillRunning(c: Queryable, taskId: string): Promise<void> {
-    const { rows } = await c.query<TaskRow>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [
+    const { rows } = await c.query<store.TaskRow>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [
       taskId,
     ]);
-    const task = rows[0];
-    const mine = task?.owner_instance == null || task.owner_instance === this.instanceId;
-    if (task?.status !== 'running' || !mine) throw taskTakenOver(taskId, task);
+    requireRunningTask(taskId, rows[0], this.instanceId);
   }
 
   /**
@@ -464,55 +401,19 @@ export class PgStore implements Store {
     sessionId: string,
     messages: ChatMessage[],
     tokens: readonly number[],
-    options: AppendOptions,
+    options: store.AppendOptions,
     createdAt: string,
   ): Promise<StoredMessage[]> {
     const state = await lockSession(c, sessionId);
     if (state === undefined && messages.length > 0) throw sessionNotFound(sessionId);
-    let seq = state?.last_seq ?? 0;
-    let transcript = state?.transcript_hash ?? null;
-    const stored: StoredMessage[] = [];
-    if (messages.length === 0) return stored;
-    const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
-    for (const [i, message] of messages.entries()) {
-      seq += 1;
-      const record: MessageRecord = {
-        session_id: sessionId,
-        seq,
-        role: message.role,
-        content: pgText(message.content),
-        tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
-        tool_call_id: message.tool_call_id ?? null,
-        name: message.name ?? null,
-        created_at: createdAt,
-        tokens: tokens[i]!,
-      };
-      // The chain advances at write time, so matching a transcript never scans messages.
-      const visible = isVisible(message);
-      if (visible) transcript = nextTranscriptHash(transcript, message);
-      const values = [
-        record.seq,
-        record.role,
-        record.content,
-        record.tool_calls,
-        record.tool_call_id,
-        record.name,
-        messageChars(message),
-        visible ? transcript : null,
-        record.tokens,
-      ];
-      values.forEach((v, i) => columns[i]!.push(v));
-      stored.push(toStoredMessage(record));
-    }
-    // One statement for the whole batch: a turn's messages cost one round trip.
-    await c.query(
-      `INSERT INTO messages
-         (session_id, seq, role, content, tool_calls, tool_call_id, name, chars, transcript_hash,
-          tokens, created_at)
-       SELECT $1, *, $11 FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
-         $7::text[], $8::int[], $9::text[], $10::int[])`,
-      [sessionId, ...columns, createdAt],
-    );
+    if (messages.length === 0) return [];
+    const lastSeq = state?.last_seq ?? 0;
+    const numbered = decide.numberMessages(messages, lastSeq, createdAt);
+    const head = state?.transcript_hash ?? null;
+    const chain = decide.chainMessages(sessionId, numbered, tokens, head);
+    const rows = chain.rows.map(withPgContent);
+    await insertMessageRows(c, rows);
+    const counters = decide.appendCounters(options, messages.length, lastSeq + messages.length);
     await c.query(
       `UPDATE sessions SET
          message_count = message_count + $2,
@@ -528,56 +429,33 @@ export class PgStore implements Store {
        WHERE id = $1`,
       [
         sessionId,
-        messages.length,
-        seq,
-        transcript,
-        options.usage?.input_tokens ?? 0,
-        options.usage?.output_tokens ?? 0,
-        options.promptTokens ?? null,
-        // The reported prompt covered everything before the reply just stored.
-        seq - messages.length,
+        counters.count,
+        counters.last_seq,
+        chain.transcript,
+        counters.input_tokens,
+        counters.output_tokens,
+        counters.prompt_tokens,
+        counters.prompt_seq,
         createdAt,
-        options.usage?.cache_read_tokens ?? 0,
-        options.usage?.cache_write_tokens ?? 0,
+        counters.cache_read_tokens,
+        counters.cache_write_tokens,
       ],
     );
-    const usage = options.usage;
-    if (usage) await chargeSessionTokens(c, sessionId, usage.input_tokens + usage.output_tokens);
-    return stored;
+    await chargeSessionTokens(c, sessionId, counters.charged);
+    return rows.map(records.toStoredMessage);
   }
 
-  async appendImportedMessages(
+  protected async writeImportedMessages(
     sessionId: string,
-    messages: readonly ImportedMessage[],
+    messages: readonly store.ImportedMessage[],
+    tokens: readonly number[],
   ): Promise<void> {
-    if (messages.length === 0) return;
-    const tokens = messages.map(estimateMessageTokens);
     await this.tx(async (c) => {
       // The visible-transcript chain is rebuilt as the messages go in, so a
       // client resending the imported history lands in the imported session.
-      const state = await lockSession(c, sessionId);
-      let transcript = state?.transcript_hash ?? null;
-      for (const [i, message] of messages.entries()) {
-        const visible = isVisible(message);
-        if (visible) transcript = nextTranscriptHash(transcript, message);
-        await c.query(
-          `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, transcript_hash, tokens)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-          [
-            sessionId,
-            message.seq,
-            message.role,
-            pgText(message.content),
-            message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
-            message.tool_call_id ?? null,
-            message.name ?? null,
-            message.created_at,
-            messageChars(message),
-            visible ? transcript : null,
-            tokens[i]!,
-          ],
-        );
-      }
+      const head = (await lockSession(c, sessionId))?.transcript_hash ?? null;
+      const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
+      await insertMessageRows(c, rows.map(withPgContent));
       await c.query(
         `UPDATE sessions SET message_count = message_count + $2, last_seq = GREATEST(last_seq, $3),
            transcript_hash = $4 WHERE id = $1`,
@@ -590,11 +468,11 @@ export class PgStore implements Store {
     sessionId: string,
     options: { afterSeq: number; limit: number },
   ): Promise<StoredMessage[]> {
-    const rows = await this.rows<MessageRecord>(
-      `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+    const rows = await this.rows<records.MessageRecord>(
+      `SELECT ${records.MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
       [sessionId, options.afterSeq, options.limit],
     );
-    return rows.map(toStoredMessage);
+    return rows.map(records.toStoredMessage);
   }
 
   async loadContext(
@@ -602,39 +480,44 @@ export class PgStore implements Store {
     afterSeq: number,
   ): Promise<{ system: StoredMessage[]; tail: StoredMessage[] }> {
     // One statement: the system messages and the tail, read from one snapshot.
-    const rows = await this.rows<MessageRecord>(
-      `SELECT ${CONTEXT_COLUMNS} FROM messages
+    const rows = await this.rows<records.MessageRecord>(
+      `SELECT ${records.CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND (role = 'system' OR seq > $2) ORDER BY seq`,
       [sessionId, afterSeq],
     );
     const system: StoredMessage[] = [];
     const tail: StoredMessage[] = [];
-    for (const row of rows) (row.role === 'system' ? system : tail).push(toStoredMessage(row));
+    for (const row of rows)
+      (row.role === 'system' ? system : tail).push(records.toStoredMessage(row));
     return { system, tail };
   }
 
-  async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
-    const rows = await this.rows<MessageMetaRecord>(
+  async listMessageMeta(sessionId: string, afterSeq: number): Promise<store.MessageMeta[]> {
+    const rows = await this.rows<records.MessageMetaRecord>(
       `SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
        FROM messages WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq`,
       [sessionId, afterSeq],
     );
-    return rows.map(toMessageMeta);
+    return rows.map(records.toMessageMeta);
   }
 
   async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
-    const rows = await this.rows<MessageRecord>(
-      `SELECT ${CONTEXT_COLUMNS} FROM messages
+    const rows = await this.rows<records.MessageRecord>(
+      `SELECT ${records.CONTEXT_COLUMNS} FROM messages
        WHERE session_id = $1 AND seq > $2 AND role <> 'system' ORDER BY seq LIMIT $3`,
       [sessionId, afterSeq, limit],
     );
-    return rows.map(toStoredMessage);
+    return rows.map(records.toStoredMessage);
   }
 
-  async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
+  async searchHistory(
+    sessionId: string,
+    query: string,
+    limit: number,
+  ): Promise<store.HistoryHit[]> {
     const tsquery = toTsQuery(query);
     if (tsquery === undefined) return [];
-    return this.rows<HistoryHit>(
+    return this.rows<store.HistoryHit>(
       `SELECT m.seq, m.role, ts_headline('simple', m.content, q, '${HEADLINE}') AS snippet
        FROM messages m, to_tsquery('simple', $1) q
        WHERE m.session_id = $2 AND m.search @@ q
@@ -643,17 +526,15 @@ export class PgStore implements Store {
     );
   }
 
-  async recallMessages(
-    sessionId: string,
-    terms: readonly SearchTerm[],
-    maxSeq: number,
-    limit: number,
-  ): Promise<RecallHit[]> {
-    const words = plainTerms(terms);
-    if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
+  protected async recall({
+    sessionId,
+    words,
+    maxSeq,
+    limit,
+  }: RecallSearch): Promise<store.RecallHit[]> {
     const tsquery = words.map((t) => `'${t.text}'${t.prefix ? ':*' : ''}`).join(' | ');
     // ts_rank with length normalisation 1 (divide by 1 + log length), close to bm25's.
-    return this.rows<RecallHit>(
+    return this.rows<store.RecallHit>(
       `SELECT m.seq, m.role, left(m.content, ${RECALL_CONTENT_CHARS}) AS content, m.created_at
        FROM messages m, to_tsquery('simple', $1) q
        WHERE m.session_id = $2 AND m.seq <= $3 AND m.role <> 'system' AND m.search @@ q
@@ -664,18 +545,20 @@ export class PgStore implements Store {
 
   // ---- compaction -----------------------------------------------------------
 
-  async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
+  async commitCompaction(input: store.NewCompaction): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
       const before = (
-        await c.query<SessionRow>('SELECT * FROM sessions WHERE id = $1 FOR UPDATE', [
+        await c.query<store.SessionRow>('SELECT * FROM sessions WHERE id = $1 FOR UPDATE', [
           input.sessionId,
         ])
       ).rows[0];
-      if (before === undefined || before.compact_size !== input.expectedSize) return undefined;
-      if (input.expectedEpoch !== undefined && before.epoch !== input.expectedEpoch)
-        return undefined;
-      const createdAt = now();
-      const updated = await c.query<SessionRow>(
+      if (!decide.compactionApplies(before, input)) return undefined;
+      const record = decide.compactionRecord(
+        { ...input, summary: pgText(input.summary) },
+        before,
+        now(),
+      );
+      const updated = await c.query<store.SessionRow>(
         `UPDATE sessions SET
            compact_summary = $2, compact_size = $3, compact_seq = $4,
            compaction_count = compaction_count + 1,
@@ -686,61 +569,37 @@ export class PgStore implements Store {
          WHERE id = $1 RETURNING *`,
         [
           input.sessionId,
-          pgText(input.summary),
-          input.toSize,
-          input.toSeq,
-          input.inputTokens ?? 0,
-          input.outputTokens ?? 0,
-          input.trigger,
-          createdAt,
+          record.summary,
+          record.to_size,
+          record.to_seq,
+          record.input_tokens,
+          record.output_tokens,
+          record.trigger,
+          record.created_at,
         ],
       );
-      await c.query(
-        `INSERT INTO compactions
-           (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-            input_chars, summary_chars, input_tokens, output_tokens, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-        [
-          input.sessionId,
-          before.compact_size,
-          input.toSize,
-          before.compact_seq,
-          input.toSeq,
-          before.compact_summary,
-          pgText(input.summary),
-          input.trigger,
-          input.model,
-          input.inputChars,
-          input.summary.length,
-          input.inputTokens ?? 0,
-          input.outputTokens ?? 0,
-          createdAt,
-        ],
-      );
+      await insertCompaction(c, record);
       // Compaction spends the session owner's tokens like any model call.
-      await chargeSessionTokens(
-        c,
-        input.sessionId,
-        (input.inputTokens ?? 0) + (input.outputTokens ?? 0),
-      );
+      const spent = record.input_tokens + record.output_tokens;
+      await chargeSessionTokens(c, input.sessionId, spent);
       return updated.rows[0];
     });
   }
 
   async undoCompaction(
     sessionId: string,
-  ): Promise<{ session: SessionRow; restoredSize: number } | undefined> {
+  ): Promise<{ session: store.SessionRow; restoredSize: number } | undefined> {
     return this.tx(async (c) => {
       if ((await lockSession(c, sessionId)) === undefined) return undefined;
       const latest = (
-        await c.query<CompactionRow>(
+        await c.query<store.CompactionRow>(
           'SELECT * FROM compactions WHERE session_id = $1 ORDER BY id DESC LIMIT 1',
           [sessionId],
         )
       ).rows[0];
-      if (latest === undefined || latest.undone_at !== null) return undefined;
+      if (!decide.undoApplies(latest)) return undefined;
       const updatedAt = now();
-      const restored = await c.query<SessionRow>(
+      const restored = await c.query<store.SessionRow>(
         `UPDATE sessions SET
            compact_summary = $2, compact_size = $3, compact_seq = $4,
            compaction_count = GREATEST(compaction_count - 1, 0),
@@ -763,10 +622,11 @@ export class PgStore implements Store {
     });
   }
 
-  async listCompactions(sessionId: string): Promise<CompactionRow[]> {
-    return this.rows<CompactionRow>('SELECT * FROM compactions WHERE session_id = $1 ORDER BY id', [
-      sessionId,
-    ]);
+  async listCompactions(sessionId: string): Promise<store.CompactionRow[]> {
+    return this.rows<store.CompactionRow>(
+      'SELECT * FROM compactions WHERE session_id = $1 ORDER BY id',
+      [sessionId],
+    );
   }
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
@@ -780,49 +640,23 @@ export class PgStore implements Store {
 
   async appendImportedCompactions(
     sessionId: string,
-    compactions: readonly ImportedCompaction[],
+    compactions: readonly store.ImportedCompaction[],
   ): Promise<void> {
     await this.tx(async (c) => {
       for (const k of compactions) {
-        await c.query(
-          `INSERT INTO compactions
-             (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger,
-              model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-          [
-            sessionId,
-            k.from_size,
-            k.to_size,
-            k.from_seq,
-            k.to_seq,
-            pgText(k.previous_summary),
-            pgText(k.summary),
-            k.trigger,
-            k.model,
-            k.input_chars,
-            k.summary_chars,
-            k.input_tokens,
-            k.output_tokens,
-            k.created_at,
-            k.undone_at,
-          ],
-        );
+        const texts = { previous_summary: pgText(k.previous_summary), summary: pgText(k.summary) };
+        await insertCompaction(c, { ...k, ...texts, session_id: sessionId });
       }
     });
   }
 
   // ---- events ---------------------------------------------------------------
 
-  async appendEvent(event: NewEvent): Promise<EventRow> {
+  async appendEvent(event: store.NewEvent): Promise<store.EventRow> {
     return this.tx((c) => insertEvent(c, event, now()));
   }
 
-  async listEvents(options: {
-    afterId: number;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-  }): Promise<EventRow[]> {
+  async listEvents(options: store.EventFilter): Promise<store.EventRow[]> {
     const { afterId, sessionId, ownerKey, limit } = options;
     const where = ['id > $1'];
     const params: unknown[] = [afterId, limit];
@@ -834,24 +668,20 @@ export class PgStore implements Store {
       params.push(ownerKey);
       where.push(`session_id IN (SELECT id FROM sessions WHERE owner_key = $${params.length})`);
     }
-    const rows = await this.rows<EventRecord>(
+    const rows = await this.rows<records.EventRecord>(
       `SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY id LIMIT $2`,
       params,
     );
-    return rows.map(toEventRow);
+    return rows.map(records.toEventRow);
   }
 
   // ---- tasks ----------------------------------------------------------------
 
-  async createTask(input: {
-    sessionId: string;
-    agentName: string;
-    input: string;
-  }): Promise<TaskRow> {
+  async createTask(input: store.NewTask): Promise<store.TaskRow> {
     const id = newId('task');
     return this.tx(async (c) => {
       // A task belongs to whoever owns its session.
-      const created = await c.query<TaskRow>(
+      const created = await c.query<store.TaskRow>(
         `INSERT INTO tasks (id, session_id, agent_name, status, input, owner_instance, created_at,
            updated_at, owner_key, end_user)
          SELECT $1, $2, $3, 'running', $4, $6, $5, $5, owner_key, end_user FROM sessions WHERE id = $2
@@ -864,34 +694,21 @@ export class PgStore implements Store {
     });
   }
 
-  async findTask(id: string): Promise<TaskRow | undefined> {
-    return this.row<TaskRow>('SELECT * FROM tasks WHERE id = $1', [id]);
+  async findTask(id: string): Promise<store.TaskRow | undefined> {
+    return this.row<store.TaskRow>('SELECT * FROM tasks WHERE id = $1', [id]);
   }
 
-  async listTasks(filter: {
-    status?: TaskStatus;
-    agentName?: string;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-    cursor?: string;
-  }): Promise<Page<TaskRow>> {
-    return this.newestFirst<TaskRow>('tasks', filter, {
-      status: filter.status,
-      agent_name: filter.agentName,
-      session_id: filter.sessionId,
-      owner_key: filter.ownerKey,
-    });
+  async listTasks(filter: store.TaskFilter): Promise<store.Page<store.TaskRow>> {
+    return this.newestFirst<store.TaskRow>('tasks', decide.taskFilterColumns(filter), filter);
   }
 
   async transitionTask(
     id: string,
-    from: readonly TaskStatus[],
-    patch: Parameters<Store['transitionTask']>[2],
-  ): Promise<TaskRow | undefined> {
-    const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
+    from: readonly store.TaskStatus[],
+    patch: store.TaskPatch,
+  ): Promise<store.TaskRow | undefined> {
     const params: unknown[] = [id, now(), [...from]];
-    const assignments = columns.map((column) => {
+    const assignments = decide.taskPatchColumns(patch).map((column) => {
       const value = (patch as Record<string, unknown>)[column] ?? null;
       params.push(typeof value === 'string' ? pgText(value) : value);
       return `${column} = $${params.length}`;
@@ -906,7 +723,7 @@ export class PgStore implements Store {
     const self = params.length;
     // A concurrent transition re-checks the status after the first one commits: one wins.
     return this.tx(async (c) => {
-      const result = await c.query<TaskRow>(
+      const result = await c.query<store.TaskRow>(
         `UPDATE tasks SET ${assignments.join(', ')} WHERE id = $1 AND status = ANY($3::text[])
            AND (status <> 'running' OR owner_instance IS NULL OR owner_instance = $${self})
          RETURNING *`,
@@ -916,8 +733,8 @@ export class PgStore implements Store {
     });
   }
 
-  async findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined> {
-    return this.row<TaskRow>(
+  async findWaitingTaskForSession(sessionId: string): Promise<store.TaskRow | undefined> {
+    return this.row<store.TaskRow>(
       "SELECT * FROM tasks WHERE session_id = $1 AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
       [sessionId],
     );
@@ -928,7 +745,7 @@ export class PgStore implements Store {
       const result = await c.query(
         `UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2
          WHERE status = 'running' AND ($3::text IS NULL OR owner_instance = $3)`,
-        [INTERRUPTED_ERROR, now(), ownerInstance ?? null],
+        [records.INTERRUPTED_ERROR, now(), ownerInstance ?? null],
       );
       return result.rowCount ?? 0;
     });
@@ -950,7 +767,7 @@ export class PgStore implements Store {
     await this.rows('DELETE FROM instances WHERE id = $1', [instanceId]);
   }
 
-  async releaseOrphanedDaemonLeases(options: OrphanScope): Promise<number> {
+  async releaseOrphanedDaemonLeases(options: store.OrphanScope): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL
@@ -963,7 +780,7 @@ export class PgStore implements Store {
     });
   }
 
-  async closeOrphanedDaemonSessions(options: OrphanScope): Promise<number> {
+  async closeOrphanedDaemonSessions(options: store.OrphanScope): Promise<number> {
     const isLive = (owner: string) =>
       `EXISTS (SELECT 1 FROM instances i WHERE i.id = ${owner}
                AND i.heartbeat_at >= now() - make_interval(secs => $3::double precision / 1000))`;
@@ -982,14 +799,14 @@ export class PgStore implements Store {
     });
   }
 
-  async interruptOrphanedTasks(options: OrphanScope): Promise<number> {
+  async interruptOrphanedTasks(options: store.OrphanScope): Promise<number> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE tasks SET status = 'interrupted', error = $1, updated_at = $2
          WHERE status = 'running' AND owner_instance IS DISTINCT FROM $3
            AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = tasks.owner_instance
                            AND i.heartbeat_at >= now() - make_interval(secs => $4::double precision / 1000))`,
-        [INTERRUPTED_ERROR, now(), options.self, options.staleAfterMs],
+        [records.INTERRUPTED_ERROR, now(), options.self, options.staleAfterMs],
       );
       return result.rowCount ?? 0;
     });
@@ -997,8 +814,10 @@ export class PgStore implements Store {
 
   // ---- daemons --------------------------------------------------------------
 
-  async findDaemonState(agentName: string): Promise<DaemonState | undefined> {
-    return this.row<DaemonState>('SELECT * FROM daemon_runs WHERE agent_name = $1', [agentName]);
+  async findDaemonState(agentName: string): Promise<store.DaemonState | undefined> {
+    return this.row<store.DaemonState>('SELECT * FROM daemon_runs WHERE agent_name = $1', [
+      agentName,
+    ]);
   }
 
   async claimDaemonLease(
@@ -1027,17 +846,12 @@ export class PgStore implements Store {
     });
   }
 
-  async finishDaemonRun(
-    agentName: string,
-    owner: string,
-    lastRunAt: Date,
-    nextRunAt: Date | null,
-  ): Promise<boolean> {
+  protected finishRun(run: FinishedRun): Promise<boolean> {
     return this.tx(async (c) => {
       const result = await c.query(
         `UPDATE daemon_runs SET last_run_at = $3, next_run_at = $4, lease_owner = NULL, lease_expires = NULL
          WHERE agent_name = $1 AND lease_owner = $2`,
-        [agentName, owner, lastRunAt.toISOString(), nextRunAt?.toISOString() ?? null],
+        [run.agentName, run.owner, run.lastRunAt, run.nextRunAt],
       );
       return (result.rowCount ?? 0) > 0;
     });
@@ -1064,27 +878,31 @@ export class PgStore implements Store {
 
   // ---- memory ---------------------------------------------------------------
 
-  async listMemory(agentName: string, query?: string, limit = MEMORY_PAGE): Promise<MemoryNote[]> {
+  async listMemory(
+    agentName: string,
+    query?: string,
+    limit = records.MEMORY_PAGE,
+  ): Promise<store.MemoryNote[]> {
     if (query !== undefined && query.trim() !== '') {
       const tsquery = toTsQuery(query);
       if (tsquery === undefined) return [];
-      return this.rows<MemoryNote>(
+      return this.rows<store.MemoryNote>(
         `SELECT ${MEMORY_COLUMNS} FROM memory m, to_tsquery('simple', $1) q
          WHERE m.agent_name = $2 AND m.search @@ q
          ORDER BY ts_rank(m.search, q) DESC, m.updated_at DESC, m.id DESC LIMIT $3`,
         [tsquery, agentName, limit],
       );
     }
-    return this.rows<MemoryNote>(
+    return this.rows<store.MemoryNote>(
       `SELECT ${MEMORY_COLUMNS} FROM memory WHERE agent_name = $1
        ORDER BY updated_at DESC, id DESC LIMIT $2`,
       [agentName, limit],
     );
   }
 
-  async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {
+  async putMemory(agentName: string, key: string, content: string): Promise<store.MemoryNote> {
     return this.tx(async (c) => {
-      const result = await c.query<MemoryNote>(
+      const result = await c.query<store.MemoryNote>(
         `INSERT INTO memory (agent_name, key, content, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $4)
          ON CONFLICT (agent_name, key) DO UPDATE SET content = EXCLUDED.content, updated_at = EXCLUDED.updated_at
@@ -1105,114 +923,67 @@ export class PgStore implements Store {
     });
   }
 
-  // ---- model-call records --------------------------------------------------
-
-  appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
-    return this.calls.appendModelCalls(calls);
-  }
-
-  addSessionCost(sessionId: string, cost: number): Promise<void> {
-    return this.calls.addSessionCost(sessionId, cost);
-  }
-
-  listModelCalls(sessionId: string, filter: ModelCallFilter): Promise<Page<ModelCallSummary>> {
-    return this.calls.listModelCalls(sessionId, filter);
-  }
-
-  findModelCall(id: string): Promise<ModelCallRecord | undefined> {
-    return this.calls.findModelCall(id);
-  }
-
-  pruneModelCalls(before: string, maxChains: number): Promise<number> {
-    return this.calls.pruneModelCalls(before, maxChains);
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.pool.end();
   }
 
-  /**
-   * A keyset page of `table`, newest first by (created_at, id), with equality
-   * filters on the given columns (undefined ones are ignored). Never OFFSET.
-   */
-  // ---- keys -----------------------------------------------------------------
-
-  createKey(input: NewKey): Promise<KeyRow> {
-    return this.keys.createKey(input);
-  }
-
-  findKey(id: string): Promise<KeyRow | undefined> {
-    return this.keys.findKey(id);
-  }
-
-  findKeyBySecretHash(secretHash: string): Promise<(KeyRow & { secret_hash: string }) | undefined> {
-    return this.keys.findKeyBySecretHash(secretHash);
-  }
-
-  listKeys(): Promise<KeyRow[]> {
-    return this.keys.listKeys();
-  }
-
-  revokeKey(id: string): Promise<KeyRow | undefined> {
-    return this.keys.revokeKey(id);
-  }
-
-  touchKey(id: string, at: string): Promise<void> {
-    return this.keys.touchKey(id, at);
-  }
-
-  keyTokensOn(keyId: string, day: string): Promise<number> {
-    return this.keys.keyTokensOn(keyId, day);
-  }
-
-  keySpend(keyId: string, day: string): Promise<KeySpend> {
-    return this.keys.keySpend(keyId, day);
-  }
-
-  listKeySpend(day: string): Promise<Map<string, KeySpend>> {
-    return this.keys.listKeySpend(day);
-  }
-
+  /** A keyset page of `table`, newest first (`newestFirstQuery`). */
   private async newestFirst<T extends { created_at: string; id: string }>(
     table: 'sessions' | 'tasks',
-    page: { limit: number; cursor?: string },
     equals: Record<string, string | undefined>,
-  ): Promise<Page<T>> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    for (const [column, value] of Object.entries(equals)) {
-      if (value === undefined) continue;
-      params.push(value);
-      where.push(`${column} = $${params.length}`);
-    }
-    if (page.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(page.cursor);
-      params.push(createdAt, id);
-      const [c, i] = [params.length - 1, params.length];
-      where.push(`(created_at < $${c} OR (created_at = $${c} AND id < $${i}))`);
-    }
-    params.push(page.limit + 1);
-    const rows = await this.rows<T>(
-      `SELECT * FROM ${table} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-       ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
-      params,
-    );
-    const items = rows.slice(0, page.limit);
-    const last = items[items.length - 1];
-    return {
-      items,
-      nextCursor:
-        rows.length > page.limit && last !== undefined
-          ? encodeCursor(last.created_at, last.id)
-          : null,
-    };
+    page: { limit: number; cursor?: string },
+  ): Promise<store.Page<T>> {
+    const query = decide.newestFirstQuery(`SELECT * FROM ${table}`, equals, page, (n) => `$${n}`);
+    return decide.newestFirstPage(await this.rows<T>(query.sql, query.params), page.limit);
   }
 }
 
-async function getSession(c: Queryable, id: string): Promise<SessionRow | undefined> {
-  return (await c.query<SessionRow>('SELECT * FROM sessions WHERE id = $1', [id])).rows[0];
+/** A message row with its content fit for Postgres text (see `pgText`). */
+function withPgContent(row: decide.MessageInsert): decide.MessageInsert {
+  return { ...row, content: pgText(row.content) };
+}
+
+/** The columns of a message row, each with the type of its UNNEST array. */
+const MESSAGE_INSERT: readonly (readonly [keyof decide.MessageInsert, string])[] = [
+  ['session_id', 'text'],
+  ['seq', 'int'],
+  ['role', 'text'],
+  ['content', 'text'],
+  ['tool_calls', 'text'],
+  ['tool_call_id', 'text'],
+  ['name', 'text'],
+  ['created_at', 'text'],
+  ['chars', 'int'],
+  ['tokens', 'int'],
+  ['transcript_hash', 'text'],
+];
+
+/** Inserts message rows in one statement: a turn's messages (or an import batch) cost one round trip. */
+async function insertMessageRows(
+  c: Queryable,
+  rows: readonly decide.MessageInsert[],
+): Promise<void> {
+  const arrays = MESSAGE_INSERT.map(([, type], i) => `$${i + 1}::${type}[]`);
+  await c.query(
+    `INSERT INTO messages (${MESSAGE_INSERT.map(([column]) => column).join(', ')})
+     SELECT * FROM UNNEST(${arrays.join(', ')})`,
+    MESSAGE_INSERT.map(([column]) => rows.map((row) => row[column])),
+  );
+}
+
+async function insertCompaction(c: Queryable, record: decide.CompactionRecord): Promise<void> {
+  const columns = decide.COMPACTION_COLUMNS;
+  await c.query(
+    `INSERT INTO compactions (${columns.join(', ')})
+     VALUES (${columns.map((_, i) => `$${i + 1}`).join(', ')})`,
+    columns.map((column) => record[column]),
+  );
+}
+
+async function getSession(c: Queryable, id: string): Promise<store.SessionRow | undefined> {
+  return (await c.query<store.SessionRow>('SELECT * FROM sessions WHERE id = $1', [id])).rows[0];
 }
 
 /** Locks the session row for the rest of the transaction; undefined when there is none. */
@@ -1234,17 +1005,15 @@ async function ensureDaemon(c: Queryable, agentName: string): Promise<void> {
   );
 }
 
-async function insertEvent(c: Queryable, event: NewEvent, createdAt: string): Promise<EventRow> {
+async function insertEvent(
+  c: Queryable,
+  event: store.NewEvent,
+  createdAt: string,
+): Promise<store.EventRow> {
   await c.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK_KEY]);
   const result = await c.query<{ id: number }>(
     'INSERT INTO events (type, session_id, data, created_at) VALUES ($1, $2, $3, $4) RETURNING id',
     [event.type, event.sessionId ?? null, JSON.stringify(event.data), createdAt],
   );
-  return {
-    id: result.rows[0]!.id,
-    type: event.type,
-    session_id: event.sessionId ?? null,
-    data: event.data,
-    created_at: createdAt,
-  };
+  return decide.storedEvent(result.rows[0]!.id, event, createdAt);
 }

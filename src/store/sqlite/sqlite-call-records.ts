@@ -1,33 +1,37 @@
 /**
  * The model-call records of the SQLite store (migration 010): written in
  * batches off the turn, listed by keyset pages, rebuilt from their chain, and
- * pruned a few chains per transaction. Statements are prepared once.
+ * pruned a few chains per transaction. The rows, pages and request rebuild
+ * are model-call-rows.ts's, shared with Postgres. Statements are prepared
+ * once, typed with their parameters and rows.
  */
-import { decodeCursor, encodeCursor } from '../records.js';
+import { newestFirstQuery } from '../decisions.js';
 import {
   CHAIN_LINK_COLUMNS,
   MODEL_CALL_INSERT_COLUMNS,
   MODEL_CALL_SUMMARY_COLUMNS,
   chainRefs,
   modelCallValues,
-  rebuildRequest,
-  toModelCallSummary,
+  toModelCallPage,
+  toModelCallRecord,
+  wantedBlobs,
   type ChainLinkRecord,
+  type FoundCallRecord,
   type ModelCallSummaryRecord,
 } from '../model-call-rows.js';
-import type {
-  CallRecordStore,
-  ModelCallFilter,
-  ModelCallRecord,
-  ModelCallSummary,
-  NewModelCall,
-  Page,
-} from '../store.js';
+import type { CallRecordStore, ModelCallFilter, ModelCallRecord, Page } from '../store.js';
+import type { ModelCallSummary, NewModelCall } from '../store.js';
 import type { SqliteDatabase } from './open-database.js';
+
+/** A blob of a recorded request, as selected. */
+interface BlobRecord {
+  hash: string;
+  body: string;
+}
 
 function prepare(db: SqliteDatabase) {
   return {
-    sessionExists: db.prepare('SELECT 1 FROM sessions WHERE id = ?').pluck(),
+    sessionExists: db.prepare<[string], 1>('SELECT 1 FROM sessions WHERE id = ?').pluck(),
     insertBlob: db.prepare(
       'INSERT OR IGNORE INTO model_call_blobs (session_id, hash, body) VALUES (?, ?, ?)',
     ),
@@ -36,11 +40,13 @@ function prepare(db: SqliteDatabase) {
        VALUES (${MODEL_CALL_INSERT_COLUMNS.map(() => '?').join(', ')})`,
     ),
     addCost: db.prepare('UPDATE sessions SET cost = cost + ? WHERE id = ?'),
-    findCall: db.prepare(
+    findCall: db.prepare<[string], FoundCallRecord>(
       `SELECT ${MODEL_CALL_SUMMARY_COLUMNS}, chain_id FROM model_calls WHERE id = ?`,
     ),
-    chain: db.prepare(`SELECT ${CHAIN_LINK_COLUMNS} FROM model_calls WHERE chain_id = ?`),
-    oldChains: db.prepare(
+    chain: db.prepare<[string], ChainLinkRecord>(
+      `SELECT ${CHAIN_LINK_COLUMNS} FROM model_calls WHERE chain_id = ?`,
+    ),
+    oldChains: db.prepare<{ before: string; max: number }, { id: string; session_id: string }>(
       `SELECT c.id, c.session_id FROM model_calls c
        WHERE c.base_call_id IS NULL AND c.created_at < @before
          AND NOT EXISTS (SELECT 1 FROM model_calls d WHERE d.chain_id = c.id AND d.created_at >= @before)
@@ -91,56 +97,32 @@ export class SqliteCallRecords implements CallRecordStore {
     sessionId: string,
     filter: ModelCallFilter,
   ): Promise<Page<ModelCallSummary>> {
-    const where = ['session_id = ?'];
-    const params: unknown[] = [sessionId];
-    if (filter.role !== undefined) {
-      where.push('role = ?');
-      params.push(filter.role);
-    }
-    if (filter.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(filter.cursor);
-      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
-      params.push(createdAt, createdAt, id);
-    }
-    const rows = this.db
-      .prepare(
-        `SELECT ${MODEL_CALL_SUMMARY_COLUMNS} FROM model_calls WHERE ${where.join(' AND ')}
-         ORDER BY created_at DESC, id DESC LIMIT ?`,
-      )
-      .all(...params, filter.limit + 1) as ModelCallSummaryRecord[];
-    const items = rows.slice(0, filter.limit);
-    const last = items[items.length - 1];
-    return {
-      items: items.map(toModelCallSummary),
-      nextCursor:
-        rows.length > filter.limit && last ? encodeCursor(last.created_at, last.id) : null,
-    };
+    const equals = { session_id: sessionId, role: filter.role };
+    const select = `SELECT ${MODEL_CALL_SUMMARY_COLUMNS} FROM model_calls`;
+    const query = newestFirstQuery(select, equals, filter, () => '?');
+    const rows = this.db.prepare<unknown[], ModelCallSummaryRecord>(query.sql).all(...query.params);
+    return toModelCallPage(rows, filter.limit);
   }
 
   async findModelCall(id: string): Promise<ModelCallRecord | undefined> {
     // One read transaction: a prune between the reads cannot break the chain.
     return this.db.transaction(() => {
-      const row = this.stmt.findCall.get(id) as
-        (ModelCallSummaryRecord & { chain_id: string }) | undefined;
+      const row = this.stmt.findCall.get(id);
       if (!row) return undefined;
-      const links = this.stmt.chain.all(row.chain_id) as ChainLinkRecord[];
-      const { refs, link } = chainRefs(id, links);
-      const wanted = [...new Set([...refs, link.params_ref])];
+      const chain = chainRefs(id, this.stmt.chain.all(row.chain_id));
+      const wanted = wantedBlobs(chain);
       const blobs = new Map<string, string>();
       // Chunks stay under SQLite's bound-parameter limit.
       for (let i = 0; i < wanted.length; i += 500) {
         const chunk = wanted.slice(i, i + 500);
         const found = this.db
-          .prepare(
+          .prepare<unknown[], BlobRecord>(
             `SELECT hash, body FROM model_call_blobs WHERE session_id = ? AND hash IN (${chunk.map(() => '?').join(', ')})`,
           )
-          .all(row.session_id, ...chunk) as { hash: string; body: string }[];
+          .all(row.session_id, ...chunk);
         for (const blob of found) blobs.set(blob.hash, blob.body);
       }
-      const params = blobs.get(link.params_ref);
-      const request = rebuildRequest(params ?? '{}', refs, blobs);
-      const { chain_id: _chain, ...summary } = row;
-      return { ...toModelCallSummary(summary), request, wire: link.wire === 1 };
+      return toModelCallRecord(row, chain, blobs);
     })();
   }
 
@@ -148,10 +130,7 @@ export class SqliteCallRecords implements CallRecordStore {
     return this.guard(() =>
       this.db
         .transaction(() => {
-          const chains = this.stmt.oldChains.all({ before, max: maxChains }) as {
-            id: string;
-            session_id: string;
-          }[];
+          const chains = this.stmt.oldChains.all({ before, max: maxChains });
           let deleted = 0;
           for (const chain of chains) deleted += this.stmt.deleteChain.run(chain.id).changes;
           for (const session of new Set(chains.map((c) => c.session_id)))

@@ -11,18 +11,24 @@ export function prepareKeyStatements(db: SqliteDatabase) {
   return {
     insertKey: db.prepare(`INSERT INTO keys (id, name, agents, limits, secret_hash, created_at)
       VALUES (@id, @name, @agents, @limits, @secret_hash, @created_at)`),
-    getKey: db.prepare('SELECT * FROM keys WHERE id = ?'),
-    keyBySecret: db.prepare('SELECT * FROM keys WHERE secret_hash = ? AND revoked_at IS NULL'),
-    listKeys: db.prepare('SELECT * FROM keys ORDER BY created_at DESC, id DESC'),
+    getKey: db.prepare<[string], KeyRecord>('SELECT * FROM keys WHERE id = ?'),
+    keyBySecret: db.prepare<[string], KeyRecord>(
+      'SELECT * FROM keys WHERE secret_hash = ? AND revoked_at IS NULL',
+    ),
+    listKeys: db.prepare<[], KeyRecord>('SELECT * FROM keys ORDER BY created_at DESC, id DESC'),
     revokeKey: db.prepare('UPDATE keys SET revoked_at = COALESCE(revoked_at, @at) WHERE id = @id'),
     touchKey: db.prepare('UPDATE keys SET last_used_at = @at WHERE id = @id'),
-    keyTokens: db.prepare('SELECT tokens FROM key_usage WHERE key_id = ? AND day = ?'),
+    keyTokens: db.prepare<[string, string], { tokens: number }>(
+      'SELECT tokens FROM key_usage WHERE key_id = ? AND day = ?',
+    ),
     // Both sums read by index: sessions_by_owner_key, and key_usage's primary key.
-    keySpend: db.prepare(`SELECT
+    keySpend: db.prepare<{ key: string; day: string }, KeySpend>(`SELECT
         (SELECT COALESCE(SUM(cost), 0) FROM sessions WHERE owner_key = @key) AS cost,
         (SELECT COALESCE(SUM(tokens), 0) FROM key_usage WHERE key_id = @key AND day = @day) AS tokens`),
-    listKeySpend:
-      db.prepare(`SELECT k.id AS key_id, COALESCE(s.cost, 0) AS cost, COALESCE(u.tokens, 0) AS tokens
+    listKeySpend: db.prepare<
+      { day: string },
+      KeySpend & { key_id: string }
+    >(`SELECT k.id AS key_id, COALESCE(s.cost, 0) AS cost, COALESCE(u.tokens, 0) AS tokens
       FROM keys k
       LEFT JOIN (SELECT owner_key, SUM(cost) AS cost FROM sessions
                  WHERE owner_key IS NOT NULL GROUP BY owner_key) s ON s.owner_key = k.id
@@ -58,30 +64,30 @@ export class SqliteKeys implements KeyStore {
         secret_hash: input.secretHash,
         created_at: now(),
       });
-      return toKeyRow(this.stmt.getKey.get(id) as KeyRecord);
+      return toKeyRow(this.stmt.getKey.get(id)!);
     });
   }
 
   async findKey(id: string): Promise<KeyRow | undefined> {
-    const row = this.stmt.getKey.get(id) as KeyRecord | undefined;
+    const row = this.stmt.getKey.get(id);
     return row && toKeyRow(row);
   }
 
   async findKeyBySecretHash(
     secretHash: string,
   ): Promise<(KeyRow & { secret_hash: string }) | undefined> {
-    const row = this.stmt.keyBySecret.get(secretHash) as KeyRecord | undefined;
+    const row = this.stmt.keyBySecret.get(secretHash);
     return row && { ...toKeyRow(row), secret_hash: row.secret_hash };
   }
 
   async listKeys(): Promise<KeyRow[]> {
-    return (this.stmt.listKeys.all() as KeyRecord[]).map(toKeyRow);
+    return this.stmt.listKeys.all().map(toKeyRow);
   }
 
   async revokeKey(id: string): Promise<KeyRow | undefined> {
     return this.guard(() => {
       this.stmt.revokeKey.run({ id, at: now() });
-      const row = this.stmt.getKey.get(id) as KeyRecord | undefined;
+      const row = this.stmt.getKey.get(id);
       return row && toKeyRow(row);
     });
   }
@@ -91,16 +97,16 @@ export class SqliteKeys implements KeyStore {
   }
 
   async keyTokensOn(keyId: string, day: string): Promise<number> {
-    const row = this.stmt.keyTokens.get(keyId, day) as { tokens: number } | undefined;
+    const row = this.stmt.keyTokens.get(keyId, day);
     return row?.tokens ?? 0;
   }
 
   async keySpend(keyId: string, day: string): Promise<KeySpend> {
-    return this.stmt.keySpend.get({ key: keyId, day }) as KeySpend;
+    return this.stmt.keySpend.get({ key: keyId, day })!;
   }
 
   async listKeySpend(day: string): Promise<Map<string, KeySpend>> {
-    const rows = this.stmt.listKeySpend.all({ day }) as (KeySpend & { key_id: string })[];
+    const rows = this.stmt.listKeySpend.all({ day });
     return new Map(rows.map(({ key_id, cost, tokens }) => [key_id, { cost, tokens }]));
   }
 }

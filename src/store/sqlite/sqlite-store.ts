@@ -2,49 +2,53 @@
  * The SQLite implementation of `Store` (better-sqlite3). Every write is one
  * `BEGIN IMMEDIATE` transaction with no `await` inside, so it is committed
  * before the returned promise resolves and two connections never hit
- * SQLITE_BUSY_SNAPSHOT. Statements are prepared once.
+ * SQLITE_BUSY_SNAPSHOT. Statements are prepared once, typed with their
+ * parameters and rows. What both dialects decide the same way (the compaction
+ * precondition, the transcript chain, keyset pages) lives in ../decisions.ts;
+ * this file holds the SQL and the way SQLite runs it.
  */
-import { messageChars, type ChatMessage, type StoredMessage } from '../../llm/messages.js';
+import type { ChatMessage, StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
 import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
   CompactionRow,
   DaemonState,
+  EventFilter,
   EventRow,
   ForkOutcome,
-  ResponseRow,
   HistoryHit,
-  RecallHit,
-  SearchTerm,
+  ImportedCompaction,
+  ImportedMessage,
+  ImportedSession,
   MemoryNote,
   MessageMeta,
   NewCompaction,
   NewEvent,
   NewSession,
+  NewTask,
+  OrphanScope,
+  Owner,
   Page,
+  RecallHit,
+  ResponseRow,
+  SessionEdit,
   SessionFilter,
   SessionRow,
   Store,
+  TaskFilter,
+  TaskPatch,
   TaskRow,
   TaskStatus,
-  ImportedCompaction,
-  ImportedMessage,
-  ImportedSession,
-  SessionEdit,
-  OrphanScope,
-  ModelCallFilter,
-  ModelCallRecord,
-  ModelCallSummary,
-  NewModelCall,
-  Owner,
-  KeyRow,
-  KeySpend,
-  NewKey,
 } from '../store.js';
-import { RECALL_CONTENT_CHARS } from '../store.js';
+import { ADMIN_OWNER, RECALL_CONTENT_CHARS } from '../store.js';
 import { SqliteCallRecords } from './sqlite-call-records.js';
-import { ADMIN_OWNER } from '../store.js';
+import {
+  StoreBase,
+  type FinishedRun,
+  type PendingAppend,
+  type RecallSearch,
+} from '../store-base.js';
 import { sessionNotFound } from '../session-not-found.js';
 import {
   chargeSessionTokens,
@@ -59,26 +63,24 @@ import {
   SQLITE_SYNC_BUSY_TIMEOUT_MS,
   type SqliteDatabase,
 } from './open-database.js';
-import { isVisible, nextTranscriptHash } from '../transcript-hash.js';
-import { taskTakenOver } from '../task-taken-over.js';
+import { requireRunningTask } from '../task-taken-over.js';
+import * as decide from '../decisions.js';
 import {
   CONTEXT_COLUMNS,
   INTERRUPTED_ERROR,
   MEMORY_PAGE,
   MESSAGE_COLUMNS,
-  TASK_PATCH_COLUMNS,
-  decodeCursor,
-  encodeCursor,
   newId,
   now,
   searchWords,
   toEventRow,
   toMessageMeta,
+  toResponseRow,
   toStoredMessage,
   type EventRecord,
   type MessageMetaRecord,
   type MessageRecord,
-  plainTerms,
+  type ResponseRecord,
 } from '../records.js';
 
 /**
@@ -151,6 +153,21 @@ async function guard<T>(work: () => T, budgetMs: number): Promise<T> {
   }
 }
 
+/** The parameters of `sessionByTranscript`. */
+interface TranscriptLookup {
+  agent: string;
+  hash: string;
+  owner_key: string | null;
+  end_user: string | null;
+}
+
+/** The parameters of `ownerEventsAfter`. */
+interface OwnerEvents {
+  after: number;
+  owner_key: string;
+  limit: number;
+}
+
 /** Every statement the store runs, prepared once per connection. */
 function prepareStatements(db: SqliteDatabase) {
   return {
@@ -159,11 +176,14 @@ function prepareStatements(db: SqliteDatabase) {
        owner_key, end_user, transcript_hash)
       VALUES (@id, @agent_name, @mode, 'active', @title, @parent_session_id, @created_at, @created_at, @compact_count,
        @owner_key, @end_user, @transcript_hash)`),
-    getSession: db.prepare('SELECT * FROM sessions WHERE id = ?'),
-    appendState: db.prepare('SELECT last_seq, transcript_hash FROM sessions WHERE id = ?'),
-    insertMessage:
-      db.prepare(`INSERT INTO messages (${MESSAGE_COLUMNS}, chars, tokens, transcript_hash)
-      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @tokens, @transcript_hash)`),
+    getSession: db.prepare<[string], SessionRow>('SELECT * FROM sessions WHERE id = ?'),
+    appendState: db.prepare<[string], { last_seq: number; transcript_hash: string | null }>(
+      'SELECT last_seq, transcript_hash FROM sessions WHERE id = ?',
+    ),
+    insertMessage: db.prepare<decide.MessageInsert>(
+      `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, tokens, transcript_hash)
+      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @tokens, @transcript_hash)`,
+    ),
     updateSession: db.prepare(`UPDATE sessions SET
         title = CASE WHEN @set_title THEN @title ELSE title END,
         compact_count = COALESCE(@compact_count, compact_count),
@@ -184,12 +204,6 @@ function prepareStatements(db: SqliteDatabase) {
         message_count = message_count + @count, last_seq = MAX(last_seq, @last_seq),
         transcript_hash = @transcript_hash
       WHERE id = @id`),
-    insertImportedCompaction: db.prepare(`INSERT INTO compactions
-      (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
-      VALUES (@session_id, @from_size, @to_size, @from_seq, @to_seq, @previous_summary, @summary,
-       @trigger, @model, @input_chars, @summary_chars, @input_tokens, @output_tokens, @created_at,
-       @undone_at)`),
     bumpSession: db.prepare(`UPDATE sessions SET
         message_count = message_count + @count,
         last_seq = @last_seq,
@@ -202,21 +216,28 @@ function prepareStatements(db: SqliteDatabase) {
         last_prompt_seq = CASE WHEN @prompt_tokens IS NULL THEN last_prompt_seq ELSE @prompt_seq END,
         updated_at = @updated_at
       WHERE id = @id`),
-    pageMessages: db.prepare(
+    pageMessages: db.prepare<[string, number, number], MessageRecord>(
       `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
     ),
-    systemMessages: db.prepare(
+    systemMessages: db.prepare<[string], MessageRecord>(
       `SELECT ${CONTEXT_COLUMNS} FROM messages WHERE session_id = ? AND role = 'system' ORDER BY seq`,
     ),
-    tailMessages: db.prepare(`SELECT ${CONTEXT_COLUMNS} FROM messages
+    tailMessages: db.prepare<
+      [string, number],
+      MessageRecord
+    >(`SELECT ${CONTEXT_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
-    tailPage: db.prepare(`SELECT ${CONTEXT_COLUMNS} FROM messages
+    tailPage: db.prepare<
+      [string, number, number],
+      MessageRecord
+    >(`SELECT ${CONTEXT_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq LIMIT ?`),
     // Rows from before the chars column existed have NULL there: fall back
     // to the content length (their tool calls are then measured in JS).
-    messageMeta:
-      db.prepare(`SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
-      FROM messages WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
+    messageMeta: db.prepare<[string, number], MessageMetaRecord>(
+      `SELECT seq, role, chars, LENGTH(content) AS content_chars, tool_calls, tool_call_id
+      FROM messages WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`,
+    ),
     // One batch of the history-index queue (migration 008): the same ids, in one transaction.
     indexQueued: db.prepare(`INSERT INTO messages_fts (rowid, content, session_id)
       SELECT id, content, session_id FROM messages
@@ -228,14 +249,20 @@ function prepareStatements(db: SqliteDatabase) {
     // (migration 014), then each hit's row by id. Left to itself the planner
     // walks the session's rows and runs the MATCH once per row by rowid, which
     // costs seconds per search on a database of some 20 000 messages.
-    searchHistory: db.prepare(`SELECT m.seq AS seq, m.role AS role,
+    searchHistory: db.prepare<
+      [string, string, number],
+      HistoryHit
+    >(`SELECT m.seq AS seq, m.role AS role,
         snippet(messages_fts, 0, '[', ']', '…', 16) AS snippet
       FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ?
       ORDER BY rank LIMIT ?`),
     // bm25 over the session's part of the index (the MATCH names the session),
     // the compacted range from the row; CROSS JOIN as in searchHistory.
-    recallMessages: db.prepare(`SELECT m.seq AS seq, m.role AS role,
+    recallMessages: db.prepare<
+      [string, string, number, number],
+      RecallHit
+    >(`SELECT m.seq AS seq, m.role AS role,
         substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content, m.created_at AS created_at
       FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ? AND m.seq <= ? AND m.role <> 'system'
@@ -250,7 +277,7 @@ function prepareStatements(db: SqliteDatabase) {
       WHERE id = @id`),
     // The newest open session of the agent whose visible transcript has this hash (index sessions_transcript).
     // Only the same key's, for the same end user: two users of one chat UI never share a session.
-    sessionByTranscript: db.prepare(`SELECT * FROM sessions
+    sessionByTranscript: db.prepare<TranscriptLookup, SessionRow>(`SELECT * FROM sessions
       WHERE agent_name = @agent AND transcript_hash = @hash AND status = 'active'
         AND owner_key IS @owner_key AND end_user IS @end_user
       ORDER BY updated_at DESC LIMIT 1`),
@@ -268,15 +295,16 @@ function prepareStatements(db: SqliteDatabase) {
         compaction_suspended = CASE WHEN @trigger = 'manual' THEN 0 ELSE compaction_suspended END,
         last_prompt_tokens = NULL, last_prompt_seq = NULL, updated_at = @updated_at
       WHERE id = @id AND compact_size = @expected_size AND epoch = COALESCE(@expected_epoch, epoch)`),
-    insertCompaction: db.prepare(`INSERT INTO compactions
-      (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-       input_chars, summary_chars, input_tokens, output_tokens, created_at)
-      VALUES (@session_id, @from_size, @to_size, @from_seq, @to_seq, @previous_summary, @summary,
-       @trigger, @model, @input_chars, @summary_chars, @input_tokens, @output_tokens, @created_at)`),
-    latestCompaction: db.prepare(
+    insertCompaction: db.prepare<decide.CompactionRecord>(
+      `INSERT INTO compactions (${decide.COMPACTION_COLUMNS.join(', ')})
+      VALUES (${decide.COMPACTION_COLUMNS.map((column) => `@${column}`).join(', ')})`,
+    ),
+    latestCompaction: db.prepare<[string], CompactionRow>(
       'SELECT * FROM compactions WHERE session_id = ? ORDER BY id DESC LIMIT 1',
     ),
-    listCompactions: db.prepare('SELECT * FROM compactions WHERE session_id = ? ORDER BY id'),
+    listCompactions: db.prepare<[string], CompactionRow>(
+      'SELECT * FROM compactions WHERE session_id = ? ORDER BY id',
+    ),
     markUndone: db.prepare('UPDATE compactions SET undone_at = ? WHERE id = ?'),
     restoreCompaction: db.prepare(`UPDATE sessions SET
         compact_summary = @summary, compact_size = @size, compact_seq = @seq,
@@ -287,11 +315,16 @@ function prepareStatements(db: SqliteDatabase) {
     insertEvent: db.prepare(
       'INSERT INTO events (type, session_id, data, created_at) VALUES (?, ?, ?, ?)',
     ),
-    eventsAfter: db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?'),
-    sessionEventsAfter: db.prepare(
+    eventsAfter: db.prepare<[number, number], EventRecord>(
+      'SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?',
+    ),
+    sessionEventsAfter: db.prepare<[string, number, number], EventRecord>(
       'SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?',
     ),
-    ownerEventsAfter: db.prepare(`SELECT * FROM events WHERE id > @after AND session_id IN
+    ownerEventsAfter: db.prepare<
+      OwnerEvents,
+      EventRecord
+    >(`SELECT * FROM events WHERE id > @after AND session_id IN
       (SELECT id FROM sessions WHERE owner_key = @owner_key) ORDER BY id LIMIT @limit`),
     // A task belongs to whoever owns its session.
     insertTask: db.prepare(`INSERT INTO tasks
@@ -299,8 +332,8 @@ function prepareStatements(db: SqliteDatabase) {
       SELECT @id, @session_id, @agent_name, 'running', @input, @owner_instance, @created_at, @created_at,
         owner_key, end_user
       FROM sessions WHERE id = @session_id`),
-    getTask: db.prepare('SELECT * FROM tasks WHERE id = ?'),
-    waitingTask: db.prepare(
+    getTask: db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE id = ?'),
+    waitingTask: db.prepare<[string], TaskRow>(
       "SELECT * FROM tasks WHERE session_id = ? AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
     ),
     interruptTasks: db.prepare(
@@ -334,20 +367,23 @@ function prepareStatements(db: SqliteDatabase) {
        WHERE lease_owner IS NOT NULL AND lease_owner IS NOT @self
          AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = daemon_runs.lease_owner AND i.heartbeat_at >= @live_since)`,
     ),
-    listMemory: db.prepare(
+    listMemory: db.prepare<[string, number], MemoryNote>(
       'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? ORDER BY updated_at DESC, id DESC LIMIT ?',
     ),
-    searchMemory: db.prepare(`SELECT m.agent_name, m.key, m.content, m.created_at, m.updated_at
+    searchMemory: db.prepare<
+      [string, string, number],
+      MemoryNote
+    >(`SELECT m.agent_name, m.key, m.content, m.created_at, m.updated_at
       FROM memory_fts JOIN memory m ON m.id = memory_fts.rowid
       WHERE memory_fts MATCH ? AND m.agent_name = ? ORDER BY rank LIMIT ?`),
     upsertMemory: db.prepare(`INSERT INTO memory (agent_name, key, content, created_at, updated_at)
       VALUES (@agent_name, @key, @content, @now, @now)
       ON CONFLICT (agent_name, key) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at`),
-    getMemory: db.prepare(
+    getMemory: db.prepare<[string, string], MemoryNote>(
       'SELECT agent_name, key, content, created_at, updated_at FROM memory WHERE agent_name = ? AND key = ?',
     ),
     deleteMemory: db.prepare('DELETE FROM memory WHERE agent_name = ? AND key = ?'),
-    getDaemon: db.prepare('SELECT * FROM daemon_runs WHERE agent_name = ?'),
+    getDaemon: db.prepare<[string], DaemonState>('SELECT * FROM daemon_runs WHERE agent_name = ?'),
     ensureDaemon: db.prepare(
       'INSERT INTO daemon_runs (agent_name) VALUES (?) ON CONFLICT (agent_name) DO NOTHING',
     ),
@@ -361,8 +397,12 @@ function prepareStatements(db: SqliteDatabase) {
       'UPDATE daemon_runs SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner IS NOT NULL',
     ),
     setDaemonNext: db.prepare('UPDATE daemon_runs SET next_run_at = ? WHERE agent_name = ?'),
-    lastMessageSeq: db.prepare('SELECT MAX(seq) FROM messages WHERE session_id = ?').pluck(),
-    hasMessage: db.prepare('SELECT 1 FROM messages WHERE session_id = ? AND seq = ?').pluck(),
+    lastMessageSeq: db
+      .prepare<[string], number | null>('SELECT MAX(seq) FROM messages WHERE session_id = ?')
+      .pluck(),
+    hasMessage: db
+      .prepare<[string, number], 1>('SELECT 1 FROM messages WHERE session_id = ? AND seq = ?')
+      .pluck(),
     // The fork's row is made from its parent's: columns added to sessions later
     // (owners, say) are copied here, in this one statement.
     insertFork: db.prepare(`INSERT INTO sessions
@@ -392,37 +432,28 @@ function prepareStatements(db: SqliteDatabase) {
     saveResponse: db.prepare(`INSERT INTO responses (id, session_id, end_seq, body, created_at)
       VALUES (@id, @session_id, @end_seq, @body, @created_at)
       ON CONFLICT (id) DO UPDATE SET end_seq = excluded.end_seq, body = excluded.body`),
-    getResponse: db.prepare('SELECT * FROM responses WHERE id = ?'),
+    getResponse: db.prepare<[string], ResponseRecord>('SELECT * FROM responses WHERE id = ?'),
   };
 }
 
 type Statements = ReturnType<typeof prepareStatements>;
 
-/** Where a new session's owner and transcript chain start, as statement parameters. */
-function sessionOrigin(input: Pick<NewSession, 'owner' | 'transcriptSeed'>) {
-  const owner: Owner = input.owner ?? ADMIN_OWNER;
-  return {
-    owner_key: owner.key,
-    end_user: owner.user,
-    transcript_hash: input.transcriptSeed ?? null,
-  };
-}
-
-export class SqliteStore implements Store {
+export class SqliteStore extends StoreBase implements Store {
   readonly kind = 'sqlite' as const;
   readonly db: SqliteDatabase;
   private readonly stmt: Statements;
   private readonly keyStmt: KeyStatements;
-  private readonly keys: SqliteKeys;
+  protected readonly keys: SqliteKeys;
 
   private readonly busyBudgetMs: number;
   /** The owner of every task this store sets running, so recovery spares a live peer's tasks. */
   private readonly instanceId: string | null;
   /** The pending batch of the history index, if one is scheduled. */
   private historyIndexTimer: NodeJS.Timeout | undefined;
-  private readonly calls: SqliteCallRecords;
+  protected readonly calls: SqliteCallRecords;
 
   constructor(path: string, options: { busyBudgetMs?: number; instanceId?: string } = {}) {
+    super();
     this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
     this.stmt = prepareStatements(this.db);
     this.keyStmt = prepareKeyStatements(this.db);
@@ -496,10 +527,10 @@ export class SqliteStore implements Store {
             parent_session_id: input.parentSessionId ?? null,
             created_at: createdAt,
             compact_count: input.compactCount,
-            ...sessionOrigin(input),
+            ...decide.sessionOrigin(input),
           });
           this.insertMessages(id, system, tokens, {}, createdAt);
-          return this.stmt.getSession.get(id) as SessionRow;
+          return this.stmt.getSession.get(id)!;
         })
         .immediate(),
     );
@@ -514,7 +545,7 @@ export class SqliteStore implements Store {
         compact_count: edit.compactCount ?? null,
         updated_at: now(),
       });
-      return this.stmt.getSession.get(id) as SessionRow | undefined;
+      return this.stmt.getSession.get(id);
     });
   }
 
@@ -534,37 +565,19 @@ export class SqliteStore implements Store {
     return id;
   }
 
-  async appendImportedMessages(
+  protected async writeImportedMessages(
     sessionId: string,
     messages: readonly ImportedMessage[],
+    tokens: readonly number[],
   ): Promise<void> {
-    if (messages.length === 0) return;
-    const tokens = messages.map(estimateMessageTokens);
     await this.guard(() =>
       this.db
         .transaction(() => {
           // The visible-transcript chain is rebuilt as the messages go in, so a
           // client resending the imported history lands in the imported session.
-          const state = this.stmt.appendState.get(sessionId) as
-            { transcript_hash: string | null } | undefined;
-          let transcript = state?.transcript_hash ?? null;
-          for (const [i, message] of messages.entries()) {
-            const visible = isVisible(message);
-            if (visible) transcript = nextTranscriptHash(transcript, message);
-            this.stmt.insertMessage.run({
-              session_id: sessionId,
-              seq: message.seq,
-              role: message.role,
-              content: message.content,
-              tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
-              tool_call_id: message.tool_call_id ?? null,
-              name: message.name ?? null,
-              created_at: message.created_at,
-              chars: messageChars(message),
-              tokens: tokens[i]!,
-              transcript_hash: visible ? transcript : null,
-            });
-          }
+          const head = this.stmt.appendState.get(sessionId)?.transcript_hash ?? null;
+          const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
+          for (const row of rows) this.stmt.insertMessage.run(row);
           this.scheduleHistoryIndex();
           this.stmt.bumpImported.run({
             id: sessionId,
@@ -585,25 +598,18 @@ export class SqliteStore implements Store {
       this.db
         .transaction(() => {
           for (const c of compactions)
-            this.stmt.insertImportedCompaction.run({ ...c, session_id: sessionId });
+            this.stmt.insertCompaction.run({ ...c, session_id: sessionId });
         })
         .immediate(),
     );
   }
 
   async findSession(id: string): Promise<SessionRow | undefined> {
-    return this.stmt.getSession.get(id) as SessionRow | undefined;
+    return this.stmt.getSession.get(id);
   }
 
   async listSessions(filter: SessionFilter): Promise<Page<SessionRow>> {
-    return this.newestFirst<SessionRow>('sessions', filter, {
-      agent_name: filter.agentName,
-      status: filter.status,
-      mode: filter.mode,
-      parent_session_id: filter.parentSessionId,
-      owner_key: filter.ownerKey,
-      end_user: filter.endUser,
-    });
+    return this.newestFirst<SessionRow>('sessions', filter, decide.sessionFilterColumns(filter));
   }
 
   async resetSession(id: string): Promise<SessionRow | undefined> {
@@ -614,7 +620,7 @@ export class SqliteStore implements Store {
           this.stmt.deleteConversation.run(id);
           this.stmt.deleteCompactions.run(id);
           this.stmt.resetSession.run({ id, updated_at: now() });
-          return this.stmt.getSession.get(id) as SessionRow;
+          return this.stmt.getSession.get(id)!;
         })
         .immediate(),
     );
@@ -630,13 +636,13 @@ export class SqliteStore implements Store {
       hash: transcriptHash,
       owner_key: owner.key,
       end_user: owner.user,
-    }) as SessionRow | undefined;
+    });
   }
 
   async closeSession(id: string): Promise<SessionRow | undefined> {
     return this.guard(() => {
       this.stmt.closeSession.run(now(), id);
-      return this.stmt.getSession.get(id) as SessionRow | undefined;
+      return this.stmt.getSession.get(id);
     });
   }
 
@@ -649,9 +655,9 @@ export class SqliteStore implements Store {
     return this.guard(() =>
       this.db
         .transaction(() => {
-          const source = this.stmt.getSession.get(id) as SessionRow | undefined;
+          const source = this.stmt.getSession.get(id);
           if (source === undefined) return { kind: 'no-session' as const };
-          const at = atSeq ?? (this.stmt.lastMessageSeq.get(id) as number | null) ?? 0;
+          const at = atSeq ?? this.stmt.lastMessageSeq.get(id) ?? 0;
           if (this.stmt.hasMessage.get(id, at) === undefined)
             return { kind: 'no-message' as const };
           const carry = at >= source.compact_seq;
@@ -663,7 +669,7 @@ export class SqliteStore implements Store {
           this.scheduleHistoryIndex();
           return {
             kind: 'forked' as const,
-            session: this.stmt.getSession.get(forkId) as SessionRow,
+            session: this.stmt.getSession.get(forkId)!,
           };
         })
         .immediate(),
@@ -683,18 +689,14 @@ export class SqliteStore implements Store {
   }
 
   async findResponse(id: string): Promise<ResponseRow | undefined> {
-    const row = this.stmt.getResponse.get(id) as (ResponseRow & { body: string }) | undefined;
-    return row && { ...row, body: JSON.parse(row.body) as Record<string, unknown> };
+    const row = this.stmt.getResponse.get(id);
+    return row && toResponseRow(row);
   }
 
   // ---- messages -------------------------------------------------------------
 
-  async appendMessages(
-    sessionId: string,
-    messages: ChatMessage[],
-    options: AppendOptions = {},
-  ): Promise<StoredMessage[]> {
-    const tokens = messages.map(estimateMessageTokens);
+  protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
+    const { sessionId, messages, tokens, options } = append;
     return this.guard(() =>
       this.db
         .transaction(() => this.insertMessages(sessionId, messages, tokens, options, now()))
@@ -702,36 +704,26 @@ export class SqliteStore implements Store {
     );
   }
 
-  async appendMessagesWithEvents(
-    sessionId: string,
-    messages: ChatMessage[],
+  protected writeMessagesWithEvents(
+    append: PendingAppend,
     eventType: string,
-    options: AppendOptions = {},
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
-    const tokens = messages.map(estimateMessageTokens);
+    const { sessionId, messages, tokens, options } = append;
     return this.guard(() =>
       this.db
         .transaction(() => {
           const createdAt = now();
-          if (options.runningTask !== undefined) this.assertStillRunning(options.runningTask);
+          const task = options.runningTask;
+          if (task !== undefined)
+            requireRunningTask(task, this.stmt.getTask.get(task), this.instanceId);
           const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
           const events = stored.map((m) =>
-            this.insertEvent(
-              { type: eventType, sessionId, data: { seq: m.seq, role: m.role, sessionId } },
-              createdAt,
-            ),
+            this.insertEvent(decide.messageEvent(eventType, sessionId, m), createdAt),
           );
           return { messages: stored, events };
         })
         .immediate(),
     );
-  }
-
-  /** Inside the append's transaction: the task is still this instance's running task. */
-  private assertStillRunning(taskId: string): void {
-    const task = this.stmt.getTask.get(taskId) as TaskRow | undefined;
-    const mine = task?.owner_instance == null || task.owner_instance === this.instanceId;
-    if (task?.status !== 'running' || !mine) throw taskTakenOver(taskId, task);
   }
 
   /**
@@ -746,53 +738,23 @@ export class SqliteStore implements Store {
     options: AppendOptions,
     createdAt: string,
   ): StoredMessage[] {
-    const state = this.stmt.appendState.get(sessionId) as
-      { last_seq: number; transcript_hash: string | null } | undefined;
-    let seq = state?.last_seq ?? 0;
-    let transcript = state?.transcript_hash ?? null;
-    const stored: StoredMessage[] = [];
-    for (const [i, message] of messages.entries()) {
-      seq += 1;
-      const record: MessageRecord = {
-        session_id: sessionId,
-        seq,
-        role: message.role,
-        content: message.content,
-        tool_calls: message.tool_calls?.length ? JSON.stringify(message.tool_calls) : null,
-        tool_call_id: message.tool_call_id ?? null,
-        name: message.name ?? null,
-        created_at: createdAt,
-      };
-      // The chain advances at write time, so matching a transcript never scans messages.
-      const visible = isVisible(message);
-      if (visible) transcript = nextTranscriptHash(transcript, message);
-      // Estimated once, at write; context reads return it instead of re-encoding.
-      record.tokens = tokens[i]!;
-      this.stmt.insertMessage.run({
-        ...record,
-        chars: messageChars(message),
-        transcript_hash: visible ? transcript : null,
-      });
-      stored.push(toStoredMessage(record));
-    }
+    const state = this.stmt.appendState.get(sessionId);
+    const lastSeq = state?.last_seq ?? 0;
+    const numbered = decide.numberMessages(messages, lastSeq, createdAt);
+    const head = state?.transcript_hash ?? null;
+    const { rows, transcript } = decide.chainMessages(sessionId, numbered, tokens, head);
+    // Each row carries its token estimate: context reads return it instead of re-encoding.
+    for (const row of rows) this.stmt.insertMessage.run(row);
     this.scheduleHistoryIndex();
+    const counters = decide.appendCounters(options, messages.length, lastSeq + messages.length);
     this.stmt.bumpSession.run({
+      ...counters,
       id: sessionId,
-      count: messages.length,
-      input_tokens: options.usage?.input_tokens ?? 0,
-      output_tokens: options.usage?.output_tokens ?? 0,
-      cache_read_tokens: options.usage?.cache_read_tokens ?? 0,
-      cache_write_tokens: options.usage?.cache_write_tokens ?? 0,
-      prompt_tokens: options.promptTokens ?? null,
-      // The reported prompt covered everything before the reply just stored.
-      prompt_seq: seq - messages.length,
-      last_seq: seq,
       transcript_hash: transcript,
       updated_at: createdAt,
     });
-    const usage = options.usage;
-    if (usage)
-      chargeSessionTokens(this.keyStmt, sessionId, usage.input_tokens + usage.output_tokens);
+    chargeSessionTokens(this.keyStmt, sessionId, counters.charged);
+    const stored = rows.map(toStoredMessage);
     return stored;
   }
 
@@ -800,11 +762,7 @@ export class SqliteStore implements Store {
     sessionId: string,
     options: { afterSeq: number; limit: number },
   ): Promise<StoredMessage[]> {
-    const rows = this.stmt.pageMessages.all(
-      sessionId,
-      options.afterSeq,
-      options.limit,
-    ) as MessageRecord[];
+    const rows = this.stmt.pageMessages.all(sessionId, options.afterSeq, options.limit);
     return rows.map(toStoredMessage);
   }
 
@@ -815,56 +773,33 @@ export class SqliteStore implements Store {
     // No read transaction needed: the system messages are written once, with
     // the session, so they cannot change between the two reads.
     return {
-      system: (this.stmt.systemMessages.all(sessionId) as MessageRecord[]).map(toStoredMessage),
-      tail: (this.stmt.tailMessages.all(sessionId, afterSeq) as MessageRecord[]).map(
-        toStoredMessage,
-      ),
+      system: this.stmt.systemMessages.all(sessionId).map(toStoredMessage),
+      tail: this.stmt.tailMessages.all(sessionId, afterSeq).map(toStoredMessage),
     };
   }
 
   async listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]> {
     const metas: MessageMeta[] = [];
-    for (const row of this.stmt.messageMeta.iterate(
-      sessionId,
-      afterSeq,
-    ) as IterableIterator<MessageMetaRecord>)
+    for (const row of this.stmt.messageMeta.iterate(sessionId, afterSeq))
       metas.push(toMessageMeta(row));
     return metas;
   }
 
   async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
-    return (this.stmt.tailPage.all(sessionId, afterSeq, limit) as MessageRecord[]).map(
-      toStoredMessage,
-    );
+    return this.stmt.tailPage.all(sessionId, afterSeq, limit).map(toStoredMessage);
   }
 
   async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
     const fts = toFtsQuery(query);
     if (fts === undefined) return [];
     await this.indexHistory();
-    return this.stmt.searchHistory.all(
-      sessionMatch(sessionId, fts),
-      sessionId,
-      limit,
-    ) as HistoryHit[];
+    return this.stmt.searchHistory.all(sessionMatch(sessionId, fts), sessionId, limit);
   }
 
-  async recallMessages(
-    sessionId: string,
-    terms: readonly SearchTerm[],
-    maxSeq: number,
-    limit: number,
-  ): Promise<RecallHit[]> {
-    const words = plainTerms(terms);
-    if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
+  protected async recall({ sessionId, words, maxSeq, limit }: RecallSearch): Promise<RecallHit[]> {
     await this.indexHistory();
     const fts = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`).join(' OR ');
-    return this.stmt.recallMessages.all(
-      sessionMatch(sessionId, fts),
-      sessionId,
-      maxSeq,
-      limit,
-    ) as RecallHit[];
+    return this.stmt.recallMessages.all(sessionMatch(sessionId, fts), sessionId, maxSeq, limit);
   }
 
   // ---- compaction -----------------------------------------------------------
@@ -873,47 +808,22 @@ export class SqliteStore implements Store {
     return this.guard(() =>
       this.db
         .transaction(() => {
-          const before = this.stmt.getSession.get(input.sessionId) as SessionRow | undefined;
-          if (before === undefined || before.compact_size !== input.expectedSize) return undefined;
-          if (input.expectedEpoch !== undefined && before.epoch !== input.expectedEpoch)
-            return undefined;
-          const createdAt = now();
+          const before = this.stmt.getSession.get(input.sessionId);
+          if (!decide.compactionApplies(before, input)) return undefined;
+          const record = decide.compactionRecord(input, before, now());
           const result = this.stmt.casCompaction.run({
+            ...record,
             id: input.sessionId,
-            summary: input.summary,
-            to_size: input.toSize,
-            to_seq: input.toSeq,
-            trigger: input.trigger,
             expected_size: input.expectedSize,
             expected_epoch: input.expectedEpoch ?? null,
-            input_tokens: input.inputTokens ?? 0,
-            output_tokens: input.outputTokens ?? 0,
-            updated_at: createdAt,
+            updated_at: record.created_at,
           });
           if (result.changes === 0) return undefined;
-          this.stmt.insertCompaction.run({
-            session_id: input.sessionId,
-            from_size: before.compact_size,
-            to_size: input.toSize,
-            from_seq: before.compact_seq,
-            to_seq: input.toSeq,
-            previous_summary: before.compact_summary,
-            summary: input.summary,
-            trigger: input.trigger,
-            model: input.model,
-            input_chars: input.inputChars,
-            summary_chars: input.summary.length,
-            input_tokens: input.inputTokens ?? 0,
-            output_tokens: input.outputTokens ?? 0,
-            created_at: createdAt,
-          });
+          this.stmt.insertCompaction.run(record);
           // Compaction spends the session owner's tokens like any model call.
-          chargeSessionTokens(
-            this.keyStmt,
-            input.sessionId,
-            (input.inputTokens ?? 0) + (input.outputTokens ?? 0),
-          );
-          return this.stmt.getSession.get(input.sessionId) as SessionRow;
+          const spent = record.input_tokens + record.output_tokens;
+          chargeSessionTokens(this.keyStmt, input.sessionId, spent);
+          return this.stmt.getSession.get(input.sessionId)!;
         })
         .immediate(),
     );
@@ -925,8 +835,8 @@ export class SqliteStore implements Store {
     return this.guard(() =>
       this.db
         .transaction(() => {
-          const latest = this.stmt.latestCompaction.get(sessionId) as CompactionRow | undefined;
-          if (latest === undefined || latest.undone_at !== null) return undefined;
+          const latest = this.stmt.latestCompaction.get(sessionId);
+          if (!decide.undoApplies(latest)) return undefined;
           const updatedAt = now();
           const result = this.stmt.restoreCompaction.run({
             id: sessionId,
@@ -940,7 +850,7 @@ export class SqliteStore implements Store {
           if (result.changes === 0) return undefined;
           this.stmt.markUndone.run(updatedAt, latest.id);
           return {
-            session: this.stmt.getSession.get(sessionId) as SessionRow,
+            session: this.stmt.getSession.get(sessionId)!,
             restoredSize: latest.from_size,
           };
         })
@@ -949,7 +859,7 @@ export class SqliteStore implements Store {
   }
 
   async listCompactions(sessionId: string): Promise<CompactionRow[]> {
-    return this.stmt.listCompactions.all(sessionId) as CompactionRow[];
+    return this.stmt.listCompactions.all(sessionId);
   }
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
@@ -965,42 +875,27 @@ export class SqliteStore implements Store {
   private insertEvent(event: NewEvent, createdAt: string): EventRow {
     const data = JSON.stringify(event.data);
     const result = this.stmt.insertEvent.run(event.type, event.sessionId ?? null, data, createdAt);
-    return {
-      id: Number(result.lastInsertRowid),
-      type: event.type,
-      session_id: event.sessionId ?? null,
-      data: event.data,
-      created_at: createdAt,
-    };
+    return decide.storedEvent(Number(result.lastInsertRowid), event, createdAt);
   }
 
-  async listEvents(options: {
-    afterId: number;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-  }): Promise<EventRow[]> {
+  async listEvents(options: EventFilter): Promise<EventRow[]> {
     const { afterId, sessionId, ownerKey, limit } = options;
     // A session id narrows further; the owner filter still applies (the session may be another key's).
-    const rows =
+    const rows: EventRecord[] =
       sessionId !== undefined
         ? this.stmt.sessionEventsAfter.all(sessionId, afterId, limit)
         : ownerKey !== undefined
           ? this.stmt.ownerEventsAfter.all({ after: afterId, owner_key: ownerKey, limit })
           : this.stmt.eventsAfter.all(afterId, limit);
-    const events = (rows as EventRecord[]).map(toEventRow);
+    const events = rows.map(toEventRow);
     if (sessionId === undefined || ownerKey === undefined) return events;
-    const session = this.stmt.getSession.get(sessionId) as SessionRow | undefined;
+    const session = this.stmt.getSession.get(sessionId);
     return session?.owner_key === ownerKey ? events : [];
   }
 
   // ---- tasks ----------------------------------------------------------------
 
-  async createTask(input: {
-    sessionId: string;
-    agentName: string;
-    input: string;
-  }): Promise<TaskRow> {
+  async createTask(input: NewTask): Promise<TaskRow> {
     const id = newId('task');
     return this.guard(() => {
       const inserted = this.stmt.insertTask.run({
@@ -1012,37 +907,25 @@ export class SqliteStore implements Store {
         created_at: now(),
       });
       if (inserted.changes === 0) throw sessionNotFound(input.sessionId);
-      return this.stmt.getTask.get(id) as TaskRow;
+      return this.stmt.getTask.get(id)!;
     });
   }
 
   async findTask(id: string): Promise<TaskRow | undefined> {
-    return this.stmt.getTask.get(id) as TaskRow | undefined;
+    return this.stmt.getTask.get(id);
   }
 
-  async listTasks(filter: {
-    status?: TaskStatus;
-    agentName?: string;
-    sessionId?: string;
-    ownerKey?: string;
-    limit: number;
-    cursor?: string;
-  }): Promise<Page<TaskRow>> {
-    return this.newestFirst<TaskRow>('tasks', filter, {
-      status: filter.status,
-      agent_name: filter.agentName,
-      session_id: filter.sessionId,
-      owner_key: filter.ownerKey,
-    });
+  async listTasks(filter: TaskFilter): Promise<Page<TaskRow>> {
+    return this.newestFirst<TaskRow>('tasks', filter, decide.taskFilterColumns(filter));
   }
 
   async transitionTask(
     id: string,
     from: readonly TaskStatus[],
-    patch: Parameters<Store['transitionTask']>[2],
+    patch: TaskPatch,
   ): Promise<TaskRow | undefined> {
-    const columns = Object.keys(patch).filter((k) => TASK_PATCH_COLUMNS.includes(k));
-    const assignments = [...columns.map((c) => `${c} = @${c}`), 'updated_at = @updated_at'];
+    const patched = decide.taskPatchColumns(patch).map((column) => `${column} = @${column}`);
+    const assignments = [...patched, 'updated_at = @updated_at'];
     const statusList = from.map((_, i) => `@from${i}`).join(', ');
     // A task set running is this instance's to run (and to be interrupted with it).
     if (patch.status === 'running') assignments.push('owner_instance = @owner_instance');
@@ -1064,14 +947,14 @@ export class SqliteStore implements Store {
             )
             .run(params);
           if (result.changes === 0) return undefined;
-          return this.stmt.getTask.get(id) as TaskRow;
+          return this.stmt.getTask.get(id);
         })
         .immediate(),
     );
   }
 
   async findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined> {
-    return this.stmt.waitingTask.get(sessionId) as TaskRow | undefined;
+    return this.stmt.waitingTask.get(sessionId);
   }
 
   async interruptRunningTasks(ownerInstance?: string): Promise<number> {
@@ -1108,7 +991,7 @@ export class SqliteStore implements Store {
   // ---- daemons --------------------------------------------------------------
 
   async findDaemonState(agentName: string): Promise<DaemonState | undefined> {
-    return this.stmt.getDaemon.get(agentName) as DaemonState | undefined;
+    return this.stmt.getDaemon.get(agentName);
   }
 
   async releaseDaemonLeases(): Promise<number> {
@@ -1139,20 +1022,10 @@ export class SqliteStore implements Store {
     );
   }
 
-  async finishDaemonRun(
-    agentName: string,
-    owner: string,
-    lastRunAt: Date,
-    nextRunAt: Date | null,
-  ): Promise<boolean> {
+  protected finishRun(run: FinishedRun): Promise<boolean> {
+    const finished = { agent: run.agentName, owner: run.owner, last: run.lastRunAt };
     return this.guard(
-      () =>
-        this.stmt.finishDaemon.run({
-          agent: agentName,
-          owner,
-          last: lastRunAt.toISOString(),
-          next: nextRunAt?.toISOString() ?? null,
-        }).changes > 0,
+      () => this.stmt.finishDaemon.run({ ...finished, next: run.nextRunAt }).changes > 0,
     );
   }
 
@@ -1173,9 +1046,9 @@ export class SqliteStore implements Store {
     if (query !== undefined && query.trim() !== '') {
       const fts = toFtsQuery(query);
       if (fts === undefined) return [];
-      return this.stmt.searchMemory.all(fts, agentName, limit) as MemoryNote[];
+      return this.stmt.searchMemory.all(fts, agentName, limit);
     }
-    return this.stmt.listMemory.all(agentName, limit) as MemoryNote[];
+    return this.stmt.listMemory.all(agentName, limit);
   }
 
   async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {
@@ -1183,7 +1056,7 @@ export class SqliteStore implements Store {
       this.db
         .transaction(() => {
           this.stmt.upsertMemory.run({ agent_name: agentName, key, content, now: now() });
-          return this.stmt.getMemory.get(agentName, key) as MemoryNote;
+          return this.stmt.getMemory.get(agentName, key)!;
         })
         .immediate(),
     );
@@ -1197,28 +1070,6 @@ export class SqliteStore implements Store {
     await this.guard(() => this.db.prepare('SELECT 1').get());
   }
 
-  // ---- model-call records --------------------------------------------------
-
-  appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
-    return this.calls.appendModelCalls(calls);
-  }
-
-  addSessionCost(sessionId: string, cost: number): Promise<void> {
-    return this.calls.addSessionCost(sessionId, cost);
-  }
-
-  listModelCalls(sessionId: string, filter: ModelCallFilter): Promise<Page<ModelCallSummary>> {
-    return this.calls.listModelCalls(sessionId, filter);
-  }
-
-  findModelCall(id: string): Promise<ModelCallRecord | undefined> {
-    return this.calls.findModelCall(id);
-  }
-
-  pruneModelCalls(before: string, maxChains: number): Promise<number> {
-    return this.calls.pruneModelCalls(before, maxChains);
-  }
-
   async close(): Promise<void> {
     // Queued messages stay queued in the file; the next search indexes them.
     clearTimeout(this.historyIndexTimer);
@@ -1226,74 +1077,14 @@ export class SqliteStore implements Store {
     if (this.db.open) this.db.close();
   }
 
-  /**
-   * A keyset page of `table`, newest first by (created_at, id), with equality
-   * filters on the given columns (undefined ones are ignored). Never OFFSET.
-   */
-  // ---- keys -----------------------------------------------------------------
-
-  createKey(input: NewKey): Promise<KeyRow> {
-    return this.keys.createKey(input);
-  }
-
-  findKey(id: string): Promise<KeyRow | undefined> {
-    return this.keys.findKey(id);
-  }
-
-  findKeyBySecretHash(secretHash: string): Promise<(KeyRow & { secret_hash: string }) | undefined> {
-    return this.keys.findKeyBySecretHash(secretHash);
-  }
-
-  listKeys(): Promise<KeyRow[]> {
-    return this.keys.listKeys();
-  }
-
-  revokeKey(id: string): Promise<KeyRow | undefined> {
-    return this.keys.revokeKey(id);
-  }
-
-  touchKey(id: string, at: string): Promise<void> {
-    return this.keys.touchKey(id, at);
-  }
-
-  keyTokensOn(keyId: string, day: string): Promise<number> {
-    return this.keys.keyTokensOn(keyId, day);
-  }
-
-  keySpend(keyId: string, day: string): Promise<KeySpend> {
-    return this.keys.keySpend(keyId, day);
-  }
-
-  listKeySpend(day: string): Promise<Map<string, KeySpend>> {
-    return this.keys.listKeySpend(day);
-  }
-
+  /** A keyset page of `table`, newest first (`newestFirstQuery`). */
   private newestFirst<T extends { created_at: string; id: string }>(
     table: 'sessions' | 'tasks',
     page: { limit: number; cursor?: string },
     equals: Record<string, string | undefined>,
   ): Page<T> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    for (const [column, value] of Object.entries(equals)) {
-      if (value === undefined) continue;
-      where.push(`${column} = ?`);
-      params.push(value);
-    }
-    if (page.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(page.cursor);
-      where.push('(created_at < ? OR (created_at = ? AND id < ?))');
-      params.push(createdAt, createdAt, id);
-    }
-    const sql = `SELECT * FROM ${table} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY created_at DESC, id DESC LIMIT ?`;
-    const rows = this.db.prepare(sql).all(...params, page.limit + 1) as T[];
-    return this.page(rows, page.limit, (r) => encodeCursor(r.created_at, r.id));
-  }
-
-  private page<T>(rows: T[], limit: number, cursorOf: (row: T) => string): Page<T> {
-    const items = rows.slice(0, limit);
-    const last = items[items.length - 1];
-    return { items, nextCursor: rows.length > limit && last !== undefined ? cursorOf(last) : null };
+    const query = decide.newestFirstQuery(`SELECT * FROM ${table}`, equals, page, () => '?');
+    const rows = this.db.prepare<unknown[], T>(query.sql).all(...query.params);
+    return decide.newestFirstPage(rows, page.limit);
   }
 }

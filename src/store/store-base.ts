@@ -1,0 +1,191 @@
+/**
+ * What every dialect's store does before its SQL, written once: a dialect
+ * extends this class. It forwards the parts each dialect implements in an
+ * object of its own (client keys, model-call records), and it holds the
+ * contract's entry points whose first steps are the same everywhere (token
+ * estimates computed before the transaction, a recall that can find nothing,
+ * times as ISO text), handing the dialect one `protected` hook each.
+ */
+import type { ChatMessage, StoredMessage } from '../llm/messages.js';
+import { estimateMessageTokens } from '../llm/tokens.js';
+import { plainTerms } from './records.js';
+import type {
+  AppendOptions,
+  CallRecordStore,
+  EventRow,
+  ImportedMessage,
+  KeyRow,
+  KeySpend,
+  KeyStore,
+  ModelCallFilter,
+  ModelCallRecord,
+  ModelCallSummary,
+  NewKey,
+  NewModelCall,
+  Page,
+  RecallHit,
+  SearchTerm,
+} from './store.js';
+
+/** One append as a dialect writes it, in one transaction. */
+export interface PendingAppend {
+  sessionId: string;
+  messages: ChatMessage[];
+  /** The messages' token estimates, computed before the transaction (CPU work off the lock). */
+  tokens: readonly number[];
+  options: AppendOptions;
+}
+
+/** A recall search that can find something: plain words, a compacted range, a positive limit. */
+export interface RecallSearch {
+  sessionId: string;
+  words: SearchTerm[];
+  maxSeq: number;
+  limit: number;
+}
+
+/** A finished daemon tick, its times as stored. */
+export interface FinishedRun {
+  agentName: string;
+  owner: string;
+  lastRunAt: string;
+  nextRunAt: string | null;
+}
+
+export abstract class StoreBase implements KeyStore, CallRecordStore {
+  protected abstract readonly keys: KeyStore;
+  protected abstract readonly calls: CallRecordStore;
+
+  // ---- messages -------------------------------------------------------------
+
+  protected abstract writeMessages(append: PendingAppend): Promise<StoredMessage[]>;
+
+  protected abstract writeMessagesWithEvents(
+    append: PendingAppend,
+    eventType: string,
+  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }>;
+
+  /** Writes a batch of imported messages; never called with none. */
+  protected abstract writeImportedMessages(
+    sessionId: string,
+    messages: readonly ImportedMessage[],
+    tokens: readonly number[],
+  ): Promise<void>;
+
+  protected abstract recall(search: RecallSearch): Promise<RecallHit[]>;
+
+  async appendMessages(
+    sessionId: string,
+    messages: ChatMessage[],
+    options: AppendOptions = {},
+  ): Promise<StoredMessage[]> {
+    const tokens = messages.map(estimateMessageTokens);
+    return this.writeMessages({ sessionId, messages, tokens, options });
+  }
+
+  async appendMessagesWithEvents(
+    sessionId: string,
+    messages: ChatMessage[],
+    eventType: string,
+    options: AppendOptions = {},
+  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    const tokens = messages.map(estimateMessageTokens);
+    return this.writeMessagesWithEvents({ sessionId, messages, tokens, options }, eventType);
+  }
+
+  async appendImportedMessages(
+    sessionId: string,
+    messages: readonly ImportedMessage[],
+  ): Promise<void> {
+    if (messages.length === 0) return;
+    await this.writeImportedMessages(sessionId, messages, messages.map(estimateMessageTokens));
+  }
+
+  async recallMessages(
+    sessionId: string,
+    terms: readonly SearchTerm[],
+    maxSeq: number,
+    limit: number,
+  ): Promise<RecallHit[]> {
+    const words = plainTerms(terms);
+    if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
+    return this.recall({ sessionId, words, maxSeq, limit });
+  }
+
+  // ---- daemons --------------------------------------------------------------
+
+  protected abstract finishRun(run: FinishedRun): Promise<boolean>;
+
+  async finishDaemonRun(
+    agentName: string,
+    owner: string,
+    lastRunAt: Date,
+    nextRunAt: Date | null,
+  ): Promise<boolean> {
+    const times = {
+      lastRunAt: lastRunAt.toISOString(),
+      nextRunAt: nextRunAt?.toISOString() ?? null,
+    };
+    return this.finishRun({ agentName, owner, ...times });
+  }
+
+  // ---- model-call records --------------------------------------------------
+
+  appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
+    return this.calls.appendModelCalls(calls);
+  }
+
+  addSessionCost(sessionId: string, cost: number): Promise<void> {
+    return this.calls.addSessionCost(sessionId, cost);
+  }
+
+  listModelCalls(sessionId: string, filter: ModelCallFilter): Promise<Page<ModelCallSummary>> {
+    return this.calls.listModelCalls(sessionId, filter);
+  }
+
+  findModelCall(id: string): Promise<ModelCallRecord | undefined> {
+    return this.calls.findModelCall(id);
+  }
+
+  pruneModelCalls(before: string, maxChains: number): Promise<number> {
+    return this.calls.pruneModelCalls(before, maxChains);
+  }
+
+  // ---- keys -----------------------------------------------------------------
+
+  createKey(input: NewKey): Promise<KeyRow> {
+    return this.keys.createKey(input);
+  }
+
+  findKey(id: string): Promise<KeyRow | undefined> {
+    return this.keys.findKey(id);
+  }
+
+  findKeyBySecretHash(secretHash: string): Promise<(KeyRow & { secret_hash: string }) | undefined> {
+    return this.keys.findKeyBySecretHash(secretHash);
+  }
+
+  listKeys(): Promise<KeyRow[]> {
+    return this.keys.listKeys();
+  }
+
+  revokeKey(id: string): Promise<KeyRow | undefined> {
+    return this.keys.revokeKey(id);
+  }
+
+  touchKey(id: string, at: string): Promise<void> {
+    return this.keys.touchKey(id, at);
+  }
+
+  keyTokensOn(keyId: string, day: string): Promise<number> {
+    return this.keys.keyTokensOn(keyId, day);
+  }
+
+  keySpend(keyId: string, day: string): Promise<KeySpend> {
+    return this.keys.keySpend(keyId, day);
+  }
+
+  listKeySpend(day: string): Promise<Map<string, KeySpend>> {
+    return this.keys.listKeySpend(day);
+  }
+}
