@@ -6,7 +6,7 @@
  * gauges read when scraped, tool calls from the runtime's TurnObserver.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ModelClient, ModelRequest, ModelCallOptions } from '../llm/model-client.js';
+import { decorateModel, type ModelClient } from '../llm/model-client.js';
 import type { EventRow } from '../store/store.js';
 
 export type ModelRole = 'main' | 'compact' | 'title';
@@ -167,33 +167,25 @@ export class CairnMetrics {
   /** A ModelClient that counts the calls, latency and tokens of `inner` under `role`. */
   instrumentModel(role: ModelRole, inner: ModelClient): ModelClient {
     const { modelCalls, modelTokens, modelCost, modelSeconds, now } = this;
-    return {
-      get model() {
-        return inner.model;
-      },
-      get contextWindow() {
-        return inner.contextWindow;
-      },
-      async complete(request: ModelRequest, options?: ModelCallOptions) {
-        const labels = { role, purpose: request.purpose };
-        const started = now();
-        try {
-          const response = await inner.complete(request, options);
-          modelCalls.inc({ ...labels, outcome: 'ok' });
-          if (response.usage) {
-            modelTokens.inc({ role, direction: 'in' }, response.usage.prompt_tokens);
-            modelTokens.inc({ role, direction: 'out' }, response.usage.completion_tokens);
-          }
-          if (typeof response.cost === 'number') modelCost.inc({ role }, response.cost);
-          return response;
-        } catch (err) {
-          modelCalls.inc({ ...labels, outcome: 'error' });
-          throw err;
-        } finally {
-          modelSeconds.observe(labels, (now() - started) / 1000);
+    return decorateModel(inner, async (request, options) => {
+      const labels = { role, purpose: request.purpose };
+      const started = now();
+      try {
+        const response = await inner.complete(request, options);
+        modelCalls.inc({ ...labels, outcome: 'ok' });
+        if (response.usage) {
+          modelTokens.inc({ role, direction: 'in' }, response.usage.prompt_tokens);
+          modelTokens.inc({ role, direction: 'out' }, response.usage.completion_tokens);
         }
-      },
-    };
+        if (typeof response.cost === 'number') modelCost.inc({ role }, response.cost);
+        return response;
+      } catch (err) {
+        modelCalls.inc({ ...labels, outcome: 'error' });
+        throw err;
+      } finally {
+        modelSeconds.observe(labels, (now() - started) / 1000);
+      }
+    });
   }
 
   /** A chat turn as the HTTP layer saw it. */
