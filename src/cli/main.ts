@@ -14,7 +14,7 @@ import {
   runMigrations,
   validateAgents,
 } from './commands.js';
-import { evalCompaction } from './eval-compaction.js';
+import { evalCompaction, type EvalCompactionOptions } from './eval-compaction.js';
 import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
 import { exportSession, importSessionFile } from './session-transfer.js';
@@ -28,6 +28,15 @@ function fail(err: unknown): never {
     console.error(`error: ${err.message}`);
   else console.error(`error: ${(err as Error).message}`);
   process.exit(1);
+}
+
+/**
+ * A subcommand's options plus its parent's --url: commander gives the parent's
+ * option to the subcommand wherever on the line it is typed.
+ */
+function withParentUrl<T extends object>(options: T, command: Command): T & { url?: string } {
+  const { url } = command.optsWithGlobals<{ url?: string }>();
+  return { ...options, ...(url ? { url } : {}) };
 }
 
 const program = new Command()
@@ -95,18 +104,15 @@ sessions
   .command('export <sessionId>')
   .description('write a session as NDJSON (messages, summary, compaction history)')
   .option('-o, --output <file>', 'write to this file instead of stdout')
-  // --url is the parent's option (commander gives it to `sessions` wherever it is typed).
   .action(async (sessionId: string, options: { output?: string }, command: Command) => {
-    const { url } = command.optsWithGlobals<{ url?: string }>();
-    await exportSession(sessionId, { ...options, ...(url ? { url } : {}) }).catch(fail);
+    await exportSession(sessionId, withParentUrl(options, command)).catch(fail);
   });
 
 sessions
   .command('import <file>')
   .description('import a session exported with `cairn sessions export`; prints its new id')
   .action(async (file: string, _options: unknown, command: Command) => {
-    const { url } = command.optsWithGlobals<{ url?: string }>();
-    await importSessionFile(file, url ? { url } : {}).catch(fail);
+    await importSessionFile(file, withParentUrl({}, command)).catch(fail);
   });
 
 const keys = program
@@ -126,8 +132,7 @@ keys
       options: { agents?: string; rpm?: string; tokensPerDay?: string },
       command: Command,
     ) => {
-      const { url } = command.optsWithGlobals<{ url?: string }>();
-      await createKey(name, { ...options, ...(url ? { url } : {}) }).catch(fail);
+      await createKey(name, withParentUrl(options, command)).catch(fail);
     },
   );
 
@@ -135,16 +140,14 @@ keys
   .command('list')
   .description('list client keys (never their secrets)')
   .action(async (_options: unknown, command: Command) => {
-    const { url } = command.optsWithGlobals<{ url?: string }>();
-    await listKeys(url ? { url } : {}).catch(fail);
+    await listKeys(withParentUrl({}, command)).catch(fail);
   });
 
 keys
   .command('revoke <keyId>')
   .description('revoke a client key at once, on every instance')
   .action(async (id: string, _options: unknown, command: Command) => {
-    const { url } = command.optsWithGlobals<{ url?: string }>();
-    await revokeKey(id, url ? { url } : {}).catch(fail);
+    await revokeKey(id, withParentUrl({}, command)).catch(fail);
   });
 
 program
@@ -179,18 +182,9 @@ program
   .option('--compactions <n>', 'rolling compactions to force', '10')
   .option('--seed <n>', 'seed of the generated conversation', '1')
   .option('--json', 'print the report as JSON')
-  .action(
-    async (options: {
-      agent?: string;
-      modelUrl?: string;
-      facts?: string;
-      compactions?: string;
-      seed?: string;
-      json?: boolean;
-    }) => {
-      await evalCompaction(options).catch(fail);
-    },
-  );
+  .action(async (options: EvalCompactionOptions) => {
+    await evalCompaction(options).catch(fail);
+  });
 
 program
   .command('migrate')

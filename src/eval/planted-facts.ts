@@ -98,6 +98,14 @@ function pick<T>(random: () => number, items: readonly T[]): T {
   return items[Math.floor(random() * items.length)]!;
 }
 
+/** One of `items` other than `not`. */
+function pickOther<T>(random: () => number, items: readonly T[], not: T): T {
+  return pick(
+    random,
+    items.filter((item) => item !== not),
+  );
+}
+
 function digits(random: () => number): string {
   return String(1000 + Math.floor(random() * 9000));
 }
@@ -105,14 +113,13 @@ function digits(random: () => number): string {
 function makeFact(index: number, category: FactCategory, random: () => number): PlantedFact {
   const place = PLACES[index % PLACES.length]!;
   const id = `F${String(index + 1).padStart(2, '0')}`;
+  const fact = { id, category, place };
   switch (category) {
     case 'plain': {
       const attribute = pick(random, ATTRIBUTES);
       const value = digits(random);
       return {
-        id,
-        category,
-        place,
+        ...fact,
         statement: `By the way, the ${attribute} of the ${place} is ${value}.`,
         answer: value,
         probe: `What is the ${attribute} of the ${place}?`,
@@ -120,14 +127,9 @@ function makeFact(index: number, category: FactCategory, random: () => number): 
     }
     case 'updated': {
       const old = pick(random, NAMES);
-      const current = pick(
-        random,
-        NAMES.filter((n) => n !== old),
-      );
+      const current = pickOther(random, NAMES, old);
       return {
-        id,
-        category,
-        place,
+        ...fact,
         statement: `The caretaker of the ${place} is ${old}.`,
         update: `Change of plan: the caretaker of the ${place} is now ${current}, not ${old} any more.`,
         answer: current,
@@ -138,9 +140,7 @@ function makeFact(index: number, category: FactCategory, random: () => number): 
     case 'instruction': {
       const tag = `${pick(random, TAGS)}-${digits(random).slice(0, 2)}`;
       return {
-        id,
-        category,
-        place,
+        ...fact,
         statement: `Standing instruction: whenever we discuss the ${place}, end your reply with the tag ${tag}.`,
         answer: tag,
         probe: `Let us discuss the ${place} for a moment.`,
@@ -148,14 +148,9 @@ function makeFact(index: number, category: FactCategory, random: () => number): 
     }
     case 'decision': {
       const chosen = pick(random, MATERIALS);
-      const rejected = pick(
-        random,
-        MATERIALS.filter((m) => m !== chosen),
-      );
+      const rejected = pickOther(random, MATERIALS, chosen);
       return {
-        id,
-        category,
-        place,
+        ...fact,
         statement: `Decision: for the roof of the ${place} we chose ${chosen} over ${rejected}, because it lasts longer.`,
         answer: chosen,
         probe: `Which material did we choose for the roof of the ${place}?`,

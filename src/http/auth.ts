@@ -10,6 +10,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CairnError } from '../errors.js';
 import { looksLikeClientSecret, type ClientKeys } from './client-keys.js';
+import { sweepWindows } from './key-limits.js';
 import { endUserHeader, setPrincipal } from './principal.js';
 
 /** Failed authentications allowed per address per window before 429. */
@@ -85,18 +86,9 @@ export class AuthFailureLimiter {
       window.count += 1;
       return;
     }
-    if (this.windows.size >= MAX_TRACKED_ADDRESSES) this.sweep(now);
+    if (this.windows.size >= MAX_TRACKED_ADDRESSES)
+      sweepWindows(this.windows, now, MAX_TRACKED_ADDRESSES);
     this.windows.set(address, { count: 1, resetAt: now + this.options.windowMs });
-  }
-
-  private sweep(now: number): void {
-    for (const [address, window] of this.windows)
-      if (window.resetAt <= now) this.windows.delete(address);
-    // Still full: forget the oldest entries rather than grow without bound.
-    for (const address of this.windows.keys()) {
-      if (this.windows.size < MAX_TRACKED_ADDRESSES) break;
-      this.windows.delete(address);
-    }
   }
 }
 

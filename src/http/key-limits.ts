@@ -17,6 +17,22 @@ interface Window {
   resetAt: number;
 }
 
+/**
+ * Drops the windows that have ended; while the map still holds `max` or more, the
+ * oldest entries go too, so it never grows without bound.
+ */
+export function sweepWindows(
+  windows: Map<string, { resetAt: number }>,
+  now: number,
+  max: number,
+): void {
+  for (const [key, window] of windows) if (window.resetAt <= now) windows.delete(key);
+  for (const key of windows.keys()) {
+    if (windows.size < max) break;
+    windows.delete(key);
+  }
+}
+
 /** Counts cost per identity in fixed windows. */
 export class WindowCounter {
   private readonly windows = new Map<string, Window>();
@@ -34,22 +50,13 @@ export class WindowCounter {
     const now = this.now();
     let window = this.windows.get(identity);
     if (!window || window.resetAt <= now) {
-      if (this.windows.size >= MAX_WINDOWS) this.sweep(now);
+      if (this.windows.size >= MAX_WINDOWS) sweepWindows(this.windows, now, MAX_WINDOWS);
       window = { count: 0, resetAt: now + this.windowMs };
       this.windows.set(identity, window);
     }
     if (window.count + cost > max) return window.resetAt - now;
     window.count += cost;
     return undefined;
-  }
-
-  private sweep(now: number): void {
-    for (const [identity, window] of this.windows)
-      if (window.resetAt <= now) this.windows.delete(identity);
-    for (const identity of this.windows.keys()) {
-      if (this.windows.size < MAX_WINDOWS) break;
-      this.windows.delete(identity);
-    }
   }
 }
 

@@ -14,33 +14,24 @@ import type {
   MessageCreateParamsBase,
   RawMessageStreamEvent,
 } from '@anthropic-ai/sdk/resources/messages';
-import { CairnError } from '../errors.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS, type ModelRoleSettings } from '../config/settings.js';
 import type { ChatMessage, ToolCall } from './messages.js';
-import type {
-  ModelCallOptions,
-  ModelClient,
-  ModelRequest,
-  ModelResponse,
-  ModelUsage,
-} from './model-client.js';
-import { isContextOverflowText } from './openai-model.js';
+import type { ModelCallOptions, ModelRequest, ModelResponse, ModelUsage } from './model-client.js';
+import { streamWithIdleTimer, withDeadline } from './call-deadline.js';
 import {
-  abortableSleep,
-  callWithRetries,
-  EmittedError,
-  retryAfterMs,
-  StreamInterruptedError,
+  contextOverflowFailure,
+  failure,
+  httpFailure,
+  isContextOverflowText,
+  statusHint,
+  upstreamText,
   type ClassifiedFailure,
-  type ModelLogger,
+  type ProviderFailures,
 } from './retry-policy.js';
+import { RetryingModel, type RetryingModelOptions } from './retrying-model.js';
 import { toAnthropicRequest, type CacheHints } from './anthropic-wire.js';
 
-export interface AnthropicModelOptions {
-  role: ModelRoleSettings;
-  logger?: ModelLogger;
-  /** Injected in tests to avoid real waiting; defaults to a timer. */
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+export interface AnthropicModelOptions extends RetryingModelOptions {
   /** Recognises the summary message, whose end is a cache breakpoint. */
   cacheHints?: CacheHints;
 }
@@ -82,22 +73,11 @@ export function usageOf(usage: AnthropicUsage): ModelUsage {
   };
 }
 
-/** Everything the upstream error may say, for pattern checks; never sent to clients. */
 type ApiError = InstanceType<typeof Anthropic.APIError> & {
   status: number | undefined;
   headers: Headers | undefined;
   error: unknown;
 };
-
-function upstreamText(err: ApiError): string {
-  let body = '';
-  try {
-    body = JSON.stringify(err.error ?? '');
-  } catch {
-    body = '';
-  }
-  return `${err.type ?? ''} ${err.message} ${body}`;
-}
 
 /** The error type of an API error: the body's `error.type`, also for stream `error` events. */
 function errorType(err: ApiError): string {
@@ -107,89 +87,54 @@ function errorType(err: ApiError): string {
   return typeof type === 'string' ? type : '';
 }
 
-function classify(err: unknown, role: ModelRoleSettings): ClassifiedFailure {
-  if (err instanceof StreamInterruptedError) {
-    return { error: new CairnError('LLM_ERROR', err.message, { cause: err }), retryable: true };
-  }
-  if (err instanceof Anthropic.APIConnectionTimeoutError) {
-    return {
-      error: new CairnError(
-        'LLM_TIMEOUT',
-        `The model at ${role.baseURL} did not answer within ${role.timeoutMs} ms. Try again, or raise the role's timeoutMs.`,
-        { cause: err },
-      ),
-      retryable: true,
-    };
-  }
-  if (err instanceof Anthropic.APIConnectionError) {
-    return {
-      error: new CairnError(
-        'LLM_ERROR',
-        `Could not reach the model at ${role.baseURL}. Check the role's baseURL and that the server is reachable.`,
-        { cause: err },
-      ),
-      retryable: true,
-    };
-  }
-  if (err instanceof Anthropic.APIError) {
-    const apiError = err as ApiError;
-    const status = apiError.status;
-    const type = errorType(apiError);
-    const text = upstreamText(apiError);
-    if ((status === 400 || status === 413 || status === undefined) && isContextOverflowText(text)) {
-      return {
-        error: new CairnError(
-          'CONTEXT_OVERFLOW',
-          "The conversation no longer fits in the model's context window. Compact the session (POST /sessions/:id/compact) or reset it.",
-          { cause: err },
-        ),
-        retryable: false,
-      };
-    }
-    if (status === 402 || type === 'billing_error' || /credit balance/i.test(text)) {
-      return {
-        error: new CairnError(
-          'LLM_ERROR',
-          'Anthropic reports a billing problem (the credit balance is too low or payment is required). Check the Anthropic account.',
-          { cause: err },
-        ),
-        retryable: false,
-      };
-    }
-    const overloaded = status === 529 || type === 'overloaded_error';
-    // A stream `error` event has no status: its type says whether a retry may help.
-    const retryable =
-      overloaded ||
-      (status === undefined
-        ? type === 'api_error' || type === 'rate_limit_error' || type === 'timeout_error'
-        : status === 408 || status === 409 || status === 429 || status >= 500);
-    const delayMs = retryAfterMs(apiError.headers);
-    const hint =
-      status === 401 || status === 403
-        ? " Check the API key (ANTHROPIC_API_KEY or the role's apiKeyEnv)."
-        : status === 404
-          ? ' Check the model name.'
-          : status === 429
-            ? ' Anthropic is rate limiting; try again later.'
-            : overloaded
-              ? ' Anthropic is overloaded; try again later.'
-              : '';
-    const what = status === undefined ? `a stream error (${type || 'unknown'})` : `HTTP ${status}`;
-    return {
-      error: new CairnError(
-        'LLM_ERROR',
-        `The model provider returned ${what}${type && status !== undefined ? `, ${type}` : ''}.${hint}`,
-        { cause: err },
-      ),
-      retryable,
-      ...(delayMs !== undefined ? { delayMs } : {}),
-    };
-  }
-  if (err instanceof CairnError) return { error: err, retryable: false };
+function failures(
+  role: ModelRoleSettings,
+): ProviderFailures<InstanceType<typeof Anthropic.APIError>> {
   return {
-    error: new CairnError('LLM_ERROR', 'The model call failed unexpectedly.', { cause: err }),
-    retryable: false,
+    timeout: Anthropic.APIConnectionTimeoutError,
+    connection: Anthropic.APIConnectionError,
+    api: Anthropic.APIError,
+    timeoutMessage: `The model at ${role.baseURL} did not answer within ${role.timeoutMs} ms. Try again, or raise the role's timeoutMs.`,
+    connectionMessage: `Could not reach the model at ${role.baseURL}. Check the role's baseURL and that the server is reachable.`,
+    classifyApiError,
   };
+}
+
+function classifyApiError(err: ApiError): ClassifiedFailure {
+  const status = err.status;
+  const type = errorType(err);
+  const text = upstreamText(err, err.type);
+  if ((status === 400 || status === 413 || status === undefined) && isContextOverflowText(text)) {
+    return contextOverflowFailure(err);
+  }
+  if (status === 402 || type === 'billing_error' || /credit balance/i.test(text)) {
+    return failure(
+      'LLM_ERROR',
+      'Anthropic reports a billing problem (the credit balance is too low or payment is required). Check the Anthropic account.',
+      err,
+      false,
+    );
+  }
+  const overloaded = status === 529 || type === 'overloaded_error';
+  // A stream `error` event has no status: its type says whether a retry may help.
+  const retryable =
+    overloaded ||
+    (status === undefined
+      ? type === 'api_error' || type === 'rate_limit_error' || type === 'timeout_error'
+      : status === 408 || status === 409 || status === 429 || status >= 500);
+  const hint = statusHint(status, {
+    auth: " Check the API key (ANTHROPIC_API_KEY or the role's apiKeyEnv).",
+    notFound: ' Check the model name.',
+    rateLimited: ' Anthropic is rate limiting; try again later.',
+    otherwise: overloaded ? ' Anthropic is overloaded; try again later.' : '',
+  });
+  const what = status === undefined ? `a stream error (${type || 'unknown'})` : `HTTP ${status}`;
+  return httpFailure(
+    err,
+    `The model provider returned ${what}${type && status !== undefined ? `, ${type}` : ''}.${hint}`,
+    retryable,
+    err.headers,
+  );
 }
 
 function toResponse(message: Message): ModelResponse {
@@ -217,21 +162,12 @@ function toResponse(message: Message): ModelResponse {
   };
 }
 
-export class AnthropicModel implements ModelClient {
-  readonly model: string;
-  readonly contextWindow: number;
+export class AnthropicModel extends RetryingModel<InstanceType<typeof Anthropic.APIError>> {
   private readonly client: Anthropic;
-  private readonly role: ModelRoleSettings;
-  private readonly logger: ModelLogger | undefined;
-  private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   private readonly cacheHints: CacheHints;
 
   constructor(options: AnthropicModelOptions) {
-    this.role = options.role;
-    this.model = options.role.model;
-    this.contextWindow = options.role.contextWindow;
-    this.logger = options.logger;
-    this.sleep = options.sleep ?? abortableSleep;
+    super(options);
     this.cacheHints = options.cacheHints ?? {};
     this.client = new Anthropic({
       // A compatible proxy may take no key; the SDK insists on one.
@@ -242,18 +178,8 @@ export class AnthropicModel implements ModelClient {
     });
   }
 
-  complete(request: ModelRequest, options: ModelCallOptions = {}): Promise<ModelResponse> {
-    return callWithRetries({
-      attempts: this.role.maxRetries + 1,
-      attempt: () =>
-        options.onDelta
-          ? this.streamOnce(request, options.onDelta, options.signal)
-          : this.completeOnce(request, options.signal),
-      classify: (err) => classify(err, this.role),
-      sleep: this.sleep,
-      signal: options.signal,
-      logger: this.logger,
-    });
+  protected failures(): ProviderFailures<InstanceType<typeof Anthropic.APIError>> {
+    return failures(this.role);
   }
 
   /** The request body as sent (exported for the wire property test through `toAnthropicRequest`). */
@@ -271,91 +197,52 @@ export class AnthropicModel implements ModelClient {
     };
   }
 
-  private async completeOnce(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
-    // The SDK's timeout ends at the headers; this deadline bounds the whole
-    // call, so a body that stalls after them cannot hold the turn.
-    const deadline = new AbortController();
-    const timer = setTimeout(
-      () =>
-        deadline.abort(
-          new Anthropic.APIConnectionTimeoutError({ message: 'model call timed out' }),
-        ),
+  protected async completeOnce(
+    request: ModelRequest,
+    { signal }: ModelCallOptions,
+  ): Promise<ModelResponse> {
+    const message = await withDeadline(
+      signal,
       this.role.timeoutMs,
+      () => new Anthropic.APIConnectionTimeoutError({ message: 'model call timed out' }),
+      (callSignal) =>
+        this.client.messages.create(
+          { ...this.params(request), stream: false },
+          { signal: callSignal },
+        ),
     );
-    try {
-      const message = await this.client.messages.create(
-        { ...this.params(request), stream: false },
-        { signal: signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal },
-      );
-      return toResponse(message);
-    } catch (err) {
-      if (deadline.signal.aborted && !signal?.aborted) throw deadline.signal.reason;
-      throw err;
-    } finally {
-      clearTimeout(timer);
-    }
+    return toResponse(message);
   }
 
-  private async streamOnce(
+  protected async streamOnce(
     request: ModelRequest,
     onDelta: (text: string) => void,
-    signal?: AbortSignal,
+    { signal }: ModelCallOptions,
   ): Promise<ModelResponse> {
-    // The SDK timeout ends at the headers; this idle timer covers a stream
-    // that stalls after its first events.
-    const idle = new AbortController();
-    const combined = signal ? AbortSignal.any([signal, idle.signal]) : idle.signal;
-    let timer: NodeJS.Timeout | undefined;
-    const arm = (): void => {
-      clearTimeout(timer);
-      timer = setTimeout(
-        () =>
-          idle.abort(new Anthropic.APIConnectionTimeoutError({ message: 'stream idle timeout' })),
-        this.role.timeoutMs,
-      );
-    };
     const reply = new StreamedReply(request.model ?? this.model);
-    try {
-      arm();
-      const stream = await this.client.messages.create(
-        { ...this.params(request), stream: true },
-        { signal: combined },
-      );
-      for await (const event of stream as AsyncIterable<RawMessageStreamEvent>) {
-        arm();
-        const text = reply.apply(event);
-        if (text) onDelta(text);
-      }
-    } catch (err) {
-      if (idle.signal.aborted && !signal?.aborted) {
-        const timeout = idle.signal.reason as Error;
-        throw reply.emitted ? new EmittedError(timeout) : timeout;
-      }
-      // The SDK raises APIError for HTTP errors and stream `error` events;
-      // anything else broke the body mid-stream (a reset socket).
-      const failure =
-        err instanceof Anthropic.APIError || err instanceof CairnError
-          ? err
-          : new StreamInterruptedError(
-              'The connection to the model broke in the middle of the reply. Try again.',
-              { cause: err },
-            );
-      throw reply.emitted ? new EmittedError(failure) : failure;
-    } finally {
-      clearTimeout(timer);
-    }
-    if (signal?.aborted) throw signal.reason;
-    if (idle.signal.aborted) {
-      const timeout = idle.signal.reason as Error;
-      throw reply.emitted ? new EmittedError(timeout) : timeout;
-    }
-    if (!reply.complete) {
-      // A clean end of stream before message_stop is a cut connection, not an answer.
-      const incomplete = new StreamInterruptedError(
-        'The model stream ended before the reply was complete (no message_stop). Try again.',
-      );
-      throw reply.emitted ? new EmittedError(incomplete) : incomplete;
-    }
+    await streamWithIdleTimer(
+      {
+        signal,
+        idleMs: this.role.timeoutMs,
+        idleTimeout: () =>
+          new Anthropic.APIConnectionTimeoutError({ message: 'stream idle timeout' }),
+        // Also raised for stream `error` events.
+        apiError: Anthropic.APIError,
+        missing: 'no message_stop',
+        progress: reply,
+      },
+      async (callSignal, arm) => {
+        const stream = await this.client.messages.create(
+          { ...this.params(request), stream: true },
+          { signal: callSignal },
+        );
+        for await (const event of stream as AsyncIterable<RawMessageStreamEvent>) {
+          arm();
+          const text = reply.apply(event);
+          if (text) onDelta(text);
+        }
+      },
+    );
     return reply.response();
   }
 }

@@ -94,3 +94,16 @@ export interface ModelClient {
   readonly contextWindow: number;
   complete(request: ModelRequest, options?: ModelCallOptions): Promise<ModelResponse>;
 }
+
+/** A decorator of `inner`: its model and window, read through, with `complete` wrapped. */
+export function decorateModel(inner: ModelClient, complete: ModelClient['complete']): ModelClient {
+  return {
+    get model() {
+      return inner.model;
+    },
+    get contextWindow() {
+      return inner.contextWindow;
+    },
+    complete,
+  };
+}

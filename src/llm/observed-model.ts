@@ -3,7 +3,12 @@
  * eval reads the exact requests the model got). The observer sees the
  * request as the model client received it and the response, or the error.
  */
-import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
+import {
+  decorateModel,
+  type ModelClient,
+  type ModelRequest,
+  type ModelResponse,
+} from './model-client.js';
 
 export type ModelRole = 'main' | 'compact' | 'title';
 
@@ -21,22 +26,14 @@ export function observeModel(
   inner: ModelClient,
   observe: ModelCallObserver,
 ): ModelClient {
-  return {
-    get model() {
-      return inner.model;
-    },
-    get contextWindow() {
-      return inner.contextWindow;
-    },
-    async complete(request: ModelRequest, options?: ModelCallOptions): Promise<ModelResponse> {
-      try {
-        const response = await inner.complete(request, options);
-        observe({ role, request, response });
-        return response;
-      } catch (error) {
-        observe({ role, request, error });
-        throw error;
-      }
-    },
-  };
+  return decorateModel(inner, async (request, options) => {
+    try {
+      const response = await inner.complete(request, options);
+      observe({ role, request, response });
+      return response;
+    } catch (error) {
+      observe({ role, request, error });
+      throw error;
+    }
+  });
 }

@@ -37,6 +37,111 @@ export class EmittedError extends Error {
   }
 }
 
+/** The wordings providers use for "the prompt does not fit". */
+const CONTEXT_OVERFLOW_PATTERNS = [
+  /context[_ ]length[_ ]exceeded/i,
+  /maximum context length/i,
+  /prompt is too long/i,
+  /context window/i,
+  /too many tokens/i,
+  /exceeds? (the )?(model'?s? )?(maximum )?context/i,
+  /reduce the length of the messages/i,
+  /input is too long/i,
+];
+
+export function isContextOverflowText(text: string): boolean {
+  return CONTEXT_OVERFLOW_PATTERNS.some((p) => p.test(text));
+}
+
+type ErrorClass<E extends Error = Error> = new (...args: never[]) => E;
+
+/** What one adapter knows about its SDK's errors, for `classifyFailure`. */
+export interface ProviderFailures<E extends Error> {
+  /** The SDK's classes, most specific first: a timeout is a connection error is an API error. */
+  timeout: ErrorClass;
+  connection: ErrorClass;
+  api: ErrorClass<E>;
+  timeoutMessage: string;
+  connectionMessage: string;
+  /** The provider's own rules for an HTTP error or a stream error event. */
+  classifyApiError: (err: E) => ClassifiedFailure;
+}
+
+/** Classifies one failed attempt: the rules every adapter shares around its own API-error rules. */
+export function classifyFailure<E extends Error>(
+  err: unknown,
+  provider: ProviderFailures<E>,
+): ClassifiedFailure {
+  if (err instanceof StreamInterruptedError) return failure('LLM_ERROR', err.message, err, true);
+  if (err instanceof provider.timeout)
+    return failure('LLM_TIMEOUT', provider.timeoutMessage, err, true);
+  if (err instanceof provider.connection)
+    return failure('LLM_ERROR', provider.connectionMessage, err, true);
+  if (err instanceof provider.api) return provider.classifyApiError(err);
+  if (err instanceof CairnError) return { error: err, retryable: false };
+  return failure('LLM_ERROR', 'The model call failed unexpectedly.', err, false);
+}
+
+export function failure(
+  code: CairnError['code'],
+  message: string,
+  cause: unknown,
+  retryable: boolean,
+): ClassifiedFailure {
+  return { error: new CairnError(code, message, { cause }), retryable };
+}
+
+export function contextOverflowFailure(cause: unknown): ClassifiedFailure {
+  return failure(
+    'CONTEXT_OVERFLOW',
+    "The conversation no longer fits in the model's context window. Compact the session (POST /sessions/:id/compact) or reset it.",
+    cause,
+    false,
+  );
+}
+
+/** An HTTP error's failure, with the provider's `Retry-After` when it sent one. */
+export function httpFailure(
+  cause: unknown,
+  message: string,
+  retryable: boolean,
+  headers: Headers | undefined,
+): ClassifiedFailure {
+  const delayMs = retryAfterMs(headers);
+  return {
+    ...failure('LLM_ERROR', message, cause, retryable),
+    ...(delayMs !== undefined ? { delayMs } : {}),
+  };
+}
+
+/** The advice an HTTP status deserves, in the provider's words. */
+export function statusHint(
+  status: number | undefined,
+  hints: { auth: string; notFound: string; rateLimited: string; otherwise?: string },
+): string {
+  if (status === 401 || status === 403) return hints.auth;
+  if (status === 404) return hints.notFound;
+  if (status === 429) return hints.rateLimited;
+  return hints.otherwise ?? '';
+}
+
+/**
+ * Everything an upstream error may say (its labels, message and body), for
+ * pattern checks; never sent to clients.
+ */
+export function upstreamText(
+  err: { message: string; error?: unknown },
+  ...labels: (string | null | undefined)[]
+): string {
+  let body = '';
+  try {
+    body = JSON.stringify(err.error ?? '');
+  } catch {
+    body = '';
+  }
+  return `${labels.map((label) => label ?? '').join(' ')} ${err.message} ${body}`;
+}
+
 export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason as Error);

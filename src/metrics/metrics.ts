@@ -6,7 +6,7 @@
  * gauges read when scraped, tool calls from the runtime's TurnObserver.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ModelClient, ModelRequest, ModelCallOptions } from '../llm/model-client.js';
+import { decorateModel, type ModelClient } from '../llm/model-client.js';
 import type { EventRow } from '../store/store.js';
 
 export type ModelRole = 'main' | 'compact' | 'title';
@@ -53,110 +53,89 @@ export class CairnMetrics {
     private readonly now: () => number = () => performance.now(),
   ) {
     const registers = [this.registry];
-    this.turns = new Counter({
-      name: 'cairn_turns_total',
-      help: 'Turns run (chat requests and task runs), by agent, mode and outcome.',
-      labelNames: ['agent', 'mode', 'outcome'],
-      registers,
-    });
-    this.turnSeconds = new Histogram({
-      name: 'cairn_turn_duration_seconds',
-      help: 'Duration of a turn, by agent and mode.',
-      labelNames: ['agent', 'mode'],
-      buckets: LATENCY_BUCKETS_S,
-      registers,
-    });
-    this.modelCalls = new Counter({
-      name: 'cairn_model_calls_total',
-      help: 'Model calls, by role (main, compact), purpose (chat, summary) and outcome.',
-      labelNames: ['role', 'purpose', 'outcome'],
-      registers,
-    });
-    this.modelSeconds = new Histogram({
-      name: 'cairn_model_call_duration_seconds',
-      help: 'Latency of a model call (retries included), by role and purpose.',
-      labelNames: ['role', 'purpose'],
-      buckets: LATENCY_BUCKETS_S,
-      registers,
-    });
-    this.modelTokens = new Counter({
-      name: 'cairn_model_tokens_total',
-      help: 'Tokens the provider reported, by role and direction (in = prompt, out = completion).',
-      labelNames: ['role', 'direction'],
-      registers,
-    });
-    this.modelCost = new Counter({
-      name: 'cairn_model_cost_total',
-      help: "What the model calls cost by the role's pricing (models.<role>.pricing), by role.",
-      labelNames: ['role'],
-      registers,
-    });
-    this.compactions = new Counter({
-      name: 'cairn_compactions_total',
-      help: 'Compactions, by trigger (manual, auto, overflow) and outcome (ok, suspended, undone).',
-      labelNames: ['trigger', 'outcome'],
-      registers,
-    });
-    this.taskTransitions = new Counter({
-      name: 'cairn_task_transitions_total',
-      help: 'Task state changes, by the state entered.',
-      labelNames: ['state'],
-      registers,
-    });
-    this.daemonTicks = new Counter({
-      name: 'cairn_daemon_ticks_total',
-      help: 'Daemon ticks run, by agent.',
-      labelNames: ['agent'],
-      registers,
-    });
-    this.toolCalls = new Counter({
-      name: 'cairn_tool_calls_total',
-      help: 'Tool calls run by the loop, by tool and outcome (ok, error).',
-      labelNames: ['tool', 'outcome'],
-      registers,
-    });
-    new Gauge({
-      name: 'cairn_queue_depth',
-      help: 'Turns, resets and closes running or waiting in the per-session queues.',
-      registers,
-      collect() {
-        this.set(gauges.queueDepth());
-      },
-    });
-    new Gauge({
-      name: 'cairn_event_streams_open',
-      help: 'Open GET /events streams.',
-      registers,
-      collect() {
-        this.set(gauges.openEventStreams());
-      },
-    });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]): Counter<L> =>
+      new Counter({ name, help, labelNames, registers });
+    const histogram = <L extends string>(
+      name: string,
+      help: string,
+      labelNames: L[],
+    ): Histogram<L> =>
+      new Histogram({ name, help, labelNames, buckets: LATENCY_BUCKETS_S, registers });
+    /** A gauge read when scraped. */
+    const gauge = (name: string, help: string, read: () => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read());
+        },
+      });
+    };
+    this.turns = counter(
+      'cairn_turns_total',
+      'Turns run (chat requests and task runs), by agent, mode and outcome.',
+      ['agent', 'mode', 'outcome'],
+    );
+    this.turnSeconds = histogram(
+      'cairn_turn_duration_seconds',
+      'Duration of a turn, by agent and mode.',
+      ['agent', 'mode'],
+    );
+    this.modelCalls = counter(
+      'cairn_model_calls_total',
+      'Model calls, by role (main, compact), purpose (chat, summary) and outcome.',
+      ['role', 'purpose', 'outcome'],
+    );
+    this.modelSeconds = histogram(
+      'cairn_model_call_duration_seconds',
+      'Latency of a model call (retries included), by role and purpose.',
+      ['role', 'purpose'],
+    );
+    this.modelTokens = counter(
+      'cairn_model_tokens_total',
+      'Tokens the provider reported, by role and direction (in = prompt, out = completion).',
+      ['role', 'direction'],
+    );
+    this.modelCost = counter(
+      'cairn_model_cost_total',
+      "What the model calls cost by the role's pricing (models.<role>.pricing), by role.",
+      ['role'],
+    );
+    this.compactions = counter(
+      'cairn_compactions_total',
+      'Compactions, by trigger (manual, auto, overflow) and outcome (ok, suspended, undone).',
+      ['trigger', 'outcome'],
+    );
+    this.taskTransitions = counter(
+      'cairn_task_transitions_total',
+      'Task state changes, by the state entered.',
+      ['state'],
+    );
+    this.daemonTicks = counter('cairn_daemon_ticks_total', 'Daemon ticks run, by agent.', [
+      'agent',
+    ]);
+    this.toolCalls = counter(
+      'cairn_tool_calls_total',
+      'Tool calls run by the loop, by tool and outcome (ok, error).',
+      ['tool', 'outcome'],
+    );
+    gauge(
+      'cairn_queue_depth',
+      'Turns, resets and closes running or waiting in the per-session queues.',
+      () => gauges.queueDepth(),
+    );
+    gauge('cairn_event_streams_open', 'Open GET /events streams.', () => gauges.openEventStreams());
     // Memory of this process, so a slow leak shows on a dashboard (and in the soak).
-    new Gauge({
-      name: 'cairn_process_heap_used_bytes',
-      help: 'V8 heap in use by this process (process.memoryUsage().heapUsed).',
-      registers,
-      collect() {
-        this.set(process.memoryUsage().heapUsed);
-      },
-    });
-    new Gauge({
-      name: 'cairn_process_rss_bytes',
-      help: 'Resident memory of this process (RSS).',
-      registers,
-      collect() {
-        this.set(process.memoryUsage.rss());
-      },
-    });
-    const running = this.taskStarted;
-    new Gauge({
-      name: 'cairn_tasks_running',
-      help: 'Tasks running in this process.',
-      registers,
-      collect() {
-        this.set(running.size);
-      },
-    });
+    gauge(
+      'cairn_process_heap_used_bytes',
+      'V8 heap in use by this process (process.memoryUsage().heapUsed).',
+      () => process.memoryUsage().heapUsed,
+    );
+    gauge('cairn_process_rss_bytes', 'Resident memory of this process (RSS).', () =>
+      process.memoryUsage.rss(),
+    );
+    gauge('cairn_tasks_running', 'Tasks running in this process.', () => this.taskStarted.size);
   }
 
   /** The metrics text and its content type, for GET /metrics. */
@@ -167,33 +146,25 @@ export class CairnMetrics {
   /** A ModelClient that counts the calls, latency and tokens of `inner` under `role`. */
   instrumentModel(role: ModelRole, inner: ModelClient): ModelClient {
     const { modelCalls, modelTokens, modelCost, modelSeconds, now } = this;
-    return {
-      get model() {
-        return inner.model;
-      },
-      get contextWindow() {
-        return inner.contextWindow;
-      },
-      async complete(request: ModelRequest, options?: ModelCallOptions) {
-        const labels = { role, purpose: request.purpose };
-        const started = now();
-        try {
-          const response = await inner.complete(request, options);
-          modelCalls.inc({ ...labels, outcome: 'ok' });
-          if (response.usage) {
-            modelTokens.inc({ role, direction: 'in' }, response.usage.prompt_tokens);
-            modelTokens.inc({ role, direction: 'out' }, response.usage.completion_tokens);
-          }
-          if (typeof response.cost === 'number') modelCost.inc({ role }, response.cost);
-          return response;
-        } catch (err) {
-          modelCalls.inc({ ...labels, outcome: 'error' });
-          throw err;
-        } finally {
-          modelSeconds.observe(labels, (now() - started) / 1000);
+    return decorateModel(inner, async (request, options) => {
+      const labels = { role, purpose: request.purpose };
+      const started = now();
+      try {
+        const response = await inner.complete(request, options);
+        modelCalls.inc({ ...labels, outcome: 'ok' });
+        if (response.usage) {
+          modelTokens.inc({ role, direction: 'in' }, response.usage.prompt_tokens);
+          modelTokens.inc({ role, direction: 'out' }, response.usage.completion_tokens);
         }
-      },
-    };
+        if (typeof response.cost === 'number') modelCost.inc({ role }, response.cost);
+        return response;
+      } catch (err) {
+        modelCalls.inc({ ...labels, outcome: 'error' });
+        throw err;
+      } finally {
+        modelSeconds.observe(labels, (now() - started) / 1000);
+      }
+    });
   }
 
   /** A chat turn as the HTTP layer saw it. */

@@ -87,10 +87,15 @@ export function contentText(content: unknown, param: string): string {
     .join('');
 }
 
-function readToolCalls(value: unknown, param: string): ToolCall[] | undefined {
+/** An optional array parameter: undefined when absent or null; anything else but an array is a 400. */
+export function optionalArray(value: unknown, param: string): unknown[] | undefined {
   if (value === undefined || value === null) return undefined;
   if (!Array.isArray(value)) throw new InvalidRequestError(`${param} must be an array.`, { param });
-  return value.map((call: unknown, i): ToolCall => {
+  return value as unknown[];
+}
+
+function readToolCalls(value: unknown, param: string): ToolCall[] | undefined {
+  return optionalArray(value, param)?.map((call: unknown, i): ToolCall => {
     const at = `${param}[${i}]`;
     if (
       !isRecord(call) ||
@@ -158,10 +163,7 @@ export function rejectMidHistorySystem(messages: readonly ChatMessage[], param: 
 }
 
 function readTools(value: unknown): ToolSpec[] {
-  if (value === undefined || value === null) return [];
-  if (!Array.isArray(value))
-    throw new InvalidRequestError('tools must be an array.', { param: 'tools' });
-  return value.map((tool: unknown, i): ToolSpec => {
+  return (optionalArray(value, 'tools') ?? []).map((tool: unknown, i): ToolSpec => {
     const at = `tools[${i}]`;
     if (!isRecord(tool) || tool.type !== 'function' || !isRecord(tool.function))
       throw new InvalidRequestError(

@@ -7,7 +7,12 @@
  * Cairn cannot honour are a 400 naming them.
  */
 import type { ChatMessage, ToolSpec } from '../llm/messages.js';
-import { contentText, readTemperature, rejectMidHistorySystem } from './chat-request.js';
+import {
+  contentText,
+  optionalArray,
+  readTemperature,
+  rejectMidHistorySystem,
+} from './chat-request.js';
 import { InvalidRequestError } from './errors.js';
 
 /** A client function tool as the response echoes it back. */
@@ -121,10 +126,7 @@ export function readInputItems(input: unknown): ChatMessage[] {
 
 /** The request's function tools; any other kind of tool is a 400 naming it. */
 function readTools(value: unknown): ResponseFunctionTool[] {
-  if (value === undefined || value === null) return [];
-  if (!Array.isArray(value))
-    throw new InvalidRequestError('tools must be an array.', { param: 'tools' });
-  return value.map((tool: unknown, i): ResponseFunctionTool => {
+  return (optionalArray(value, 'tools') ?? []).map((tool: unknown, i): ResponseFunctionTool => {
     const at = `tools[${i}]`;
     if (!isRecord(tool) || tool.type !== 'function')
       throw unsupported(

@@ -12,11 +12,11 @@
 import { randomBytes } from 'node:crypto';
 import { CairnError } from '../errors.js';
 import type { ModelPricing } from '../config/settings.js';
-import type {
-  ModelCallOptions,
-  ModelClient,
-  ModelRequest,
-  ModelResponse,
+import {
+  decorateModel,
+  type ModelClient,
+  type ModelRequest,
+  type ModelResponse,
 } from '../llm/model-client.js';
 import type { CallRecordStore, ModelCallRole, NewModelCall } from '../store/store.js';
 import { callCost } from './pricing.js';
@@ -109,65 +109,57 @@ export class CallRecorder {
   /** `client` with every call of a session recorded under `role`'s provider and priced by its pricing. */
   instrument(client: ModelClient, role: RecordedRole): ModelClient {
     const note = (call: NotedCall): void => this.note(call);
-    return {
-      get model() {
-        return client.model;
-      },
-      get contextWindow() {
-        return client.contextWindow;
-      },
-      async complete(request: ModelRequest, options: ModelCallOptions = {}) {
-        const createdAt = new Date().toISOString();
-        const started = performance.now();
-        let sent: Readonly<Record<string, unknown>> | undefined;
-        const outer = options.onRequestSent;
-        const scope = options.scope;
-        const base = {
-          id: newCallId(),
-          sessionId: scope?.sessionId ?? '',
-          turnSeq: scope?.turnSeq ?? null,
-          role: ROLE_OF_PURPOSE[request.purpose],
-          provider: role.provider,
-          model: request.model ?? client.model,
-          createdAt,
-          request,
-          recalledSeqs: options.recalledSeqs,
-        };
-        let response: ModelResponse;
-        try {
-          response = await client.complete(request, {
-            ...options,
-            onRequestSent: (body) => {
-              sent = body;
-              outer?.(body);
-            },
-          });
-        } catch (err) {
-          if (scope) {
-            note({
-              ...base,
-              latencyMs: performance.now() - started,
-              sent,
-              response: undefined,
-              cost: null,
-              error: describeFailure(err, options.signal),
-            });
-          }
-          throw err;
-        }
-        const cost = callCost(response.usage, role.pricing);
-        if (scope)
+    return decorateModel(client, async (request, options = {}) => {
+      const createdAt = new Date().toISOString();
+      const started = performance.now();
+      let sent: Readonly<Record<string, unknown>> | undefined;
+      const outer = options.onRequestSent;
+      const scope = options.scope;
+      const base = {
+        id: newCallId(),
+        sessionId: scope?.sessionId ?? '',
+        turnSeq: scope?.turnSeq ?? null,
+        role: ROLE_OF_PURPOSE[request.purpose],
+        provider: role.provider,
+        model: request.model ?? client.model,
+        createdAt,
+        request,
+        recalledSeqs: options.recalledSeqs,
+      };
+      let response: ModelResponse;
+      try {
+        response = await client.complete(request, {
+          ...options,
+          onRequestSent: (body) => {
+            sent = body;
+            outer?.(body);
+          },
+        });
+      } catch (err) {
+        if (scope) {
           note({
             ...base,
             latencyMs: performance.now() - started,
             sent,
-            response,
-            cost,
-            error: null,
+            response: undefined,
+            cost: null,
+            error: describeFailure(err, options.signal),
           });
-        return { ...response, cost };
-      },
-    };
+        }
+        throw err;
+      }
+      const cost = callCost(response.usage, role.pricing);
+      if (scope)
+        note({
+          ...base,
+          latencyMs: performance.now() - started,
+          sent,
+          response,
+          cost,
+          error: null,
+        });
+      return { ...response, cost };
+    });
   }
 
   /** Resolves once every call noted so far is written (or given up). */

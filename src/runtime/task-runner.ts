@@ -34,6 +34,17 @@ export interface RunTaskInput {
   owner?: Owner;
 }
 
+/** A person's (or a timeout's) decision on a task waiting for approval. */
+export interface ApprovalDecision {
+  taskId: string;
+  decision: 'approve' | 'deny';
+  reason?: string;
+  /** Set when the denial is the tool's approvalTimeout running out. */
+  timedOut?: boolean;
+  /** Who decided: stored on the task (`decided_by`) and in the event (default: the admin). */
+  by?: Owner;
+}
+
 interface Running {
   controller: AbortController;
   done: Promise<void>;
@@ -178,25 +189,11 @@ export class TaskRunner {
    * 409 TASK_NOT_WAITING unless the task waits for approval; exactly one of
    * two concurrent decisions wins.
    */
-  async decideApproval(input: {
-    taskId: string;
-    decision: 'approve' | 'deny';
-    reason?: string;
-    /** Set when the denial is the tool's approvalTimeout running out. */
-    timedOut?: boolean;
-    /** Who decided: stored on the task (`decided_by`) and in the event (default: the admin). */
-    by?: Owner;
-  }): Promise<TaskRow> {
+  async decideApproval(input: ApprovalDecision): Promise<TaskRow> {
     return this.control.run(input.taskId, () => this.decideLocked(input));
   }
 
-  private async decideLocked(input: {
-    taskId: string;
-    decision: 'approve' | 'deny';
-    reason?: string;
-    timedOut?: boolean;
-    by?: Owner;
-  }): Promise<TaskRow> {
+  private async decideLocked(input: ApprovalDecision): Promise<TaskRow> {
     const { runtime, store, events } = this.deps;
     const before = await this.getTask(input.taskId);
     const call = pendingApprovalCall(before);

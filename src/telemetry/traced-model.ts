@@ -4,65 +4,57 @@
  * or a compaction). Message content is added only when the operator opted in.
  */
 import { CairnError } from '../errors.js';
-import type { ModelCallOptions, ModelClient, ModelRequest } from '../llm/model-client.js';
+import { decorateModel, type ModelClient } from '../llm/model-client.js';
 import { spanOf, type Tracing } from './tracing.js';
 
 export function traceModel(client: ModelClient, tracing: Tracing, provider: string): ModelClient {
   if (!tracing.enabled) return client;
-  return {
-    get model() {
-      return client.model;
-    },
-    get contextWindow() {
-      return client.contextWindow;
-    },
-    async complete(request: ModelRequest, options: ModelCallOptions = {}) {
-      const model = request.model ?? client.model;
-      const scope = options.scope;
-      const span = tracing.startSpan(`chat ${model}`, {
-        parent: spanOf(scope?.span),
-        kind: 'client',
-        attributes: {
-          'gen_ai.operation.name': 'chat',
-          'gen_ai.provider.name': provider,
-          'gen_ai.request.model': model,
-          'gen_ai.conversation.id': scope?.sessionId,
-          'gen_ai.agent.name': scope?.agentName,
-          'gen_ai.conversation.compacted': scope?.compacted?.(),
-          'gen_ai.request.temperature': request.temperature,
-          'gen_ai.request.max_tokens': request.maxTokens,
-          'cairn.call.purpose': request.purpose,
-          ...(tracing.captureContent
-            ? { 'gen_ai.input.messages': JSON.stringify(request.messages) }
-            : {}),
-        },
+  return decorateModel(client, async (request, options = {}) => {
+    const model = request.model ?? client.model;
+    const scope = options.scope;
+    const span = tracing.startSpan(`chat ${model}`, {
+      parent: spanOf(scope?.span),
+      kind: 'client',
+      attributes: {
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.provider.name': provider,
+        'gen_ai.request.model': model,
+        'gen_ai.conversation.id': scope?.sessionId,
+        'gen_ai.agent.name': scope?.agentName,
+        'gen_ai.conversation.compacted': scope?.compacted?.(),
+        'gen_ai.request.temperature': request.temperature,
+        'gen_ai.request.max_tokens': request.maxTokens,
+        'cairn.call.purpose': request.purpose,
+        ...(tracing.captureContent
+          ? { 'gen_ai.input.messages': JSON.stringify(request.messages) }
+          : {}),
+      },
+    });
+    try {
+      const response = await client.complete(request, options);
+      span.setAttributes({
+        'gen_ai.response.model': response.model,
+        'gen_ai.usage.input_tokens': response.usage?.prompt_tokens,
+        'gen_ai.usage.output_tokens': response.usage?.completion_tokens,
+        'gen_ai.usage.cache_read.input_tokens': response.usage?.cache_read_tokens,
+        'gen_ai.response.finish_reasons': [response.finishReason],
+        'cairn.cost': response.cost ?? undefined,
+        'cairn.fallback.hops': response.fallbackHops?.length
+          ? response.fallbackHops.map((hop) => `${hop.provider}/${hop.model}: ${hop.reason}`)
+          : undefined,
+        ...(tracing.captureContent
+          ? { 'gen_ai.output.messages': JSON.stringify([response.message]) }
+          : {}),
       });
-      try {
-        const response = await client.complete(request, options);
-        span.setAttributes({
-          'gen_ai.response.model': response.model,
-          'gen_ai.usage.input_tokens': response.usage?.prompt_tokens,
-          'gen_ai.usage.output_tokens': response.usage?.completion_tokens,
-          'gen_ai.usage.cache_read.input_tokens': response.usage?.cache_read_tokens,
-          'gen_ai.response.finish_reasons': [response.finishReason],
-          'cairn.cost': response.cost ?? undefined,
-          'cairn.fallback.hops': response.fallbackHops?.length
-            ? response.fallbackHops.map((hop) => `${hop.provider}/${hop.model}: ${hop.reason}`)
-            : undefined,
-          ...(tracing.captureContent
-            ? { 'gen_ai.output.messages': JSON.stringify([response.message]) }
-            : {}),
-        });
-        return response;
-      } catch (err) {
-        span.fail(
-          err instanceof CairnError ? err.code : 'INTERNAL',
-          err instanceof CairnError ? err.message : 'The model call failed.',
-        );
-        throw err;
-      } finally {
-        span.end();
-      }
-    },
-  };
+      return response;
+    } catch (err) {
+      span.fail(
+        err instanceof CairnError ? err.code : 'INTERNAL',
+        err instanceof CairnError ? err.message : 'The model call failed.',
+      );
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
 }
