@@ -60,6 +60,7 @@ const FILES = [
     '10-openai-api',
     '13-running-several-instances',
     '14-a2a',
+    '15-observing-cairn',
     '16-compaction-eval',
   ].map((chapter) => `docs/guide/${chapter}.md`),
 ];
