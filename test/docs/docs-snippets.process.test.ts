@@ -1,38 +1,50 @@
 /**
  * The shell snippets of the README and the guide run as
  * written, in order, against a real `cairn serve` with the fake model.
- * Two rewrites only: the documented address http://127.0.0.1:5050 becomes the
- * test server's, and an example session, task or key id stands for the last one
- * the previous snippets printed. `cairn` is the compiled CLI. Snippets marked
- * `<!-- docs-test: skip <reason> -->` are not run (listed in the test name).
+ * One rewrite only: the documented address http://127.0.0.1:5050 becomes the
+ * test server's; a command naming a fixed session, task or key id fails the
+ * test, since pasted it would answer 404. `cairn` is the compiled CLI. Snippets
+ * marked `<!-- docs-test: skip <reason> -->` are not run (listed in the test
+ * name).
+ *
+ * `curl` is the real one behind a wrapper that notes the status of every
+ * answer. A snippet fails on an HTTP 4xx/5xx, on Cairn's error envelope in its
+ * output (a JSON-RPC error has the same shape), on a failed task and on a
+ * non-zero exit, unless it is marked `<!-- docs-test: expect-error <CODE> -->`:
+ * then its output must carry that error code instead.
  *
  * The fake model answers like the guide's examples: the `planner` of chapter
  * 05 asks where the trip starts, and continues once the answer arrives.
  *
  * A shell variable a snippet sets (`TASK=$(curl …)`) is there for the later
- * snippets, as in one terminal. The chapters whose walkthroughs use tools
+ * snippets of its chapter, as in one terminal; each chapter starts with none,
+ * as a reader who opens it first would. The chapters whose walkthroughs use tools
  * (05–07) run a second time against a server with no model configured, so
  * the built-in offline model answers: what they tell the reader to type
  * makes it ask, wait for approval and call tools as the text says.
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer, type FakeReply } from '../fakes/llm-server.js';
 import { makeHome } from '../helpers/test-app.js';
 import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
-import { shellSnippets } from './markdown-snippets.js';
+import { shellSnippets, type ShellSnippet } from './markdown-snippets.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOCUMENTED_URL = 'http://127.0.0.1:5050';
-/** Example ids in the docs: each stands for the last id of its kind a snippet printed. */
-const EXAMPLE_IDS = {
-  sess: /sess_[0-9a-f]{24}/g,
-  task: /task_[0-9a-f]{24}/g,
-  key: /key_[0-9a-f]{24}/g,
-};
+/** An id as Cairn prints it: fine in an example of output, never in a command. */
+const FIXED_ID = /\b(sess|task|key)_[0-9a-f]{24}\b/;
 const FILES = [
   'README.md',
   ...[
@@ -48,6 +60,7 @@ const FILES = [
     '10-openai-api',
     '13-running-several-instances',
     '14-a2a',
+    '15-observing-cairn',
     '16-compaction-eval',
   ].map((chapter) => `docs/guide/${chapter}.md`),
 ];
@@ -129,13 +142,22 @@ function assignedVariables(code: string): string[] {
 interface Run {
   code: number;
   output: string;
+  /** `<status> <method> <url>` of every answer curl got. */
+  answers: string[];
 }
+
+const VARS_FILE = '.docs-test-vars';
+const HTTP_LOG = '.docs-test-http';
 
 /** Runs `code` in bash with the variables earlier snippets set, and keeps the ones it sets. */
 function runSnippet(code: string, cwd: string, env: Record<string, string>): Promise<Run> {
-  const vars = join(cwd, '.docs-test-vars');
+  const vars = join(cwd, VARS_FILE);
+  const log = join(cwd, HTTP_LOG);
+  rmSync(log, { force: true });
   const saved = assignedVariables(code);
   const script = [
+    // stderr through a pipe, as on a terminal `tee /dev/stderr` can open it (Node's is a socket)
+    'exec 2> >(cat >&2)',
     `if [ -f '${vars}' ]; then . '${vars}'; fi`,
     code,
     ...(saved.length > 0 ? [`declare -p ${saved.join(' ')} >> '${vars}'`] : []),
@@ -144,23 +166,101 @@ function runSnippet(code: string, cwd: string, env: Record<string, string>): Pro
     const child = execFile(
       'bash',
       ['--norc', '--noprofile', '-eo', 'pipefail', '-c', script],
-      { cwd, env, timeout: 30_000, maxBuffer: 16 * 1024 * 1024 },
+      {
+        cwd,
+        env: { ...env, DOCS_TEST_HTTP_LOG: log },
+        timeout: 30_000,
+        maxBuffer: 16 * 1024 * 1024,
+      },
       (error, stdout, stderr) =>
         resolve({
           code: error ? (typeof error.code === 'number' ? error.code : 1) : 0,
           output: stdout + stderr,
+          answers: existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : [],
         }),
     );
     child.stdin?.end();
   });
 }
 
-/** `home/bin/cairn`: the compiled CLI, as `npm link` would install it. */
+/**
+ * What a run must show: no error it does not expect, or the one it expects.
+ * Returns the failure, or null.
+ */
+function unexpected(snippet: ShellSnippet, run: Run): string | null {
+  if (snippet.expectError) {
+    const code = snippet.expectError;
+    const named = new RegExp(`"code":\\s*"?${code}"?[,}]|error ${code}:`);
+    return named.test(run.output) ? null : `expected the error ${snippet.expectError}`;
+  }
+  if (run.code !== 0) return `exit code ${run.code}`;
+  const failed = run.answers.filter((answer) => Number(answer.split(' ')[0]) >= 400);
+  if (failed.length > 0) return `HTTP errors: ${failed.join('; ')}`;
+  if (/"error":\s*\{\s*"code"/.test(run.output)) return 'an error envelope in the output';
+  if (/"status":\s*"failed"/.test(run.output)) return 'a failed task in the output';
+  return null;
+}
+
+/** Runs a chapter's snippets in order from a clean slate; returns their output. */
+async function runChapter(file: string, home: string, url: string, env: Record<string, string>) {
+  rmSync(join(home, VARS_FILE), { force: true });
+  let output = '';
+  for (const snippet of shellSnippets(readFileSync(join(ROOT, file), 'utf8'))) {
+    if (snippet.skip) continue;
+    expect(snippet.code, `${file}:${snippet.line} uses a fixed id`).not.toMatch(FIXED_ID);
+    const code = snippet.code.replaceAll(DOCUMENTED_URL, url);
+    const run = await runSnippet(code, home, env);
+    const where = `${file}:${snippet.line}\n${code}\n---\n${run.output}\n--- answers\n${run.answers.join('\n')}`;
+    if (process.env.DOCS_TEST_PRINT) console.log(where);
+    expect(unexpected(snippet, run), where).toBeNull();
+    output += run.output;
+  }
+  return output;
+}
+
+/** The first `curl` on PATH: the one the wrapper runs. */
+function realCurl(): string {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (dir && existsSync(join(dir, 'curl'))) return join(dir, 'curl');
+  }
+  throw new Error('the docs test needs curl');
+}
+
+/**
+ * curl as the snippets call it, each answer's status written to
+ * $DOCS_TEST_HTTP_LOG: a `-w` of the snippet's own comes first, the status goes
+ * to stderr after it and is taken out of what the snippet prints there.
+ */
+const CURL_WRAPPER = (curl: string) => `#!/bin/bash
+args=() format=''
+while [ $# -gt 0 ]; do
+  case $1 in
+    -w | --write-out) format=$2; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+exec 3>&1
+'${curl}' "\${args[@]}" -w "$format%{stderr}@@docs-test-http %{http_code} %{method} %{url_effective}\\n" 2>&1 1>&3 3>&- |
+  while IFS= read -r line || [ -n "$line" ]; do
+    case $line in
+      *'@@docs-test-http '*)
+        before=\${line%%@@docs-test-http *}
+        if [ -n "$before" ]; then printf '%s\\n' "$before" >&2; fi
+        printf '%s\\n' "\${line#*@@docs-test-http }" >> "$DOCS_TEST_HTTP_LOG" ;;
+      *) printf '%s\\n' "$line" >&2 ;;
+    esac
+  done
+exit "\${PIPESTATUS[0]}"
+`;
+
+/** `home/bin/cairn`: the compiled CLI, as `npm link` would install it; `home/bin/curl`: the wrapper. */
 function cliEnv(home: string, url: string): Record<string, string> {
   const bin = join(home, 'bin');
   mkdirSync(bin);
   writeFileSync(join(bin, 'cairn'), `#!/bin/sh\nexec '${process.execPath}' '${CLI_PATH}' "$@"\n`);
   chmodSync(join(bin, 'cairn'), 0o755);
+  writeFileSync(join(bin, 'curl'), CURL_WRAPPER(realCurl()));
+  chmodSync(join(bin, 'curl'), 0o755);
   return { PATH: `${bin}:${process.env.PATH ?? ''}`, CAIRN_URL: url, CAIRN_HOME: home };
 }
 
@@ -182,9 +282,6 @@ describe('docs snippets run as written', () => {
   let home: string;
   let server: ServerProcess;
   let env: Record<string, string>;
-  /** The last session and task id a snippet printed: what the docs' example ids stand for. */
-  const lastIds: Partial<Record<keyof typeof EXAMPLE_IDS, string>> = {};
-
   beforeAll(async () => {
     fake = await startFakeLlmServer();
     fake.setDefault(guideModel);
@@ -203,29 +300,7 @@ describe('docs snippets run as written', () => {
     const skipped = snippets.filter((s) => s.skip).map((s) => `${s.line} (${s.skip})`);
     it(`${file}: every snippet in order${skipped.length > 0 ? `; skipped: ${skipped.join(', ')}` : ''}`, async () => {
       expect(snippets.some((s) => !s.skip)).toBe(true);
-      for (const snippet of snippets) {
-        if (snippet.skip) continue;
-        let code = snippet.code.replaceAll(DOCUMENTED_URL, server.url);
-        for (const [kind, pattern] of Object.entries(EXAMPLE_IDS)) {
-          if (!code.match(pattern)) continue;
-          const last = lastIds[kind as keyof typeof EXAMPLE_IDS];
-          expect(
-            last,
-            `${file}:${snippet.line} uses a ${kind} id no earlier snippet printed`,
-          ).toBeDefined();
-          code = code.replace(pattern, last!);
-        }
-        const result = await runSnippet(code, home, env);
-        const where = `${file}:${snippet.line}\n${code}\n---\n${result.output}`;
-        expect(result.code, where).toBe(0);
-        expect(result.output, where).not.toMatch(/"error":\s*\{\s*"code"/);
-        expect(result.output, where).not.toMatch(/"status":\s*"failed"/);
-        if (process.env.DOCS_TEST_PRINT) console.log(where);
-        for (const [kind, pattern] of Object.entries(EXAMPLE_IDS)) {
-          const printed = result.output.match(pattern)?.at(-1);
-          if (printed) lastIds[kind as keyof typeof EXAMPLE_IDS] = printed;
-        }
-      }
+      await runChapter(file, home, server.url, env);
     });
   }
 });
@@ -247,20 +322,7 @@ describe('the tool walkthroughs as written, with the offline model', () => {
 
   for (const [file, expected] of Object.entries(OFFLINE_FILES)) {
     it(`${file}: every snippet in order shows what the text says`, async () => {
-      let output = '';
-      for (const snippet of shellSnippets(readFileSync(join(ROOT, file), 'utf8'))) {
-        if (snippet.skip) continue;
-        const code = snippet.code.replaceAll(DOCUMENTED_URL, server.url);
-        expect(code, `${file}:${snippet.line} uses a fixed id`).not.toMatch(
-          /\b(sess|task)_[0-9a-f]{24}\b/,
-        );
-        const result = await runSnippet(code, home, env);
-        const where = `${file}:${snippet.line}\n${code}\n---\n${result.output}`;
-        expect(result.code, where).toBe(0);
-        expect(result.output, where).not.toMatch(/"error":\s*\{\s*"code"/);
-        expect(result.output, where).not.toMatch(/"status":\s*"failed"/);
-        output += result.output;
-      }
+      const output = await runChapter(file, home, server.url, env);
       expect(output).toContain('[offline model]');
       for (const text of expected) expect(output).toContain(text);
     });

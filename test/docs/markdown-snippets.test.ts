@@ -1,4 +1,4 @@
-/** The docs test's snippet extractor: sh/bash fences only, skip markers need a reason. */
+/** The docs test's snippet extractor: sh/bash fences only, with their markers. */
 import { describe, expect, it } from 'vitest';
 import { shellSnippets } from './markdown-snippets.js';
 
@@ -26,8 +26,37 @@ describe('shellSnippets', () => {
     ]);
   });
 
-  it('refuses a skip marker without a reason and an unclosed fence', () => {
+  it('reads the error code a snippet expects', () => {
+    const md = [
+      'Undo it again:',
+      '<!-- docs-test: expect-error COMPACTION_CONFLICT -->',
+      '',
+      '```sh',
+      'curl -s -X POST http://127.0.0.1:5050/sessions/$SESSION/compact/undo',
+      '```',
+      '<!-- docs-test: expect-error -32001 -->',
+      '```sh',
+      'curl -s http://127.0.0.1:5050/a2a/assistant',
+      '```',
+    ].join('\n');
+    expect(shellSnippets(md)).toEqual([
+      {
+        line: 4,
+        code: 'curl -s -X POST http://127.0.0.1:5050/sessions/$SESSION/compact/undo',
+        expectError: 'COMPACTION_CONFLICT',
+      },
+      { line: 8, code: 'curl -s http://127.0.0.1:5050/a2a/assistant', expectError: '-32001' },
+    ]);
+  });
+
+  it('refuses a marker without its argument, an unknown marker and an unclosed fence', () => {
     expect(() => shellSnippets('<!-- docs-test: skip -->\n```sh\nls\n```')).toThrow(/reason/);
+    expect(() => shellSnippets('<!-- docs-test: expect-error -->\n```sh\nls\n```')).toThrow(
+      /error code/,
+    );
+    expect(() => shellSnippets('<!-- docs-test: run twice -->\n```sh\nls\n```')).toThrow(
+      /unknown marker/,
+    );
     expect(() => shellSnippets('```sh\nls')).toThrow(/never closed/);
   });
 });

@@ -1,9 +1,14 @@
 /**
  * Extracts the shell snippets (```sh and ```bash fences) of a markdown file
- * for the docs test. A snippet that cannot run against a test server (it
- * installs, starts a server of its own, or needs a real provider) is marked on
- * the last non-blank line before its fence with `<!-- docs-test: skip <reason> -->`; the
- * reason is required, so nothing is skipped silently.
+ * for the docs test. Markers on the non-blank lines right before a fence say
+ * how the test treats it:
+ *
+ * - `<!-- docs-test: skip <reason> -->`: not run, because it cannot run
+ *   against a test server (it installs, starts a server of its own, or needs a
+ *   real provider); the reason is required, so nothing is skipped silently.
+ * - `<!-- docs-test: expect-error <CODE> -->`: its point is showing an error,
+ *   so a 4xx/5xx answer is what it should get, and its output must name that
+ *   error code.
  */
 
 export interface ShellSnippet {
@@ -12,9 +17,11 @@ export interface ShellSnippet {
   code: string;
   /** Present when the snippet is marked to be skipped: the reason given. */
   skip?: string;
+  /** Present when the snippet is marked as showing an error: the code its output names. */
+  expectError?: string;
 }
 
-const SKIP_MARKER = /^<!--\s*docs-test:\s*skip\b(.*?)-->\s*$/;
+const MARKER = /^<!--\s*docs-test:\s*(\S+)(.*?)-->\s*$/;
 
 export function shellSnippets(markdown: string): ShellSnippet[] {
   const lines = markdown.split('\n');
@@ -25,16 +32,27 @@ export function shellSnippets(markdown: string): ShellSnippet[] {
     const end = lines.findIndex((line, j) => j > i && line.startsWith('```'));
     if (end === -1) throw new Error(`line ${i + 1}: the fence is never closed`);
     if (fence[1] === 'sh' || fence[1] === 'bash') {
-      let before = i - 1;
-      while (before >= 0 && lines[before]!.trim() === '') before--;
-      const marker = SKIP_MARKER.exec(lines[before]?.trim() ?? '');
-      const reason = marker?.[1]?.trim();
-      if (marker && !reason) throw new Error(`line ${i}: docs-test: skip needs a reason`);
-      snippets.push({
-        line: i + 1,
-        code: lines.slice(i + 1, end).join('\n'),
-        ...(reason ? { skip: reason } : {}),
-      });
+      const snippet: ShellSnippet = { line: i + 1, code: lines.slice(i + 1, end).join('\n') };
+      for (let before = i - 1; before >= 0; before--) {
+        const text = lines[before]!.trim();
+        if (text === '') continue;
+        const marker = MARKER.exec(text);
+        if (!marker) break;
+        const [, kind, rest] = marker;
+        const argument = rest!.trim();
+        if (kind === 'skip') {
+          if (!argument) throw new Error(`line ${before + 1}: docs-test: skip needs a reason`);
+          snippet.skip = argument;
+        } else if (kind === 'expect-error') {
+          if (!/^[A-Z][A-Z0-9_]*$|^-?\d+$/.test(argument)) {
+            throw new Error(`line ${before + 1}: docs-test: expect-error needs one error code`);
+          }
+          snippet.expectError = argument;
+        } else {
+          throw new Error(`line ${before + 1}: unknown marker docs-test: ${kind}`);
+        }
+      }
+      snippets.push(snippet);
     }
     i = end;
   }
