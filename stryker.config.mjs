@@ -39,6 +39,7 @@ export const TESTS_BY_MODULE = {
     'test/runtime/build-context.test.ts',
     'test/runtime/session-reads.test.ts',
     'test/runtime/context-builder.mutation-kill.test.ts',
+    'test/runtime/context-builder-cache.mutation-kill.test.ts',
   ],
   'src/runtime/turn.ts': [
     'test/runtime/loop.test.ts',
