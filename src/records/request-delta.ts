@@ -87,7 +87,16 @@ export function encodeRequest(
   previous: RequestState | undefined,
 ): EncodedRequest {
   const messages = Array.isArray(body.messages) ? (body.messages as unknown[]) : [];
-  const known = previous?.known ?? new Set<string>();
+  let shared = 0;
+  if (previous) {
+    const limit = Math.min(previous.messages.length, messages.length);
+    while (shared < limit && sameJson(previous.messages[shared], messages[shared])) shared += 1;
+  }
+  const continues = previous !== undefined && shared > 0 && previous.chainLength < MAX_CHAIN_CALLS;
+  // What the encoder remembers is bounded by the chain it serves: a new chain
+  // starts from the refs it keeps, so a conversation of any length holds no
+  // more than one chain's refs. A blob written again is ignored by the store.
+  const known = continues ? previous.known : new Set(previous?.refs.slice(0, shared));
   const blobs: CallBlob[] = [];
   const ref = (value: unknown): string => {
     const text = JSON.stringify(value);
@@ -103,16 +112,10 @@ export function encodeRequest(
   const paramsRef =
     previous && sameJson(previous.params, params) ? previous.paramsRef : ref(params);
 
-  let shared = 0;
-  if (previous) {
-    const limit = Math.min(previous.messages.length, messages.length);
-    while (shared < limit && sameJson(previous.messages[shared], messages[shared])) shared += 1;
-  }
   const refs = [
     ...(previous ? previous.refs.slice(0, shared) : []),
     ...messages.slice(shared).map(ref),
   ];
-  const continues = previous !== undefined && shared > 0 && previous.chainLength < MAX_CHAIN_CALLS;
   const chainId = continues ? previous.chainId : callId;
   return {
     paramsRef,

@@ -93,6 +93,28 @@ describe('recorded request deltas', () => {
     expect(store.rebuild(last.id)).toBe(JSON.stringify(body([...history])));
   });
 
+  it('remembers no more than one chain of refs in a conversation of any length', () => {
+    // A steady-size conversation, as compaction keeps it: the system prompt
+    // and the last few messages, every call with two new ones.
+    const store = memoryStore();
+    const system = { role: 'system', content: 'S' };
+    let tail: unknown[] = [];
+    const sent: { id: string; text: string }[] = [];
+    let largest = 0;
+    for (let turn = 0; turn < 20 * MAX_CHAIN_CALLS; turn++) {
+      tail = [...tail, { role: 'user', content: `q${turn}` }].slice(-6);
+      const request = body([system, ...tail]);
+      const { id, encoded } = store.record(request);
+      largest = Math.max(largest, encoded.next.known.size);
+      if (turn % 97 === 0) sent.push({ id, text: JSON.stringify(request) });
+      tail.push({ role: 'assistant', content: `a${turn}` });
+    }
+    // Each call of a chain adds at most two refs; 1 280 calls would have added 2 560.
+    expect(largest).toBeLessThanOrEqual(2 * MAX_CHAIN_CALLS + 8);
+    // Forgetting what was written never loses a blob a request needs.
+    for (const { id, text } of sent) expect(store.rebuild(id)).toBe(text);
+  });
+
   it('keeps the key order, parameters that change, and a history rewritten by compaction', () => {
     const store = memoryStore();
     const a = body([
