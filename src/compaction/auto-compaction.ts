@@ -21,6 +21,11 @@ import type { ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
 import type { CompactionStore, SessionRow } from '../store/store.js';
 import type { DefaultCompaction } from './default-compaction.js';
 
+/** The run's session slot or task was taken over: it must stop and write nothing more. */
+function lostTheRun(err: unknown): boolean {
+  return err instanceof CairnError && err.code === 'SESSION_LOCK_LOST';
+}
+
 /** A compaction must cut the estimate by at least this fraction, or auto-compaction is suspended. */
 export const MIN_PROGRESS_FRACTION = 0.05;
 /** Consecutive failed automatic compactions before auto-compaction is suspended. */
@@ -81,6 +86,7 @@ export class AutoCompaction implements ContextGuard {
         trigger: 'auto',
         beforeSeq: ctx.turnStartSeq,
         parentSpan: ctx.traceSpan,
+        ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
       });
       if ('dryRun' in result) return messages;
       // Nothing before the running turn to compact (e.g. one oversized first
@@ -99,6 +105,8 @@ export class AutoCompaction implements ContextGuard {
       }
       return rebuilt;
     } catch (err) {
+      // A run that was taken over stops: no retry, no breaker, no write.
+      if (lostTheRun(err)) throw err;
       const failures = (this.failures.get(sessionId) ?? 0) + 1;
       this.failures.set(sessionId, failures);
       this.deps.logger?.warn(
@@ -146,8 +154,12 @@ export class AutoCompaction implements ContextGuard {
           trigger: 'auto',
           beforeSeq: ctx.turnStartSeq,
           parentSpan: ctx.traceSpan,
+          ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
         })
-        .catch(() => undefined);
+        .catch((err: unknown) => {
+          if (lostTheRun(err)) throw err;
+          return undefined;
+        });
       if (compacted && !('dryRun' in compacted) && !compacted.alreadyUpToDate) {
         ctx.recordCompaction(compacted);
         const answer = await retry(await ctx.rebuild());

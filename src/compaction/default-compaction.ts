@@ -42,6 +42,8 @@ export interface CompactOptions {
   beforeSeq?: number;
   /** The trace span of the turn that compacts: the `cairn.compaction` span is its child. */
   parentSpan?: unknown;
+  /** The task whose run compacts: the write is refused once a peer took the task over. */
+  runningTask?: string;
 }
 
 export interface CompactResult {
@@ -227,6 +229,7 @@ export class DefaultCompaction {
       inputChars: request.inputChars,
       inputTokens: usage.input_tokens,
       outputTokens: usage.output_tokens,
+      ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
     });
     if (!updated) {
       throw new CairnError(

@@ -26,6 +26,8 @@ export interface GuardedTurn {
   readonly turnStartSeq: number;
   /** The running turn's trace span, when tracing is on. */
   readonly traceSpan?: unknown;
+  /** The task the turn runs: a compaction it triggers is refused once the task was taken over. */
+  readonly runningTask?: string;
   /** The stored non-system messages after `seq`, at most `limit` (from memory when the turn has them). */
   messagesAfter(seq: number, limit: number): Promise<StoredMessage[]>;
   /** Re-reads the session and builds its context afresh (system, summary, tail). */

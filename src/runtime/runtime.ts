@@ -14,7 +14,7 @@ import { ContextBuilder, type BuiltContext } from './context-builder.js';
 import type { ContextGuard, ContextRecall } from './context-guard.js';
 import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
 import type { ModelClient } from '../llm/model-client.js';
-import type { Owner, SessionMode, SessionRow, Store } from '../store/store.js';
+import type { MemoryStore, Owner, SessionMode, SessionRow, Store } from '../store/store.js';
 import { requireSession, sessionNotFound } from '../store/session-not-found.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
@@ -715,16 +715,27 @@ export class Runtime {
   private toolContext(
     session: SessionRow,
     agent: AgentConfig,
-    turn: Pick<TurnInput, 'depth' | 'lineage' | 'budget'>,
+    turn: Pick<TurnInput, 'depth' | 'lineage' | 'budget' | 'runningTask'>,
   ) {
     return {
       sessionId: session.id,
       agentName: agent.name,
       history: this.store,
-      memory: this.store,
+      memory: memoryOfRun(this.store, turn.runningTask),
       depth: turn.depth ?? 0,
       lineage: [...(turn.lineage ?? []), agent.name],
       budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
     };
   }
+}
+
+/** The memory port of a run: a task run's writes are refused once a peer took the task over. */
+function memoryOfRun(store: MemoryStore, runningTask: string | undefined): MemoryStore {
+  if (runningTask === undefined) return store;
+  return {
+    listMemory: (agentName, query, limit) => store.listMemory(agentName, query, limit),
+    putMemory: (agentName, key, content) =>
+      store.putMemory(agentName, key, content, { runningTask }),
+    deleteMemory: (agentName, key) => store.deleteMemory(agentName, key, { runningTask }),
+  };
 }

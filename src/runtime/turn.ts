@@ -99,6 +99,10 @@ export class Turn implements LoopTurn, GuardedTurn {
     return this.deps.span;
   }
 
+  get runningTask(): string | undefined {
+    return this.deps.runningTask;
+  }
+
   get turnStartSeq(): number {
     return this.startSeq;
   }

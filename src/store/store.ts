@@ -244,6 +244,11 @@ export interface NewCompaction {
   /** Token usage of the summary call (default 0: not reported). */
   inputTokens?: number;
   outputTokens?: number;
+  /**
+   * The task whose run compacts: nothing is written (SESSION_LOCK_LOST) unless
+   * it is still this instance's running task, as for an append.
+   */
+  runningTask?: string;
 }
 
 export interface MemoryNote {
@@ -568,8 +573,18 @@ export interface DaemonLeaseStore {
 export interface MemoryStore {
   /** The newest notes, or the best full-text matches of `query`; at most `limit` (default 100). */
   listMemory(agentName: string, query?: string, limit?: number): Promise<MemoryNote[]>;
-  putMemory(agentName: string, key: string, content: string): Promise<MemoryNote>;
-  deleteMemory(agentName: string, key: string): Promise<boolean>;
+  putMemory(
+    agentName: string,
+    key: string,
+    content: string,
+    options?: MemoryWriteOptions,
+  ): Promise<MemoryNote>;
+  deleteMemory(agentName: string, key: string, options?: MemoryWriteOptions): Promise<boolean>;
+}
+
+export interface MemoryWriteOptions {
+  /** The task whose run writes (the memory tool): refused, as an append is, once it was taken over. */
+  runningTask?: string;
 }
 
 /** Which agents a client key may use: every one, or these names. */

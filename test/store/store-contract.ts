@@ -1618,6 +1618,39 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect((await store.findSession(session.id))!.message_count).toBe(stored.length);
         });
 
+        it('a compaction or memory write for a task run lands only while that task is running', async () => {
+          const session = await newSession({ mode: 'task' });
+          await store.appendMessages(session.id, conversation(4, 'heron'));
+          const task = await taskIn(session.id);
+          await store.putMemory('assistant', 'kept', 'before', { runningTask: task.id });
+          // Another instance declared the run dead and marked the task interrupted.
+          await store.interruptRunningTasks();
+          await expect(
+            store.commitCompaction({
+              ...compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 2 }),
+              runningTask: task.id,
+            }),
+          ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+          await expect(
+            store.putMemory('assistant', 'late', 'after waking up', { runningTask: task.id }),
+          ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+          await expect(
+            store.deleteMemory('assistant', 'kept', { runningTask: task.id }),
+          ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+          const after = (await store.findSession(session.id))!;
+          expect([after.compact_size, after.compaction_count]).toEqual([0, 0]);
+          expect(await store.listCompactions(session.id)).toEqual([]);
+          const notes = await store.listMemory('assistant');
+          expect(notes.map((n) => [n.key, n.content])).toEqual([['kept', 'before']]);
+          // Without a task, the same writes land (a person's own compaction or note).
+          expect(
+            await store.commitCompaction(
+              compaction(session.id, { expectedSize: 0, toSize: 2, toSeq: 2 }),
+            ),
+          ).toMatchObject({ compact_size: 2 });
+          expect(await store.deleteMemory('assistant', 'kept')).toBe(true);
+        });
+
         it('keeps the approval deadline of a waiting task until a transition clears it', async () => {
           const session = await newSession({ mode: 'task' });
           const task = await taskIn(session.id);

@@ -547,6 +547,7 @@ export class PgStore extends StoreBase implements store.Store {
 
   async commitCompaction(input: store.NewCompaction): Promise<store.SessionRow | undefined> {
     return this.tx(async (c) => {
+      if (input.runningTask !== undefined) await this.assertStillRunning(c, input.runningTask);
       const before = (
         await c.query<store.SessionRow>('SELECT * FROM sessions WHERE id = $1 FOR UPDATE', [
           input.sessionId,
@@ -900,8 +901,14 @@ export class PgStore extends StoreBase implements store.Store {
     );
   }
 
-  async putMemory(agentName: string, key: string, content: string): Promise<store.MemoryNote> {
+  async putMemory(
+    agentName: string,
+    key: string,
+    content: string,
+    options: store.MemoryWriteOptions = {},
+  ): Promise<store.MemoryNote> {
     return this.tx(async (c) => {
+      if (options.runningTask !== undefined) await this.assertStillRunning(c, options.runningTask);
       const result = await c.query<store.MemoryNote>(
         `INSERT INTO memory (agent_name, key, content, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $4)
@@ -913,8 +920,13 @@ export class PgStore extends StoreBase implements store.Store {
     });
   }
 
-  async deleteMemory(agentName: string, key: string): Promise<boolean> {
+  async deleteMemory(
+    agentName: string,
+    key: string,
+    options: store.MemoryWriteOptions = {},
+  ): Promise<boolean> {
     return this.tx(async (c) => {
+      if (options.runningTask !== undefined) await this.assertStillRunning(c, options.runningTask);
       const result = await c.query('DELETE FROM memory WHERE agent_name = $1 AND key = $2', [
         agentName,
         key,

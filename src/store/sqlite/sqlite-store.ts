@@ -22,6 +22,7 @@ import type {
   ImportedMessage,
   ImportedSession,
   MemoryNote,
+  MemoryWriteOptions,
   MessageMeta,
   NewCompaction,
   NewEvent,
@@ -713,9 +714,7 @@ export class SqliteStore extends StoreBase implements Store {
       this.db
         .transaction(() => {
           const createdAt = now();
-          const task = options.runningTask;
-          if (task !== undefined)
-            requireRunningTask(task, this.stmt.getTask.get(task), this.instanceId);
+          this.requireRunning(options.runningTask);
           const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
           const events = stored.map((m) =>
             this.insertEvent(decide.messageEvent(eventType, sessionId, m), createdAt),
@@ -808,6 +807,7 @@ export class SqliteStore extends StoreBase implements Store {
     return this.guard(() =>
       this.db
         .transaction(() => {
+          this.requireRunning(input.runningTask);
           const before = this.stmt.getSession.get(input.sessionId);
           if (!decide.compactionApplies(before, input)) return undefined;
           const record = decide.compactionRecord(input, before, now());
@@ -1051,10 +1051,16 @@ export class SqliteStore extends StoreBase implements Store {
     return this.stmt.listMemory.all(agentName, limit);
   }
 
-  async putMemory(agentName: string, key: string, content: string): Promise<MemoryNote> {
+  async putMemory(
+    agentName: string,
+    key: string,
+    content: string,
+    options: MemoryWriteOptions = {},
+  ): Promise<MemoryNote> {
     return this.guard(() =>
       this.db
         .transaction(() => {
+          this.requireRunning(options.runningTask);
           this.stmt.upsertMemory.run({ agent_name: agentName, key, content, now: now() });
           return this.stmt.getMemory.get(agentName, key)!;
         })
@@ -1062,8 +1068,24 @@ export class SqliteStore extends StoreBase implements Store {
     );
   }
 
-  async deleteMemory(agentName: string, key: string): Promise<boolean> {
-    return this.guard(() => this.stmt.deleteMemory.run(agentName, key).changes > 0);
+  async deleteMemory(
+    agentName: string,
+    key: string,
+    options: MemoryWriteOptions = {},
+  ): Promise<boolean> {
+    return this.guard(() =>
+      this.db
+        .transaction(() => {
+          this.requireRunning(options.runningTask);
+          return this.stmt.deleteMemory.run(agentName, key).changes > 0;
+        })
+        .immediate(),
+    );
+  }
+
+  /** Inside a write's transaction: `task`, when given, is still this instance's running task. */
+  private requireRunning(task: string | undefined): void {
+    if (task !== undefined) requireRunningTask(task, this.stmt.getTask.get(task), this.instanceId);
   }
 
   async ping(): Promise<void> {
