@@ -22,9 +22,12 @@
  * alternating SIGTERM and kill -9 (`--no-restarts` turns them off, to watch
  * one process's memory for the whole run). At the end: integrity_check, no
  * task left running, and — without restarts — RSS at the end against RSS
- * after the warm-up (the first sample past WARM_UP_MS). Exit code 1 if any
- * lock error, 5xx, integrity problem, or (without restarts) RSS more than
- * MAX_RSS_GROWTH above the warm-up figure.
+ * after the warm-up: the median of the last RSS_WINDOW_MS of samples against
+ * the median of the RSS_WINDOW_MS after WARM_UP_MS. Medians, because one
+ * sample lands anywhere in a garbage-collection cycle: V8 lets the heap grow
+ * tens of MB between major collections and gives it back after. Exit code 1
+ * if any lock error, 5xx, integrity problem, or (without restarts) the end
+ * figure more than MAX_RSS_GROWTH above the warm-up figure.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
@@ -54,6 +57,8 @@ const MAX_MINUTES = 240;
 const WARM_UP_MS = 60_000;
 /** RSS at the end may exceed RSS after the warm-up by this fraction at most. */
 const MAX_RSS_GROWTH = 0.15;
+/** The stretch of samples each RSS figure is the median of. */
+const RSS_WINDOW_MS = 60_000;
 const READY_TIMEOUT_MS = 30_000;
 /** Small enough that every session compacts several times a minute. */
 const SOAK_CONTEXT_WINDOW = 4_096;
@@ -198,6 +203,14 @@ async function serverFigures(url: string): Promise<{ heapMb?: number; autoCompac
   };
 }
 
+/** The median RSS of `samples`, or undefined when there are none. */
+function median(samples: readonly { mb: number }[]): number | undefined {
+  if (samples.length === 0) return undefined;
+  const sorted = samples.map((s) => s.mb).sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 function fileKb(path: string): number {
   try {
     return Math.round(statSync(path).size / 1024);
@@ -305,8 +318,7 @@ async function main(): Promise<void> {
   console.log(
     '|------:|-------:|--------:|----:|-------:|------:|------------:|-----:|-----:|----:|-----:|---------:|',
   );
-  let warmRss: number | undefined;
-  let lastRss: number | undefined;
+  const rssSamples: { atMs: number; mb: number }[] = [];
   const sample = async (): Promise<void> => {
     const pid = server.child?.pid;
     let rss = '-';
@@ -319,8 +331,7 @@ async function main(): Promise<void> {
         const mb = rssMb(pid);
         rss = String(mb);
         fds = String(openFds(pid));
-        lastRss = mb;
-        if (warmRss === undefined && t * 1000 >= WARM_UP_MS) warmRss = mb;
+        rssSamples.push({ atMs: Date.now() - started, mb });
         const figures = await serverFigures(server.url);
         heap = String(figures.heapMb ?? '-');
         auto = String(figures.autoCompactions);
@@ -367,12 +378,17 @@ async function main(): Promise<void> {
       `integrity_check ${integrity}; ${stuck} task(s) stuck running`,
   );
   let memoryGrew = false;
+  const endMs = rssSamples.at(-1)?.atMs ?? 0;
+  const warmRss = median(
+    rssSamples.filter((s) => s.atMs >= WARM_UP_MS && s.atMs < WARM_UP_MS + RSS_WINDOW_MS),
+  );
+  const lastRss = median(rssSamples.filter((s) => s.atMs > endMs - RSS_WINDOW_MS));
   if (!restartsOn && warmRss !== undefined && lastRss !== undefined) {
     const growth = (lastRss - warmRss) / warmRss;
     memoryGrew = growth > MAX_RSS_GROWTH;
     console.log(
-      `rss: ${warmRss} MB after warm-up, ${lastRss} MB at the end (${(growth * 100).toFixed(1)} %, ` +
-        `limit ${MAX_RSS_GROWTH * 100} %)`,
+      `rss (median of a minute): ${warmRss} MB after warm-up, ${lastRss} MB at the end ` +
+        `(${(growth * 100).toFixed(1)} %, limit ${MAX_RSS_GROWTH * 100} %)`,
     );
   }
   rmSync(home, { recursive: true, force: true });
