@@ -6,7 +6,7 @@
  * test/repo/test-tiers.test.ts fails when a file needs more than its name says:
  *
  *   name.test.ts          Node only (this tier)
- *   name.pg.test.ts       the local Postgres (or CAIRN_TEST_DATABASE_URL), in this process
+ *   name.pg.test.ts       a Postgres (the machine's, or the embedded one), in this process
  *   name.process.test.ts  real child processes and the build; may use Postgres too
  *
  * `npm test` (and CI) runs every tier.

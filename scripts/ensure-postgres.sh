@@ -3,7 +3,8 @@
 # starts the machine's cluster when it is down and waits until it accepts
 # connections. Fails loudly when PostgreSQL is not installed or will not start,
 # so Postgres tests fail instead of being skipped. Run by .ci/run and by the
-# vitest global setup; safe to run when the server is already up.
+# vitest global setup (which then falls back to the embedded Postgres of
+# node_modules); safe to run when the server is already up.
 set -euo pipefail
 
 HOST="${PGHOST_FOR_TESTS:-127.0.0.1}"
@@ -24,6 +25,12 @@ if [ ! -d /etc/postgresql ] || [ -z "$(ls /etc/postgresql 2>/dev/null)" ]; then
 fi
 
 version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+# Starting a cluster that listens elsewhere would only wait out the timeout below.
+cluster_port="$(pg_lsclusters --no-header 2>/dev/null | awk -v v="$version" '$1 == v && $2 == "main" { print $3 }')"
+if [ -n "$cluster_port" ] && [ "$cluster_port" != "$PORT" ]; then
+  echo "ensure-postgres: PostgreSQL $version (cluster main) listens on port $cluster_port, and nothing answers on $HOST:$PORT." >&2
+  exit 1
+fi
 echo "ensure-postgres: starting PostgreSQL $version (cluster main)" >&2
 pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
 

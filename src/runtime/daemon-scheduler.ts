@@ -3,7 +3,9 @@
  * prompt as a task in a fresh session (mode `daemon`) on schedule, then the
  * session is closed. Ticks of one agent never overlap (an in-process flag plus
  * a lease row, so two processes on one database do not both fire); after a
- * restart, missed slots give at most one catch-up tick.
+ * restart, missed slots give at most one catch-up tick. A reload of the
+ * agents is applied with `sync`: new daemons are scheduled, removed ones
+ * unscheduled, changed schedules rescheduled.
  */
 import { randomUUID } from 'node:crypto';
 import { Cron } from 'croner';
@@ -33,6 +35,14 @@ export function parseEvery(every: string): number {
   return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
 }
 
+/** What a daemon is scheduled by (`every 10m`, `cron 0 9 * * 1-5`); undefined for no daemon. */
+export function scheduleOf(agent: AgentConfig): string | undefined {
+  const daemon = agent.daemon;
+  if (daemon?.every !== undefined) return `every ${daemon.every}`;
+  if (daemon?.cron !== undefined) return `cron ${daemon.cron}`;
+  return undefined;
+}
+
 /** The next time `agent`'s daemon is due after `from`. */
 export function nextRunAfter(agent: AgentConfig, from: Date): Date | null {
   const daemon = agent.daemon;
@@ -50,19 +60,30 @@ export interface DaemonSchedulerDeps {
   events: EventBus;
   tasks: Pick<TaskRunner, 'runTask' | 'wait' | 'cancelTask'>;
   clock?: () => Date;
+  /** Problems: an invalid schedule, a skipped or failed tick. */
   log?: (details: Record<string, unknown>, message: string) => void;
+  /** What changed: a daemon scheduled, rescheduled or unscheduled by a reload. */
+  info?: (details: Record<string, unknown>, message: string) => void;
   /** Who holds the tick leases: the instance id, so a dead instance's leases can be freed. */
   owner?: string;
 }
 
 export class DaemonScheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /**
+   * The schedule (`scheduleOf`) each daemon is armed with. A timer or a tick
+   * armed under another schedule, or for a daemon since removed, re-arms nothing.
+   */
+  private readonly armed = new Map<string, string>();
   private readonly ticking = new Map<string, Promise<TaskRow | undefined>>();
   /** Daemons whose last tick reached their budget, with the limits it reached. */
   private readonly spent = new Map<string, { limits: AgentConfig['limits']; told: boolean }>();
   private readonly owner: string;
   private readonly clock: () => Date;
   private stopped = false;
+  private started = false;
+  /** `start` and each `sync` run one after another, so two never arm the same daemon. */
+  private applying: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: DaemonSchedulerDeps) {
     this.clock = deps.clock ?? (() => new Date());
@@ -91,21 +112,81 @@ export class DaemonScheduler {
    * slots. Resolves once every agent's next run is stored, so nothing of the
    * start-up writes can land after (and overwrite) what a first tick records.
    */
-  async start(): Promise<void> {
-    const now = this.clock();
-    for (const agent of this.daemonAgents()) {
-      const state = await this.deps.store.findDaemonState(agent.name);
-      const due = state?.next_run_at ? new Date(state.next_run_at) : null;
-      if (due !== null && due <= now) {
-        this.deps.log?.(
-          { agent: agent.name, missedSince: state?.next_run_at },
-          'daemon missed its schedule; running one catch-up tick',
-        );
-        await this.schedule(agent, now);
-      } else {
-        await this.schedule(agent, due ?? nextRunAfter(agent, now));
+  start(): Promise<void> {
+    return this.serially(async () => {
+      const now = this.clock();
+      for (const agent of this.daemonAgents()) {
+        this.armed.set(agent.name, scheduleOf(agent)!);
+        const state = await this.deps.store.findDaemonState(agent.name);
+        const due = state?.next_run_at ? new Date(state.next_run_at) : null;
+        if (due !== null && due <= now) {
+          this.deps.log?.(
+            { agent: agent.name, missedSince: state?.next_run_at },
+            'daemon missed its schedule; running one catch-up tick',
+          );
+          await this.schedule(agent, now);
+        } else {
+          await this.schedule(agent, due ?? nextRunAfter(agent, now));
+        }
       }
-    }
+      this.started = true;
+    });
+  }
+
+  /**
+   * Brings the schedule in line with the agents loaded now (after a reload):
+   * a new daemon is scheduled one interval (or its first cron time) from now,
+   * a daemon whose `every` or `cron` changed is rescheduled the same way, and
+   * one that was removed, lost its `daemon` section or its valid schedule is
+   * unscheduled; a tick of it that is running finishes, and nothing follows.
+   * Does nothing before `start` (and so with daemons turned off). Never rejects.
+   */
+  sync(): Promise<void> {
+    return this.serially(async () => {
+      if (!this.started || this.stopped) return;
+      const now = this.clock();
+      const daemons = new Map(this.daemonAgents().map((agent) => [agent.name, agent]));
+      for (const [name, schedule] of [...this.armed]) {
+        if (daemons.has(name)) continue;
+        this.armed.delete(name);
+        this.spent.delete(name);
+        clearTimeout(this.timers.get(name));
+        this.timers.delete(name);
+        this.deps.info?.({ agent: name, schedule }, 'daemon unscheduled');
+      }
+      for (const agent of daemons.values()) {
+        const schedule = scheduleOf(agent)!;
+        const previous = this.armed.get(agent.name);
+        if (previous === schedule) continue;
+        this.armed.set(agent.name, schedule);
+        const next = nextRunAfter(agent, now);
+        this.deps.info?.(
+          {
+            agent: agent.name,
+            schedule,
+            ...(previous === undefined ? {} : { previous }),
+            nextRunAt: next?.toISOString() ?? null,
+          },
+          previous === undefined ? 'daemon scheduled' : 'daemon rescheduled',
+        );
+        await this.schedule(agent, next);
+      }
+    });
+  }
+
+  /**
+   * Whether `agent`'s schedule is still the armed one: false once stopped, and
+   * for a slot that ran while a reload unscheduled or rescheduled its daemon
+   * (the reload armed what follows).
+   */
+  private isArmedWith(agent: AgentConfig): boolean {
+    return !this.stopped && this.armed.get(agent.name) === scheduleOf(agent);
+  }
+
+  private serially(work: () => Promise<void>): Promise<void> {
+    const run = this.applying.then(work, work);
+    this.applying = run.catch(() => undefined);
+    return run;
   }
 
   /** Stops scheduling and waits for running ticks. */
@@ -248,7 +329,7 @@ export class DaemonScheduler {
     at: Date | null,
     options = { record: true },
   ): Promise<void> {
-    if (this.stopped || at === null) return;
+    if (!this.isArmedWith(agent) || at === null) return;
     if (options.record) {
       try {
         await this.deps.store.setDaemonNextRun(agent.name, at);
@@ -258,7 +339,7 @@ export class DaemonScheduler {
           'could not store next daemon run',
         );
       }
-      if (this.stopped) return;
+      if (!this.isArmedWith(agent)) return;
     }
     const delay = Math.max(0, at.getTime() - this.clock().getTime());
     const timer = setTimeout(

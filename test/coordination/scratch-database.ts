@@ -1,12 +1,14 @@
 /**
- * A fresh, empty Postgres database per test file, on the shared server
- * (127.0.0.1:5432, trust auth), dropped afterwards. The name carries this
- * branch's prefix so parallel suites never meet.
+ * A fresh, empty Postgres database per test file, on the shared server (the
+ * Postgres tests' server, test/helpers/postgres.ts; or CAIRN_TEST_PG_ADMIN),
+ * dropped afterwards. The name carries this branch's prefix so parallel
+ * suites never meet.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { TEST_DATABASE_URL } from '../helpers/postgres.js';
 
-const ADMIN_URL = process.env.CAIRN_TEST_PG_ADMIN ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const ADMIN_URL = process.env.CAIRN_TEST_PG_ADMIN ?? TEST_DATABASE_URL;
 
 export interface ScratchDatabase {
   readonly url: string;

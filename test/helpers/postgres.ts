@@ -1,9 +1,10 @@
 /**
  * Fresh Postgres databases for tests: each test file (or app) gets its own
  * `cairn_test_<random>` database on the server of CAIRN_TEST_DATABASE_URL
- * (default: the local server, user postgres), dropped afterwards. When the
- * server cannot be reached the test fails with a message saying how to start
- * it: Postgres tests are never skipped.
+ * (set by test/global-setup.ts: the machine's server or the embedded one it
+ * started; default: the local server, user postgres), dropped afterwards.
+ * When the server cannot be reached the test fails with a message saying how
+ * to get one: Postgres tests are never skipped.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -34,7 +35,7 @@ async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
     await client.connect();
   } catch (err) {
     throw new Error(
-      `Postgres is not reachable at ${TEST_DATABASE_URL} (${(err as Error).message}). Start it with scripts/ensure-postgres.sh, or point CAIRN_TEST_DATABASE_URL at a server.`,
+      `Postgres is not reachable at ${TEST_DATABASE_URL} (${(err as Error).message}). Run the tests through vitest (its global setup provides a server), or point CAIRN_TEST_DATABASE_URL at one.`,
     );
   }
   try {
