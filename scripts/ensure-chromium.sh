@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs Debian's Chromium for the console's browser tests when it is missing: run it
-# by hand (the tests only check for the browser and, when it is missing, fail
-# with one line saying what to install).
+# Installs Debian's Chromium for the console's browser tests when it is missing.
+# .ci/run runs it before the tests; on your own machine run it by hand (the
+# tests only check for the browser and, when it is missing, fail with one line
+# saying what to install).
 # The tests drive it with playwright-core, which downloads no browser of its own.
 # Needs root (CI runs as root); does nothing when /usr/bin/chromium exists.
 set -euo pipefail
