@@ -151,10 +151,10 @@ function observed(role: ModelRole, model: ModelClient, observer?: ModelCallObser
  * With `instanceId`, the store writes it as the owner of the tasks it sets running.
  */
 export async function openStore(settings: Settings, instanceId?: string): Promise<Store> {
-  const { url, poolSize, path } = settings.database;
+  const { url, poolSize, path, cacheMb } = settings.database;
   const owner = instanceId === undefined ? {} : { instanceId };
   if (url !== null) return PgStore.open(url, { poolSize, ...owner });
-  return new SqliteStore(path, owner);
+  return new SqliteStore(path, { cacheMb, ...owner });
 }
 
 /**

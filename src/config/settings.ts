@@ -19,6 +19,11 @@ export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_BODY_LIMIT_BYTES = 1_048_576;
 export const DEFAULT_MAX_STREAMS = 200;
 export const DEFAULT_STREAM_BUFFER_BYTES = 1_048_576;
+/**
+ * SQLite's page cache in MB (`database.cacheMb`): better-sqlite3's own
+ * default, made explicit so a server's memory can be sized.
+ */
+export const DEFAULT_SQLITE_CACHE_MB = 16;
 /** Postgres connections one instance opens at most (`database.poolSize`). */
 export const DEFAULT_POOL_SIZE = 10;
 export const DEFAULT_CONTEXT_WINDOW_TOKENS = 32_768;
@@ -110,6 +115,8 @@ export interface Settings {
     readonly url: string | null;
     /** Postgres connections this instance opens at most (`database.poolSize`, default 10). */
     readonly poolSize: number;
+    /** SQLite's page cache in MB (`database.cacheMb`, default 16); it fills as the database is used. */
+    readonly cacheMb: number;
   };
   readonly models: {
     readonly main: ModelRoleSettings;
@@ -204,6 +211,7 @@ export const CAIRN_JSON_SCHEMA = {
         path: { type: 'string', minLength: 1 },
         url: { type: ['string', 'null'] },
         poolSize: { type: 'integer', minimum: 1, maximum: 1000 },
+        cacheMb: { type: 'integer', minimum: 1, maximum: 4096 },
       },
     },
     models: {
@@ -275,7 +283,7 @@ interface CairnJson {
     allowedHosts?: string[];
     corsOrigins?: string[];
   };
-  database?: { path?: string; url?: string | null; poolSize?: number };
+  database?: { path?: string; url?: string | null; poolSize?: number; cacheMb?: number };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile; title?: ModelRoleFile };
   mcpServers?: Record<string, McpServerFile>;
   records?: { enabled?: boolean; keepDays?: number };
@@ -518,6 +526,7 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       path: dbPath === ':memory:' || isAbsolute(dbPath) ? dbPath : join(home, dbPath),
       url: databaseUrl,
       poolSize: file.database?.poolSize ?? DEFAULT_POOL_SIZE,
+      cacheMb: file.database?.cacheMb ?? DEFAULT_SQLITE_CACHE_MB,
     }),
     models: Object.freeze({ main, compact, title }),
     mcpServers: resolveMcpServers(file.mcpServers, env, home),

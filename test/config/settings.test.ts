@@ -70,6 +70,7 @@ describe('loadSettings', () => {
       path: join(dir, 'data', 'cairn.db'),
       url: null,
       poolSize: 10,
+      cacheMb: 16,
     });
     expect(settings.models.main).toMatchObject({
       provider: 'offline',
@@ -302,6 +303,15 @@ describe('loadSettings', () => {
     expect(err).toBeInstanceOf(CairnError);
     expect((err as CairnError).code).toBe('DATABASE_UNAVAILABLE');
     expect((err as CairnError).message).not.toContain('secret');
+  });
+
+  it('database.cacheMb sizes the SQLite page cache; a size that is not a positive integer is refused', () => {
+    expect(loadSettings({ home: home({ database: { cacheMb: 4 } }) }).database.cacheMb).toBe(4);
+    for (const cacheMb of [0, -1, 2.5, '16', 5000]) {
+      const err = loadError(home({ database: { cacheMb } }));
+      expect(err.code).toBe('VALIDATION_ERROR');
+      expect(err.message).toContain('/database/cacheMb');
+    }
   });
 
   it('rejects a database.poolSize that is not a positive integer', () => {

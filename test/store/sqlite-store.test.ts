@@ -138,6 +138,11 @@ describe('SqliteStore on SQLite', () => {
     expect(SQLITE_SYNC_BUSY_TIMEOUT_MS).toBeLessThanOrEqual(50);
     expect(SQLITE_BUSY_TIMEOUT_MS).toBeGreaterThanOrEqual(1_000);
     expect(db.pragma('synchronous', { simple: true })).toBe(1);
+    // SQLite's own page cache as built, unless database.cacheMb says otherwise.
+    expect(db.pragma('cache_size', { simple: true })).toBe(-16_000);
+    const small = new SqliteStore(path.join(dir, 'small.db'), { cacheMb: 2 });
+    expect(small.db.pragma('cache_size', { simple: true })).toBe(-2_048);
+    small.db.close();
   });
 
   it('uses an index, never a scan, for the tail, system, paging and search queries', async () => {

@@ -29,10 +29,11 @@ export const BUSY_RETRY_BASE_MS = 5;
  * synchronously (nothing is served yet); afterwards `busy_timeout` is
  * `options.busyTimeoutMs` (default SQLITE_BUSY_TIMEOUT_MS; the server's store
  * passes SQLITE_SYNC_BUSY_TIMEOUT_MS and waits asynchronously instead).
+ * `cacheMb` bounds SQLite's page cache (default: as SQLite was built, 16 MB).
  */
 export function openDatabase(
   path: string,
-  options: { migrate?: boolean; busyTimeoutMs?: number } = {},
+  options: { migrate?: boolean; busyTimeoutMs?: number; cacheMb?: number } = {},
 ): SqliteDatabase {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
@@ -42,6 +43,8 @@ export function openDatabase(
   db.pragma('synchronous = NORMAL');
   db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
   db.pragma('foreign_keys = ON');
+  // Negative: a size in KiB rather than a number of pages.
+  if (options.cacheMb !== undefined) db.pragma(`cache_size = ${-options.cacheMb * 1024}`);
   if (options.migrate !== false) migrate(db);
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS}`);
   return db;

@@ -453,9 +453,15 @@ export class SqliteStore extends StoreBase implements Store {
   private historyIndexTimer: NodeJS.Timeout | undefined;
   protected readonly calls: SqliteCallRecords;
 
-  constructor(path: string, options: { busyBudgetMs?: number; instanceId?: string } = {}) {
+  constructor(
+    path: string,
+    options: { busyBudgetMs?: number; instanceId?: string; cacheMb?: number } = {},
+  ) {
     super();
-    this.db = openDatabase(path, { busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS });
+    this.db = openDatabase(path, {
+      busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS,
+      ...(options.cacheMb !== undefined ? { cacheMb: options.cacheMb } : {}),
+    });
     this.stmt = prepareStatements(this.db);
     this.keyStmt = prepareKeyStatements(this.db);
     this.keys = new SqliteKeys(this.keyStmt, (work) => this.guard(work));
