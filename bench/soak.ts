@@ -35,9 +35,10 @@
  *   rate and the machine's memory (a server with 60 MB live can sit at
  *   300 MB), so the server runs with --max-old-space-size=SOAK_HEAP_MB, as a
  *   production server should (CAIRN_SOAK_NODE_OPTIONS replaces it);
- * - SQLite's page cache: better-sqlite3 builds SQLite with a 16 MB cache per
- *   connection, which fills as the run writes new pages; the warm-up lasts
- *   until the database has grown by that much (and at least WARM_UP_MS).
+ * - SQLite's page cache (`database.cacheMb`, 16 MB by default), which fills
+ *   as the run writes new pages: the soak's server has SOAK_CACHE_MB, and
+ *   the warm-up lasts until the database has grown by that much (and at
+ *   least WARM_UP_MS).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
@@ -71,8 +72,8 @@ const MAX_RSS_GROWTH = 0.15;
 const RSS_WINDOW_MS = 60_000;
 /** The server's old-generation cap: about twice what the soak's server keeps live. */
 const SOAK_HEAP_MB = 128;
-/** SQLite's page cache per connection as better-sqlite3 builds it (SQLITE_DEFAULT_CACHE_SIZE=-16000, KiB). */
-const SQLITE_PAGE_CACHE_BYTES = 16_000 * 1024;
+/** The server's SQLite page cache (`database.cacheMb`): full within minutes of the run's writes. */
+const SOAK_CACHE_MB = 2;
 const READY_TIMEOUT_MS = 30_000;
 /** Small enough that every session compacts several times a minute. */
 const SOAK_CONTEXT_WINDOW = 4_096;
@@ -128,6 +129,7 @@ function makeSoakHome(baseURL: string): string {
           contextWindow: SOAK_CONTEXT_WINDOW,
         },
       },
+      database: { cacheMb: SOAK_CACHE_MB },
     }),
   );
   return home;
@@ -356,7 +358,7 @@ async function main(): Promise<void> {
         fds = String(openFds(pid));
         const atMs = Date.now() - started;
         rssSamples.push({ atMs, mb });
-        const grown = fileBytes(dbPath) - dbBytesAtStart >= SQLITE_PAGE_CACHE_BYTES;
+        const grown = fileBytes(dbPath) - dbBytesAtStart >= SOAK_CACHE_MB * 1024 * 1024;
         if (warmAtMs === undefined && atMs >= WARM_UP_MS && grown) warmAtMs = atMs;
         const figures = await serverFigures(server.url);
         heap = String(figures.heapMb ?? '-');
