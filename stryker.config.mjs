@@ -41,9 +41,11 @@ export const TESTS_BY_MODULE = {
     'test/runtime/context-builder.mutation-kill.test.ts',
     'test/runtime/context-builder-cache.mutation-kill.test.ts',
   ],
+  // The turn on its own (its mutation-kill file) plus the app-level check of
+  // its session reads; the app's other chat tests only pass through it, and
+  // take most of a minute a mutant.
   'src/runtime/turn.ts': [
-    'test/runtime/loop.test.ts',
-    'test/runtime/budgets.test.ts',
+    'test/runtime/turn.mutation-kill.test.ts',
     'test/runtime/session-reads.test.ts',
   ],
   'src/runtime/loop.ts': [
