@@ -41,17 +41,18 @@ export const TESTS_BY_MODULE = {
     'test/runtime/context-builder.mutation-kill.test.ts',
     'test/runtime/context-builder-cache.mutation-kill.test.ts',
   ],
+  // The turn on its own (its mutation-kill file) plus the app-level check of
+  // its session reads; the app's other chat tests only pass through it, and
+  // take most of a minute a mutant.
   'src/runtime/turn.ts': [
-    'test/runtime/loop.test.ts',
-    'test/runtime/budgets.test.ts',
+    'test/runtime/turn.mutation-kill.test.ts',
     'test/runtime/session-reads.test.ts',
   ],
-  'src/runtime/loop.ts': [
-    'test/runtime/loop.test.ts',
-    'test/runtime/budgets.test.ts',
-    'test/approval/approval.test.ts',
-    'test/tasks/ask-user.pg.test.ts',
-  ],
+  // The loop on its own, against the fake provider. The app-level files
+  // (loop, budgets, approval, ask_user) reach it through a whole server at
+  // about 20 s a mutant, hours for its ~360 mutants on two cores; the kill
+  // file checks the loop's part of what each of them asserts.
+  'src/runtime/loop.ts': ['test/runtime/loop.mutation-kill.test.ts'],
   'src/recall/*.ts': [
     'test/recall/recall.pg.test.ts',
     'test/recall/recall-query.test.ts',
