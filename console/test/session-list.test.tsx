@@ -5,7 +5,6 @@ import { formatTime } from '../src/lib/format';
 import { LABEL_MAX_CHARS, sessionLabel } from '../src/lib/session-list';
 import type { Session } from '../src/lib/types';
 import { SessionTable } from '../src/views/SessionsView';
-import { sessionHeading } from '../src/views/SessionView';
 
 /** A row as `GET /sessions` returns it. */
 function session(overrides: Partial<Session> = {}): Session {
@@ -80,23 +79,5 @@ describe('<SessionTable>', () => {
       <SessionTable sessions={[session({ first_user_message: '<img src=x onerror=alert(1)>' })]} />,
     );
     expect(html).not.toContain('<img');
-  });
-});
-
-describe('sessionHeading', () => {
-  const SYSTEM = {
-    seq: 1,
-    role: 'system' as const,
-    content: 'You are a test assistant.',
-    compacted: false,
-  };
-  it('is the title, else the first user message, else the id', () => {
-    const messages = [
-      SYSTEM,
-      { seq: 2, role: 'user' as const, content: 'hello\nthere', compacted: true },
-    ];
-    expect(sessionHeading(session({ title: 'Trip planning' }), messages)).toBe('Trip planning');
-    expect(sessionHeading(session(), messages)).toBe('hello there');
-    expect(sessionHeading(session(), [SYSTEM])).toBe('sess_3PzW8GqFvX0c1tTt5JkR2Lm9');
   });
 });

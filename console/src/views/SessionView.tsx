@@ -11,7 +11,6 @@ import type { Api } from '../lib/api';
 import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
 import { href, navigate } from '../lib/router';
 import { compactOffer, type CompactOffer } from '../lib/compact-offer';
-import { sessionLabel } from '../lib/session-list';
 import { callsByMessage, formatCost, type CallSummary } from '../lib/model-calls';
 import type { Compaction, ContextInfo, DryRun, Message, Session } from '../lib/types';
 import { ChatBox } from './ChatBox';
@@ -45,13 +44,6 @@ async function loadCalls(api: Api, id: string): Promise<CallSummary[]> {
     if (!cursor) break;
   }
   return all;
-}
-
-/** The page's heading: the title, or else how the session began (as in the list), or else its id. */
-export function sessionHeading(session: Session, messages: readonly Message[]): string {
-  const first = messages.find((m) => m.role === 'user')?.content ?? null;
-  const label = sessionLabel({ title: session.title, first_user_message: first });
-  return label.kind === 'empty' ? session.id : label.text;
 }
 
 interface SessionData {
@@ -117,7 +109,7 @@ export function SessionView({ id }: { id: string }) {
   return (
     <div class="session">
       <section class="main" aria-labelledby="session-title">
-        <h2 id="session-title">{sessionHeading(session, data.messages)}</h2>
+        <h2 id="session-title">{session.title ?? session.id}</h2>
         <p class="meta">
           {session.agent_name} · {session.mode} · {session.status} · {session.message_count}{' '}
           messages ·{' '}
