@@ -339,7 +339,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     // Every route group of the server, registered in this order.
     routes: [
       (app) => healthRoutes(app, { store, instanceId, ...(healthExtras ? { healthExtras } : {}) }),
-      (app) => agentRoutes(app, { agents: registry }),
+      (app) => agentRoutes(app, { agents: registry, mainModel: settings.models.main }),
       (app, { streams }) => chatRoutes(app, { runtime, agents: registry, streams }),
       (app) => sessionRoutes(app, { runtime, store }),
       (app) => callRoutes(app, { access, store, flush: () => recorder.flush() }),

@@ -394,6 +394,13 @@ export interface MessageLog {
   listMessageMeta(sessionId: string, afterSeq: number): Promise<MessageMeta[]>;
   /** The first `limit` non-system messages after `afterSeq`. */
   listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
+  /**
+   * The first user message of each of `sessionIds`, cut to `maxChars`: what a
+   * list of sessions shows for an untitled one. One look-up on the (session,
+   * seq) index per session, never the history; a session without a user
+   * message is absent from the map.
+   */
+  firstUserMessages(sessionIds: readonly string[], maxChars: number): Promise<Map<string, string>>;
   /** Full-text search over every raw message of a session, compacted ones included. */
   searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]>;
   /**

@@ -256,6 +256,28 @@ describe('session routes', () => {
       expect(children).toEqual({ sessions: [], nextCursor: null });
     });
 
+    it("carries each session's first user message, cut to 200 characters, or null", async () => {
+      const untitled = await createSession({ agentName: 'assistant' });
+      const long = `${'Plan a long trip. '.repeat(20)}The end.`;
+      t.fake!.script({ content: 'a1' }, { content: 'a2' });
+      await chat(untitled.id, long);
+      await chat(untitled.id, 'A second message');
+      const empty = await createSession({ agentName: 'assistant' });
+      const res = await t.app.server.inject({ url: '/sessions?agentName=assistant&limit=500' });
+      expect(res.statusCode).toBe(200);
+      const sessions = res.json<{
+        sessions: (Session & { first_user_message: string | null; compaction_count: number })[];
+      }>().sessions;
+      const talked = sessions.find((s) => s.id === untitled.id)!;
+      expect(talked.first_user_message).toBe(long.slice(0, 200));
+      // The counts a list needs are there too, under their own names.
+      expect(talked).toMatchObject({ title: null, message_count: 5, compaction_count: 0 });
+      expect(sessions.find((s) => s.id === empty.id)!.first_user_message).toBeNull();
+      // Only the list carries it: one session's own answer is the row as stored.
+      const one = (await t.app.server.inject({ url: `/sessions/${untitled.id}` })).json();
+      expect(one.session).not.toHaveProperty('first_user_message');
+    });
+
     it('pages with limit and cursor without gaps or repeats', async () => {
       const seen: string[] = [];
       let cursor: string | null = null;

@@ -811,6 +811,39 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         });
       });
 
+      describe('firstUserMessages', () => {
+        it("gives each session's first user message, cut short, and leaves out sessions without one", async () => {
+          const talked = await newSession();
+          const quiet = await newSession();
+          const reset = await newSession();
+          const other = await newSession();
+          await store.appendMessages(talked.id, [
+            { role: 'user', content: 'Plan a trip to Lyon in March, with trains only' },
+            { role: 'assistant', content: 'Gladly.' },
+            { role: 'user', content: 'second question' },
+          ]);
+          await store.appendMessages(other.id, [{ role: 'user', content: 'another session' }]);
+          // After a reset the first user message is the one after the reset.
+          await store.appendMessages(reset.id, [{ role: 'user', content: 'before the reset' }]);
+          await store.resetSession(reset.id);
+          await store.appendMessages(reset.id, [{ role: 'user', content: 'after the reset' }]);
+
+          const firsts = await store.firstUserMessages([talked.id, quiet.id, reset.id], 20);
+          expect([...firsts.entries()].sort()).toEqual(
+            [
+              [talked.id, 'Plan a trip to Lyon '],
+              [reset.id, 'after the reset'],
+            ].sort(),
+          );
+          expect(firsts.has(quiet.id)).toBe(false);
+          expect(firsts.has(other.id)).toBe(false);
+          expect(await store.firstUserMessages([], 20)).toEqual(new Map());
+          expect(await store.firstUserMessages(['sess_000000000000000000000000'], 20)).toEqual(
+            new Map(),
+          );
+        });
+      });
+
       describe('loadContext / listTail / listMessageMeta', () => {
         async function sessionWithMidSystem(): Promise<SessionRow> {
           const session = await newSession();

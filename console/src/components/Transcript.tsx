@@ -1,11 +1,18 @@
 /**
- * A session's messages: tool calls folded with their results, the compacted
- * prefix set apart behind "Summary covers N messages", then the raw tail.
+ * A session's messages: tool calls folded with their labelled arguments and
+ * results, the compacted prefix set apart behind "Summary covers N messages",
+ * then the raw tail (with a note when it starts in the middle of an exchange).
  * With `onFork`, each user and assistant message offers "Fork from here".
  */
 import type { Api } from '../lib/api';
 import type { CallSummary } from '../lib/model-calls';
-import { summaryCoversLabel, transcriptModel, type Block } from '../lib/transcript';
+import {
+  readableToolText,
+  summaryCoversLabel,
+  tailStartNote,
+  transcriptModel,
+  type Block,
+} from '../lib/transcript';
 import type { Message } from '../lib/types';
 import { WhatTheModelSaw } from './WhatTheModelSaw';
 
@@ -20,6 +27,18 @@ export function recalledLabel(seqs: readonly number[]): string {
 export interface CallsView {
   bySeq: ReadonlyMap<number, CallSummary>;
   api: Api;
+}
+
+/** One labelled half of a tool call: its arguments or its result. */
+function ToolPart({ label, kind, children }: { label: string; kind: string; children: string }) {
+  return (
+    <div class={`tool-part tool-${kind}`}>
+      <h4 class="tool-label">{label}</h4>
+      <pre class={kind} aria-label={label}>
+        {children}
+      </pre>
+    </div>
+  );
 }
 
 function BlockView({
@@ -69,14 +88,20 @@ function BlockView({
           Tool call: <code>{block.name}</code>
           {block.result ? '' : ' (no result yet)'}
         </summary>
-        <pre class="args" aria-label="Arguments">
-          {block.arguments}
-        </pre>
-        {block.result && (
-          <pre class="result" aria-label="Result">
-            {block.result.content}
-          </pre>
-        )}
+        <ToolPart label="Arguments" kind="args">
+          {block.arguments.trim() === ''
+            ? 'The call is not in this part of the transcript.'
+            : block.arguments.trim() === '{}'
+              ? '{} (none)'
+              : readableToolText(block.arguments)}
+        </ToolPart>
+        <ToolPart label="Result" kind="result">
+          {block.result
+            ? block.result.content === ''
+              ? '(empty)'
+              : readableToolText(block.result.content)
+            : 'None yet: the tool is running, or its result was never stored.'}
+        </ToolPart>
       </details>
       {saw}
     </li>
@@ -137,6 +162,7 @@ export function Transcript({
   calls,
 }: TranscriptProps) {
   const model = transcriptModel(messages);
+  const note = tailStartNote(messages, compactSize);
   return (
     <section class="transcript" aria-label="Transcript">
       {model.system.length > 0 && (
@@ -156,6 +182,11 @@ export function Transcript({
               <h3>Summary</h3>
               <p>{summary}</p>
             </section>
+          )}
+          {note && (
+            <p class="tail-note" role="note">
+              {note}
+            </p>
           )}
         </div>
       )}

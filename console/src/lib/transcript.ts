@@ -74,3 +74,38 @@ export function transcriptModel(messages: readonly Message[]): TranscriptModel {
 export function summaryCoversLabel(count: number): string {
   return `Summary covers ${count} ${count === 1 ? 'message' : 'messages'}`;
 }
+
+/**
+ * When the raw tail after a compaction does not start with a user message,
+ * the exchange it belongs to began in the compacted prefix: a sentence that
+ * says where the rest of it is. Undefined when the tail starts cleanly (or
+ * nothing was compacted).
+ */
+export function tailStartNote(
+  messages: readonly Message[],
+  compactSize: number,
+): string | undefined {
+  if (compactSize === 0) return undefined;
+  const first = messages.find((m) => m.role !== 'system' && !m.compacted);
+  if (!first || first.role === 'user') return undefined;
+  const where = 'is in the summary above (open the compacted messages to read it)';
+  if (first.role === 'tool')
+    return `This part starts with a tool result: the call it answers ${where}.`;
+  if ((first.tool_calls ?? []).length > 0)
+    return `This part starts with a tool call: the request that led to it ${where}.`;
+  return `This part starts with a reply: the message it answers ${where}.`;
+}
+
+/**
+ * A tool's arguments or result for reading: JSON indented, anything else as
+ * it came (a model may send arguments that are not JSON).
+ */
+export function readableToolText(text: string): string {
+  const trimmed = text.trim();
+  if (!trimmed.startsWith('{') && !trimmed.startsWith('[')) return text;
+  try {
+    return JSON.stringify(JSON.parse(trimmed), null, 2);
+  } catch {
+    return text;
+  }
+}

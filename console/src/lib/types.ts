@@ -32,6 +32,8 @@ export interface Session {
   compact_seq: number;
   /** What the session's model calls cost (older servers do not send it). */
   cost?: number;
+  /** In `GET /sessions` only: the start of the first user message, or null (older servers: absent). */
+  first_user_message?: string | null;
 }
 
 export interface Compaction {
@@ -77,14 +79,39 @@ export interface Task {
   updated_at: string;
 }
 
+/** The model an agent calls, as the server resolves it (older servers do not send it). */
+export interface ResolvedModel {
+  provider: string;
+  model: string;
+  contextWindow: number;
+}
+
+/** An agent as `GET /agents` returns it: agent.json with its defaults, plus `resolvedModel`. */
 export interface Agent {
   name: string;
   description?: string;
   system?: string;
+  /** The agent's own model name, when agent.json sets one. */
+  model?: string;
+  resolvedModel?: ResolvedModel;
   tools?: string[];
+  toolsNeedingApproval?: string[];
+  /** Tool spec → how long a call waits for approval ("30m"). */
+  approvalTimeouts?: Record<string, string>;
+  maxIterations?: number;
+  limits?: { maxTurnTokens?: number; maxSessionTokens?: number; maxToolCalls?: number };
+  temperature?: number;
+  autoTitle?: boolean;
+  memory?: { enabled: boolean; maxChars: number; write?: boolean };
+  defaultCompaction?: {
+    compactionCount: number;
+    autoThreshold?: number;
+    maxSummaryChars?: number;
+    summaryFormat?: 'sections' | 'prose';
+    recall?: { enabled: boolean; maxMessages: number; maxTokens: number; minScore?: number };
+  };
   /** Set for a daemon agent: its schedule and the prompt each tick runs. */
   daemon?: { every?: string; cron?: string; prompt: string };
-  [setting: string]: unknown;
 }
 
 export interface MemoryNote {

@@ -1,6 +1,7 @@
-/** Agents: their settings, their memory notes (add, delete), and a way to start a chat. */
+/** Agents: their model and settings, their memory notes (add, delete), and a way to start a chat. */
 import { useContext, useState } from 'preact/hooks';
 import { RoleContext, useApi, useLoad, useLiveEvents } from '../lib/hooks';
+import { agentSettingRows } from '../lib/agent-settings';
 import { href, navigate, onLinkClick } from '../lib/router';
 import type { Agent, MemoryNote } from '../lib/types';
 import { ErrorNote } from './ErrorNote';
@@ -31,6 +32,29 @@ export function AgentsView({ selected }: { selected: string | undefined }) {
       </nav>
       {name && <AgentDetail key={name} agent={list.find((a) => a.name === name)} name={name} />}
     </div>
+  );
+}
+
+/** The agent's model and settings, one labelled line each, and its system prompt folded. */
+export function AgentSettings({ agent }: { agent: Agent }) {
+  return (
+    <section class="agent-settings" aria-labelledby="agent-settings-title">
+      <h3 id="agent-settings-title">Settings</h3>
+      <dl class="settings">
+        {agentSettingRows(agent).map((row) => (
+          <div key={row.label}>
+            <dt>{row.label}</dt>
+            <dd>{row.value}</dd>
+          </div>
+        ))}
+      </dl>
+      {agent.system && (
+        <details>
+          <summary>System prompt</summary>
+          <pre>{agent.system}</pre>
+        </details>
+      )}
+    </section>
   );
 }
 
@@ -72,11 +96,10 @@ function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }
     }
   };
 
-  const { name: _name, description, system, ...settings } = agent ?? { name };
   return (
     <section class="main" aria-labelledby="agent-title">
       <h2 id="agent-title">{name}</h2>
-      {description && <p>{description}</p>}
+      {agent?.description && <p class="description">{agent.description}</p>}
       <p>
         {/* The session is made with the first message: opening a chat and leaving makes none. */}
         <button
@@ -90,16 +113,7 @@ function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }
         </a>
       </p>
       <ErrorNote error={error} />
-      <h3>Settings</h3>
-      {system && (
-        <details>
-          <summary>System prompt</summary>
-          <pre>{system}</pre>
-        </details>
-      )}
-      <pre class="settings" aria-label="Settings">
-        {JSON.stringify(settings, null, 2)}
-      </pre>
+      {agent && <AgentSettings agent={agent} />}
       {admin && (
         <>
           <h3>Memory notes</h3>

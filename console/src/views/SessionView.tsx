@@ -10,6 +10,7 @@ import { Transcript } from '../components/Transcript';
 import type { Api } from '../lib/api';
 import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
 import { href, navigate } from '../lib/router';
+import { compactOffer, type CompactOffer } from '../lib/compact-offer';
 import { callsByMessage, formatCost, type CallSummary } from '../lib/model-calls';
 import type { Compaction, ContextInfo, DryRun, Message, Session } from '../lib/types';
 import { ChatBox } from './ChatBox';
@@ -51,13 +52,24 @@ interface SessionData {
   calls: CallSummary[];
   context: ContextInfo | undefined;
   compactions: Compaction[];
+  /** What a compaction would do now (undefined for a closed session or an older server). */
+  dryRun: DryRun | undefined;
 }
 
 export function SessionView({ id }: { id: string }) {
   const api = useApi();
   const loaded = useLoad<SessionData>(async () => {
-    const [{ session }, messages, context, { compactions }, calls] = await Promise.all([
-      api.get<{ session: Session }>(`/sessions/${id}`),
+    const [{ session, dryRun }, messages, context, { compactions }, calls] = await Promise.all([
+      // The dry run never calls the model; it tells whether "Compact now" would do anything.
+      api.get<{ session: Session }>(`/sessions/${id}`).then(async ({ session }) => ({
+        session,
+        dryRun:
+          session.status === 'active'
+            ? await api
+                .post<DryRun>(`/sessions/${id}/compact`, { dryRun: true })
+                .catch(() => undefined)
+            : undefined,
+      })),
       loadMessages(api, id),
       // A session whose agent is gone has no next call to describe.
       api.get<ContextInfo>(`/sessions/${id}/context`).catch(() => undefined),
@@ -65,7 +77,7 @@ export function SessionView({ id }: { id: string }) {
       // An older server has no records: the transcript shows without them.
       loadCalls(api, id).catch(() => []),
     ]);
-    return { session, messages, context, compactions, calls };
+    return { session, messages, context, compactions, calls, dryRun };
   }, [id]);
   const live = useLiveEvents(id, loaded.reload);
   const [forkError, setForkError] = useState<string>();
@@ -130,15 +142,21 @@ export function SessionView({ id }: { id: string }) {
       </section>
       <aside class="side-panel" aria-label="Context and compaction">
         {data.context && <ContextBar context={data.context} />}
-        <CompactPanel session={session} compactions={data.compactions} onChange={loaded.reload} />
+        <CompactPanel
+          session={session}
+          compactions={data.compactions}
+          offer={compactOffer(session, data.messages, data.dryRun)}
+          onChange={loaded.reload}
+        />
       </aside>
     </div>
   );
 }
 
-function CompactPanel(props: {
+export function CompactPanel(props: {
   session: Session;
   compactions: Compaction[];
+  offer: CompactOffer;
   onChange: () => void;
 }) {
   const api = useApi();
@@ -189,23 +207,29 @@ function CompactPanel(props: {
   return (
     <section class="compaction" aria-label="Compaction">
       <h3>Compaction</h3>
-      <label>
-        Instructions (optional)
-        <textarea
-          value={instructions}
-          rows={2}
-          maxLength={4000}
-          onInput={(e) => setInstructions(e.currentTarget.value)}
-        />
-      </label>
-      <p class="buttons">
-        <button type="button" disabled={busy} onClick={() => void dryRun()}>
-          Preview
-        </button>{' '}
-        <button type="button" disabled={busy} onClick={() => void compact()}>
-          Compact now
-        </button>
-      </p>
+      {props.offer.kind === 'offer' ? (
+        <>
+          <label>
+            Instructions (optional)
+            <textarea
+              value={instructions}
+              rows={2}
+              maxLength={4000}
+              onInput={(e) => setInstructions(e.currentTarget.value)}
+            />
+          </label>
+          <p class="buttons">
+            <button type="button" disabled={busy} onClick={() => void dryRun()}>
+              Preview
+            </button>{' '}
+            <button type="button" disabled={busy} onClick={() => void compact()}>
+              Compact now
+            </button>
+          </p>
+        </>
+      ) : (
+        <p class="nothing-to-compact">{props.offer.reason}</p>
+      )}
       {preview && (
         <p class="preview" role="status">
           Preview: would compact {preview.compactedCount} messages (summary would cover{' '}
@@ -230,13 +254,11 @@ function CompactPanel(props: {
         ))}
         {props.compactions.length === 0 && <li>No compactions yet.</li>}
       </ol>
-      <button
-        type="button"
-        disabled={busy || props.session.compact_size === 0}
-        onClick={() => void undo()}
-      >
-        Undo last compaction
-      </button>
+      {props.session.compact_size > 0 && (
+        <button type="button" disabled={busy} onClick={() => void undo()}>
+          Undo last compaction
+        </button>
+      )}
     </section>
   );
 }

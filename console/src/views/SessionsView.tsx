@@ -1,7 +1,12 @@
-/** Sessions, filtered by agent, status and mode, a page at a time. */
+/**
+ * Sessions, filtered by agent, status and mode, a page at a time. Each is
+ * named by its title, or else by how it began (its first user message).
+ */
 import { useState } from 'preact/hooks';
 import { useApi, useLoad, useLiveEvents } from '../lib/hooks';
 import { href, onLinkClick } from '../lib/router';
+import { formatTime, plural } from '../lib/format';
+import { sessionLabel } from '../lib/session-list';
 import type { Agent, Session } from '../lib/types';
 import { ErrorNote } from './ErrorNote';
 
@@ -67,38 +72,7 @@ export function SessionsView() {
         </label>
       </form>
       <ErrorNote error={page.error} />
-      <div class="table-wrap">
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Session</th>
-              <th scope="col">Agent</th>
-              <th scope="col">Mode</th>
-              <th scope="col">Status</th>
-              <th scope="col">Messages</th>
-              <th scope="col">Compacted</th>
-              <th scope="col">Updated</th>
-            </tr>
-          </thead>
-          <tbody>
-            {(page.data?.sessions ?? []).map((s) => (
-              <tr key={s.id}>
-                <td>
-                  <a href={href(`sessions/${s.id}`)} onClick={onLinkClick}>
-                    {s.title ?? s.id}
-                  </a>
-                </td>
-                <td>{s.agent_name}</td>
-                <td>{s.mode}</td>
-                <td>{s.status}</td>
-                <td>{s.message_count}</td>
-                <td>{s.compact_size}</td>
-                <td>{new Date(s.updated_at).toLocaleString()}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <SessionTable sessions={page.data?.sessions ?? []} />
       {page.data?.sessions.length === 0 && <p>No sessions match.</p>}
       <p class="pager">
         <button
@@ -117,5 +91,62 @@ export function SessionsView() {
         </button>
       </p>
     </section>
+  );
+}
+
+/** The list itself; on a narrow screen each row stacks into a card (labels from `data-label`). */
+export function SessionTable({ sessions }: { sessions: readonly Session[] }) {
+  return (
+    <div class="table-wrap">
+      <table class="sessions">
+        <thead>
+          <tr>
+            <th scope="col">Session</th>
+            <th scope="col">Agent</th>
+            <th scope="col">Mode</th>
+            <th scope="col">Status</th>
+            <th scope="col">Messages</th>
+            <th scope="col">Compactions</th>
+            <th scope="col">Last active</th>
+          </tr>
+        </thead>
+        <tbody>
+          {sessions.map((s) => {
+            const label = sessionLabel(s);
+            return (
+              <tr key={s.id}>
+                <td data-label="Session">
+                  <a href={href(`sessions/${s.id}`)} onClick={onLinkClick}>
+                    <span class={`label label-${label.kind}`}>{label.text}</span>{' '}
+                    <span class="session-id">{s.id}</span>
+                  </a>
+                </td>
+                <td data-label="Agent">{s.agent_name}</td>
+                <td data-label="Mode">{s.mode}</td>
+                <td data-label="Status">{s.status}</td>
+                <td data-label="Messages">{s.message_count}</td>
+                <td
+                  data-label="Compactions"
+                  title={
+                    s.compact_size > 0
+                      ? `The summary covers ${plural(s.compact_size, 'message')}`
+                      : undefined
+                  }
+                >
+                  {s.compaction_count}
+                </td>
+                <td data-label="Last active">
+                  <time dateTime={s.updated_at}>{formatTime(s.updated_at)}</time>
+                  <span class="started">
+                    {' '}
+                    (started <time dateTime={s.created_at}>{formatTime(s.created_at)}</time>)
+                  </span>
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }

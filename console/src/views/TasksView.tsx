@@ -1,19 +1,40 @@
 /**
- * Tasks: their status, and for a waiting task its question with a box to
+ * Tasks, filtered by agent and status: when each was created and last
+ * changed, and for a waiting task its question with a box to
  * answer it, or the tool call it waits on with Approve and Deny.
  */
 import { useState } from 'preact/hooks';
 import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
 import { href, onLinkClick } from '../lib/router';
-import type { Task } from '../lib/types';
+import { formatTime } from '../lib/format';
+import type { Agent, Task } from '../lib/types';
 import { ErrorNote } from './ErrorNote';
+
+const STATUSES: readonly Task['status'][] = [
+  'running',
+  'waiting',
+  'completed',
+  'failed',
+  'cancelled',
+  'interrupted',
+];
+
+/** The `GET /tasks` address for the filters (an empty filter is left out). */
+export function tasksQuery(filters: { status: string; agentName: string }): string {
+  const query = new URLSearchParams({ limit: '50' });
+  if (filters.agentName) query.set('agentName', filters.agentName);
+  if (filters.status) query.set('status', filters.status);
+  return `/tasks?${query}`;
+}
 
 export function TasksView() {
   const api = useApi();
   const [status, setStatus] = useState('');
+  const [agentName, setAgentName] = useState('');
+  const agents = useLoad(() => api.get<{ agents: Agent[] }>('/agents'), []);
   const tasks = useLoad(
-    () => api.get<{ tasks: Task[] }>(`/tasks?limit=50${status ? `&status=${status}` : ''}`),
-    [status],
+    () => api.get<{ tasks: Task[] }>(tasksQuery({ status, agentName })),
+    [status, agentName],
   );
   useLiveEvents(undefined, tasks.reload);
   return (
@@ -21,10 +42,21 @@ export function TasksView() {
       <h2 id="tasks-title">Tasks</h2>
       <form class="filters" onSubmit={(e) => e.preventDefault()}>
         <label>
+          Agent
+          <select value={agentName} onChange={(e) => setAgentName(e.currentTarget.value)}>
+            <option value="">all</option>
+            {(agents.data?.agents ?? []).map((a) => (
+              <option key={a.name} value={a.name}>
+                {a.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
           Status
           <select value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
             <option value="">all</option>
-            {['running', 'waiting', 'completed', 'failed', 'cancelled', 'interrupted'].map((s) => (
+            {STATUSES.map((s) => (
               <option key={s} value={s}>
                 {s}
               </option>
@@ -37,13 +69,15 @@ export function TasksView() {
         {(tasks.data?.tasks ?? []).map((t) => (
           <TaskItem key={t.id} task={t} onChange={tasks.reload} />
         ))}
-        {tasks.data?.tasks.length === 0 && <li>No tasks.</li>}
+        {tasks.data?.tasks.length === 0 && (
+          <li>{status || agentName ? 'No tasks match.' : 'No tasks.'}</li>
+        )}
       </ul>
     </section>
   );
 }
 
-function TaskItem({ task, onChange }: { task: Task; onChange: () => void }) {
+export function TaskItem({ task, onChange }: { task: Task; onChange: () => void }) {
   const api = useApi();
   const [answer, setAnswer] = useState('');
   const [reason, setReason] = useState('');
@@ -68,6 +102,15 @@ function TaskItem({ task, onChange }: { task: Task; onChange: () => void }) {
         <a href={href(`sessions/${task.session_id}`)} onClick={onLinkClick}>
           {task.id}
         </a>
+      </p>
+      <p class="times">
+        Created <time dateTime={task.created_at}>{formatTime(task.created_at)}</time>
+        {task.updated_at !== task.created_at && (
+          <>
+            {' '}
+            · updated <time dateTime={task.updated_at}>{formatTime(task.updated_at)}</time>
+          </>
+        )}
       </p>
       <p class="input">{task.input}</p>
       {task.result && <p class="result">{task.result}</p>}

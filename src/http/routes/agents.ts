@@ -1,32 +1,108 @@
-/** GET /agents and GET /agents/:name: the loaded agents, without filesystem paths. */
+/**
+ * GET /agents and GET /agents/:name: the loaded agents, without filesystem
+ * paths, each with the model its conversations call (`resolvedModel`).
+ */
 import type { FastifyInstance } from 'fastify';
 import type { AgentConfig } from '../../agents/agent-config.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
+import type { ModelRoleSettings } from '../../config/settings.js';
 import { agentParams, NO_OPTIONS_BODY } from '../schemas.js';
 import { mayUseAgent, principalOf } from '../principal.js';
 
-/** The API view of an agent: its configuration minus where it lives on disk. */
-export function publicAgent(agent: AgentConfig): Omit<AgentConfig, 'dir'> {
-  const { dir: _dir, ...rest } = agent;
-  return rest;
+/** What the API says of the `main` role: never its URL or key. */
+export type MainModel = Pick<ModelRoleSettings, 'provider' | 'model' | 'contextWindow'>;
+
+/** The model an agent's chats, tasks and ticks call: `main`, with the agent's `model` name if it sets one. */
+export interface ResolvedModel {
+  provider: string;
+  model: string;
+  contextWindow: number;
 }
 
-export function agentRoutes(app: FastifyInstance, deps: { agents: AgentRegistry }): void {
-  app.get('/agents', async (request) => {
-    const principal = principalOf(request);
-    return {
-      agents: deps.agents
-        .list()
-        .filter((agent) => mayUseAgent(principal, agent.name))
-        .map(publicAgent),
-    };
-  });
+export type PublicAgent = Omit<AgentConfig, 'dir'> & { resolvedModel: ResolvedModel };
+
+/** The API view of an agent: its configuration minus where it lives on disk, plus its model. */
+export function publicAgent(agent: AgentConfig, main: MainModel): PublicAgent {
+  const { dir: _dir, ...rest } = agent;
+  return {
+    ...rest,
+    resolvedModel: {
+      provider: main.provider,
+      // The offline model has one name; an agent's `model` only renames an online one.
+      model: main.provider === 'offline' ? main.model : (agent.model ?? main.model),
+      contextWindow: main.contextWindow,
+    },
+  };
+}
+
+/**
+ * The documented response: `resolvedModel` spelled out, the configuration
+ * fields (as in agent.json, with defaults) passed through as they are.
+ */
+const AGENT_VIEW = {
+  type: 'object',
+  additionalProperties: true,
+  required: ['name', 'resolvedModel'],
+  properties: {
+    name: { type: 'string' },
+    description: { type: 'string' },
+    resolvedModel: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['provider', 'model', 'contextWindow'],
+      description:
+        "The model this agent's conversations call: the main role's provider and context window, with the agent's `model` as the name when it sets one.",
+      properties: {
+        provider: { type: 'string', description: 'openai, anthropic or offline' },
+        model: { type: 'string' },
+        contextWindow: { type: 'integer' },
+      },
+    },
+  },
+} as const;
+
+export function agentRoutes(
+  app: FastifyInstance,
+  deps: { agents: AgentRegistry; mainModel: MainModel },
+): void {
+  const view = (agent: AgentConfig) => publicAgent(agent, deps.mainModel);
+
+  app.get(
+    '/agents',
+    {
+      schema: {
+        response: {
+          200: {
+            type: 'object',
+            required: ['agents'],
+            properties: { agents: { type: 'array', items: AGENT_VIEW } },
+          },
+        },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      return {
+        agents: deps.agents
+          .list()
+          .filter((agent) => mayUseAgent(principal, agent.name))
+          .map(view),
+      };
+    },
+  );
 
   app.get<{ Params: { name: string } }>(
     '/agents/:name',
-    { schema: { params: agentParams } },
+    {
+      schema: {
+        params: agentParams,
+        response: {
+          200: { type: 'object', required: ['agent'], properties: { agent: AGENT_VIEW } },
+        },
+      },
+    },
     async (request) => ({
-      agent: publicAgent(deps.agents.get(request.params.name)),
+      agent: view(deps.agents.get(request.params.name)),
     }),
   );
 }

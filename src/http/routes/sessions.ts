@@ -13,6 +13,9 @@ import {
 } from '../schemas.js';
 import { auditBy, END_USER_MAX_CHARS, ownerOf, principalOf } from '../principal.js';
 
+/** How much of a session's first user message the list carries (`first_user_message`). */
+export const FIRST_USER_MESSAGE_MAX_CHARS = 200;
+
 interface CreateBody {
   agentName: string;
   title?: string;
@@ -31,7 +34,8 @@ export function sessionRoutes(
       | 'deleteSession'
       | 'forkSession'
     >;
-    store: Pick<SessionStore, 'listSessions'> & Pick<MessageLog, 'listMessages'>;
+    store: Pick<SessionStore, 'listSessions'> &
+      Pick<MessageLog, 'listMessages' | 'firstUserMessages'>;
   },
 ): void {
   const { runtime, store } = deps;
@@ -86,7 +90,15 @@ export function sessionRoutes(
         ...(user !== undefined ? { endUser: user } : {}),
         ...(principal.kind === 'client' ? { ownerKey: principal.key.id } : {}),
       });
-      return { sessions: page.items, nextCursor: page.nextCursor };
+      // An untitled session is known by how it began: its first user message, cut short.
+      const firsts = await store.firstUserMessages(
+        page.items.map((s) => s.id),
+        FIRST_USER_MESSAGE_MAX_CHARS,
+      );
+      return {
+        sessions: page.items.map((s) => ({ ...s, first_user_message: firsts.get(s.id) ?? null })),
+        nextCursor: page.nextCursor,
+      };
     },
   );
 

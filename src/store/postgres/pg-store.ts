@@ -510,6 +510,23 @@ export class PgStore extends StoreBase implements store.Store {
     return rows.map(records.toStoredMessage);
   }
 
+  async firstUserMessages(
+    sessionIds: readonly string[],
+    maxChars: number,
+  ): Promise<Map<string, string>> {
+    if (sessionIds.length === 0) return new Map();
+    // One query: per id, the first user row by the (session_id, seq) index.
+    const rows = await this.rows<{ id: string; content: string | null }>(
+      `SELECT s.id, (SELECT left(m.content, $2) FROM messages m
+                      WHERE m.session_id = s.id AND m.role = 'user' ORDER BY m.seq LIMIT 1) AS content
+         FROM unnest($1::text[]) AS s(id)`,
+      [[...sessionIds], maxChars],
+    );
+    return new Map(
+      rows.flatMap((r) => (r.content === null ? [] : [[r.id, r.content] as [string, string]])),
+    );
+  }
+
   async searchHistory(
     sessionId: string,
     query: string,

@@ -228,6 +228,10 @@ function prepareStatements(db: SqliteDatabase) {
       MessageRecord
     >(`SELECT ${CONTEXT_COLUMNS} FROM messages
       WHERE session_id = ? AND seq > ? AND role <> 'system' ORDER BY seq`),
+    firstUserMessage: db.prepare<[{ id: string; max: number }], { content: string | null }>(
+      `SELECT substr(content, 1, @max) AS content FROM messages
+       WHERE session_id = @id AND role = 'user' ORDER BY seq LIMIT 1`,
+    ),
     tailPage: db.prepare<
       [string, number, number],
       MessageRecord
@@ -792,6 +796,18 @@ export class SqliteStore extends StoreBase implements Store {
 
   async listTail(sessionId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
     return this.stmt.tailPage.all(sessionId, afterSeq, limit).map(toStoredMessage);
+  }
+
+  async firstUserMessages(
+    sessionIds: readonly string[],
+    maxChars: number,
+  ): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    for (const id of sessionIds) {
+      const content = this.stmt.firstUserMessage.get({ id, max: maxChars })?.content;
+      if (content != null) found.set(id, content);
+    }
+    return found;
   }
 
   async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {

@@ -1,0 +1,24 @@
+/** How the sessions list names a session and says when it was used. */
+import type { Session } from './types';
+
+/** How much of the first user message a row shows. */
+export const LABEL_MAX_CHARS = 80;
+
+/**
+ * A session's name in a list: its title, else the start of its first user
+ * message on one line, else a note that nothing was said yet.
+ */
+export function sessionLabel(session: Pick<Session, 'title' | 'first_user_message'>): {
+  text: string;
+  kind: 'title' | 'first-message' | 'empty';
+} {
+  const title = session.title?.trim();
+  if (title) return { text: title, kind: 'title' };
+  const first = session.first_user_message?.replace(/\s+/g, ' ').trim();
+  if (first) {
+    const cut =
+      first.length > LABEL_MAX_CHARS ? `${first.slice(0, LABEL_MAX_CHARS - 1).trimEnd()}…` : first;
+    return { text: cut, kind: 'first-message' };
+  }
+  return { text: 'No messages yet', kind: 'empty' };
+}
