@@ -62,8 +62,12 @@ export const TESTS_BY_MODULE = {
     'test/http/principals.test.ts',
     'test/subagents/subagent-owner.test.ts',
   ],
-  'src/http/access.ts': ['test/http/principals.test.ts'],
-  'src/http/principal.ts': ['test/http/principals.test.ts', 'test/http/audit-events.test.ts'],
+  'src/http/access.ts': ['test/http/principals.test.ts', 'test/http/access.mutation-kill.test.ts'],
+  'src/http/principal.ts': [
+    'test/http/principals.test.ts',
+    'test/http/audit-events.test.ts',
+    'test/http/principal.mutation-kill.test.ts',
+  ],
 };
 
 /** The `--mutate` / `-m` value(s) given on the command line, if any. */
