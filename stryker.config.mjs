@@ -61,6 +61,8 @@ export const TESTS_BY_MODULE = {
   'src/http/ownership.ts': [
     'test/http/principals.test.ts',
     'test/subagents/subagent-owner.test.ts',
+    'test/http/key-limits.test.ts',
+    'test/http/ownership.mutation-kill.test.ts',
   ],
   'src/http/access.ts': ['test/http/principals.test.ts', 'test/http/access.mutation-kill.test.ts'],
   'src/http/principal.ts': [
