@@ -57,6 +57,8 @@ export const TESTS_BY_MODULE = {
     'test/recall/recall-query.test.ts',
     'test/recall/recall-window.property.test.ts',
     'test/recall/lossy-recall.pg.test.ts',
+    'test/recall/recall-query.mutation-kill.test.ts',
+    'test/recall/automatic-recall.mutation-kill.test.ts',
   ],
   'src/http/ownership.ts': [
     'test/http/principals.test.ts',
