@@ -58,13 +58,21 @@ export const TESTS_BY_MODULE = {
     'test/recall/recall-query.test.ts',
     'test/recall/recall-window.property.test.ts',
     'test/recall/lossy-recall.pg.test.ts',
+    'test/recall/recall-query.mutation-kill.test.ts',
+    'test/recall/automatic-recall.mutation-kill.test.ts',
   ],
   'src/http/ownership.ts': [
     'test/http/principals.test.ts',
     'test/subagents/subagent-owner.test.ts',
+    'test/http/key-limits.test.ts',
+    'test/http/ownership.mutation-kill.test.ts',
   ],
-  'src/http/access.ts': ['test/http/principals.test.ts'],
-  'src/http/principal.ts': ['test/http/principals.test.ts', 'test/http/audit-events.test.ts'],
+  'src/http/access.ts': ['test/http/principals.test.ts', 'test/http/access.mutation-kill.test.ts'],
+  'src/http/principal.ts': [
+    'test/http/principals.test.ts',
+    'test/http/audit-events.test.ts',
+    'test/http/principal.mutation-kill.test.ts',
+  ],
 };
 
 /** The `--mutate` / `-m` value(s) given on the command line, if any. */

@@ -192,22 +192,26 @@ export function registerOwnership(app: FastifyInstance, deps: OwnershipDeps): vo
       );
     }
   });
-  const batchExtras = deps.rateLimit ? new WindowCounter(deps.rateLimit.windowMs) : undefined;
+  const serverLimit = deps.rateLimit
+    ? { ...deps.rateLimit, batchExtras: new WindowCounter(deps.rateLimit.windowMs) }
+    : undefined;
 
   app.addHook('preHandler', async (request) => {
     const url = request.routeOptions.url;
     if (url === undefined) return; // the not-found handler
-    const rule = ruleFor(request.method, url);
-    if (rule === undefined || rule.access === 'open') return;
+    // Every route has a rule: onReady refused to start the server otherwise.
+    const rule = ruleFor(request.method, url)!;
+    if (rule.access === 'open') return;
     const principal = principalOf(request);
     const calls = callCount(request);
-    if (batchExtras && deps.rateLimit && calls > 1) {
+    if (serverLimit && calls > 1) {
       // The server-wide limiter counted this request once; its other calls count here.
-      const waitMs = batchExtras.take(clientIdentity(request), calls - 1, deps.rateLimit.max);
+      const { batchExtras, max, windowMs } = serverLimit;
+      const waitMs = batchExtras.take(clientIdentity(request), calls - 1, max);
       if (waitMs !== undefined) {
         throw new CairnError(
           'RATE_LIMITED',
-          `This batch makes ${calls} calls; at most ${deps.rateLimit.max} are allowed every ${deps.rateLimit.windowMs / 1000} s (server.rateLimit). Send fewer calls at once.`,
+          `This batch makes ${calls} calls; at most ${max} are allowed every ${windowMs / 1000} s (server.rateLimit). Send fewer calls at once.`,
           { retryAfterSeconds: waitMs / 1000 },
         );
       }

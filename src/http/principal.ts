@@ -67,12 +67,26 @@ export function checkEndUser(value: string, where: string): string {
   return value;
 }
 
+/**
+ * The values of every `name` header the client sent, in order. Node joins a
+ * repeated header into one "a, b" value in `headers`, which would pass as one
+ * end user; the raw list keeps them apart.
+ */
+function sentHeaders(request: FastifyRequest, name: string): string[] {
+  const raw = request.raw.rawHeaders;
+  const values: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() === name) values.push(raw[i + 1]!);
+  }
+  return values;
+}
+
 /** The end user a request names in its `X-Cairn-User` header, if any. */
 export function endUserHeader(request: FastifyRequest): string | null {
-  const value = request.headers[END_USER_HEADER];
-  if (value === undefined) return null;
-  if (Array.isArray(value)) {
+  const values = sentHeaders(request, END_USER_HEADER);
+  if (values.length === 0) return null;
+  if (values.length > 1) {
     throw new CairnError('VALIDATION_ERROR', 'Send the X-Cairn-User header once.');
   }
-  return checkEndUser(value, 'The X-Cairn-User header');
+  return checkEndUser(values[0]!, 'The X-Cairn-User header');
 }

@@ -37,19 +37,18 @@ export function renderRecallBlock(items: readonly RecalledItem[]): string {
   return [RECALL_OPEN, RECALL_PREAMBLE, ...items.map(renderItem), RECALL_CLOSE].join('\n');
 }
 
-/** Characters of the block around its items. */
-export const RECALL_FRAME_CHARS = renderRecallBlock([]).length;
+/** Characters of the block around its items: its three fixed lines and the two line breaks between them. */
+export const RECALL_FRAME_CHARS =
+  RECALL_OPEN.length + RECALL_PREAMBLE.length + RECALL_CLOSE.length + 2;
 
-/** True for the summary message of a built context (a user message too). */
-function isSummary(message: ChatMessage): boolean {
-  return message.role === 'user' && (message.content ?? '').startsWith(SUMMARY_PREFIX);
-}
-
-/** Index of the newest user message that is not the summary; -1 when there is none. */
+/**
+ * Index of the newest user message that is not the summary (a built
+ * context's summary is a user message too); -1 when there is none.
+ */
 export function newestUserIndex(messages: readonly ChatMessage[]): number {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i]!;
-    if (message.role === 'user' && !isSummary(message)) return i;
+    if (message.role === 'user' && message.content?.startsWith(SUMMARY_PREFIX) !== true) return i;
   }
   return -1;
 }
@@ -61,11 +60,8 @@ export function recallQueryOf(
   const at = newestUserIndex(messages);
   if (at < 0) return undefined;
   const user = messages[at]!.content ?? '';
-  for (let i = messages.length - 1; i > at; i--) {
-    const message = messages[i]!;
-    if (message.role === 'tool') return { user, toolResult: message.content ?? '' };
-  }
-  return { user };
+  const tool = messages.slice(at + 1).findLast((message) => message.role === 'tool');
+  return tool ? { user, toolResult: tool.content ?? '' } : { user };
 }
 
 /** `messages` with `block` right before the newest user message (a new array; unchanged if none). */

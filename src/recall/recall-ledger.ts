@@ -17,8 +17,8 @@ export class RecallLedger {
     if (tokens <= 0) return;
     this.tokensBySession.set(sessionId, tokens);
     if (this.tokensBySession.size > MAX_LEDGER_SESSIONS) {
-      const oldest = this.tokensBySession.keys().next().value;
-      if (oldest !== undefined) this.tokensBySession.delete(oldest);
+      // Over the bound, so not empty: the first key is the least recently written.
+      this.tokensBySession.delete(this.tokensBySession.keys().next().value!);
     }
   }
 
