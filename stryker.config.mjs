@@ -29,6 +29,8 @@ export const TESTS_BY_MODULE = {
     'test/compaction/pending-call.pg.test.ts',
     'test/compaction/summary-sections.test.ts',
     'test/compaction/default-compaction.mutation-kill.test.ts',
+    'test/compaction/default-compaction-spans.mutation-kill.test.ts',
+    'test/compaction/default-compaction-direct.mutation-kill.test.ts',
   ],
   'src/llm/normalize-request.ts': [
     'test/llm/normalize-request.test.ts',

@@ -57,16 +57,14 @@ export function cutLimit(messages: readonly CutCandidate[], options: CutOptions)
  * `messages[c]` is not a tool result.
  */
 export function safeBoundaries(messages: readonly CutCandidate[]): boolean[] {
-  const safe = new Array<boolean>(messages.length + 1).fill(false);
+  const safe = [messages[0]?.role !== 'tool'];
   const open = new Set<string>();
-  safe[0] = messages[0]?.role !== 'tool';
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!;
     if (message.role === 'tool' && message.toolCallId !== undefined)
       open.delete(message.toolCallId);
     for (const id of message.callIds ?? []) open.add(id);
-    const next = messages[i + 1];
-    safe[i + 1] = open.size === 0 && next?.role !== 'tool';
+    safe.push(open.size === 0 && messages[i + 1]?.role !== 'tool');
   }
   return safe;
 }
@@ -84,8 +82,9 @@ export function planCut(
   let totalChars = summaryLength;
   for (const message of messages) totalChars += message.chars;
   const targetChars = Math.floor((totalChars * compactPercent) / 100);
-  const none: CutPlan = { cutoff: 0, totalChars, targetChars, batchChars: 0 };
-  if (messages.length === 0 || targetChars === 0) return none;
+  // An empty history needs no check of its own: it has no boundary past 0,
+  // so the search below cuts nothing.
+  if (targetChars === 0) return { cutoff: 0, totalChars, targetChars, batchChars: 0 };
 
   // Greedy, rounding up: a message is never split.
   let greedy = 0;
@@ -114,7 +113,7 @@ export function planCut(
       }
     }
   }
-  if (cutoff === 0) return none;
+  // Still 0 when no boundary within the limit is safe: nothing is cut.
   let chars = 0;
   for (let i = 0; i < cutoff; i++) chars += messages[i]!.chars;
   return { cutoff, totalChars, targetChars, batchChars: chars };

@@ -94,7 +94,7 @@ export class DefaultCompaction {
     if (options.dryRun) return this.runOnce(options, undefined);
     const inFlight = this.flights.get(options.sessionId);
     if (inFlight) return inFlight;
-    const flight = this.traced(options) as Promise<CompactResult>;
+    const flight = this.traced(options);
     this.flights.set(options.sessionId, flight);
     try {
       return await flight;
@@ -104,9 +104,10 @@ export class DefaultCompaction {
   }
 
   /** `runOnce` inside a `cairn.compaction` span (what was folded, the summary's size, the trigger, tokens). */
-  private async traced(options: CompactOptions): Promise<CompactResult | DryRunResult> {
+  private async traced(options: CompactOptions): Promise<CompactResult> {
     const tracing = this.deps.tracing ?? NO_TRACING;
-    if (!tracing.enabled) return this.runOnce(options, undefined);
+    // Never a dry run here: `run` answers those without a flight or a span.
+    if (!tracing.enabled) return (await this.runOnce(options, undefined)) as CompactResult;
     const span = tracing.startSpan('cairn.compaction', {
       parent: spanOf(options.parentSpan),
       attributes: {
@@ -115,17 +116,15 @@ export class DefaultCompaction {
       },
     });
     try {
-      const result = await this.runOnce(options, span);
-      if (!('dryRun' in result)) {
-        span.setAttributes({
-          'cairn.compaction.messages_folded': result.compactedCount,
-          'cairn.compaction.summary_chars': result.session.compact_summary?.length ?? 0,
-          'cairn.compaction.compacted_size': result.newSize,
-          'cairn.compaction.already_up_to_date': result.alreadyUpToDate,
-          'gen_ai.usage.input_tokens': result.input_tokens,
-          'gen_ai.usage.output_tokens': result.output_tokens,
-        });
-      }
+      const result = (await this.runOnce(options, span)) as CompactResult;
+      span.setAttributes({
+        'cairn.compaction.messages_folded': result.compactedCount,
+        'cairn.compaction.summary_chars': result.session.compact_summary?.length ?? 0,
+        'cairn.compaction.compacted_size': result.newSize,
+        'cairn.compaction.already_up_to_date': result.alreadyUpToDate,
+        'gen_ai.usage.input_tokens': result.input_tokens,
+        'gen_ai.usage.output_tokens': result.output_tokens,
+      });
       return result;
     } catch (err) {
       span.fail(
@@ -182,10 +181,7 @@ export class DefaultCompaction {
     const maxSummaryChars =
       this.deps.agents.find(session.agent_name)?.defaultCompaction.maxSummaryChars ??
       DEFAULT_MAX_SUMMARY_CHARS;
-    const request =
-      plan.cutoff === 0
-        ? { cutoff: 0, transcript: [], inputChars: 0 }
-        : await this.buildInput(session, plan.cutoff, maxSummaryChars, metas);
+    const request = await this.buildInput(session, plan.cutoff, maxSummaryChars, metas);
     if (options.dryRun) {
       let batchChars = 0;
       for (let i = 0; i < request.cutoff; i++) batchChars += metas[i]!.chars;
@@ -291,9 +287,11 @@ export class DefaultCompaction {
     const transcript: string[] = [];
     let used = 0;
     // Newest first, so the most recent context survives when the budget is short.
+    // The newest is always folded, even alone over the budget (as a compaction's
+    // first message is): a summary of no messages would drop them all unread.
     for (let i = messages.length - 1; i >= 0; i--) {
       const entry = transcriptEntry(messages[i]!);
-      if (used + entry.length > budget) break;
+      if (used + entry.length > budget && transcript.length > 0) break;
       transcript.unshift(entry);
       used += entry.length;
     }
@@ -329,7 +327,10 @@ export class DefaultCompaction {
     );
   }
 
-  /** Loads the batch page by page until it is complete or the summariser's budget is full. */
+  /**
+   * Loads the batch page by page until it is complete or the summariser's
+   * budget is full; a cutoff of 0 loads nothing.
+   */
   private async buildInput(
     session: SessionRow,
     cutoff: number,
@@ -368,8 +369,8 @@ export class DefaultCompaction {
       if (full) break;
       afterSeq = page[page.length - 1]!.seq;
     }
-    if (fits >= cutoff) return { cutoff, transcript, inputChars: used };
-    // Shrink to the last tool-safe boundary that fits.
+    // Shrink to the last tool-safe boundary that fits: the cut itself when all
+    // of the batch fits, since the planner only cuts where it is safe.
     const safe = safeBoundaries(metas);
     let shrunk = fits;
     while (shrunk > 0 && !safe[shrunk]) shrunk -= 1;
