@@ -77,7 +77,7 @@ function question(turn: number): string {
 }
 
 async function turn(bench: BenchApp, sessionId: string | undefined, text: string) {
-  const result = await bench.app.runtime.runChat({
+  const result = await bench.app.chats.run({
     agentName: bench.agentName,
     message: text,
     ...(sessionId ? { sessionId } : {}),

@@ -148,7 +148,7 @@ async function conversation(
     },
   );
   try {
-    const session = await app.runtime.createSession({ agentName: 'talker' });
+    const session = await app.sessions.create({ agentName: 'talker' });
     const tokens: number[] = [];
     for (let turn = 0; turn < CONVERSATION_TURNS; turn++) {
       const res = await app.server.inject({

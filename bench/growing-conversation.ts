@@ -99,7 +99,7 @@ export async function growingConversationRows(
     const store = app.store as SqliteStore;
     prepare?.(store);
     const turn = async (sessionId: string, message: string): Promise<void> => {
-      const result = await app!.runtime.runChat({ agentName: agent.name, message, sessionId });
+      const result = await app!.chats.run({ agentName: agent.name, message, sessionId });
       if (result.reply !== 'ok') throw new Error(`growing conversation: reply ${result.reply}`);
     };
 

@@ -36,8 +36,8 @@ export async function openaiApiRows(): Promise<string[][]> {
     return elapsed;
   };
   try {
-    const native = await app.runtime.createSession({ agentName: 'inproc' });
-    const v1 = await app.runtime.createSession({ agentName: 'inproc' });
+    const native = await app.sessions.create({ agentName: 'inproc' });
+    const v1 = await app.sessions.create({ agentName: 'inproc' });
     const nativeMs: number[] = [];
     const v1Ms: number[] = [];
     const resentMs: number[] = [];

@@ -75,7 +75,7 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
   ];
   try {
     const sessions = await Promise.all(
-      apps.map(({ app }) => app.runtime.createSession({ agentName: AGENT.name })),
+      apps.map(({ app }) => app.sessions.create({ agentName: AGENT.name })),
     );
     const latencies: number[][] = [[], []];
     let turn = 0;
@@ -85,7 +85,7 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
       for (let t = 0; t < BATCH; t++, turn++) {
         if (turn % RESET_EVERY === 0) await app.store.resetSession(sessionId);
         const started = performance.now();
-        const result = await app.runtime.runChat({
+        const result = await app.chats.run({
           agentName: AGENT.name,
           message: `question ${turn}`,
           sessionId,

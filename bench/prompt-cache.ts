@@ -57,7 +57,7 @@ export async function promptCacheRows(): Promise<string[][]> {
   try {
     let sessionId: string | undefined;
     for (turn = 1; turn <= TURNS; turn++) {
-      const result = await bench.app.runtime.runChat({
+      const result = await bench.app.chats.run({
         agentName: 'assistant',
         message: `Question ${turn}: ${'could you tell me more about the next step of the plan? '.repeat(5)}`,
         ...(sessionId ? { sessionId } : {}),

@@ -20,7 +20,7 @@ export async function serverCostRows(aimMs: number): Promise<string[][]> {
     defaultCompaction: { autoThreshold: 80 },
   });
   try {
-    const session = await app.runtime.createSession({ agentName: 'inproc' });
+    const session = await app.sessions.create({ agentName: 'inproc' });
     const latencies: number[] = [];
     for (let i = 0; i < WARMUP_TURNS + MEASURED_TURNS; i++) {
       if (i % RESET_EVERY === 0) await app.store.resetSession(session.id);

@@ -29,7 +29,9 @@ import { SessionTitler } from './runtime/session-titler.js';
 import { ApprovalTimeouts } from './runtime/approval-timeouts.js';
 import { SUMMARY_PREFIX } from './runtime/context-builder.js';
 import type { ChatMessage } from './llm/messages.js';
-import { Runtime } from './runtime/runtime.js';
+import { TurnEngine } from './runtime/turn-engine.js';
+import { Sessions } from './runtime/sessions.js';
+import { ChatTurns } from './runtime/chat-turns.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import { PgStore } from './store/postgres/pg-store.js';
 import { newInstanceId } from './runtime/instance-id.js';
@@ -93,12 +95,17 @@ export interface AppOptions {
 export interface CairnApp {
   readonly settings: Settings;
   readonly server: FastifyInstance;
-  readonly runtime: Runtime;
+  /** Sessions' lifecycle. */
+  readonly sessions: Sessions;
+  /** Runs turns; the one holder of the session lock. */
+  readonly engine: TurnEngine;
+  /** Chat turns, as the chat route, MCP and the CLI run them. */
+  readonly chats: ChatTurns;
   readonly store: Store;
   readonly agents: AgentRegistry;
   readonly events: EventBus;
-  /** The sessions' turn slots. */
-  readonly queue: SessionLock;
+  /** The sessions' lock: one turn (or reset, close, cancel) per session at a time. */
+  readonly sessionLock: SessionLock;
   /** This process's id among the instances sharing one database; `/health` reports it. */
   readonly instanceId: string;
   readonly tasks: TaskRunner;
@@ -196,7 +203,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
         };
   if (shared) events.useSharedFeed(shared.feed);
   // On a shared database the turn slot is shared by the instances too.
-  const queue: SessionLock = shared ? shared.lock : new KeyedQueue();
+  const sessionLock: SessionLock = shared ? shared.lock : new KeyedQueue();
   const mcp = new McpManager({
     servers: settings.mcpServers,
     log: {
@@ -215,7 +222,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   const modelLogger: ModelLogger = { warn };
   // Gauges read the turn slots and the bus when scraped.
   const metrics: CairnMetrics = new CairnMetrics({
-    queueDepth: () => queue.size,
+    queueDepth: () => sessionLock.size,
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
@@ -271,41 +278,43 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     deny: (taskId) => tasks.decideApproval({ taskId, decision: 'deny', timedOut: true }),
     log: warn,
   });
-  const runtime: Runtime = new Runtime({
+  const engine: TurnEngine = new TurnEngine({
     approvalTimer: approvalTimeouts,
     store,
-    queue,
-    agents: registry,
+    lock: sessionLock,
     model: mainModel,
     tools,
     events,
     contextGuard: autoCompaction,
     contextRecall: recall,
     systemContext: memoryContext(store),
-    observer: {
-      toolResult: (note) => metrics.toolCall(note.tool, note.isError),
-      chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
-    },
+    observer: { toolResult: (note) => metrics.toolCall(note.tool, note.isError) },
     tracing,
     afterTurn: () => recorder.flush(),
-    titler: new SessionTitler({
-      store,
-      model: titleModel,
-      warn,
-    }),
   });
-  const subagents = new Subagents({ runtime, agents: registry });
+  const sessions = new Sessions({ store, agents: registry, events, slots: engine });
+  const chats = new ChatTurns({
+    sessions,
+    engine,
+    agents: registry,
+    store,
+    observer: {
+      chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
+    },
+    titler: new SessionTitler({ store, model: titleModel, warn }),
+  });
+  const subagents = new Subagents({ sessions, engine, agents: registry });
   const tasks = new TaskRunner({
-    runtime,
+    sessions,
+    engine,
     agents: registry,
     store,
     events,
-    sessions: queue,
     log: (details, message) => logTarget.server?.log.error(details, message),
     approvalTimer: approvalTimeouts,
   });
   const daemons = new DaemonScheduler({
-    runtime,
+    sessions,
     agents: registry,
     store,
     events,
@@ -340,23 +349,15 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     routes: [
       (app) => healthRoutes(app, { store, instanceId, ...(healthExtras ? { healthExtras } : {}) }),
       (app) => agentRoutes(app, { agents: registry, mainModel: settings.models.main }),
-      (app, { streams }) => chatRoutes(app, { runtime, agents: registry, streams }),
-      (app) => sessionRoutes(app, { runtime, store }),
+      (app, { streams }) => chatRoutes(app, { chats, sessions, agents: registry, streams }),
+      (app) => sessionRoutes(app, { sessions, store }),
       (app) => callRoutes(app, { access, store, flush: () => recorder.flush() }),
       (app, { streams }) => eventRoutes(app, { store, events, streams }),
-      (app) => mcpRoutes(app, { runtime, agents: registry, access }),
+      (app) => mcpRoutes(app, { chats, agents: registry, access }),
       (app) => taskRoutes(app, { tasks, store }),
       (app) => memoryRoutes(app, { agents: registry, store }),
       (app, { streams }) =>
-        openaiApiRoutes(app, {
-          runtime,
-          agents: registry,
-          access,
-          store,
-          events,
-          streams,
-          sessions: queue,
-        }),
+        openaiApiRoutes(app, { sessions, engine, agents: registry, access, store, streams }),
       (app) => sessionTransferRoutes(app, { agents: registry, store, access, events }),
       (app) => keyRoutes(app, { keys: clientKeys, store, events }),
       (app) =>
@@ -364,7 +365,8 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),
       (app) =>
         compactionRoutes(app, {
-          runtime,
+          sessions,
+          engine,
           agents: registry,
           store,
           compaction,
@@ -431,11 +433,13 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   return {
     settings,
     server,
-    runtime,
+    sessions,
+    engine,
+    chats,
     store,
     agents: registry,
     events,
-    queue,
+    sessionLock,
     instanceId,
     agentProblems: problems,
     tasks,
@@ -447,7 +451,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       await daemons.stop();
       await server.close();
       await tasks.drain();
-      await queue.drain();
+      await engine.drain();
       await recordsPruner.stop();
       // After the turns: a running turn may still be calling an MCP tool.
       await mcp.close();

@@ -24,7 +24,7 @@ export async function serveMcpStdio(): Promise<void> {
     daemons: false,
   });
   const server = createCairnMcpServer({
-    runtime: app.runtime,
+    chats: app.chats,
     agents: app.agents,
     logError: (details, message) => app.server.log.error(details, message),
   });

@@ -4,7 +4,7 @@
  *
  * The greedy rule is by length, not count (a few giant tool outputs weigh more
  * than many short replies): take whole messages from the oldest until the batch
- * reaches `floor(totalLength × compactPercent / 100)` (the session's
+ * reaches `floor(totalLength × compactCount / 100)` (the session's
  * `compact_count`), rounding up. One more rule: the cut may only fall where no
  * tool call is open — every call in the batch has its result in the batch and
  * the first message after the cut is not a `tool` message — so the request
@@ -25,7 +25,7 @@ export interface CutPlan {
   cutoff: number;
   /** summaryLength + Σ chars of the uncompacted messages. */
   totalChars: number;
-  /** floor(totalChars × compactPercent / 100). */
+  /** floor(totalChars × compactCount / 100). */
   targetChars: number;
   /** Σ chars of the messages in the batch. */
   batchChars: number;
@@ -76,12 +76,12 @@ export function safeBoundaries(messages: readonly CutCandidate[]): boolean[] {
 export function planCut(
   messages: readonly CutCandidate[],
   summaryLength: number,
-  compactPercent: number,
+  compactCount: number,
   options: CutOptions = {},
 ): CutPlan {
   let totalChars = summaryLength;
   for (const message of messages) totalChars += message.chars;
-  const targetChars = Math.floor((totalChars * compactPercent) / 100);
+  const targetChars = Math.floor((totalChars * compactCount) / 100);
   // An empty history needs no check of its own: it has no boundary past 0,
   // so the search below cuts nothing.
   if (targetChars === 0) return { cutoff: 0, totalChars, targetChars, batchChars: 0 };

@@ -15,7 +15,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError, describeError } from '../errors.js';
-import type { ChatInput, ChatResult } from '../runtime/runtime.js';
+import type { ChatTurns } from '../runtime/chat-turns.js';
 import { VERSION } from '../version.js';
 import { TurnProgress } from './turn-progress.js';
 
@@ -23,13 +23,9 @@ export const CHAT_TOOL_PREFIX = 'chat_with_';
 /** The longest message accepted from an MCP client, like the HTTP chat route's body limit in spirit. */
 const MAX_MESSAGE_CHARS = 100_000;
 
-/** The one runtime call the server needs. */
-export interface ChatRunner {
-  runChat(input: ChatInput): Promise<ChatResult>;
-}
-
 export interface CairnMcpServerDeps {
-  runtime: ChatRunner;
+  /** The one call the server needs: a chat turn. */
+  chats: Pick<ChatTurns, 'run'>;
   agents: Pick<AgentRegistry, 'list' | 'find'>;
   /** Where unexpected failures go (their details are not sent to the client). */
   logError?: (details: Record<string, unknown>, message: string) => void;
@@ -125,7 +121,7 @@ export function createCairnMcpServer(deps: CairnMcpServerDeps): Server {
             deps.progressHeartbeatMs,
           );
     try {
-      const result = await deps.runtime.runChat({
+      const result = await deps.chats.run({
         agentName: agent.name,
         message: input.message,
         ...(input.sessionId !== undefined ? { sessionId: input.sessionId } : {}),

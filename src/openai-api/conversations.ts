@@ -10,7 +10,9 @@ import type { ChatMessage, TokenUsage, ToolCall, ToolSpec } from '../llm/message
 import { missingTrailingResults } from '../llm/normalize-request.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { EventBus } from '../runtime/event-bus.js';
-import { ASK_USER_IN_CHAT_RESULT, type Runtime, type RunTurn } from '../runtime/runtime.js';
+import type { Sessions } from '../runtime/sessions.js';
+import type { RunTurn, TurnEngine } from '../runtime/turn-engine.js';
+import { throwIfStopped, unreachableOutcome } from '../runtime/turn-outcome.js';
 import type { MessageLog, Owner, SessionRow, SessionStore } from '../store/store.js';
 import { sessionNotFound } from '../store/session-not-found.js';
 import { transcriptHash, transcriptSeed } from '../store/transcript-hash.js';
@@ -146,29 +148,16 @@ export function postedPrincipal(principal: Principal, body: unknown): Principal 
 }
 
 export interface ConversationsDeps {
-  runtime: Pick<
-    Runtime,
-    | 'createSession'
-    | 'usableSession'
-    | 'rejectIfTaskWaiting'
-    | 'toolsFor'
-    | 'withTurnSlot'
-    | 'holdForApproval'
-    | 'forkSession'
-  >;
+  sessions: Pick<Sessions, 'create' | 'usable' | 'rejectIfTaskWaiting' | 'fork'>;
+  engine: Pick<TurnEngine, 'toolsFor' | 'withTurnSlot'>;
   agents: Pick<AgentRegistry, 'get'>;
   access: Pick<Access, 'agent'>;
   store: Pick<SessionStore, 'findSession' | 'findSessionByTranscript' | 'deleteSession'> &
-    Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext'>;
-  events: Pick<EventBus, 'publish'>;
+    Pick<MessageLog, 'loadContext'>;
 }
 
 export class Conversations {
-  private readonly runtime: ConversationsDeps['runtime'];
-
-  constructor(private readonly deps: ConversationsDeps) {
-    this.runtime = deps.runtime;
-  }
+  constructor(private readonly deps: ConversationsDeps) {}
 
   /**
    * Resolves the session (creating and seeding one if nothing matches)
@@ -187,7 +176,7 @@ export class Conversations {
     );
     const extraTools = clientTools(request.clientTools, request.clientToolParam);
     // A clash with the agent's tool names is a 400 before any session is created.
-    await this.runtime.toolsFor(agent, extraTools);
+    await this.deps.engine.toolsFor(agent, extraTools);
     let session: SessionRow | undefined;
     let expectedHash: string | null = null;
     let expectedLastSeq: number | null = null;
@@ -198,7 +187,7 @@ export class Conversations {
       // Another key's session is answered as if it did not exist, before anything else is said of it.
       const named = await this.deps.store.findSession(request.sessionId);
       if (named && !owns(principal, named.owner_key)) throw sessionNotFound(request.sessionId);
-      session = await this.runtime.usableSession(request.sessionId, agent);
+      session = await this.deps.sessions.usable(request.sessionId, agent);
     } else if (transcriptHash(parts.history) !== null) {
       // Matched within the same key and end user only, from the scope's seed.
       expectedHash = transcriptHash(parts.history, seed);
@@ -207,11 +196,19 @@ export class Conversations {
       else expectedHash = null;
     }
     const seeded = session === undefined;
-    session ??= await this.seed(agent, parts, owner, seed);
+    session ??= await this.deps.sessions.create({
+      agentName: agent.name,
+      mode: 'chat',
+      owner,
+      transcriptSeed: seed,
+    });
+    // A new session's posted instructions and history are stored by its turn,
+    // under the session's lock, before the input.
+    const opening = seeded ? [...parts.instructions, ...parts.history] : [];
 
     const sessionId = session.id;
     const turn = (options: ConversationRunOptions) =>
-      this.runtime.withTurnSlot(sessionId, agent, async (current, runTurn) => {
+      this.deps.engine.withTurnSlot(sessionId, agent, async (current, runTurn) => {
         if (expectedHash !== null && current.transcript_hash !== expectedHash) {
           throw new InvalidRequestError(
             'The conversation moved on while this request waited (another request continued it). Resend with the current history.',
@@ -224,11 +221,11 @@ export class Conversations {
             { status: 409, code: 'conversation_conflict', param: 'previous_response_id' },
           );
         }
-        await this.runtime.rejectIfTaskWaiting(sessionId);
+        await this.deps.sessions.rejectIfTaskWaiting(sessionId);
         const input =
           parts.input[0]?.role === 'tool' ? await this.answers(current, parts.input) : parts.input;
         options.onStart?.(current);
-        return this.runTurn(runTurn, current, agent, input, extraTools, request, options);
+        return this.runTurn(runTurn, current, { input, opening, extraTools }, request, options);
       });
     return {
       session,
@@ -260,34 +257,10 @@ export class Conversations {
     // Another key's conversation is answered as if it did not exist.
     const named = await this.deps.store.findSession(branch.sessionId);
     if (named && !owns(principal, named.owner_key)) throw sessionNotFound(branch.sessionId);
-    const session = await this.runtime.usableSession(branch.sessionId, agent);
+    const session = await this.deps.sessions.usable(branch.sessionId, agent);
     if (session.last_seq === branch.atSeq) return session;
     if (parts.input[0]?.role === 'tool') await this.answers(session, parts.input, branch.atSeq);
-    return this.runtime.forkSession(session.id, branch.atSeq);
-  }
-
-  /** A new chat session holding the client's instructions and history after the agent's prompt. */
-  private async seed(
-    agent: AgentConfig,
-    parts: PostedParts,
-    owner: Owner,
-    transcriptSeed: string | null,
-  ): Promise<SessionRow> {
-    const session = await this.runtime.createSession({
-      agentName: agent.name,
-      mode: 'chat',
-      owner,
-      transcriptSeed,
-    });
-    const opening = [...parts.instructions, ...parts.history];
-    if (opening.length === 0) return session;
-    const written = await this.deps.store.appendMessagesWithEvents(
-      session.id,
-      opening,
-      'message.created',
-    );
-    this.deps.events.publish(written.events);
-    return (await this.deps.store.findSession(session.id)) ?? session;
+    return this.deps.sessions.fork(session.id, branch.atSeq);
   }
 
   /**
@@ -328,17 +301,28 @@ export class Conversations {
   private async runTurn(
     runTurn: RunTurn,
     session: SessionRow,
-    agent: AgentConfig,
-    input: ChatMessage[],
-    extraTools: ReturnType<typeof clientTools>,
+    turnInput: {
+      input: ChatMessage[];
+      opening: ChatMessage[];
+      extraTools: ReturnType<typeof clientTools>;
+    },
     request: ConversationRequest,
     options: ConversationRunOptions,
   ): Promise<ConversationResult> {
+    const { input, opening, extraTools } = turnInput;
+    const lastUser = [...input].reverse().find((m) => m.role === 'user');
     const turn = await runTurn({
       input,
+      ...(opening.length > 0 ? { opening } : {}),
       extraTools,
       stream: options.stream,
       signal: options.signal,
+      // As in a native chat; the question is also stored as the assistant's
+      // text, which a client shows as the reply and resends.
+      holdInChat: {
+        taskInput: typeof lastUser?.content === 'string' ? lastUser.content : '',
+        storeQuestion: true,
+      },
       ...(options.traceparent !== undefined ? { traceparent: options.traceparent } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
       ...(input[0]?.role === 'tool'
@@ -352,64 +336,30 @@ export class Conversations {
           }
         : {}),
     });
+    const { outcome } = turn;
+    throwIfStopped(outcome);
     const lastAssistant = [...turn.stored].reverse().find((m) => m.role === 'assistant');
     const base = {
       sessionId: session.id,
-      usage: turn.result.usage,
+      usage: turn.usage,
       replySeq: lastAssistant?.seq ?? session.last_seq,
       lastSeq: Math.max(session.last_seq, ...turn.stored.map((m) => m.seq)),
     };
-    switch (turn.result.kind) {
-      case 'outside':
-        return {
-          ...base,
-          finish: 'tool_calls',
-          reply: turn.result.reply,
-          calls: turn.result.calls,
-        };
-      case 'waiting': {
-        // ask_user, as in a native chat: the question is the reply, and the
-        // call gets its result now so the history stays valid. The question is
-        // also stored as the assistant's text: a client shows it as the reply
-        // and resends it, and the transcript hash must match what it resends.
-        const answered = await this.deps.store.appendMessagesWithEvents(
-          session.id,
-          [
-            {
-              role: 'tool',
-              tool_call_id: turn.result.callId,
-              name: 'ask_user',
-              content: ASK_USER_IN_CHAT_RESULT,
-            },
-            { role: 'assistant', content: turn.result.question },
-          ],
-          'message.created',
-        );
-        this.deps.events.publish(answered.events);
-        options.onDelta?.(turn.result.question);
-        return {
-          ...base,
-          lastSeq: Math.max(base.lastSeq, ...answered.messages.map((m) => m.seq)),
-          finish: 'stop',
-          reply: turn.result.question,
-          calls: [],
-        };
+    switch (outcome.kind) {
+      case 'client-tools':
+        return { ...base, finish: 'tool_calls', reply: outcome.reply, calls: outcome.calls };
+      case 'reply':
+        return { ...base, finish: 'stop', reply: outcome.reply, calls: [] };
+      case 'question':
+        options.onDelta?.(outcome.question);
+        return { ...base, finish: 'stop', reply: outcome.question, calls: [] };
+      case 'approval': {
+        const question = outcome.task?.question ?? '';
+        options.onDelta?.(question);
+        return { ...base, finish: 'stop', reply: question, calls: [] };
       }
-      case 'pending': {
-        // A call that needs a person's approval: as in a native chat, the
-        // turn becomes a waiting task and its question is the reply.
-        const lastUser = [...input].reverse().find((m) => m.role === 'user');
-        const held = await this.runtime.holdForApproval(
-          session,
-          agent,
-          typeof lastUser?.content === 'string' ? lastUser.content : '',
-          turn.result.call,
-        );
-        options.onDelta?.(held.question);
-        return { ...base, finish: 'stop', reply: held.question, calls: [] };
-      }
-      case 'answer':
-        return { ...base, finish: 'stop', reply: turn.result.reply, calls: [] };
+      default:
+        return unreachableOutcome(outcome);
     }
   }
 }

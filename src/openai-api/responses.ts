@@ -23,7 +23,7 @@ import { disconnectSignal, OpenAIEventStream, SESSION_HEADER } from './event-str
 import type { StreamGate } from '../http/stream-gate.js';
 import { markTurnFailed } from '../http/turn-outcome.js';
 import { logFailure } from '../http/errors.js';
-import type { SessionLock } from '../runtime/session-lock.js';
+import type { TurnEngine } from '../runtime/turn-engine.js';
 
 /** How many stored messages GET /v1/responses/:id reads after the turn's start to find its reply. */
 const RESPONSE_READ_LIMIT = 500;
@@ -176,7 +176,7 @@ function callItemId(responseIdValue: string, index: number): string {
 export interface ResponseRouteDeps {
   conversations: Conversations;
   /** Whether a turn runs on a session here: a reply still missing is then in progress. */
-  sessions: Pick<SessionLock, 'isBusy'>;
+  engine: Pick<TurnEngine, 'isBusy'>;
   /** Stored responses; GET /responses/:id of an older response reads the turn back from the session's log. */
   store: Pick<SessionStore, 'findSession'> &
     Pick<MessageLog, 'listMessages'> &
@@ -422,7 +422,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       // No reply yet: in progress while its turn still runs here (finished
       // turns, failed ones included, were stored above); otherwise it ended
       // without one and never will have one.
-      const running = next < 0 && deps.sessions.isBusy(sessionId);
+      const running = next < 0 && deps.engine.isBusy(sessionId);
       return running
         ? responseObject(fields)
         : responseObject(fields, undefined, ENDED_WITHOUT_REPLY);

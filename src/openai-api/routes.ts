@@ -6,7 +6,6 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type { Runtime } from '../runtime/runtime.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { chatCompletionRoutes } from './chat-completions.js';
 import { Conversations, type ConversationsDeps } from './conversations.js';
@@ -15,12 +14,11 @@ import { modelRoutes } from './models.js';
 import { responseRoutes, type ResponseRouteDeps } from './responses.js';
 
 export interface OpenAIApiDeps extends ConversationsDeps {
-  runtime: Runtime;
   agents: AgentRegistry;
   store: ConversationsDeps['store'] & ResponseRouteDeps['store'];
+  engine: ConversationsDeps['engine'] & ResponseRouteDeps['engine'];
   /** The server's one stream gate: /v1 streams count against `server.maxStreams` too. */
   streams: StreamGate;
-  sessions: ResponseRouteDeps['sessions'];
 }
 
 /** Registers `/v1/*` on `app` (call it from the composition root's route list). */
@@ -45,7 +43,7 @@ export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void
       responseRoutes(v1, {
         conversations,
         store: deps.store,
-        sessions: deps.sessions,
+        engine: deps.engine,
         streams: deps.streams,
       });
     },

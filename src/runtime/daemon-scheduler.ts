@@ -14,7 +14,7 @@ import { CairnError } from '../errors.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { DaemonLeaseStore, TaskRow } from '../store/store.js';
 import type { EventBus } from './event-bus.js';
-import type { Runtime } from './runtime.js';
+import type { Sessions } from './sessions.js';
 import type { TaskRunner } from './task-runner.js';
 
 /** A tick holds its agent's lease this long at most; a crashed holder's lease then expires. */
@@ -54,7 +54,7 @@ export function nextRunAfter(agent: AgentConfig, from: Date): Date | null {
 
 export interface DaemonSchedulerDeps {
   /** A tick's session is closed once its task is done. */
-  runtime: Pick<Runtime, 'closeSession'>;
+  sessions: Pick<Sessions, 'close'>;
   agents: Pick<AgentRegistry, 'get' | 'list'>;
   store: DaemonLeaseStore;
   events: EventBus;
@@ -221,7 +221,7 @@ export class DaemonScheduler {
     scheduled: boolean,
     slot?: Date,
   ): Promise<TaskRow | undefined> {
-    const { runtime, store, events, tasks } = this.deps;
+    const { sessions, store, events, tasks } = this.deps;
     const agent = this.deps.agents.get(agentName);
     if (!agent.daemon)
       throw new CairnError('VALIDATION_ERROR', `Agent "${agentName}" has no daemon schedule.`);
@@ -258,7 +258,7 @@ export class DaemonScheduler {
       // Nobody is there to answer a daemon's question: a tick never leaves a
       // task waiting on a session it is about to close.
       if (task.status === 'waiting') task = await tasks.cancelTask(task.id);
-      await runtime.closeSession(task.session_id);
+      await sessions.close(task.session_id);
       return task;
     } finally {
       let next: Date | null = null;

@@ -9,7 +9,9 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
-import { SUBAGENTS_PER_RUN, type Runtime } from './runtime.js';
+import type { Sessions } from './sessions.js';
+import { SUBAGENTS_PER_RUN, type TurnEngine } from './turn-engine.js';
+import { throwIfStopped, unreachableOutcome } from './turn-outcome.js';
 
 /** How many subagent levels may sit below a top-level session. */
 export const SUBAGENT_MAX_DEPTH = 3;
@@ -27,7 +29,8 @@ export interface SubagentInput {
 }
 
 export interface SubagentsDeps {
-  runtime: Pick<Runtime, 'createSession' | 'closeSession' | 'withTurnSlot'>;
+  sessions: Pick<Sessions, 'create' | 'close'>;
+  engine: Pick<TurnEngine, 'withTurnSlot'>;
   agents: Pick<AgentRegistry, 'get' | 'find'>;
 }
 
@@ -37,29 +40,39 @@ export class Subagents {
   /** A subagent call: always a fresh session, the caller's as parent; closed when it answers. */
   async runSubagent(input: SubagentInput): Promise<string> {
     const agent = this.deps.agents.get(input.agentName);
-    const session = await this.deps.runtime.createSession({
+    const session = await this.deps.sessions.create({
       agentName: agent.name,
       mode: 'subagent',
       parentSessionId: input.parentSessionId,
     });
     try {
-      const turn = await this.deps.runtime.withTurnSlot(session.id, agent, (_session, runTurn) =>
-        runTurn({
-          input: [{ role: 'user', content: input.input }],
-          depth: input.depth,
-          lineage: input.lineage,
-          budget: input.budget,
-          ...(input.signal ? { signal: input.signal } : {}),
-        }),
+      const { outcome } = await this.deps.engine.withTurnSlot(
+        session.id,
+        agent,
+        (_session, runTurn) =>
+          runTurn({
+            input: [{ role: 'user', content: input.input }],
+            depth: input.depth,
+            lineage: input.lineage,
+            budget: input.budget,
+            ...(input.signal ? { signal: input.signal } : {}),
+          }),
       );
-      if (turn.result.kind === 'waiting') {
-        return `The subagent "${agent.name}" needs more information before it can answer: ${turn.result.question}`;
+      // A limit or failure fails the caller's tool call, which the caller's model sees.
+      throwIfStopped(outcome);
+      switch (outcome.kind) {
+        case 'reply':
+        case 'client-tools':
+          return outcome.reply;
+        case 'question':
+          return `The subagent "${agent.name}" needs more information before it can answer: ${outcome.question}`;
+        case 'approval':
+          return approvalInSubagentResult(agent.name, outcome.call);
+        default:
+          return unreachableOutcome(outcome);
       }
-      if (turn.result.kind === 'pending')
-        return approvalInSubagentResult(agent.name, turn.result.call);
-      return turn.result.reply;
     } finally {
-      await this.deps.runtime.closeSession(session.id);
+      await this.deps.sessions.close(session.id);
     }
   }
 

@@ -16,10 +16,11 @@ import { CANCELLED_TOOL_RESULT } from './loop.js';
 import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
 import { APPROVAL_TIMED_OUT_RESULT, type ApprovalTimer } from './approval-timeouts.js';
 import type { EventBus } from './event-bus.js';
-import type { Runtime, RunTurn, TurnResult } from './runtime.js';
+import type { Sessions } from './sessions.js';
+import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
+import { unreachableOutcome } from './turn-outcome.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { isOutage } from './outage-report.js';
-import type { SessionLock } from './session-lock.js';
 
 export const RESUME_AFTER_INTERRUPTION =
   'Continue the task where you left off. (It was interrupted by a server restart; tool calls that were running then have no known outcome.)';
@@ -51,16 +52,12 @@ interface Running {
 }
 
 export interface TaskRunnerDeps {
-  /** Sessions and turns: a task's turn runs in its session's slot. */
-  runtime: Pick<
-    Runtime,
-    'createSession' | 'usableSession' | 'rejectIfTaskWaiting' | 'withTurnSlot' | 'runApprovedCall'
-  >;
+  sessions: Pick<Sessions, 'create' | 'usable' | 'rejectIfTaskWaiting'>;
+  /** A task's turn runs in its session's slot; a cancel answers an open call in the slot too. */
+  engine: Pick<TurnEngine, 'withTurnSlot' | 'exclusive' | 'runApprovedCall'>;
   agents: Pick<AgentRegistry, 'get'>;
   store: TaskStore & Pick<MessageLog, 'appendMessages'>;
   events: EventBus;
-  /** The sessions' turn slots (the runtime's): a cancel answers an open call in the slot. */
-  sessions: SessionLock;
   /** Where unexpected task failures are reported. */
   log?: (details: Record<string, unknown>, message: string) => void;
   /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
@@ -83,16 +80,16 @@ export class TaskRunner {
 
   /** Starts a task; resolves once its row exists (the loop runs in the background). */
   async runTask(input: RunTaskInput): Promise<TaskRow> {
-    const { runtime, store, events } = this.deps;
+    const { sessions, store, events } = this.deps;
     const agent = this.deps.agents.get(input.agentName);
     const session = input.sessionId
-      ? await runtime.usableSession(input.sessionId, agent)
-      : await runtime.createSession({
+      ? await sessions.usable(input.sessionId, agent)
+      : await sessions.create({
           agentName: agent.name,
           mode: input.mode ?? 'task',
           ...(input.owner ? { owner: input.owner } : {}),
         });
-    await runtime.rejectIfTaskWaiting(session.id);
+    await sessions.rejectIfTaskWaiting(session.id);
     const task = await store.createTask({
       sessionId: session.id,
       agentName: agent.name,
@@ -103,7 +100,7 @@ export class TaskRunner {
       // Cancelled while queued: stop before the input is stored.
       signal.throwIfAborted();
       // A task queued behind another may find the session waiting by then.
-      await runtime.rejectIfTaskWaiting(current.id);
+      await sessions.rejectIfTaskWaiting(current.id);
       return runTurn({ input: [{ role: 'user', content: input.input }], signal });
     });
     await events.emit('task.started', session.id, {
@@ -194,7 +191,7 @@ export class TaskRunner {
   }
 
   private async decideLocked(input: ApprovalDecision): Promise<TaskRow> {
-    const { runtime, store, events } = this.deps;
+    const { engine, store, events } = this.deps;
     const before = await this.getTask(input.taskId);
     const call = pendingApprovalCall(before);
     if (!call) {
@@ -224,7 +221,7 @@ export class TaskRunner {
     this.start(task, agent, async (signal, session, runTurn) => {
       const result =
         input.decision === 'approve'
-          ? await runtime.runApprovedCall({ session, agent, call, signal })
+          ? await engine.runApprovedCall({ session, agent, call, signal })
           : {
               role: 'tool' as const,
               tool_call_id: call.id,
@@ -263,7 +260,7 @@ export class TaskRunner {
   private async cancelLocked(
     taskId: string,
   ): Promise<{ task: TaskRow } | { stopped: Promise<void> }> {
-    const { store, events, sessions } = this.deps;
+    const { store, events, engine } = this.deps;
     const task = await this.getTask(taskId);
     const running = this.running.get(task.id);
     if (running) {
@@ -273,7 +270,8 @@ export class TaskRunner {
     if (task.status !== 'waiting' && task.status !== 'interrupted') return { task };
     // On the session's queue, so no turn builds its context between the
     // status change and the answer to the open call.
-    const cancelled = await sessions.run(task.session_id, async () => {
+    const cancelled = await engine.exclusive(task.session_id, async (slot) => {
+      slot.throwIfAborted();
       const row = await store.transitionTask(task.id, [task.status], {
         status: 'cancelled',
         error: 'Cancelled by request.',
@@ -282,6 +280,7 @@ export class TaskRunner {
         pending_arguments: null,
       });
       if (row && task.pending_call_id) {
+        slot.throwIfAborted();
         // Answer the open call (ask_user, or one awaiting approval) so the
         // session's history stays valid.
         await store.appendMessages(task.session_id, [
@@ -332,7 +331,7 @@ export class TaskRunner {
     turn: (signal: AbortSignal, session: SessionRow, runTurn: RunTurn) => Promise<TurnResult>,
   ): void {
     const controller = new AbortController();
-    const done = this.deps.runtime
+    const done = this.deps.engine
       .withTurnSlot(task.session_id, agent, (session, runTurn) =>
         // Every append of the run checks the task is still this instance's:
         // a peer may declare it dead (paused past the stale limit) meanwhile.
@@ -341,7 +340,7 @@ export class TaskRunner {
         ),
       )
       .then(
-        (outcome) => this.settle(task, outcome),
+        (outcome) => this.settle(task, outcome, controller.signal.aborted),
         (err: unknown) => this.fail(task, err, controller.signal.aborted),
       )
       .catch((err: unknown) =>
@@ -354,33 +353,46 @@ export class TaskRunner {
     this.running.set(task.id, { controller, done });
   }
 
-  private async settle(task: TaskRow, outcome: TurnResult): Promise<void> {
+  /** The task's row after its turn, by how the turn ended. */
+  private async settle(task: TaskRow, turn: TurnResult, cancelled: boolean): Promise<void> {
     const { store, events } = this.deps;
-    if (outcome.result.kind === 'pending') {
-      await waitForApproval(this.deps, task, outcome.result.call, outcome.result.approvalTimeout);
-      return;
+    const { outcome } = turn;
+    switch (outcome.kind) {
+      case 'approval':
+        await waitForApproval(this.deps, task, outcome.call, outcome.approvalTimeout);
+        return;
+      case 'question': {
+        const { question, callId } = outcome;
+        await this.untilStored(task, () =>
+          store.transitionTask(task.id, ['running'], {
+            status: 'waiting',
+            question,
+            pending_call_id: callId,
+          }),
+        );
+        await this.untilStored(task, () =>
+          events.emit('task.waiting', task.session_id, { taskId: task.id, question }),
+        );
+        return;
+      }
+      case 'reply':
+      case 'client-tools': {
+        const reply = outcome.reply;
+        await this.untilStored(task, () =>
+          store.transitionTask(task.id, ['running'], { status: 'completed', result: reply }),
+        );
+        await this.untilStored(task, () =>
+          events.emit('task.completed', task.session_id, { taskId: task.id }),
+        );
+        return;
+      }
+      case 'limit':
+      case 'failed':
+        await this.fail(task, outcome.error, cancelled);
+        return;
+      default:
+        unreachableOutcome(outcome);
     }
-    if (outcome.result.kind === 'waiting') {
-      const { question, callId } = outcome.result;
-      await this.untilStored(task, () =>
-        store.transitionTask(task.id, ['running'], {
-          status: 'waiting',
-          question,
-          pending_call_id: callId,
-        }),
-      );
-      await this.untilStored(task, () =>
-        events.emit('task.waiting', task.session_id, { taskId: task.id, question }),
-      );
-      return;
-    }
-    const reply = outcome.result.reply;
-    await this.untilStored(task, () =>
-      store.transitionTask(task.id, ['running'], { status: 'completed', result: reply }),
-    );
-    await this.untilStored(task, () =>
-      events.emit('task.completed', task.session_id, { taskId: task.id }),
-    );
   }
 
   private async fail(task: TaskRow, err: unknown, cancelled: boolean): Promise<void> {

@@ -125,7 +125,17 @@ export class Turn implements LoopTurn, GuardedTurn {
    * Builds the context, repairs interrupted tool calls and persists `input`;
    * returns the messages of the first model call.
    */
-  async begin(input: ChatMessage[], pendingCallIds?: ReadonlySet<string>): Promise<ChatMessage[]> {
+  async begin(
+    input: ChatMessage[],
+    pendingCallIds?: ReadonlySet<string>,
+    opening: ChatMessage[] = [],
+  ): Promise<ChatMessage[]> {
+    // A new conversation's posted history is this turn's first write, under
+    // the same lock check as the rest; its context is built with it.
+    if (opening.length > 0) {
+      await this.persist(opening);
+      await this.refresh();
+    }
     const built = await this.deps.context.build(this.current, this.agent);
     const repairs = missingTrailingResults(built.tail, pendingCallIds);
     // Persisted, so the history itself is whole again and the next request is
@@ -138,21 +148,26 @@ export class Turn implements LoopTurn, GuardedTurn {
   }
 
   async persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void> {
-    this.deps.slot?.throwIfAborted();
     // Messages and their message.created events commit together.
-    const written = await this.deps.store.appendMessagesWithEvents(
-      this.current.id,
-      messages,
-      'message.created',
-      {
+    const written = await this.write(() =>
+      this.deps.store.appendMessagesWithEvents(this.current.id, messages, 'message.created', {
         ...(usage ? { usage } : {}),
         ...(promptTokens !== undefined ? { promptTokens } : {}),
         ...(this.deps.runningTask !== undefined ? { runningTask: this.deps.runningTask } : {}),
-      },
+      }),
     );
     this.stored.push(...written.messages);
     this.deps.context.appended(this.current.id, written.messages);
     this.deps.events.publish(written.events);
+  }
+
+  /**
+   * The one door for this turn's writes: refused with `SESSION_LOCK_LOST`
+   * once the session's slot is lost, as a peer may be writing to the session.
+   */
+  async write<T>(work: () => Promise<T>): Promise<T> {
+    this.deps.slot?.throwIfAborted();
+    return work();
   }
 
   async prepare(messages: ChatMessage[]): Promise<ChatMessage[]> {

@@ -635,7 +635,7 @@ describe('a peer that goes away', () => {
 
 describe('a task a restart interrupted', () => {
   it('is input-required, and a message on it continues it', async () => {
-    const session = await harness.app.runtime.createSession({
+    const session = await harness.app.sessions.create({
       agentName: 'assistant',
       mode: 'task',
     });

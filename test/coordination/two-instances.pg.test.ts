@@ -79,8 +79,8 @@ async function readEvents(
 
 describe('two instances on one Postgres database', () => {
   it('both use the shared session lock', () => {
-    expect(a.app.queue).toBeInstanceOf(AdvisorySessionLock);
-    expect(b.queue).toBeInstanceOf(AdvisorySessionLock);
+    expect(a.app.sessionLock).toBeInstanceOf(AdvisorySessionLock);
+    expect(b.sessionLock).toBeInstanceOf(AdvisorySessionLock);
     expect(a.app.instanceId).not.toBe(b.instanceId);
   });
 

@@ -14,7 +14,7 @@ describe('GET /events during shutdown', () => {
     const response = await fetch(`${address}/events`);
     expect(response.status).toBe(200);
     const reader = response.body!.getReader();
-    await t.app.runtime.createSession({ agentName: 'assistant' });
+    await t.app.sessions.create({ agentName: 'assistant' });
     const first = await reader.read();
     expect(new TextDecoder().decode(first.value)).toContain('event: session.created');
 

@@ -144,7 +144,7 @@ describe('client disconnects in the log', () => {
           },
         )
         .toBe(1);
-      await t.app.queue.drain();
+      await t.app.sessionLock.drain();
       const fresh = lines.slice(before);
       expect(fresh.filter((l) => l.level >= ERROR)).toEqual([]);
       expect(JSON.stringify(fresh)).not.toContain('INTERNAL');

@@ -288,7 +288,7 @@ describe('progress heartbeat', () => {
     // The model takes 40 heartbeats to answer: the client hears that the turn is alive meanwhile.
     t.fake!.script({ content: 'done at last', delayMs: 2_000 });
     const server = createCairnMcpServer({
-      runtime: t.app.runtime,
+      chats: t.app.chats,
       agents: t.app.agents,
       progressHeartbeatMs: 50,
     });

@@ -313,7 +313,7 @@ describe('loop: tool mistakes become tool results and the loop goes on', () => {
   });
 
   it('stops at maxIterations with MAX_ITERATIONS (422), keeping what it stored', async () => {
-    const session = await t.app.runtime.createSession({ agentName: 'looper' });
+    const session = await t.app.sessions.create({ agentName: 'looper' });
     fake.setDefault(() => toolCall('current_time', '{}'));
     const { status, body } = await chat('never finish', session.id, 'looper');
     expect(status).toBe(422);
@@ -360,7 +360,7 @@ describe('loop: broken replies (empty, or cut at the token limit)', () => {
   });
 
   it('nudges once after an empty reply, then fails with LLM_ERROR; nothing empty is stored', async () => {
-    const session = await t.app.runtime.createSession({ agentName: 'assistant' });
+    const session = await t.app.sessions.create({ agentName: 'assistant' });
     fake.script({ content: '' }, { content: '  \n ' }, { content: 'must not be reached' });
     const { status, body } = await chat('say something', session.id);
     expect(status).toBe(502);
@@ -399,7 +399,7 @@ describe('loop: broken replies (empty, or cut at the token limit)', () => {
 
 describe('loop: interrupted and cancelled tool calls', () => {
   it('repairs a turn with 3 calls and 2 results before the next call, and persists the repair', async () => {
-    const session = await t.app.runtime.createSession({ agentName: 'assistant' });
+    const session = await t.app.sessions.create({ agentName: 'assistant' });
     const calls = ['call_crash_1', 'call_crash_2', 'call_crash_3'].map((id) => ({
       id,
       type: 'function' as const,
@@ -479,10 +479,10 @@ describe('loop: interrupted and cancelled tool calls', () => {
 
     // The cancelled turn ends on its own; wait for the session's queue slot.
     const deadline = Date.now() + 10_000;
-    while (t.app.queue.isBusy(id) && Date.now() < deadline) {
+    while (t.app.sessionLock.isBusy(id) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    expect(t.app.queue.isBusy(id)).toBe(false);
+    expect(t.app.sessionLock.isBusy(id)).toBe(false);
 
     const stored = await history(id);
     expect(roles(stored)).toEqual(['system', 'user', 'assistant', 'tool']);
@@ -513,7 +513,7 @@ describe('loop: interrupted and cancelled tool calls', () => {
 
 describe('loop: concurrent chats on one session queue FIFO', () => {
   it('runs the second turn only after the first finished; the history never interleaves', async () => {
-    const session = await t.app.runtime.createSession({ agentName: 'assistant' });
+    const session = await t.app.sessions.create({ agentName: 'assistant' });
     fake.setDefault((body: { messages: { role: string; content: string }[] }) => ({
       content: `reply to ${body.messages.findLast((m) => m.role === 'user')!.content}`,
       delayMs: 150,

@@ -57,11 +57,12 @@ describe('session reads of a chat turn', () => {
       () => (answered = true),
     );
     // Queued in this order behind the running turn: the close, then a chat.
-    while (!t.app.queue.isBusy(sessionId) && !answered) await new Promise((r) => setTimeout(r, 5));
+    while (!t.app.sessionLock.isBusy(sessionId) && !answered)
+      await new Promise((r) => setTimeout(r, 5));
     let closed = false;
     const close = post(`/sessions/${sessionId}/close`).finally(() => (closed = true));
     // The chat goes after the close: once the close waits in the queue (or is done).
-    while (t.app.queue.size < 2 && !closed) await new Promise((r) => setTimeout(r, 5));
+    while (t.app.sessionLock.size < 2 && !closed) await new Promise((r) => setTimeout(r, 5));
     const late = post('/agents/assistant/chat', { message: 'too late', sessionId });
     expect((await running).statusCode).toBe(200);
     expect((await close).statusCode).toBe(200);

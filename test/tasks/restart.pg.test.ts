@@ -115,7 +115,7 @@ describe.each(DATABASES)('tasks across a restart (%s)', (kind) => {
     let current = await restart();
     // What a process killed in the middle of a tool leaves behind: the task
     // row `running`, its input and an assistant tool call with no result.
-    const session = await current.runtime.createSession({ agentName: 'asker', mode: 'task' });
+    const session = await current.sessions.create({ agentName: 'asker', mode: 'task' });
     await current.store.appendMessages(session.id, [
       { role: 'user', content: 'What time is it?' },
       {
@@ -178,7 +178,7 @@ describe.each(DATABASES)('tasks across a restart (%s)', (kind) => {
 
   it('an interrupted task resumed with a message gets that message as its next input', async () => {
     let current = await restart();
-    const session = await current.runtime.createSession({ agentName: 'asker', mode: 'task' });
+    const session = await current.sessions.create({ agentName: 'asker', mode: 'task' });
     await current.store.appendMessages(session.id, [{ role: 'user', content: 'Plan a trip.' }]);
     const row = await current.store.createTask({
       sessionId: session.id,
@@ -202,7 +202,7 @@ describe.each(DATABASES)('tasks across a restart (%s)', (kind) => {
 
   it('an interrupted task can be cancelled, and its session then takes chats', async () => {
     let current = await restart();
-    const session = await current.runtime.createSession({ agentName: 'asker', mode: 'task' });
+    const session = await current.sessions.create({ agentName: 'asker', mode: 'task' });
     await current.store.appendMessages(session.id, [{ role: 'user', content: 'Start.' }]);
     const row = await current.store.createTask({
       sessionId: session.id,

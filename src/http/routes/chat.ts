@@ -5,7 +5,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
-import type { Runtime } from '../../runtime/runtime.js';
+import type { ChatTurns } from '../../runtime/chat-turns.js';
+import type { Sessions } from '../../runtime/sessions.js';
 import { logFailure, toHttpError } from '../errors.js';
 import { agentParams, objectSchema, SESSION_ID, USER_TEXT } from '../schemas.js';
 import { SseStream, wantsEventStream } from '../sse.js';
@@ -27,7 +28,8 @@ const chatBody = objectSchema(
 export function chatRoutes(
   app: FastifyInstance,
   deps: {
-    runtime: Pick<Runtime, 'runChat' | 'usableSession' | 'rejectIfTaskWaiting'>;
+    chats: Pick<ChatTurns, 'run'>;
+    sessions: Pick<Sessions, 'usable' | 'rejectIfTaskWaiting'>;
     agents: Pick<AgentRegistry, 'get'>;
     streams: StreamGate;
   },
@@ -54,21 +56,21 @@ export function chatRoutes(
       };
 
       if (!wantsEventStream(stream, request.headers.accept)) {
-        return deps.runtime.runChat(base);
+        return deps.chats.run(base);
       }
 
       // Validate agent and session before committing to a 200 stream, so a
       // bad request still gets its 4xx status instead of a 200 with an error event.
       const agent = deps.agents.get(request.params.name);
       if (sessionId !== undefined) {
-        await deps.runtime.usableSession(sessionId, agent);
-        await deps.runtime.rejectIfTaskWaiting(sessionId);
+        await deps.sessions.usable(sessionId, agent);
+        await deps.sessions.rejectIfTaskWaiting(sessionId);
       }
       // Takes a stream slot (503 when none is free) before the turn starts,
       // so a refused stream never runs a turn.
       const sse = new SseStream(reply, deps.streams);
       try {
-        const result = await deps.runtime.runChat({
+        const result = await deps.chats.run({
           ...base,
           stream: true,
           onEvent: (event) => {

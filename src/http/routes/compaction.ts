@@ -6,7 +6,8 @@ import type { FastifyInstance } from 'fastify';
 import type { DefaultCompaction } from '../../compaction/default-compaction.js';
 import { CairnError } from '../../errors.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
-import type { Runtime } from '../../runtime/runtime.js';
+import type { Sessions } from '../../runtime/sessions.js';
+import type { TurnEngine } from '../../runtime/turn-engine.js';
 import type { CompactionStore } from '../../store/store.js';
 import { accountContext } from '../../runtime/context-accounting.js';
 import { objectSchema, sessionParams } from '../schemas.js';
@@ -19,14 +20,15 @@ interface CompactBody {
 export function compactionRoutes(
   app: FastifyInstance,
   deps: {
-    runtime: Pick<Runtime, 'getSession' | 'buildContext'>;
+    sessions: Pick<Sessions, 'get'>;
+    engine: Pick<TurnEngine, 'buildContext'>;
     agents: Pick<AgentRegistry, 'find'>;
     store: Pick<CompactionStore, 'listCompactions'>;
     compaction: DefaultCompaction;
     contextWindow: number;
   },
 ): void {
-  const { runtime, agents, store, compaction } = deps;
+  const { sessions, engine, agents, store, compaction } = deps;
   type WithId = { Params: { id: string } };
 
   app.post<WithId & { Body: CompactBody | undefined }>(
@@ -49,7 +51,7 @@ export function compactionRoutes(
     async (request) => {
       const body = request.body ?? {};
       const result = await compaction.run({
-        sessionId: (await runtime.getSession(request.params.id)).id,
+        sessionId: (await sessions.get(request.params.id)).id,
         trigger: 'manual',
         ...(body.dryRun ? { dryRun: true } : {}),
         ...(body.instructions !== undefined ? { instructions: body.instructions } : {}),
@@ -71,7 +73,7 @@ export function compactionRoutes(
     '/sessions/:id/compactions',
     { schema: { params: sessionParams } },
     async (request) => {
-      const session = await runtime.getSession(request.params.id);
+      const session = await sessions.get(request.params.id);
       return { compactions: await store.listCompactions(session.id) };
     },
   );
@@ -80,7 +82,7 @@ export function compactionRoutes(
     '/sessions/:id/context',
     { schema: { params: sessionParams } },
     async (request) => {
-      const session = await runtime.getSession(request.params.id);
+      const session = await sessions.get(request.params.id);
       const agent = agents.find(session.agent_name);
       if (!agent) {
         throw new CairnError(
@@ -89,7 +91,7 @@ export function compactionRoutes(
         );
       }
       return {
-        ...accountContext(await runtime.buildContext(session, agent)),
+        ...accountContext(await engine.buildContext(session, agent)),
         contextWindow: deps.contextWindow,
       };
     },

@@ -54,10 +54,10 @@ function scopedTo(principal: Principal, deps: McpRouteDeps): CairnMcpServerDeps 
       list: () => deps.agents.list().filter((agent) => mayUseAgent(principal, agent.name)),
       find: (name) => (mayUseAgent(principal, name) ? deps.agents.find(name) : undefined),
     },
-    runtime: {
-      runChat: async (input) => {
+    chats: {
+      run: async (input) => {
         if (input.sessionId !== undefined) await deps.access.session(principal, input.sessionId);
-        return deps.runtime.runChat({ ...input, owner: ownerOf(principal) });
+        return deps.chats.run({ ...input, owner: ownerOf(principal) });
       },
     },
   };

@@ -1,6 +1,6 @@
 /** Session resources: create, list, read, messages, fork, reset, close, delete. */
 import type { FastifyInstance } from 'fastify';
-import type { Runtime } from '../../runtime/runtime.js';
+import type { Sessions } from '../../runtime/sessions.js';
 import type { MessageLog, SessionFilter, SessionStore } from '../../store/store.js';
 import {
   AGENT_NAME,
@@ -25,20 +25,12 @@ interface CreateBody {
 export function sessionRoutes(
   app: FastifyInstance,
   deps: {
-    runtime: Pick<
-      Runtime,
-      | 'createSession'
-      | 'getSession'
-      | 'resetSession'
-      | 'closeSession'
-      | 'deleteSession'
-      | 'forkSession'
-    >;
+    sessions: Pick<Sessions, 'create' | 'get' | 'reset' | 'close' | 'delete' | 'fork'>;
     store: Pick<SessionStore, 'listSessions'> &
       Pick<MessageLog, 'listMessages' | 'firstUserMessages'>;
   },
 ): void {
-  const { runtime, store } = deps;
+  const { sessions, store } = deps;
   type WithId = { Params: { id: string } };
 
   app.post<{ Body: CreateBody }>(
@@ -57,11 +49,11 @@ export function sessionRoutes(
     },
     async (request, reply) => {
       const { agentName, title, compactCount } = request.body;
-      const session = await runtime.createSession({
+      const session = await sessions.create({
         agentName,
         owner: ownerOf(principalOf(request)),
         ...(title !== undefined ? { title } : {}),
-        ...(compactCount !== undefined ? { compactPercent: compactCount } : {}),
+        ...(compactCount !== undefined ? { compactCount } : {}),
       });
       return reply.code(201).send({ session });
     },
@@ -103,7 +95,7 @@ export function sessionRoutes(
   );
 
   app.get<WithId>('/sessions/:id', { schema: { params: sessionParams } }, async (request) => ({
-    session: await runtime.getSession(request.params.id),
+    session: await sessions.get(request.params.id),
   }));
 
   app.get<WithId & { Querystring: { afterSeq: number; limit: number } }>(
@@ -118,7 +110,7 @@ export function sessionRoutes(
       },
     },
     async (request) => {
-      const session = await runtime.getSession(request.params.id);
+      const session = await sessions.get(request.params.id);
       const messages = await store.listMessages(session.id, request.query);
       return {
         messages: messages.map((m) => ({
@@ -141,7 +133,7 @@ export function sessionRoutes(
       },
     },
     async (request, reply) => {
-      const session = await runtime.forkSession(request.params.id, request.body?.atSeq);
+      const session = await sessions.fork(request.params.id, request.body?.atSeq);
       return reply.code(201).send({
         session,
         forkedFrom: { sessionId: request.params.id, atSeq: session.last_seq },
@@ -153,7 +145,7 @@ export function sessionRoutes(
     '/sessions/:id/reset',
     { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request) => ({
-      session: await runtime.resetSession(request.params.id, auditBy(principalOf(request))),
+      session: await sessions.reset(request.params.id, auditBy(principalOf(request))),
     }),
   );
 
@@ -161,7 +153,7 @@ export function sessionRoutes(
     '/sessions/:id/close',
     { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request) => ({
-      session: await runtime.closeSession(request.params.id),
+      session: await sessions.close(request.params.id),
     }),
   );
 
@@ -169,7 +161,7 @@ export function sessionRoutes(
     '/sessions/:id',
     { schema: { params: sessionParams, body: NO_OPTIONS_BODY } },
     async (request, reply) => {
-      await runtime.deleteSession(request.params.id, auditBy(principalOf(request)));
+      await sessions.delete(request.params.id, auditBy(principalOf(request)));
       return reply.code(204).send();
     },
   );

@@ -1,0 +1,29 @@
+/**
+ * When a session may take a turn: it exists, it belongs to the agent asked,
+ * and it is open. Pure checks, shared by the session service (which answers a
+ * request early) and the turn engine (which checks again under the slot, as
+ * the session may have been closed while the request waited).
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import { CairnError } from '../errors.js';
+import type { SessionRow } from '../store/store.js';
+import { requireSession } from '../store/session-not-found.js';
+
+/** `session` when `agent` may run a turn on it; else 404, 409 `SESSION_AGENT_MISMATCH` or `SESSION_CLOSED`. */
+export function requireUsable(
+  session: SessionRow | undefined,
+  id: string,
+  agent: Pick<AgentConfig, 'name'>,
+): SessionRow {
+  const found = requireSession(session, id);
+  if (found.agent_name !== agent.name) {
+    throw new CairnError(
+      'SESSION_AGENT_MISMATCH',
+      `Session "${id}" belongs to agent "${found.agent_name}", not "${agent.name}". Use POST /agents/${found.agent_name}/chat.`,
+    );
+  }
+  if (found.status === 'closed') {
+    throw new CairnError('SESSION_CLOSED', `Session "${id}" is closed. Start a new session.`);
+  }
+  return found;
+}

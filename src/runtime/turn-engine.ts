@@ -1,0 +1,462 @@
+/**
+ * The turn engine: the one holder of the sessions' lock, and the one place a
+ * turn runs. A caller takes a session's slot with `withTurnSlot` and gets the
+ * one way to run a turn in it; anything else that must not interleave with a
+ * turn (a reset, a close, a cancel's answer to an open call) runs through
+ * `exclusive`. Every write a turn makes goes through its `Turn`, which refuses
+ * it once the slot is lost (on Postgres, when the lock's connection drops, a
+ * peer may already run the session). A turn's end is resolved once into a
+ * `TurnOutcome`; a turn run for a person waiting on the request holds a stop
+ * chat-style here, through the same door.
+ */
+import type { AgentConfig } from '../agents/agent-config.js';
+import { linkAbort } from '../llm/abort-link.js';
+import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
+import type { ModelClient } from '../llm/model-client.js';
+import type { MemoryStore, SessionRow, Store } from '../store/store.js';
+import { NO_TRACING, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
+import type { RunBudget, Tool } from '../tools/tool.js';
+import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
+import type { ToolSet } from '../tools/tool-set.js';
+import type { ApprovalTimer } from './approval-timeouts.js';
+import { waitForApproval } from './approvals.js';
+import { ContextBuilder, type BuiltContext } from './context-builder.js';
+import type { ContextGuard, ContextRecall } from './context-guard.js';
+import type { EventBus } from './event-bus.js';
+import { runApprovedToolCall, runLoop, type LoopEvent } from './loop.js';
+import { reportOutage } from './outage-report.js';
+import { requireUsable } from './session-rules.js';
+import type { SessionLock } from './session-lock.js';
+import { sessionTokens, TurnBudget } from './turn-budget.js';
+import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
+import { errorCodeOf, UNKNOWN_TOOL, type TurnObserver } from './turn-observer.js';
+import { outcomeOf, outcomeOfError, stopError, type TurnOutcome } from './turn-outcome.js';
+
+/** How many subagents one top-level run (with everything under it) may start. */
+export const SUBAGENTS_PER_RUN = 10;
+
+/** The result an `ask_user` call gets when a chat holds it: the question went out as the reply. */
+export const ASK_USER_IN_CHAT_RESULT =
+  'The question was shown to the user as your reply; their answer will arrive as the next user message.';
+
+export interface TurnEngineDeps {
+  store: Store;
+  model: ModelClient;
+  tools: ToolCatalog;
+  events: EventBus;
+  /** The sessions' lock: held by this engine alone. */
+  lock: SessionLock;
+  contextGuard?: ContextGuard;
+  /** Puts recalled compacted messages into each model call (automatic recall). */
+  contextRecall?: ContextRecall;
+  /** Adds memory notes or other build-time context to the system messages. */
+  systemContext?: (agent: AgentConfig) => Promise<string | undefined>;
+  /** Told of tool results (metrics). */
+  observer?: Pick<TurnObserver, 'toolResult'>;
+  /** An `invoke_agent` span per turn and an `execute_tool` span per tool call. */
+  tracing?: Tracing;
+  /**
+   * Awaited as each turn ends (the call records' write): what a turn cost is
+   * on the session once its reply is out. Never throws.
+   */
+  afterTurn?: () => Promise<void>;
+  /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
+  approvalTimer?: ApprovalTimer;
+}
+
+/**
+ * A turn run for a person waiting on this very request (a chat, a `/v1`
+ * call): an `ask_user` question becomes the reply, its call answered so the
+ * history stays valid, and a call awaiting approval becomes a waiting task.
+ */
+export interface ChatHold {
+  /** The input a held approval's task records (the user's message). */
+  taskInput: string;
+  /**
+   * Also store the question as the assistant's text: a `/v1` client shows it
+   * as the reply and resends it, and the transcript hash must match that.
+   */
+  storeQuestion?: boolean;
+}
+
+/** One turn's request, as a caller inside the session's slot gives it. */
+export interface TurnRequest {
+  /** Messages that start this turn (the user message, or a resumed call's answer). */
+  input: ChatMessage[];
+  /** Messages stored before the input: a new `/v1` conversation's posted history. */
+  opening?: ChatMessage[];
+  depth?: number;
+  /** Agent names of the sessions above this one (subagents). */
+  lineage?: readonly string[];
+  /** The run's budget, shared with subagents; a new one for a top-level turn. */
+  budget?: RunBudget;
+  stream?: boolean;
+  signal?: AbortSignal;
+  onEvent?: (event: LoopEvent) => void;
+  /** Tool-call ids waiting for an answer: not repaired as interrupted. */
+  pendingCallIds?: ReadonlySet<string>;
+  /** Tools offered for this turn only, beside the agent's (an API client's own tools). */
+  extraTools?: readonly Tool[];
+  /** Overrides the agent's temperature for this turn (an API client's `temperature`). */
+  temperature?: number;
+  /** The task this turn runs: it writes only while the task is still this instance's to run. */
+  runningTask?: string;
+  /** The caller's W3C `traceparent`. */
+  traceparent?: string;
+  /** Hold a question or an approval chat-style (see `ChatHold`); without it they are returned as they are. */
+  holdInChat?: ChatHold;
+}
+
+export interface TurnResult {
+  outcome: TurnOutcome;
+  /** The turn's tokens (zero when it failed before a model answered). */
+  usage: TokenUsage;
+  /** The messages the turn stored, in order. */
+  stored: StoredMessage[];
+  compaction: TurnCompactionReport | null;
+  recall: TurnRecallReport | null;
+}
+
+/** Runs one turn on the session whose slot is held; handed out by `withTurnSlot` only. */
+export type RunTurn = (request: TurnRequest) => Promise<TurnResult>;
+
+interface SlotTurn extends TurnRequest {
+  session: SessionRow;
+  agent: AgentConfig;
+  /** Aborted when the session's slot is lost: the turn writes nothing more. */
+  slot: AbortSignal;
+}
+
+const NO_USAGE: TokenUsage = { input_tokens: 0, output_tokens: 0 };
+
+export class TurnEngine {
+  private readonly context: ContextBuilder;
+
+  constructor(private readonly deps: TurnEngineDeps) {
+    this.context = new ContextBuilder({
+      store: deps.store,
+      ...(deps.systemContext ? { systemContext: deps.systemContext } : {}),
+    });
+  }
+
+  /**
+   * Holds `sessionId`'s slot while `work` runs. `work` gets the session
+   * re-read under the slot (it may have been closed, reset or compacted while
+   * queued), checked usable by `agent`, and the one way to run a turn on it.
+   * A turn run that way stops, failing with `SESSION_LOCK_LOST`, when the
+   * slot is lost.
+   */
+  async withTurnSlot<T>(
+    sessionId: string,
+    agent: AgentConfig,
+    work: (session: SessionRow, runTurn: RunTurn) => Promise<T>,
+  ): Promise<T> {
+    return this.deps.lock.run(sessionId, async (slot) => {
+      const session = requireUsable(await this.deps.store.findSession(sessionId), sessionId, agent);
+      return work(session, async (request) => {
+        // The turn stops when its caller gives up or the slot is lost.
+        const stop = linkAbort(request.signal, slot);
+        try {
+          return await this.runTurn({ ...request, session, agent, slot, signal: stop.signal });
+        } finally {
+          stop.dispose();
+        }
+      });
+    });
+  }
+
+  /**
+   * Runs `work` holding `sessionId`'s slot, for what must not interleave with
+   * a turn. `work` gets the slot's signal and must write nothing once it is aborted.
+   */
+  async exclusive<T>(sessionId: string, work: (slot: AbortSignal) => Promise<T>): Promise<T> {
+    return this.deps.lock.run(sessionId, work);
+  }
+
+  /** True while a turn or other slot work runs or waits on `sessionId` in this process. */
+  isBusy(sessionId: string): boolean {
+    return this.deps.lock.isBusy(sessionId);
+  }
+
+  /** Pieces of slot work running or waiting in this process (the metrics' queue depth). */
+  get queued(): number {
+    return this.deps.lock.size;
+  }
+
+  /** Resolves when every piece of slot work queued in this process has settled. */
+  async drain(): Promise<void> {
+    await this.deps.lock.drain();
+  }
+
+  /** The tools a turn of `agent` gets, plus `extra` (names must not clash); throws before anything is stored. */
+  async toolsFor(agent: AgentConfig, extra: readonly Tool[] = []): Promise<ToolSet> {
+    const tools = (await this.deps.tools.forAgent(agent)).with(extra);
+    // A client's own tools count too: the request carries them all.
+    assertOfferable(agent.name, tools.size);
+    return tools;
+  }
+
+  /**
+   * The context the next model call on `session` gets: system messages (plus
+   * build-time context such as memory), the summary pair, and the raw tail.
+   */
+  async buildContext(session: SessionRow, agent: AgentConfig): Promise<BuiltContext> {
+    const built = await this.context.build(session, agent);
+    const recall = this.deps.contextRecall;
+    if (!recall) return built;
+    // What recall would add for the newest user message, counted apart.
+    const turn = new Turn(session, agent, {
+      store: this.deps.store,
+      events: this.deps.events,
+      context: this.context,
+    });
+    const { done } = await recall.recall(turn, built.messages, { preview: true });
+    return done ? { ...built, recall: done } : built;
+  }
+
+  /**
+   * Runs a tool call a person approved, on the session it belongs to, and
+   * returns its result message (not stored: it is the input of the turn that
+   * continues). The caller holds the session's slot.
+   */
+  async runApprovedCall(input: {
+    session: SessionRow;
+    agent: AgentConfig;
+    call: ToolCall;
+    signal?: AbortSignal;
+  }): Promise<ChatMessage> {
+    const tools = await this.deps.tools.forAgent(input.agent);
+    return runApprovedToolCall(input.call, {
+      tools,
+      toolContext: this.toolContext(input.session, input.agent, {}),
+      ...(input.signal ? { signal: input.signal } : {}),
+      // Counted like the calls the loop runs: an approved call is a tool call too.
+      onResult: (isError) =>
+        this.deps.observer?.toolResult?.({
+          agentName: input.agent.name,
+          tool: input.call.function.name,
+          isError,
+        }),
+    });
+  }
+
+  /**
+   * Runs the loop over a session: repairs interrupted calls, persists the
+   * turn's input, injects the summary, runs automatic compaction before each
+   * model call, and resolves how the turn ended. Only under the slot.
+   */
+  private async runTurn(input: SlotTurn): Promise<TurnResult> {
+    const { agent } = input;
+    const tracing = this.deps.tracing ?? NO_TRACING;
+    const span = tracing.startSpan(`invoke_agent ${agent.name}`, {
+      traceparent: input.traceparent,
+      attributes: {
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.agent.name': agent.name,
+        'gen_ai.conversation.id': input.session.id,
+      },
+    });
+    try {
+      const turn = await this.runTracedTurn(input, span, tracing);
+      span.setAttributes({
+        'gen_ai.usage.input_tokens': turn.usage.input_tokens,
+        'gen_ai.usage.output_tokens': turn.usage.output_tokens,
+        'cairn.turn.outcome': turn.outcome.kind,
+      });
+      const err = stopError(turn.outcome);
+      if (err !== undefined)
+        span.fail(errorCodeOf(err), err instanceof Error ? err.message : 'The turn failed.');
+      return turn;
+    } finally {
+      span.end();
+      await this.deps.afterTurn?.();
+    }
+  }
+
+  private async runTracedTurn(
+    input: SlotTurn,
+    span: TraceSpan,
+    tracing: Tracing,
+  ): Promise<TurnResult> {
+    const { agent } = input;
+    const turn = new Turn(input.session, agent, {
+      store: this.deps.store,
+      events: this.deps.events,
+      context: this.context,
+      ...(this.deps.contextGuard ? { guard: this.deps.contextGuard } : {}),
+      ...(this.deps.contextRecall ? { recall: this.deps.contextRecall } : {}),
+      ...(input.onEvent
+        ? { onRecall: (done) => input.onEvent?.({ type: 'recall', ...done }) }
+        : {}),
+      slot: input.slot,
+      ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
+      span,
+    });
+    const ended = (outcome: TurnOutcome, usage: TokenUsage): TurnResult => ({
+      outcome,
+      usage,
+      stored: turn.stored,
+      compaction: turn.compaction,
+      recall: turn.recall,
+    });
+    try {
+      // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
+      const tools = await this.toolsFor(agent, input.extraTools);
+      const result = await this.loopOver(turn, input, tools, span, tracing);
+      const outcome = outcomeOf(result);
+      const held = input.holdInChat
+        ? await this.holdInChat(turn, outcome, input.holdInChat)
+        : outcome;
+      return ended(held, result.usage);
+    } catch (err) {
+      return ended(outcomeOfError(reportOutage(err, turn.stored)), NO_USAGE);
+    }
+  }
+
+  /** A question or an approval held for a person waiting on the request; other outcomes pass. */
+  private async holdInChat(turn: Turn, outcome: TurnOutcome, hold: ChatHold): Promise<TurnOutcome> {
+    if (outcome.kind === 'question') {
+      await turn.persist([
+        {
+          role: 'tool',
+          tool_call_id: outcome.callId,
+          name: 'ask_user',
+          content: ASK_USER_IN_CHAT_RESULT,
+        },
+        ...(hold.storeQuestion === true
+          ? [{ role: 'assistant' as const, content: outcome.question }]
+          : []),
+      ]);
+      return { ...outcome, answered: true };
+    }
+    if (outcome.kind !== 'approval') return outcome;
+    const { store, events, approvalTimer } = this.deps;
+    const session = turn.session;
+    const task = await turn.write(() =>
+      store.createTask({
+        sessionId: session.id,
+        agentName: turn.agent.name,
+        input: hold.taskInput,
+      }),
+    );
+    const waiting = await turn.write(() =>
+      waitForApproval(
+        { store, events, approvalTimer },
+        task,
+        outcome.call,
+        outcome.approvalTimeout,
+      ),
+    );
+    return { ...outcome, task: { id: task.id, question: waiting?.question ?? '' } };
+  }
+
+  private async loopOver(
+    turn: Turn,
+    input: SlotTurn,
+    tools: ToolSet,
+    span: TraceSpan,
+    tracing: Tracing,
+  ) {
+    const { agent } = input;
+    const guard = this.deps.contextGuard;
+    const budget = new TurnBudget({
+      agentName: agent.name,
+      limits: agent.limits ?? {},
+      sessionTokensBefore: sessionTokens(input.session),
+      compactionTokens: () =>
+        (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
+    });
+    const messages = await turn.begin(input.input, input.pendingCallIds, input.opening);
+    const temperature = input.temperature ?? agent.temperature;
+    const turnSeq = turn.turnStartSeq;
+    // Tool calls the loop announced and has not finished: each has its span.
+    const toolSpans = new Map<string, TraceSpan>();
+    try {
+      return await runLoop({
+        model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
+        ...(agent.model !== undefined ? { modelName: agent.model } : {}),
+        ...(temperature !== undefined ? { temperature } : {}),
+        messages,
+        tools,
+        maxIterations: agent.maxIterations,
+        ...(budget.unlimited ? {} : { budget }),
+        turn,
+        scope: {
+          sessionId: input.session.id,
+          agentName: agent.name,
+          ...(turnSeq !== Number.MAX_SAFE_INTEGER ? { turnSeq } : {}),
+          span,
+          compacted: () => turn.session.compact_seq > 0,
+        },
+        toolContext: this.toolContext(input.session, agent, input),
+        ...(input.signal ? { signal: input.signal } : {}),
+        ...(input.stream !== undefined ? { stream: input.stream } : {}),
+        onEvent: (event) => {
+          if (event.type === 'tool_call' && tracing.enabled) {
+            toolSpans.set(
+              event.call.id,
+              tracing.startSpan(`execute_tool ${event.call.function.name}`, {
+                parent: span,
+                attributes: {
+                  'gen_ai.operation.name': 'execute_tool',
+                  'gen_ai.tool.name': event.call.function.name,
+                  'gen_ai.tool.call.id': event.call.id,
+                  'gen_ai.conversation.id': input.session.id,
+                },
+              }),
+            );
+          }
+          if (event.type === 'tool_result') {
+            const toolSpan = toolSpans.get(event.callId);
+            if (toolSpan) {
+              if (event.isError) toolSpan.fail('TOOL_ERROR', 'The tool call failed.');
+              toolSpan.end();
+              toolSpans.delete(event.callId);
+            }
+            this.deps.observer?.toolResult?.({
+              agentName: agent.name,
+              // A name the model made up is not passed on: observers (metrics
+              // labels) see only names from the agent's tool list.
+              tool: tools.find(event.name) ? event.name : UNKNOWN_TOOL,
+              isError: event.isError,
+            });
+          }
+          input.onEvent?.(event);
+        },
+      });
+    } finally {
+      // Calls that wait (approval, ask_user, client tools) end with the turn.
+      for (const toolSpan of toolSpans.values()) {
+        toolSpan.setAttributes({ 'cairn.tool.outcome': 'not finished in this turn' });
+        toolSpan.end();
+      }
+    }
+  }
+
+  private toolContext(
+    session: SessionRow,
+    agent: AgentConfig,
+    turn: Pick<TurnRequest, 'depth' | 'lineage' | 'budget' | 'runningTask'>,
+  ) {
+    return {
+      sessionId: session.id,
+      agentName: agent.name,
+      history: this.deps.store,
+      memory: memoryOfRun(this.deps.store, turn.runningTask),
+      depth: turn.depth ?? 0,
+      lineage: [...(turn.lineage ?? []), agent.name],
+      budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
+    };
+  }
+}
+
+/** The memory port of a run: a task run's writes are refused once a peer took the task over. */
+function memoryOfRun(store: MemoryStore, runningTask: string | undefined): MemoryStore {
+  if (runningTask === undefined) return store;
+  return {
+    listMemory: (agentName, query, limit) => store.listMemory(agentName, query, limit),
+    putMemory: (agentName, key, content) =>
+      store.putMemory(agentName, key, content, { runningTask }),
+    deleteMemory: (agentName, key) => store.deleteMemory(agentName, key, { runningTask }),
+  };
+}
