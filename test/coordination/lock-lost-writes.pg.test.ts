@@ -1,0 +1,229 @@
+/**
+ * Every write a turn makes checks that the session's lock is still held. On
+ * Postgres the lock lives on a connection of its own; when that connection
+ * drops, another instance may run the session at once, so the turn must
+ * write nothing more. Each path that writes is cut at its own point — the
+ * lock connection is really terminated, and the write waits until the lock
+ * has noticed — and the session is checked to hold nothing written after it:
+ *
+ * - a chat's `ask_user` held as the reply (the call's answer),
+ * - a chat's call awaiting approval (its waiting task),
+ * - a new `/v1` conversation's posted history,
+ * - a `/v1` turn's `ask_user` (the answer and the question as the reply),
+ * - a `/v1` turn's call awaiting approval,
+ * - a reset, and a cancelled task's answer to its open call.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import type { ChatMessage } from '../../src/llm/messages.js';
+import { loadSettings } from '../../src/config/settings.js';
+import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+
+const APPROVED_TOOL = `export default {
+  name: 'launch',
+  description: 'Launches',
+  parameters: { type: 'object', properties: {}, additionalProperties: false },
+  async run() { return 'launched'; },
+};
+`;
+
+const AGENT = {
+  ...TEST_AGENT,
+  tools: ['ask_user', { tool: './tools/launch.js', approval: 'required' }],
+};
+
+let t: TestApp;
+let admin: pg.Client;
+/** The slot signal of the lock work that runs now (the lock hands one to each). */
+let currentSlot: AbortSignal | undefined;
+/** Set to cut the lock right before the next lock work starts. */
+let cutBeforeNextSlot = false;
+/** Set to cut the lock right after the next append whose messages match it. */
+let cutAfterAppend: ((messages: readonly ChatMessage[]) => boolean) | undefined;
+
+beforeAll(async () => {
+  t = await startTestApp({
+    database: 'postgres',
+    agents: { assistant: AGENT },
+    files: { 'agents/assistant/tools/launch.js': APPROVED_TOOL },
+  });
+  admin = new pg.Client({
+    connectionString: loadSettings({ home: t.home, env: {} }).database.url!,
+  });
+  await admin.connect();
+
+  // The real lock and the real store, watched: the lock's signal is noted,
+  // and an append can be followed by the cut before the turn goes on (as if
+  // the database answered just after the lock's connection died).
+  const lock = t.app.sessionLock;
+  const run = lock.run.bind(lock);
+  lock.run = (sessionId, work) =>
+    run(sessionId, async (signal) => {
+      currentSlot = signal;
+      if (cutBeforeNextSlot) {
+        cutBeforeNextSlot = false;
+        await cutLock(signal);
+      }
+      return work(signal);
+    });
+  const store = t.app.store;
+  const append = store.appendMessagesWithEvents.bind(store);
+  store.appendMessagesWithEvents = async (sessionId, messages, ...rest) => {
+    const written = await append(sessionId, messages, ...rest);
+    if (cutAfterAppend?.(messages)) {
+      cutAfterAppend = undefined;
+      await cutLock(currentSlot!);
+    }
+    return written;
+  };
+});
+afterAll(async () => {
+  await admin?.end();
+  await t?.close();
+});
+beforeEach(() => {
+  t.fake!.reset();
+  cutBeforeNextSlot = false;
+  cutAfterAppend = undefined;
+});
+
+/** Terminates the instance's lock connection and waits until the slot's signal says so. */
+async function cutLock(slot: AbortSignal): Promise<void> {
+  const { rowCount } = await admin.query(
+    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+    [`cairn ${t.app.instanceId} locks`],
+  );
+  expect(rowCount).toBe(1);
+  for (let i = 0; i < 1000 && !slot.aborted; i++) await new Promise((r) => setTimeout(r, 10));
+  expect(slot.aborted).toBe(true);
+}
+
+/** After the stored assistant message that calls `tool`. */
+const afterCallTo =
+  (tool: string) =>
+  (messages: readonly ChatMessage[]): boolean =>
+    messages.some(
+      (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.function.name === tool),
+    );
+
+async function roles(sessionId: string): Promise<string[]> {
+  const messages = await t.app.store.listMessages(sessionId, { afterSeq: 0, limit: 100 });
+  return messages.map((m) =>
+    m.role === 'assistant' && m.tool_calls?.length
+      ? `assistant→${m.tool_calls.map((c) => c.function.name).join(',')}`
+      : m.role,
+  );
+}
+
+async function tasksOf(sessionId: string) {
+  return (await t.app.store.listTasks({ sessionId, limit: 10 })).items;
+}
+
+function expectLockLost(res: { statusCode: number; body: string }): void {
+  expect(res.statusCode, res.body).toBe(503);
+  expect(res.body.toUpperCase()).toContain('SESSION_LOCK_LOST');
+}
+
+async function newSession(): Promise<string> {
+  const res = await t.app.server.inject({
+    method: 'POST',
+    url: '/sessions',
+    payload: { agentName: 'assistant' },
+  });
+  return res.json<{ session: { id: string } }>().session.id;
+}
+
+const chat = (sessionId: string, message: string) =>
+  t.app.server.inject({
+    method: 'POST',
+    url: '/agents/assistant/chat',
+    payload: { message, sessionId },
+  });
+
+const completion = (messages: object[], sessionId?: string) =>
+  t.app.server.inject({
+    method: 'POST',
+    url: '/v1/chat/completions',
+    headers: sessionId ? { 'x-cairn-session-id': sessionId } : {},
+    payload: { model: 'assistant', messages },
+  });
+
+describe('a lost session lock stops every write of the turn', () => {
+  it('chat: the ask_user question is not answered in the history', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ tool_calls: [{ name: 'ask_user', arguments: '{"question":"Which?"}' }] });
+    cutAfterAppend = afterCallTo('ask_user');
+    expectLockLost(await chat(sessionId, 'do it'));
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant→ask_user']);
+  });
+
+  it('chat: a call awaiting approval creates no waiting task', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ tool_calls: [{ name: 'launch', arguments: '{}' }] });
+    cutAfterAppend = afterCallTo('launch');
+    expectLockLost(await chat(sessionId, 'launch it'));
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant→launch']);
+    expect(await tasksOf(sessionId)).toEqual([]);
+  });
+
+  it('/v1: a new conversation stores none of its posted history', async () => {
+    const before = await t.app.store.listSessions({ limit: 100 });
+    cutBeforeNextSlot = true;
+    const res = await completion([
+      { role: 'user', content: 'first' },
+      { role: 'assistant', content: 'an answer' },
+      { role: 'user', content: 'second' },
+    ]);
+    expectLockLost(res);
+    const after = await t.app.store.listSessions({ limit: 100 });
+    const known = new Set(before.items.map((s) => s.id));
+    const seeded = after.items.filter((s) => !known.has(s.id));
+    expect(seeded).toHaveLength(1);
+    expect(await roles(seeded[0]!.id)).toEqual(['system']);
+    expect(t.fake!.requests).toHaveLength(0);
+  });
+
+  it('/v1: ask_user is neither answered nor stored as the reply', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ tool_calls: [{ name: 'ask_user', arguments: '{"question":"Which?"}' }] });
+    cutAfterAppend = afterCallTo('ask_user');
+    expectLockLost(await completion([{ role: 'user', content: 'do it' }], sessionId));
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant→ask_user']);
+  });
+
+  it('/v1: a call awaiting approval creates no waiting task', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ tool_calls: [{ name: 'launch', arguments: '{}' }] });
+    cutAfterAppend = afterCallTo('launch');
+    expectLockLost(await completion([{ role: 'user', content: 'launch it' }], sessionId));
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant→launch']);
+    expect(await tasksOf(sessionId)).toEqual([]);
+  });
+
+  it('a reset whose lock is lost before it runs clears nothing', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ content: 'hello' });
+    expect((await chat(sessionId, 'hi')).statusCode).toBe(200);
+    cutBeforeNextSlot = true;
+    const res = await t.app.server.inject({ method: 'POST', url: `/sessions/${sessionId}/reset` });
+    expectLockLost(res);
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant']);
+  });
+
+  it('a cancel whose lock is lost leaves the task waiting and its call open', async () => {
+    t.fake!.script({ tool_calls: [{ name: 'ask_user', arguments: '{"question":"Which?"}' }] });
+    const created = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/tasks?wait=true',
+      payload: { input: 'ask me' },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const task = created.json<{ task: { id: string; status: string; session_id: string } }>().task;
+    expect(task.status).toBe('waiting');
+    cutBeforeNextSlot = true;
+    const res = await t.app.server.inject({ method: 'POST', url: `/tasks/${task.id}/cancel` });
+    expectLockLost(res);
+    expect((await t.app.tasks.getTask(task.id)).status).toBe('waiting');
+    expect(await roles(task.session_id)).toEqual(['system', 'user', 'assistant→ask_user']);
+  });
+});
