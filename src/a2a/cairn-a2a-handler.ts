@@ -99,7 +99,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
   }
 
   async sendMessage(params: SendMessageRequest): Promise<Task> {
-    return this.guard(async () => {
+    return this.withA2AErrors(async () => {
       let task = await this.accept(params);
       if (params.configuration?.returnImmediately !== true)
         task = await this.deps.tasks.wait(task.id);
@@ -115,7 +115,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
     // Subscribed before the task starts, so no change of its state is missed.
     const follower = this.follow(signal);
     try {
-      const task = await this.guard(() => this.accept(params));
+      const task = await this.withA2AErrors(() => this.accept(params));
       yield* this.stream(task, follower, params.configuration?.historyLength);
     } catch (err) {
       throw this.toA2AError(err);
@@ -130,7 +130,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
   ): AsyncGenerator<StreamResponse, void, undefined> {
     const follower = this.follow(abortSignalOf(context));
     try {
-      const task = await this.guard(() => this.visibleTask(params.id));
+      const task = await this.withA2AErrors(() => this.visibleTask(params.id));
       if (isTerminal(task.status)) {
         throw new UnsupportedOperationError(
           `Task "${task.id}" is ${a2aWord(task)}: there is nothing more to follow. Read it with GetTask.`,
@@ -145,13 +145,13 @@ export class CairnA2AHandler implements A2ARequestHandler {
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
-    return this.guard(async () =>
+    return this.withA2AErrors(async () =>
       toA2ATask(await this.visibleTask(params.id), params.historyLength),
     );
   }
 
   async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
-    return this.guard(async () => {
+    return this.withA2AErrors(async () => {
       const pageSize = params.pageSize ?? DEFAULT_PAGE_SIZE;
       if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE)
         throw new RequestMalformedError(`pageSize must be an integer from 1 to ${MAX_PAGE_SIZE}.`);
@@ -183,7 +183,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
   }
 
   async cancelTask(params: CancelTaskRequest): Promise<Task> {
-    return this.guard(async () => {
+    return this.withA2AErrors(async () => {
       const task = await this.visibleTask(params.id);
       if (isTerminal(task.status)) {
         throw new TaskNotCancelableError(
@@ -333,7 +333,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
   }
 
   /** Runs `work`; anything that is not already an A2A error becomes one. */
-  private async guard<T>(work: () => Promise<T>): Promise<T> {
+  private async withA2AErrors<T>(work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } catch (err) {
