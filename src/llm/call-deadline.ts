@@ -1,7 +1,7 @@
 /**
  * The timers around one attempt of a provider call. An SDK's own timeout ends
  * at the response headers, and a body that stalls after them would hold the
- * turn (and the session's queue) forever: `withDeadline` bounds a whole call,
+ * turn (and the session's lock) forever: `withDeadline` bounds a whole call,
  * body included, and `streamWithIdleTimer` bounds every gap in a stream, so
  * partial text is never stored as a reply.
  */

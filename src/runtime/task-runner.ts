@@ -1,6 +1,6 @@
 /**
  * Tasks: a loop run with a goal, tracked in `tasks`. A task runs in the
- * background on its session's queue; it stops in `waiting` when the agent calls
+ * background in its session's slot; it stops in `waiting` when the agent calls
  * `ask_user` and continues when `resumeTask` supplies the answer as that call's
  * result, or when a call needs a person's approval and continues on
  * `approveTask` / `denyTask`. The task row is the source of truth, so a waiting
@@ -268,7 +268,7 @@ export class TaskRunner {
       return { stopped: running.done };
     }
     if (task.status !== 'waiting' && task.status !== 'interrupted') return { task };
-    // On the session's queue, so no turn builds its context between the
+    // In the session's slot, so no turn builds its context between the
     // status change and the answer to the open call.
     const cancelled = await engine.exclusive(task.session_id, async (slot) => {
       slot.throwIfAborted();

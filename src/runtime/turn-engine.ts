@@ -179,7 +179,7 @@ export class TurnEngine {
   }
 
   /** Pieces of slot work running or waiting in this process (the metrics' queue depth). */
-  get queued(): number {
+  get pending(): number {
     return this.deps.lock.size;
   }
 
