@@ -178,11 +178,6 @@ export class TurnEngine {
     return this.deps.lock.isBusy(sessionId);
   }
 
-  /** Pieces of slot work running or waiting in this process (the metrics' queue depth). */
-  get pending(): number {
-    return this.deps.lock.size;
-  }
-
   /** Resolves when every piece of slot work queued in this process has settled. */
   async drain(): Promise<void> {
     await this.deps.lock.drain();
