@@ -9,7 +9,7 @@
  */
 import { CairnError } from '../errors.js';
 import type { TaskStore } from '../store/store.js';
-import { parseEvery } from './daemon-scheduler.js';
+import { parseDuration } from './duration.js';
 
 /** setTimeout's longest delay; a later deadline is re-armed when it is reached. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -20,7 +20,7 @@ export const APPROVAL_TIMED_OUT_RESULT =
 
 /** The deadline of a wait that starts at `from`. */
 export function approvalDeadline(timeout: string, from: Date): Date {
-  return new Date(from.getTime() + parseEvery(timeout));
+  return new Date(from.getTime() + parseDuration(timeout, 'approvalTimeout'));
 }
 
 export interface ApprovalTimer {

@@ -15,25 +15,13 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { DaemonLeaseStore, TaskRow } from '../store/store.js';
 import type { EventBus } from './event-bus.js';
 import type { Sessions } from './sessions.js';
+import { parseEvery } from './duration.js';
 import type { TaskRunner } from './task-runner.js';
 
 /** A tick holds its agent's lease this long at most; a crashed holder's lease then expires. */
 export const DAEMON_LEASE_MS = 15 * 60_000;
 /** setTimeout cannot wait longer than this; longer waits are re-armed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-
-const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-
-/** `30s`, `10m`, `1h`, `2d` → milliseconds. */
-export function parseEvery(every: string): number {
-  const match = /^([1-9][0-9]*)(s|m|h|d)$/.exec(every);
-  if (!match)
-    throw new CairnError(
-      'VALIDATION_ERROR',
-      `daemon.every "${every}" is not a duration like 30s, 10m, 1h or 2d.`,
-    );
-  return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
-}
 
 /** What a daemon is scheduled by (`every 10m`, `cron 0 9 * * 1-5`); undefined for no daemon. */
 export function scheduleOf(agent: AgentConfig): string | undefined {

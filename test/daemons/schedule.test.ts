@@ -5,7 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../../src/agents/agent-config.js';
 import { CairnError } from '../../src/errors.js';
-import { nextRunAfter, parseEvery } from '../../src/runtime/daemon-scheduler.js';
+import { nextRunAfter } from '../../src/runtime/daemon-scheduler.js';
+import { parseEvery } from '../../src/runtime/duration.js';
 
 function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
   return {
