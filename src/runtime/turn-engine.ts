@@ -15,7 +15,7 @@ import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/me
 import type { ModelClient } from '../llm/model-client.js';
 import type { MemoryStore, SessionRow, Store } from '../store/store.js';
 import { NO_TRACING, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
-import type { RunBudget, Tool } from '../tools/tool.js';
+import type { HistorySearch, RunBudget, Tool } from '../tools/tool.js';
 import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import type { ApprovalTimer } from './approval-timeouts.js';
@@ -436,7 +436,7 @@ export class TurnEngine {
     return {
       sessionId: session.id,
       agentName: agent.name,
-      history: this.deps.store,
+      history: historyPort(this.deps.store),
       memory: memoryOfRun(this.deps.store, turn.runningTask),
       depth: turn.depth ?? 0,
       lineage: [...(turn.lineage ?? []), agent.name],
@@ -445,13 +445,21 @@ export class TurnEngine {
   }
 }
 
+/**
+ * The one read of the message log a tool gets. A port of its own, not the
+ * store typed narrowly: an agent-folder tool is the agent author's code.
+ */
+function historyPort(store: HistorySearch): HistorySearch {
+  return { searchHistory: (...args) => store.searchHistory(...args) };
+}
+
 /** The memory port of a run: a task run's writes are refused once a peer took the task over. */
 function memoryOfRun(store: MemoryStore, runningTask: string | undefined): MemoryStore {
-  if (runningTask === undefined) return store;
   return {
     listMemory: (agentName, query, limit) => store.listMemory(agentName, query, limit),
     putMemory: (agentName, key, content) =>
-      store.putMemory(agentName, key, content, { runningTask }),
-    deleteMemory: (agentName, key) => store.deleteMemory(agentName, key, { runningTask }),
+      store.putMemory(agentName, key, content, runningTask === undefined ? {} : { runningTask }),
+    deleteMemory: (agentName, key) =>
+      store.deleteMemory(agentName, key, runningTask === undefined ? {} : { runningTask }),
   };
 }
