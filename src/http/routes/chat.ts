@@ -3,7 +3,7 @@
  * (`session`, `delta`, `tool_call`, `tool_result`, `done`, `error`). A client
  * that disconnects mid-turn cancels it; what was stored stays stored.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { Runtime } from '../../runtime/runtime.js';
 import { logFailure, toHttpError } from '../errors.js';
@@ -24,14 +24,13 @@ const chatBody = objectSchema(
   ['message'],
 );
 
-export function chatRoutes(
-  app: FastifyInstance,
-  deps: {
-    runtime: Pick<Runtime, 'runChat' | 'usableSession' | 'rejectIfTaskWaiting'>;
-    agents: Pick<AgentRegistry, 'get'>;
-    streams: StreamGate;
-  },
-): void {
+export interface ChatRoutesOptions {
+  runtime: Pick<Runtime, 'runChat' | 'usableSession' | 'rejectIfTaskWaiting'>;
+  agents: Pick<AgentRegistry, 'get'>;
+  streams: StreamGate;
+}
+
+export const chatRoutes: FastifyPluginAsync<ChatRoutesOptions> = async (app, deps) => {
   app.post<{ Params: { name: string }; Body: ChatBody }>(
     '/agents/:name/chat',
     { schema: { params: agentParams, body: chatBody } },
@@ -112,4 +111,4 @@ export function chatRoutes(
       return reply;
     },
   );
-}
+};

@@ -2,7 +2,7 @@
  * defaultCompaction over HTTP: compact (with dry run and instructions), undo,
  * the history of compactions, and the exact context of the next model call.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { DefaultCompaction } from '../../compaction/default-compaction.js';
 import { CairnError } from '../../errors.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
@@ -16,16 +16,15 @@ interface CompactBody {
   instructions?: string;
 }
 
-export function compactionRoutes(
-  app: FastifyInstance,
-  deps: {
-    runtime: Pick<Runtime, 'getSession' | 'buildContext'>;
-    agents: Pick<AgentRegistry, 'find'>;
-    store: Pick<CompactionStore, 'listCompactions'>;
-    compaction: DefaultCompaction;
-    contextWindow: number;
-  },
-): void {
+export interface CompactionRoutesOptions {
+  runtime: Pick<Runtime, 'getSession' | 'buildContext'>;
+  agents: Pick<AgentRegistry, 'find'>;
+  store: Pick<CompactionStore, 'listCompactions'>;
+  compaction: DefaultCompaction;
+  contextWindow: number;
+}
+
+export const compactionRoutes: FastifyPluginAsync<CompactionRoutesOptions> = async (app, deps) => {
   const { runtime, agents, store, compaction } = deps;
   type WithId = { Params: { id: string } };
 
@@ -94,4 +93,4 @@ export function compactionRoutes(
       };
     },
   );
-}
+};

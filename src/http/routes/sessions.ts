@@ -1,5 +1,5 @@
 /** Session resources: create, list, read, messages, fork, reset, close, delete. */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { Runtime } from '../../runtime/runtime.js';
 import type { MessageLog, SessionFilter, SessionStore } from '../../store/store.js';
 import {
@@ -22,22 +22,21 @@ interface CreateBody {
   compactCount?: number;
 }
 
-export function sessionRoutes(
-  app: FastifyInstance,
-  deps: {
-    runtime: Pick<
-      Runtime,
-      | 'createSession'
-      | 'getSession'
-      | 'resetSession'
-      | 'closeSession'
-      | 'deleteSession'
-      | 'forkSession'
-    >;
-    store: Pick<SessionStore, 'listSessions'> &
-      Pick<MessageLog, 'listMessages' | 'firstUserMessages'>;
-  },
-): void {
+export interface SessionRoutesOptions {
+  runtime: Pick<
+    Runtime,
+    | 'createSession'
+    | 'getSession'
+    | 'resetSession'
+    | 'closeSession'
+    | 'deleteSession'
+    | 'forkSession'
+  >;
+  store: Pick<SessionStore, 'listSessions'> &
+    Pick<MessageLog, 'listMessages' | 'firstUserMessages'>;
+}
+
+export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (app, deps) => {
   const { runtime, store } = deps;
   type WithId = { Params: { id: string } };
 
@@ -173,4 +172,4 @@ export function sessionRoutes(
       return reply.code(204).send();
     },
   );
-}
+};
