@@ -1,9 +1,12 @@
 /**
- * The composition root: builds the whole server from a `Settings` object.
- * The only module that names concrete implementations. Never listens — the
- * CLI does, and tests use `app.server.inject` or listen on port 0.
+ * The composition root: builds the whole server from a `Settings` object, in
+ * steps that each take what the steps before returned (logger, agents,
+ * storage, observers, models, tools, context care, runtime, server), then
+ * starts the background work. The only module that names concrete
+ * implementations. Never listens — the CLI does, and tests use
+ * `app.server.inject` or listen on port 0.
  */
-import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { AgentRegistry } from './agents/agent-registry.js';
 import { formatProblem, loadAgents } from './agents/load-agents.js';
 import type { AgentProblem } from './agents/agent-config.js';
@@ -11,6 +14,7 @@ import type { ModelRoleSettings, Settings } from './config/settings.js';
 import { createServer } from './http/create-server.js';
 import { defaultAllowedHosts } from './http/browser-guard.js';
 import { compactionRoutes } from './http/routes/compaction.js';
+import { StreamGate } from './http/stream-gate.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
 import { AutomaticRecall } from './recall/automatic-recall.js';
@@ -58,7 +62,7 @@ import { checkMcpToolEntries } from './mcp/check-agent-tools.js';
 import { openaiApiRoutes } from './openai-api/routes.js';
 import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
 import { sessionTransferRoutes } from './http/routes/session-transfer.js';
-import { metricsRoutes } from './http/routes/metrics.js';
+import { metricsRoutes, registerTurnMetrics } from './http/routes/metrics.js';
 import { agentReloadRoutes, agentRoutes } from './http/routes/agents.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { eventRoutes } from './http/routes/events.js';
@@ -76,10 +80,12 @@ import { ClientKeys } from './http/client-keys.js';
 import { KeyLimits } from './http/key-limits.js';
 import { Access } from './http/access.js';
 import { keyRoutes } from './http/routes/keys.js';
+import { LateBinding } from './late-binding.js';
+import { createLogger, logLines, type Logger, type LoggerSetting } from './logger.js';
 
 export interface AppOptions {
-  /** fastify's logger option (pino options, e.g. `{ level, stream }`), or false to log nothing (tests). */
-  logger?: FastifyServerOptions['logger'];
+  /** pino options (e.g. `{ level, stream }`) for the one logger every part and the server share, or false to log nothing (tests). */
+  logger?: LoggerSetting;
   /** Run scheduled daemon agents (default true; `cairn serve --no-daemons` turns them off). */
   daemons?: boolean;
   /** Reconnect backoff for MCP servers (tests shorten it). */
@@ -175,23 +181,90 @@ interface SharedDatabase {
   readonly feed: SharedEventFeed;
 }
 
-export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
+/** The agents in agents/, and the ones that were skipped with why. */
+interface LoadedAgents {
+  readonly registry: AgentRegistry;
+  readonly problems: readonly AgentProblem[];
+}
+
+/** The database and what rides on it: the event bus and the session lock. */
+interface Storage {
+  /** This process's id among the instances sharing one database. */
+  readonly instanceId: string;
+  readonly store: Store;
+  readonly events: EventBus;
+  readonly sessionLock: SessionLock;
+  /** Only on Postgres, where other instances may share the database. */
+  readonly shared: SharedDatabase | undefined;
+}
+
+/** What watches from the outside: metrics, traces, and the record of every model call. */
+interface Observers {
+  readonly metrics: CairnMetrics;
+  readonly tracing: Tracing;
+  readonly recorder: CallRecorder;
+  readonly recordsPruner: RecordPruner;
+}
+
+/** One model client per role; roles with the same settings share one. */
+interface Models {
+  readonly main: ModelClient;
+  readonly compact: ModelClient;
+  readonly title: ModelClient;
+}
+
+/**
+ * The tool catalog and the MCP servers behind its `mcp:` entries. Its
+ * `agent:` entries run the runtime, which needs the catalog first:
+ * `subagents` is bound once the runtime step has built them.
+ */
+interface Tools {
+  readonly catalog: ToolCatalog;
+  readonly mcp: McpManager;
+  readonly subagents: LateBinding<Pick<Subagents, 'tool'>>;
+}
+
+/** How a session's context is kept within the window: compaction, and recall of what it cut. */
+interface ContextCare {
+  readonly compaction: DefaultCompaction;
+  readonly autoCompaction: AutoCompaction;
+  readonly recall: AutomaticRecall;
+}
+
+/** Sessions and turns, and the tasks, subagents, daemons and reloads that run them. */
+interface RuntimeParts {
+  readonly approvalTimeouts: ApprovalTimeouts;
+  readonly engine: TurnEngine;
+  readonly sessions: Sessions;
+  readonly chats: ChatTurns;
+  readonly subagents: Subagents;
+  readonly tasks: TaskRunner;
+  readonly daemons: DaemonScheduler;
+  readonly agentReloader: AgentReloader;
+}
+
+/** The agents, once loaded and registered; a broken agent is skipped and reported at start. */
+function loadAgentRegistry(settings: Settings): LoadedAgents {
   const { agents, problems } = loadAgents(settings.agentsDir);
-  const registry = new AgentRegistry(agents, problems);
+  return { registry: new AgentRegistry(agents, problems), problems };
+}
+
+/** Opens the database `settings.database` selects, with the event bus and the turn slots on it. */
+async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
+  const { warn } = logLines(logger);
   const instanceId = newInstanceId();
   const store = await openStore(settings, instanceId);
   const events = new EventBus(store);
-
-  // The server's logger is created by fastify; model clients log through it.
-  const logTarget: { server?: FastifyInstance } = {};
-  const warn = (details: Record<string, unknown>, message: string): void =>
-    logTarget.server?.log.warn(details, message);
   const databaseUrl = settings.database.url;
   const shared: SharedDatabase | undefined =
     databaseUrl === null
       ? undefined
       : {
-          lock: new AdvisorySessionLock({ connectionString: databaseUrl, instanceId, log: warn }),
+          lock: new AdvisorySessionLock({
+            connectionString: databaseUrl,
+            instanceId,
+            log: warn,
+          }),
           heartbeat: new InstanceHeartbeat({ store, instanceId, log: warn }),
           feed: new SharedEventFeed({
             connectionString: databaseUrl,
@@ -204,28 +277,23 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
   if (shared) events.useSharedFeed(shared.feed);
   // On a shared database the turn slot is shared by the instances too.
   const sessionLock: SessionLock = shared ? shared.lock : new KeyedQueue();
-  const mcp = new McpManager({
-    servers: settings.mcpServers,
-    log: {
-      info: (message) => logTarget.server?.log.info(message),
-      warn: (message) => logTarget.server?.log.warn(message),
-    },
-    ...(options.mcpBackoff ? { backoff: options.mcpBackoff } : {}),
-  });
-  const tools: ToolCatalog = new ToolCatalog({
-    builtins: builtinTools(),
-    // Bound late: the runtime needs the catalog, and subagent tools need the runtime.
-    subagent: (caller, name) => subagents.tool(caller, name),
-    mcp,
-  });
-  mcp.onToolsChanged(() => tools.invalidate());
-  const modelLogger: ModelLogger = { warn };
+  return { instanceId, store, events, sessionLock, shared };
+}
+
+/** Metrics, tracing and call records, each listening where it needs to. */
+async function buildObservers(
+  settings: Settings,
+  { store, events, sessionLock }: Storage,
+  logger: Logger,
+): Promise<Observers> {
+  const { info, warn } = logLines(logger);
   // Gauges read the turn slots and the bus when scraped.
-  const metrics: CairnMetrics = new CairnMetrics({
+  const metrics = new CairnMetrics({
     queueDepth: () => sessionLock.size,
     openEventStreams: () => events.subscriberCount,
   });
   events.observe((event) => metrics.observeEvent(event));
+  events.observe(eventLogger(info));
   // The OpenTelemetry SDK is loaded only when traces go somewhere.
   const otlp = settings.telemetry.otlp;
   const tracing: Tracing = otlp
@@ -233,27 +301,68 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     : NO_TRACING;
   // Every call of a session on the record, whatever the provider (inside the metrics, which count its cost).
   const recorder = new CallRecorder({ store, enabled: settings.records.enabled, warn });
-  const recordsPruner = new RecordPruner({ store, keepDays: settings.records.keepDays, warn });
+  const recordsPruner = new RecordPruner({
+    store,
+    keepDays: settings.records.keepDays,
+    warn,
+  });
+  return { metrics, tracing, recorder, recordsPruner };
+}
+
+/** Each role's model client, wrapped (inside out) in the call record, the metrics and tracing. */
+function buildModels(
+  settings: Settings,
+  { metrics, tracing, recorder }: Observers,
+  logger: Logger,
+  observeModelCall: ModelCallObserver | undefined,
+): Models {
   // One breaker for every role: an endpoint that is down is down for all of them.
   const breaker = new CircuitBreaker();
-  const modelFor = (role: 'main' | 'compact' | 'title'): ModelClient => {
+  const modelFor = (role: ModelRole): ModelClient => {
     const roleSettings = settings.models[role];
     const recorded = recorder.instrument(
-      observed(role, createModel(roleSettings, modelLogger, breaker), options.observeModelCall),
+      observed(role, createModel(roleSettings, logger, breaker), observeModelCall),
       roleSettings,
     );
     return traceModel(metrics.instrumentModel(role, recorded), tracing, roleSettings.provider);
   };
-  const mainModel = modelFor('main');
-  const compactModel =
-    settings.models.compact === settings.models.main ? mainModel : modelFor('compact');
-  const titleModel =
-    settings.models.title === settings.models.compact ? compactModel : modelFor('title');
+  const main = modelFor('main');
+  const compact = settings.models.compact === settings.models.main ? main : modelFor('compact');
+  const title = settings.models.title === settings.models.compact ? compact : modelFor('title');
+  return { main, compact, title };
+}
+
+/** The MCP servers and the catalog that resolves an agent's `tools` list. */
+function buildTools(settings: Settings, logger: Logger, mcpBackoff: McpBackoff | undefined): Tools {
+  const mcp = new McpManager({
+    servers: settings.mcpServers,
+    log: logger,
+    ...(mcpBackoff ? { backoff: mcpBackoff } : {}),
+  });
+  const subagents = new LateBinding<Pick<Subagents, 'tool'>>('Subagents (for agent: tools)');
+  const catalog = new ToolCatalog({
+    builtins: builtinTools(),
+    subagent: (caller, name) => subagents.get().tool(caller, name),
+    mcp,
+  });
+  mcp.onToolsChanged(() => catalog.invalidate());
+  return { catalog, mcp, subagents };
+}
+
+/** Compaction (on request and at the agent's threshold) and automatic recall of what it cut. */
+function buildContextCare(
+  settings: Settings,
+  { store, events }: Storage,
+  agents: LoadedAgents,
+  models: Models,
+  { tracing }: Observers,
+  logger: Logger,
+): ContextCare {
   const compaction = new DefaultCompaction({
     store,
     events,
-    agents: registry,
-    model: compactModel,
+    agents: agents.registry,
+    model: models.compact,
     tracing,
   });
   const recallLedger = new RecallLedger();
@@ -262,7 +371,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     events,
     compaction,
     contextWindow: settings.models.main.contextWindow,
-    logger: modelLogger,
+    logger,
     recalledTokens: (sessionId) => recallLedger.tokens(sessionId),
   });
   const recall = new AutomaticRecall({
@@ -271,26 +380,55 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     estimate: (turn, messages) => autoCompaction.estimate(turn, messages),
     ledger: recallLedger,
   });
+  return { compaction, autoCompaction, recall };
+}
 
-  // Bound late: a timed-out approval is denied through the task runner, built below.
-  const approvalTimeouts: ApprovalTimeouts = new ApprovalTimeouts({
+/** Everything the runtime step is built from. */
+interface RuntimeInputs {
+  readonly agents: LoadedAgents;
+  readonly storage: Storage;
+  readonly observers: Observers;
+  readonly models: Models;
+  readonly tools: Tools;
+  readonly context: ContextCare;
+}
+
+/**
+ * The runtime and the parts that run turns through it: subagents, tasks,
+ * daemons, approval timeouts, and the agent reloader. Binds the tools'
+ * subagent port, so `agent:` tools work from here on.
+ */
+function buildRuntime(
+  settings: Settings,
+  { agents, storage, observers, models, tools, context }: RuntimeInputs,
+  logger: Logger,
+): RuntimeParts {
+  const { info, warn, error } = logLines(logger);
+  const { store, events, sessionLock, instanceId } = storage;
+  const registry = agents.registry;
+  // A timed-out approval is denied through the task runner, which itself arms the timeouts.
+  const approvalDecisions = new LateBinding<Pick<TaskRunner, 'decideApproval'>>(
+    'TaskRunner (for approval timeouts)',
+  );
+  const approvalTimeouts = new ApprovalTimeouts({
     store,
-    deny: (taskId) => tasks.decideApproval({ taskId, decision: 'deny', timedOut: true }),
+    deny: (taskId) =>
+      approvalDecisions.get().decideApproval({ taskId, decision: 'deny', timedOut: true }),
     log: warn,
   });
-  const engine: TurnEngine = new TurnEngine({
+  const engine = new TurnEngine({
     approvalTimer: approvalTimeouts,
     store,
     lock: sessionLock,
-    model: mainModel,
-    tools,
+    model: models.main,
+    tools: tools.catalog,
     events,
-    contextGuard: autoCompaction,
-    contextRecall: recall,
+    contextGuard: context.autoCompaction,
+    contextRecall: context.recall,
     systemContext: memoryContext(store),
-    observer: { toolResult: (note) => metrics.toolCall(note.tool, note.isError) },
-    tracing,
-    afterTurn: () => recorder.flush(),
+    observer: { toolResult: (note) => observers.metrics.toolCall(note.tool, note.isError) },
+    tracing: observers.tracing,
+    afterTurn: () => observers.recorder.flush(),
   });
   const sessions = new Sessions({ store, agents: registry, events, slots: engine });
   const chats = new ChatTurns({
@@ -298,21 +436,21 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     engine,
     agents: registry,
     store,
-    observer: {
-      chatTurn: chatTurnLogger((details, message) => logTarget.server?.log.info(details, message)),
-    },
-    titler: new SessionTitler({ store, model: titleModel, warn }),
+    observer: { chatTurn: chatTurnLogger(info) },
+    titler: new SessionTitler({ store, model: models.title, warn }),
   });
   const subagents = new Subagents({ sessions, engine, agents: registry });
+  tools.subagents.bind(subagents);
   const tasks = new TaskRunner({
     sessions,
     engine,
     agents: registry,
     store,
     events,
-    log: (details, message) => logTarget.server?.log.error(details, message),
+    log: error,
     approvalTimer: approvalTimeouts,
   });
+  approvalDecisions.bind(tasks);
   const daemons = new DaemonScheduler({
     sessions,
     agents: registry,
@@ -321,13 +459,45 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tasks,
     owner: instanceId,
     log: warn,
-    info: (details, message) => logTarget.server?.log.info(details, message),
+    info,
   });
+  const agentReloader = new AgentReloader({
+    agentsDir: settings.agentsDir,
+    registry,
+    resolveTools: (agent) => tools.catalog.forAgent(agent),
+    log: info,
+    warn,
+    // Before `daemons.start()` (and with daemons off) this does nothing.
+    afterReload: () => daemons.sync(),
+  });
+  return { approvalTimeouts, engine, sessions, chats, subagents, tasks, daemons, agentReloader };
+}
+
+/** Everything the HTTP server's routes are given. */
+interface ServerInputs {
+  readonly agents: LoadedAgents;
+  readonly storage: Storage;
+  readonly observers: Observers;
+  readonly tools: Tools;
+  readonly context: ContextCare;
+  readonly parts: RuntimeParts;
+}
+
+/** The fastify instance with its cross-cutting hooks, then every route group as a plugin. */
+function buildServer(
+  settings: Settings,
+  { agents, storage, observers, tools, context, parts }: ServerInputs,
+  logger: Logger,
+  consoleDir: string,
+): FastifyInstance {
+  const { store, events, instanceId } = storage;
+  const { metrics, recorder } = observers;
+  const { engine, sessions, chats, tasks, agentReloader } = parts;
+  const registry = agents.registry;
   // Principals: client keys, what each may reach, and its limits.
+  const { warn } = logLines(logger);
   const clientKeys = new ClientKeys(store, { warn });
   const access = new Access(store);
-  const consoleDir = options.consoleDir ?? DEFAULT_CONSOLE_DIR;
-  const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
   const server = createServer({
     apiKey: settings.server.apiKey,
     browser: {
@@ -340,68 +510,91 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     ownership: { access, limits: new KeyLimits(store) },
     bodyLimitBytes: settings.server.bodyLimitBytes,
     rateLimit: settings.server.rateLimit,
-    streamLimits: {
+    logger,
+  });
+  const isAgent = (name: string): boolean => registry.find(name) !== undefined;
+  // At the root, before the plugins: it measures the chat and /v1 routes.
+  registerTurnMetrics(server, { metrics, isAgent });
+  // One gate for every kind of stream: the cap is on open connections.
+  const streams = new StreamGate(
+    {
       maxStreams: settings.server.maxStreams,
       maxBufferedBytes: settings.server.streamBufferBytes,
     },
-    logger: options.logger ?? false,
-    // Every route group of the server, registered in this order.
-    routes: [
-      (app) => healthRoutes(app, { store, instanceId, ...(healthExtras ? { healthExtras } : {}) }),
-      (app) => agentRoutes(app, { agents: registry, mainModel: settings.models.main }),
-      (app, { streams }) => chatRoutes(app, { chats, sessions, agents: registry, streams }),
-      (app) => sessionRoutes(app, { sessions, store }),
-      (app) => callRoutes(app, { access, store, flush: () => recorder.flush() }),
-      (app, { streams }) => eventRoutes(app, { store, events, streams }),
-      (app) => mcpRoutes(app, { chats, agents: registry, access }),
-      (app) => taskRoutes(app, { tasks, store }),
-      (app) => memoryRoutes(app, { agents: registry, store }),
-      (app, { streams }) =>
-        openaiApiRoutes(app, { sessions, engine, agents: registry, access, store, streams }),
-      (app) => sessionTransferRoutes(app, { agents: registry, store, access, events }),
-      (app) => keyRoutes(app, { keys: clientKeys, store, events }),
-      (app) =>
-        metricsRoutes(app, { metrics, isAgent: (name) => registry.find(name) !== undefined }),
-      (app) => agentReloadRoutes(app, { reload: () => agentReloader.reload() }),
-      (app) =>
-        compactionRoutes(app, {
-          sessions,
-          engine,
-          agents: registry,
-          store,
-          compaction,
-          contextWindow: settings.models.main.contextWindow,
-        }),
-      (app, { streams }) =>
-        a2aRoutes(app, {
-          agents: registry,
-          tasks,
-          store,
-          events,
-          streams,
-          keyRequired: settings.server.apiKey !== null,
-        }),
-      ...(consoleBuilt(consoleDir)
-        ? [(app: FastifyInstance) => consoleRoutes(app, { dir: consoleDir })]
-        : []),
-    ],
-  });
-  logTarget.server = server;
-  const agentReloader = new AgentReloader({
-    agentsDir: settings.agentsDir,
-    registry,
-    resolveTools: (agent) => tools.forAgent(agent),
-    log: (details, message) => server.log.info(details, message),
-    warn: (details, message) => server.log.warn(details, message),
-    // Before `daemons.start()` (and with daemons off) this does nothing.
-    afterReload: () => daemons.sync(),
-  });
-  if (options.watchAgents === true) agentReloader.watch();
-  events.observe(eventLogger((details, message) => server.log.info(details, message)));
+    warn,
+  );
+  const mcp = tools.mcp;
+  const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
 
-  if (!consoleBuilt(consoleDir))
-    server.log.warn(`web console not built in ${consoleDir}: run npm run build`);
-  for (const problem of problems) server.log.warn(`agent skipped: ${formatProblem(problem)}`);
+  // Every route group of the server, in this order.
+  void server.register(healthRoutes, {
+    store,
+    instanceId,
+    ...(healthExtras ? { healthExtras } : {}),
+  });
+  void server.register(agentRoutes, { agents: registry, mainModel: settings.models.main });
+  void server.register(chatRoutes, { chats, sessions, agents: registry, streams });
+  void server.register(sessionRoutes, { sessions, store });
+  void server.register(callRoutes, { access, store, flush: () => recorder.flush() });
+  void server.register(eventRoutes, { store, events, streams });
+  void server.register(mcpRoutes, { chats, agents: registry, access });
+  void server.register(taskRoutes, { tasks, store });
+  void server.register(memoryRoutes, { agents: registry, store });
+  void server.register(openaiApiRoutes, {
+    sessions,
+    engine,
+    agents: registry,
+    access,
+    store,
+    streams,
+  });
+  void server.register(sessionTransferRoutes, { agents: registry, store, access, events });
+  void server.register(keyRoutes, { keys: clientKeys, store, events });
+  void server.register(metricsRoutes, { metrics });
+  void server.register(agentReloadRoutes, { reload: () => agentReloader.reload() });
+  void server.register(compactionRoutes, {
+    sessions,
+    engine,
+    agents: registry,
+    store,
+    compaction: context.compaction,
+    contextWindow: settings.models.main.contextWindow,
+  });
+  void server.register(a2aRoutes, {
+    agents: registry,
+    tasks,
+    store,
+    events,
+    streams,
+    keyRequired: settings.server.apiKey !== null,
+  });
+  if (consoleBuilt(consoleDir)) void server.register(consoleRoutes, { dir: consoleDir });
+  else logger.warn(`web console not built in ${consoleDir}: run npm run build`);
+  return server;
+}
+
+/** Everything `start` sets going, and `close` stops. */
+interface BuiltApp {
+  readonly agents: LoadedAgents;
+  readonly storage: Storage;
+  readonly observers: Observers;
+  readonly tools: Tools;
+  readonly parts: RuntimeParts;
+  readonly server: FastifyInstance;
+}
+
+/**
+ * Start-up, in order: the agents watch, the shared database's heartbeat and
+ * feed, recovery of what the last process left running, approval deadlines,
+ * MCP servers, the tool-list checks, daemons, and record pruning.
+ */
+async function start(built: BuiltApp, options: AppOptions, logger: Logger): Promise<void> {
+  const { storage, observers, tools, parts } = built;
+  const { store, shared, instanceId } = storage;
+  const registry = built.agents.registry;
+  if (options.watchAgents === true) parts.agentReloader.watch();
+  for (const problem of built.agents.problems)
+    logger.warn(`agent skipped: ${formatProblem(problem)}`);
   if (shared) {
     await shared.heartbeat.start();
     await shared.feed.start();
@@ -414,56 +607,90 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       })
     : await recoverAfterRestart(store);
   if (recovered.interruptedTasks > 0)
-    server.log.warn(
+    logger.warn(
       `${recovered.interruptedTasks} task(s) were running when the server stopped; marked interrupted`,
     );
   if (recovered.closedDaemonSessions > 0 || recovered.releasedDaemonLeases > 0)
-    server.log.warn(recovered, 'closed out daemon ticks that died with the previous process');
+    logger.warn(recovered, 'closed out daemon ticks that died with the previous process');
   // After the orphan sweep: a deadline that passed while the server was down is applied now.
-  await approvalTimeouts.recover();
-  await mcp.start();
-  const mcpProblems = checkMcpToolEntries(registry.list(), mcp);
-  for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) server.log.warn(problem);
+  await parts.approvalTimeouts.recover();
+  await tools.mcp.start();
+  const mcpProblems = checkMcpToolEntries(registry.list(), tools.mcp);
+  for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) logger.warn(problem);
   // Fail early and visibly on tool lists that cannot be resolved (the same check as `cairn agents validate`).
-  for (const problem of await checkAgentTools(registry.list(), (agent) => tools.forAgent(agent)))
-    server.log.warn(formatProblem(problem));
-  if (options.daemons !== false) await daemons.start();
-  recordsPruner.start();
+  for (const problem of await checkAgentTools(registry.list(), (agent) =>
+    tools.catalog.forAgent(agent),
+  ))
+    logger.warn(formatProblem(problem));
+  if (options.daemons !== false) await parts.daemons.start();
+  observers.recordsPruner.start();
+}
+
+/** Stops accepting work, waits for running turns, then closes what they used, database last. */
+async function close(built: BuiltApp): Promise<void> {
+  const { storage, observers, tools, parts, server } = built;
+  parts.agentReloader.close();
+  parts.approvalTimeouts.close();
+  await parts.daemons.stop();
+  await server.close();
+  await parts.tasks.drain();
+  await parts.engine.drain();
+  await observers.recordsPruner.stop();
+  // After the turns: a running turn may still be calling an MCP tool.
+  await tools.mcp.close();
+  if (storage.shared) {
+    await storage.shared.feed.close();
+    await storage.shared.lock.close();
+    await storage.shared.heartbeat.stop();
+  }
+  // The titles and records of the last turns, before the database goes.
+  await observers.recorder.flush();
+  await observers.tracing.shutdown();
+  await storage.store.close();
+}
+
+/**
+ * Builds the server from `settings`, each step from what the steps before it
+ * returned, then starts its background work. The logger comes first, so
+ * every part logs from the moment it exists.
+ */
+export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
+  const logger = createLogger(options.logger ?? false);
+  const agents = loadAgentRegistry(settings);
+  const storage = await openStorage(settings, logger);
+  const observers = await buildObservers(settings, storage, logger);
+  const models = buildModels(settings, observers, logger, options.observeModelCall);
+  const tools = buildTools(settings, logger, options.mcpBackoff);
+  const context = buildContextCare(settings, storage, agents, models, observers, logger);
+  const parts = buildRuntime(
+    settings,
+    { agents, storage, observers, models, tools, context },
+    logger,
+  );
+  const server = buildServer(
+    settings,
+    { agents, storage, observers, tools, context, parts },
+    logger,
+    options.consoleDir ?? DEFAULT_CONSOLE_DIR,
+  );
+  const built: BuiltApp = { agents, storage, observers, tools, parts, server };
+  await start(built, options, logger);
 
   return {
     settings,
     server,
-    sessions,
-    engine,
-    chats,
-    store,
-    agents: registry,
-    events,
-    sessionLock,
-    instanceId,
-    agentProblems: problems,
-    tasks,
-    daemons,
-    mcp,
-    async close() {
-      agentReloader.close();
-      approvalTimeouts.close();
-      await daemons.stop();
-      await server.close();
-      await tasks.drain();
-      await engine.drain();
-      await recordsPruner.stop();
-      // After the turns: a running turn may still be calling an MCP tool.
-      await mcp.close();
-      if (shared) {
-        await shared.feed.close();
-        await shared.lock.close();
-        await shared.heartbeat.stop();
-      }
-      // The titles and records of the last turns, before the database goes.
-      await recorder.flush();
-      await tracing.shutdown();
-      await store.close();
-    },
+    sessions: parts.sessions,
+    engine: parts.engine,
+    chats: parts.chats,
+    store: storage.store,
+    agents: agents.registry,
+    events: storage.events,
+    sessionLock: storage.sessionLock,
+    instanceId: storage.instanceId,
+    agentProblems: agents.problems,
+    tasks: parts.tasks,
+    daemons: parts.daemons,
+    mcp: tools.mcp,
+    close: () => close(built),
   };
 }

@@ -5,7 +5,7 @@
  * the A2A SDK on the first A2A request). An unknown agent is a 404 in Cairn's
  * error envelope, like every other route.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
@@ -15,7 +15,7 @@ import type { CardContext } from './agent-card.js';
 import type { A2AEndpointDeps } from './endpoint.js';
 import { AGENT_CARD_PATH } from './paths.js';
 
-export interface A2ARouteDeps extends A2AEndpointDeps {
+export interface A2ARoutesOptions extends A2AEndpointDeps {
   agents: Pick<AgentRegistry, 'get' | 'list'>;
   /** True when the server has an API key (the cards then name the bearer scheme). */
   keyRequired: boolean;
@@ -30,7 +30,7 @@ function cardContext(request: FastifyRequest, keyRequired: boolean): CardContext
 }
 
 /** The agent named in the URL, if the caller may use it; 404 AGENT_NOT_FOUND otherwise. */
-function visibleAgent(request: FastifyRequest, deps: A2ARouteDeps, name: string): AgentConfig {
+function visibleAgent(request: FastifyRequest, deps: A2ARoutesOptions, name: string): AgentConfig {
   // get() throws the registry's own 404, which says why a broken agent is missing.
   const agent = deps.agents.get(name);
   if (!accessFor(request).mayUseAgent(agent)) {
@@ -42,7 +42,7 @@ function visibleAgent(request: FastifyRequest, deps: A2ARouteDeps, name: string)
   return agent;
 }
 
-export function a2aRoutes(app: FastifyInstance, deps: A2ARouteDeps): void {
+export const a2aRoutes: FastifyPluginAsync<A2ARoutesOptions> = async (app, deps) => {
   // Open streams end at shutdown: a peer re-subscribes with SubscribeToTask.
   const openStreams = new Set<AbortController>();
   app.addHook('preClose', async () => {
@@ -107,4 +107,4 @@ export function a2aRoutes(app: FastifyInstance, deps: A2ARouteDeps): void {
       },
     );
   });
-}
+};

@@ -5,7 +5,7 @@
  * forces JSON on a terminal too.
  */
 import { createRequire } from 'node:module';
-import type { FastifyServerOptions } from 'fastify';
+import type { LoggerSetting } from '../logger.js';
 import type { PinoPretty as PinoPrettyFactory } from 'pino-pretty';
 import { CairnError } from '../errors.js';
 
@@ -28,12 +28,8 @@ export function chooseLogFormat(env: NodeJS.ProcessEnv, stdoutIsTerminal: boolea
   );
 }
 
-/** fastify's logger option for `format` at `level`. */
-export function loggerOptions(
-  format: LogFormat,
-  level: string,
-  colorize: boolean,
-): FastifyServerOptions['logger'] {
+/** The logger setting for `format` at `level`. */
+export function loggerOptions(format: LogFormat, level: string, colorize: boolean): LoggerSetting {
   if (format === 'json') return { level };
   return {
     level,

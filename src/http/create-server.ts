@@ -1,11 +1,13 @@
 /**
- * Builds the fastify instance: JSON Schema validation that never coerces JSON
- * bodies, bearer auth, rate and stream limits, the error envelope, and the
- * OpenAPI document; the routes are the composition root's list. Never listens.
+ * Builds the fastify instance every route group is registered on: JSON Schema
+ * validation that never coerces JSON bodies, the browser guard, bearer auth,
+ * ownership, rate limits, the error envelope, and the OpenAPI document. All of
+ * it sits on the root instance, so every route plugin registered afterwards
+ * inherits it. Holds no routes of its own but the OpenAPI ones; never listens.
  */
 import { Ajv } from 'ajv';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { CairnError } from '../errors.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
@@ -14,8 +16,6 @@ import { registerOwnership, type OwnershipDeps } from './ownership.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
 import { registerOpenApi } from './openapi.js';
-import { StreamGate, type StreamLimits } from './stream-gate.js';
-import { DEFAULT_MAX_STREAMS, DEFAULT_STREAM_BUFFER_BYTES } from '../config/settings.js';
 
 /** A request that takes longer than this to arrive in full is dropped (slow-loris). */
 export const REQUEST_TIMEOUT_MS = 60_000;
@@ -31,11 +31,8 @@ export interface ServerDeps {
   bodyLimitBytes: number;
   /** Requests per client per window (the client is the key holder, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
-  logger: FastifyServerOptions['logger'];
-  /** Limits on event streams (default: 200 streams, 1 MiB queued per stream). */
-  streamLimits?: StreamLimits;
-  /** Every route group, in order, from the composition root; each gets the shared stream gate. */
-  routes: ((app: FastifyInstance, shared: { streams: StreamGate }) => void)[];
+  /** The process's logger: requests log through a child of it, like every other part. */
+  logger: FastifyBaseLogger;
 }
 
 /** Paths anyone may call, even when an API key is configured. */
@@ -45,9 +42,15 @@ function isOpenPath(path: string): boolean {
   return OPEN_PATHS.has(path) || isConsolePath(path);
 }
 
+/**
+ * The root instance with every cross-cutting hook in place. Register the
+ * route groups on it (as plugins) after this returns: hooks added at the root
+ * reach every plugin registered below it, and the rate limiter and the
+ * OpenAPI generator see each route as it is added.
+ */
 export function createServer(deps: ServerDeps): FastifyInstance {
   const app = Fastify({
-    logger: deps.logger,
+    loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes,
     requestTimeout: REQUEST_TIMEOUT_MS,
     // Our own hook answers 503 while closing, in the API's error envelope.
@@ -151,19 +154,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     });
   }
 
-  // One gate for every kind of stream: the cap is on open connections.
-  const streams = new StreamGate(
-    deps.streamLimits ?? {
-      maxStreams: DEFAULT_MAX_STREAMS,
-      maxBufferedBytes: DEFAULT_STREAM_BUFFER_BYTES,
-    },
-    (details, message) => app.log.warn(details, message),
-  );
   // Before the routes: the OpenAPI document is collected as routes are added.
   registerOpenApi(app);
-  // Routes register after the limiter, so its hook covers every one of them.
-  void app.register(async (api) => {
-    for (const register of deps.routes) register(api, { streams });
-  });
   return app;
 }

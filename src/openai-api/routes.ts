@@ -4,7 +4,7 @@
  * bad JSON, unknown routes — answers in OpenAI's error shape, while the rest
  * of the API keeps Cairn's.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { chatCompletionRoutes } from './chat-completions.js';
@@ -13,7 +13,7 @@ import { InvalidRequestError, sendOpenAIError } from './errors.js';
 import { modelRoutes } from './models.js';
 import { responseRoutes, type ResponseRouteDeps } from './responses.js';
 
-export interface OpenAIApiDeps extends ConversationsDeps {
+export interface OpenAIApiRoutesOptions extends ConversationsDeps {
   agents: AgentRegistry;
   store: ConversationsDeps['store'] & ResponseRouteDeps['store'];
   engine: ConversationsDeps['engine'] & ResponseRouteDeps['engine'];
@@ -21,8 +21,8 @@ export interface OpenAIApiDeps extends ConversationsDeps {
   streams: StreamGate;
 }
 
-/** Registers `/v1/*` on `app` (call it from the composition root's route list). */
-export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void {
+/** The `/v1/*` routes, under their own error and not-found handlers (the prefix is set here). */
+export const openaiApiRoutes: FastifyPluginAsync<OpenAIApiRoutesOptions> = async (app, deps) => {
   const conversations = new Conversations(deps);
   const startedAt = Math.floor(Date.now() / 1000);
   void app.register(
@@ -49,4 +49,4 @@ export function openaiApiRoutes(app: FastifyInstance, deps: OpenAIApiDeps): void
     },
     { prefix: '/v1' },
   );
-}
+};

@@ -2,7 +2,7 @@
  * GET /agents and GET /agents/:name: the loaded agents, without filesystem
  * paths, each with the model its conversations call (`resolvedModel`).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { AgentConfig } from '../../agents/agent-config.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { ModelRoleSettings } from '../../config/settings.js';
@@ -61,10 +61,12 @@ const AGENT_VIEW = {
   },
 } as const;
 
-export function agentRoutes(
-  app: FastifyInstance,
-  deps: { agents: AgentRegistry; mainModel: MainModel },
-): void {
+export interface AgentRoutesOptions {
+  agents: AgentRegistry;
+  mainModel: MainModel;
+}
+
+export const agentRoutes: FastifyPluginAsync<AgentRoutesOptions> = async (app, deps) => {
   const view = (agent: AgentConfig) => publicAgent(agent, deps.mainModel);
 
   app.get(
@@ -105,12 +107,16 @@ export function agentRoutes(
       agent: view(deps.agents.get(request.params.name)),
     }),
   );
+};
+
+export interface AgentReloadRoutesOptions {
+  reload: () => Promise<{ agents: string[]; problems: string[] }>;
 }
 
 /** `POST /agents/reload`: reload agents/*\/agent.json now (the watch does it on changes too). */
-export function agentReloadRoutes(
-  app: FastifyInstance,
-  deps: { reload: () => Promise<{ agents: string[]; problems: string[] }> },
-): void {
+export const agentReloadRoutes: FastifyPluginAsync<AgentReloadRoutesOptions> = async (
+  app,
+  deps,
+) => {
   app.post('/agents/reload', { schema: { body: NO_OPTIONS_BODY } }, async () => deps.reload());
-}
+};

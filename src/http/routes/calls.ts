@@ -4,7 +4,7 @@
  * is visible exactly when its session is: both routes pass through
  * `readableSession`, the session routes' own check.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { CairnError } from '../../errors.js';
 import type { Access } from '../access.js';
 import { principalOf } from '../principal.js';
@@ -13,14 +13,14 @@ import { CURSOR, LIMIT, objectSchema, sessionParams } from '../schemas.js';
 
 export const CALL_ID = { type: 'string', pattern: '^call_[A-Za-z0-9]{1,64}$' } as const;
 
-export interface CallRoutesDeps {
+export interface CallRoutesOptions {
   access: Pick<Access, 'session'>;
   store: Pick<CallRecordStore, 'listModelCalls' | 'findModelCall'>;
   /** Waits for the calls this process noted but has not written yet (read your own writes). */
   flush: () => Promise<void>;
 }
 
-export function callRoutes(app: FastifyInstance, deps: CallRoutesDeps): void {
+export const callRoutes: FastifyPluginAsync<CallRoutesOptions> = async (app, deps) => {
   const { access, store, flush } = deps;
   /** The one access check: a call is readable when its session is (404 otherwise). */
   const readableSession = (request: FastifyRequest, sessionId: string) =>
@@ -82,4 +82,4 @@ export function callRoutes(app: FastifyInstance, deps: CallRoutesDeps): void {
       return { call };
     },
   );
-}
+};

@@ -3,7 +3,7 @@
  * (`session`, `delta`, `tool_call`, `tool_result`, `done`, `error`). A client
  * that disconnects mid-turn cancels it; what was stored stays stored.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { ChatTurns } from '../../runtime/chat-turns.js';
 import type { Sessions } from '../../runtime/sessions.js';
@@ -25,15 +25,14 @@ const chatBody = objectSchema(
   ['message'],
 );
 
-export function chatRoutes(
-  app: FastifyInstance,
-  deps: {
-    chats: Pick<ChatTurns, 'run'>;
-    sessions: Pick<Sessions, 'usable' | 'rejectIfTaskWaiting'>;
-    agents: Pick<AgentRegistry, 'get'>;
-    streams: StreamGate;
-  },
-): void {
+export interface ChatRoutesOptions {
+  chats: Pick<ChatTurns, 'run'>;
+  sessions: Pick<Sessions, 'usable' | 'rejectIfTaskWaiting'>;
+  agents: Pick<AgentRegistry, 'get'>;
+  streams: StreamGate;
+}
+
+export const chatRoutes: FastifyPluginAsync<ChatRoutesOptions> = async (app, deps) => {
   app.post<{ Params: { name: string }; Body: ChatBody }>(
     '/agents/:name/chat',
     { schema: { params: agentParams, body: chatBody } },
@@ -114,4 +113,4 @@ export function chatRoutes(
       return reply;
     },
   );
-}
+};

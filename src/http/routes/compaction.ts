@@ -2,7 +2,7 @@
  * defaultCompaction over HTTP: compact (with dry run and instructions), undo,
  * the history of compactions, and the exact context of the next model call.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { DefaultCompaction } from '../../compaction/default-compaction.js';
 import { CairnError } from '../../errors.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
@@ -17,17 +17,16 @@ interface CompactBody {
   instructions?: string;
 }
 
-export function compactionRoutes(
-  app: FastifyInstance,
-  deps: {
-    sessions: Pick<Sessions, 'get'>;
-    engine: Pick<TurnEngine, 'buildContext'>;
-    agents: Pick<AgentRegistry, 'find'>;
-    store: Pick<CompactionStore, 'listCompactions'>;
-    compaction: DefaultCompaction;
-    contextWindow: number;
-  },
-): void {
+export interface CompactionRoutesOptions {
+  sessions: Pick<Sessions, 'get'>;
+  engine: Pick<TurnEngine, 'buildContext'>;
+  agents: Pick<AgentRegistry, 'find'>;
+  store: Pick<CompactionStore, 'listCompactions'>;
+  compaction: DefaultCompaction;
+  contextWindow: number;
+}
+
+export const compactionRoutes: FastifyPluginAsync<CompactionRoutesOptions> = async (app, deps) => {
   const { sessions, engine, agents, store, compaction } = deps;
   type WithId = { Params: { id: string } };
 
@@ -96,4 +95,4 @@ export function compactionRoutes(
       };
     },
   );
-}
+};

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 
 /** Where `npm run build` puts the console, from src/ (tests) and dist/ (the bin) alike. */
 export const DEFAULT_CONSOLE_DIR = fileURLToPath(
@@ -36,7 +36,11 @@ export function consoleBuilt(dir: string): boolean {
   return existsSync(join(dir, 'index.html'));
 }
 
-export function consoleRoutes(app: FastifyInstance, deps: { dir: string }): void {
+export interface ConsoleRoutesOptions {
+  dir: string;
+}
+
+export const consoleRoutes: FastifyPluginAsync<ConsoleRoutesOptions> = async (app, deps) => {
   // Only the files that exist at start-up get routes (wildcard off), so an
   // unknown asset falls through to the JSON 404 instead of the page.
   void app.register(fastifyStatic, {
@@ -72,4 +76,4 @@ export function consoleRoutes(app: FastifyInstance, deps: { dir: string }): void
     }
     return page(request, reply);
   });
-}
+};

@@ -3,7 +3,7 @@
  * client reconnecting with `Last-Event-ID` gets everything after it, then the
  * live feed, with no gap and no duplicate.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { EventRow } from '../../store/store.js';
 import type { EventBus } from '../../runtime/event-bus.js';
 import type { EventLog, SessionStore } from '../../store/store.js';
@@ -17,14 +17,13 @@ const REPLAY_PAGE = 500;
 const OWNER_CACHE_SIZE = 10_000;
 export const SSE_KEEPALIVE_MS = 15_000;
 
-export function eventRoutes(
-  app: FastifyInstance,
-  deps: {
-    store: Pick<EventLog, 'listEvents'> & Pick<SessionStore, 'findSession'>;
-    events: EventBus;
-    streams: StreamGate;
-  },
-): void {
+export interface EventRoutesOptions {
+  store: Pick<EventLog, 'listEvents'> & Pick<SessionStore, 'findSession'>;
+  events: EventBus;
+  streams: StreamGate;
+}
+
+export const eventRoutes: FastifyPluginAsync<EventRoutesOptions> = async (app, deps) => {
   // An event stream is never idle, so shutdown ends them; clients reconnect
   // elsewhere with Last-Event-ID and miss nothing.
   const open = new Set<SseStream>();
@@ -134,4 +133,4 @@ export function eventRoutes(
       return reply;
     },
   );
-}
+};

@@ -5,7 +5,7 @@
  * not, so a load balancer sends requests elsewhere. The process is alive as
  * long as it answers at all, 200 or 503.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { Store } from '../../store/store.js';
 import { VERSION } from '../../version.js';
 
@@ -30,15 +30,14 @@ async function databaseAnswers(store: Pick<Store, 'ping'>, timeoutMs: number): P
   }
 }
 
-export function healthRoutes(
-  app: FastifyInstance,
-  deps: {
-    store: Pick<Store, 'kind' | 'ping'>;
-    instanceId: string;
-    healthExtras?: () => Record<string, unknown>;
-    databaseTimeoutMs?: number;
-  },
-): void {
+export interface HealthRoutesOptions {
+  store: Pick<Store, 'kind' | 'ping'>;
+  instanceId: string;
+  healthExtras?: () => Record<string, unknown>;
+  databaseTimeoutMs?: number;
+}
+
+export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app, deps) => {
   app.get('/health', async (_request, reply) => {
     const reachable = await databaseAnswers(
       deps.store,
@@ -63,4 +62,4 @@ export function healthRoutes(
     }
     return body;
   });
-}
+};

@@ -5,7 +5,7 @@
  * `cost`, the sum of the costs of the sessions it owns, and `tokens_today`,
  * its tokens of the UTC day (what `limits.tokensPerDay` is checked against).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { CairnError } from '../../errors.js';
 import type { EventBus } from '../../runtime/event-bus.js';
 import { usageDay } from '../../store/records.js';
@@ -34,14 +34,13 @@ function withSpend(key: KeyRow, spend: KeySpend = NOTHING_SPENT) {
   return { ...key, cost: spend.cost, tokens_today: spend.tokens };
 }
 
-export function keyRoutes(
-  app: FastifyInstance,
-  deps: {
-    keys: Pick<ClientKeys, 'create'>;
-    store: Pick<KeyStore, 'findKey' | 'listKeys' | 'revokeKey' | 'keySpend' | 'listKeySpend'>;
-    events: Pick<EventBus, 'emit'>;
-  },
-): void {
+export interface KeyRoutesOptions {
+  keys: Pick<ClientKeys, 'create'>;
+  store: Pick<KeyStore, 'findKey' | 'listKeys' | 'revokeKey' | 'keySpend' | 'listKeySpend'>;
+  events: Pick<EventBus, 'emit'>;
+}
+
+export const keyRoutes: FastifyPluginAsync<KeyRoutesOptions> = async (app, deps) => {
   type WithId = { Params: { id: string } };
 
   app.post<{ Body: CreateKeyBody }>(
@@ -102,4 +101,4 @@ export function keyRoutes(
     }
     return { key };
   });
-}
+};

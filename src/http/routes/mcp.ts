@@ -5,7 +5,7 @@
  * sessions (the tools' `sessionId`), not in an MCP session. GET and DELETE
  * (server-sent streams, session teardown) are not offered: 405.
  */
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { CairnMcpServerDeps } from '../../mcp/cairn-mcp-server.js';
 import type { Access } from '../access.js';
 import { mayUseAgent, ownerOf, principalOf, type Principal } from '../principal.js';
@@ -40,7 +40,7 @@ function asksForProgress(body: unknown): boolean {
   return meta?.progressToken !== undefined;
 }
 
-export interface McpRouteDeps extends CairnMcpServerDeps {
+export interface McpRoutesOptions extends CairnMcpServerDeps {
   access: Pick<Access, 'session'>;
 }
 
@@ -48,7 +48,7 @@ export interface McpRouteDeps extends CairnMcpServerDeps {
  * The MCP server as `principal` sees it: only its key's agents are tools,
  * a conversation it starts is its own, and it continues only its own.
  */
-function scopedTo(principal: Principal, deps: McpRouteDeps): CairnMcpServerDeps {
+function scopedTo(principal: Principal, deps: McpRoutesOptions): CairnMcpServerDeps {
   return {
     agents: {
       list: () => deps.agents.list().filter((agent) => mayUseAgent(principal, agent.name)),
@@ -63,7 +63,7 @@ function scopedTo(principal: Principal, deps: McpRouteDeps): CairnMcpServerDeps 
   };
 }
 
-export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
+export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, deps) => {
   app.post('/mcp', async (request, reply) => {
     const { StreamableHTTPServerTransport, createCairnMcpServer } = await loadServerSdk();
     const server = createCairnMcpServer({
@@ -89,4 +89,4 @@ export function mcpRoutes(app: FastifyInstance, deps: McpRouteDeps): void {
     reply.code(405).header('allow', 'POST').send(METHOD_NOT_ALLOWED);
   app.get('/mcp', notAllowed);
   app.delete('/mcp', notAllowed);
-}
+};

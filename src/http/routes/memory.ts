@@ -1,5 +1,5 @@
 /** Agent memory over HTTP: list or search notes, put one, delete one. */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { MemoryStore } from '../../store/store.js';
 import { MEMORY_CONTENT_MAX_CHARS, MEMORY_KEY_PATTERN } from '../../tools/builtins/memory.js';
@@ -10,10 +10,12 @@ const noteParams = objectSchema(
   ['name', 'key'],
 );
 
-export function memoryRoutes(
-  app: FastifyInstance,
-  deps: { agents: AgentRegistry; store: MemoryStore },
-): void {
+export interface MemoryRoutesOptions {
+  agents: AgentRegistry;
+  store: MemoryStore;
+}
+
+export const memoryRoutes: FastifyPluginAsync<MemoryRoutesOptions> = async (app, deps) => {
   type NoteParams = { Params: { name: string; key: string } };
 
   app.get<{ Params: { name: string }; Querystring: { query?: string; limit: number } }>(
@@ -62,4 +64,4 @@ export function memoryRoutes(
       return reply.code(204).send();
     },
   );
-}
+};

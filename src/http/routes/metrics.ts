@@ -3,7 +3,7 @@
  * /health), and the chat-turn metrics taken from each chat response (the
  * agents' own chat route and the OpenAI-compatible ones).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { CairnMetrics } from '../../metrics/metrics.js';
 import { turnOutcome } from '../turn-outcome.js';
 
@@ -14,10 +14,17 @@ const TURN_ROUTES: Record<string, (request: FastifyRequest) => unknown> = {
   '/v1/responses': (request) => (request.body as { model?: unknown } | null)?.model,
 };
 
-export function metricsRoutes(
-  app: FastifyInstance,
-  deps: { metrics: CairnMetrics; isAgent: (name: string) => boolean },
-): void {
+export interface TurnMetricsOptions {
+  metrics: Pick<CairnMetrics, 'chatTurn'>;
+  isAgent: (name: string) => boolean;
+}
+
+/**
+ * Counts each chat turn's outcome and duration. Call it on the root instance
+ * before the route plugins: a hook inside the metrics plugin would see only
+ * the plugin's own routes, not the chat and /v1 routes it measures.
+ */
+export function registerTurnMetrics(app: FastifyInstance, deps: TurnMetricsOptions): void {
   app.addHook('onResponse', async (request, reply) => {
     const agentOf = TURN_ROUTES[request.routeOptions.url ?? ''];
     if (!agentOf) return;
@@ -26,9 +33,15 @@ export function metricsRoutes(
     const agent = typeof named === 'string' && deps.isAgent(named) ? named : 'unknown';
     deps.metrics.chatTurn(agent, turnOutcome(request, reply.statusCode), reply.elapsedTime);
   });
+}
 
+export interface MetricsRoutesOptions {
+  metrics: Pick<CairnMetrics, 'scrape'>;
+}
+
+export const metricsRoutes: FastifyPluginAsync<MetricsRoutesOptions> = async (app, deps) => {
   app.get('/metrics', async (_request, reply) => {
     const { contentType, body } = await deps.metrics.scrape();
     return reply.type(contentType).send(body);
   });
-}
+};

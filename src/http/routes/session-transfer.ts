@@ -4,7 +4,7 @@
  * `POST /sessions/import` (the same NDJSON, read as it arrives).
  */
 import { Readable } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import { CairnError } from '../../errors.js';
 import type { CompactionStore, MessageLog, SessionStore } from '../../store/store.js';
@@ -53,14 +53,17 @@ interface EditBody {
   compactCount?: number;
 }
 
-export interface SessionTransferDeps {
+export interface SessionTransferRoutesOptions {
   store: SessionStore & MessageLog & CompactionStore;
   agents: AgentRegistry;
   access: Pick<Access, 'agent'>;
   events: Pick<EventBus, 'emit'>;
 }
 
-export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransferDeps): void {
+export const sessionTransferRoutes: FastifyPluginAsync<SessionTransferRoutesOptions> = async (
+  app,
+  deps,
+) => {
   const { store, agents, access } = deps;
   type WithId = { Params: { id: string } };
 
@@ -144,4 +147,4 @@ export function sessionTransferRoutes(app: FastifyInstance, deps: SessionTransfe
     });
     return reply.code(201).send({ session });
   });
-}
+};

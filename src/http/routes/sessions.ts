@@ -1,5 +1,5 @@
 /** Session resources: create, list, read, messages, fork, reset, close, delete. */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { Sessions } from '../../runtime/sessions.js';
 import type { MessageLog, SessionFilter, SessionStore } from '../../store/store.js';
 import {
@@ -22,14 +22,13 @@ interface CreateBody {
   compactCount?: number;
 }
 
-export function sessionRoutes(
-  app: FastifyInstance,
-  deps: {
-    sessions: Pick<Sessions, 'create' | 'get' | 'reset' | 'close' | 'delete' | 'fork'>;
-    store: Pick<SessionStore, 'listSessions'> &
-      Pick<MessageLog, 'listMessages' | 'firstUserMessages'>;
-  },
-): void {
+export interface SessionRoutesOptions {
+  sessions: Pick<Sessions, 'create' | 'get' | 'reset' | 'close' | 'delete' | 'fork'>;
+  store: Pick<SessionStore, 'listSessions'> &
+    Pick<MessageLog, 'listMessages' | 'firstUserMessages'>;
+}
+
+export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (app, deps) => {
   const { sessions, store } = deps;
   type WithId = { Params: { id: string } };
 
@@ -165,4 +164,4 @@ export function sessionRoutes(
       return reply.code(204).send();
     },
   );
-}
+};

@@ -1,5 +1,5 @@
 /** Tasks over HTTP: start, read, list, resume with an answer, approve or deny a tool call, cancel. */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { TaskRunner } from '../../runtime/task-runner.js';
 import type { TaskStatus, TaskStore } from '../../store/store.js';
 import {
@@ -16,10 +16,12 @@ import { auditBy, ownerOf, principalOf } from '../principal.js';
 
 const waitQuery = objectSchema({ wait: { type: 'boolean', default: false } });
 
-export function taskRoutes(
-  app: FastifyInstance,
-  deps: { tasks: TaskRunner; store: Pick<TaskStore, 'listTasks'> },
-): void {
+export interface TaskRoutesOptions {
+  tasks: TaskRunner;
+  store: Pick<TaskStore, 'listTasks'>;
+}
+
+export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, deps) => {
   const { tasks } = deps;
   type WithId = { Params: { id: string } };
 
@@ -132,4 +134,4 @@ export function taskRoutes(
   app.post<WithId>('/tasks/:id/cancel', { schema: { params: taskParams } }, async (request) => ({
     task: await tasks.cancelTask(request.params.id),
   }));
-}
+};
