@@ -76,6 +76,7 @@ describe.each(['http/protobuf', 'http/json'] as const)('OTLP traces over %s', (p
       'gen_ai.conversation.id': sessionId,
       'gen_ai.usage.input_tokens': 110,
       'gen_ai.usage.output_tokens': 11,
+      'cairn.turn.outcome': 'reply',
     });
 
     const chats = spans.filter((s) => s.name === 'chat test-model');
