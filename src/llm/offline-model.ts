@@ -6,12 +6,7 @@
  * extractive (the first words of each line of the input); a session title is
  * the first words the user wrote.
  */
-import {
-  CHARS_PER_TOKEN,
-  estimateMessagesTokens,
-  estimateTextTokens,
-  TokenMemo,
-} from './tokens.js';
+import { CHARS_PER_TOKEN, estimateMessagesTokens, TokenMemo } from './tokens.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
 import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/settings.js';
 import { extractSections } from './offline-sections.js';
@@ -79,7 +74,8 @@ export class OfflineModel implements ModelClient {
       finishReason: calls.length > 0 ? 'tool_calls' : 'stop',
       usage: {
         prompt_tokens: estimateMessagesTokens(request.messages, this.tokens.count),
-        completion_tokens: estimateTextTokens(
+        // Through the memo: the next call's prompt repeats this reply.
+        completion_tokens: this.tokens.count(
           content + calls.map((c) => c.function.name + c.function.arguments).join(''),
         ),
       },
