@@ -36,6 +36,10 @@
  * - idle RSS: this process's resident set after two forced GCs and a pause,
  *   once right after start and once after all the runs. It includes the load
  *   client (small) but not the fake or the seeding. Budget < 100 MB.
+ * - throughput against a bare server: 32 clients over loopback HTTP, Cairn
+ *   (offline model) and a bare fastify + better-sqlite3 server doing the same
+ *   writes, each in its own process, alternating (bench/throughput.ts).
+ *   Aim: Cairn within 15 % of the bare server's turns/s.
  * - start: `buildApp` called → `listen` resolved, on the seeded database
  *   (modules already imported). Budget < 1 s. Also shown, without a budget:
  *   a cold `node dist/cli/main.js serve` process from spawn to its first
@@ -76,6 +80,7 @@ import { postgresRows } from './postgres-instances.js';
 import { openaiApiRows } from './openai-api.js';
 import { callRecordRows } from './call-records.js';
 import { promptCacheRows } from './prompt-cache.js';
+import { throughputRows } from './throughput.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -457,6 +462,7 @@ async function main(): Promise<void> {
     rows.push(
       ...(await serverCostRows(AIM_SMALL_MS)),
       ...(await growingConversationRows(baseURL)),
+      ...(await throughputRows()),
       ...(await callRecordRows(baseURL)),
       ...(await postgresRows(baseURL)),
       ...(await openaiApiRows()),

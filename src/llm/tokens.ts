@@ -59,17 +59,55 @@ export function estimateTextTokens(text: string): number {
  * (`tokens`, written with the message), else the tokenizer's.
  */
 export function estimateMessageTokens(message: CountedMessage): number {
+  return messageTokens(message, estimateTextTokens);
+}
+
+function messageTokens(message: CountedMessage, countText: CountTokens): number {
   if (typeof message.tokens === 'number') return message.tokens;
-  let tokens = MESSAGE_OVERHEAD_TOKENS + estimateTextTokens(message.content ?? '');
+  let tokens = MESSAGE_OVERHEAD_TOKENS + countText(message.content ?? '');
   for (const call of message.tool_calls ?? []) {
-    tokens +=
-      estimateTextTokens(call.function.name) + estimateTextTokens(call.function.arguments) + 3;
+    tokens += countText(call.function.name) + countText(call.function.arguments) + 3;
   }
   return tokens;
 }
 
-export function estimateMessagesTokens(messages: readonly CountedMessage[]): number {
+/** `countText` replaces estimateTextTokens (a memo of it: the same counts, counted once). */
+export function estimateMessagesTokens(
+  messages: readonly CountedMessage[],
+  countText: CountTokens = estimateTextTokens,
+): number {
   let total = 0;
-  for (const message of messages) total += estimateMessageTokens(message);
+  for (const message of messages) total += messageTokens(message, countText);
   return total;
+}
+
+/** Texts longer than this are counted every time, not remembered. */
+export const TOKEN_MEMO_MAX_TEXT_CHARS = 16_384;
+/** Characters a TokenMemo holds at most; the oldest texts go first. */
+export const TOKEN_MEMO_MAX_CHARS = 1_000_000;
+
+/**
+ * estimateTextTokens remembered per text, for a caller that counts the same
+ * texts again and again (a model reporting the usage of a whole prompt on
+ * every call). Bounded by TOKEN_MEMO_MAX_CHARS; evicts in insertion order.
+ */
+export class TokenMemo {
+  private readonly counts = new Map<string, number>();
+  private chars = 0;
+
+  readonly count = (text: string): number => {
+    const known = this.counts.get(text);
+    if (known !== undefined) return known;
+    const tokens = estimateTextTokens(text);
+    if (text.length <= TOKEN_MEMO_MAX_TEXT_CHARS) {
+      this.counts.set(text, tokens);
+      this.chars += text.length;
+      for (const oldest of this.counts.keys()) {
+        if (this.chars <= TOKEN_MEMO_MAX_CHARS) break;
+        this.counts.delete(oldest);
+        this.chars -= oldest.length;
+      }
+    }
+    return tokens;
+  };
 }

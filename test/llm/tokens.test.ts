@@ -5,11 +5,16 @@
  */
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
+import type { ChatMessage } from '../../src/llm/messages.js';
 import {
   ESTIMATE_SLICE_CHARS,
+  estimateMessagesTokens,
   estimateMessageTokens,
   estimateTextTokens,
   MESSAGE_OVERHEAD_TOKENS,
+  TOKEN_MEMO_MAX_CHARS,
+  TOKEN_MEMO_MAX_TEXT_CHARS,
+  TokenMemo,
 } from '../../src/llm/tokens.js';
 
 const { countTokens } = createRequire(import.meta.url)(
@@ -47,5 +52,39 @@ describe('estimateMessageTokens', () => {
       tool_calls: [{ id: 'c', type: 'function', function: { name: 'look', arguments: '{}' } }],
     });
     expect(withCall).toBe(MESSAGE_OVERHEAD_TOKENS + countTokens('look') + countTokens('{}') + 3);
+  });
+});
+
+describe('TokenMemo', () => {
+  it('counts what estimateTextTokens counts, messages included', () => {
+    const memo = new TokenMemo();
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: 'where is the lighthouse' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c', type: 'function', function: { name: 'look', arguments: '{}' } }],
+      },
+    ];
+    const expected = estimateMessagesTokens(messages);
+    expect(estimateMessagesTokens(messages, memo.count)).toBe(expected);
+    expect(estimateMessagesTokens(messages, memo.count)).toBe(expected);
+    const long = 'word '.repeat(TOKEN_MEMO_MAX_TEXT_CHARS);
+    expect(memo.count(long)).toBe(estimateTextTokens(long));
+  });
+
+  it('holds at most TOKEN_MEMO_MAX_CHARS, forgetting the oldest texts first', () => {
+    const memo = new TokenMemo();
+    const counts = memo['counts'];
+    const text = (i: number) => `${i} `.padEnd(TOKEN_MEMO_MAX_TEXT_CHARS, 'x');
+    const fit = Math.floor(TOKEN_MEMO_MAX_CHARS / TOKEN_MEMO_MAX_TEXT_CHARS);
+    for (let i = 0; i <= fit; i++) memo.count(text(i));
+    expect(counts.size).toBe(fit);
+    expect(counts.has(text(0))).toBe(false);
+    expect(counts.has(text(fit))).toBe(true);
+    // Longer texts are counted, never kept.
+    memo.count('y'.repeat(TOKEN_MEMO_MAX_TEXT_CHARS + 1));
+    expect(counts.size).toBe(fit);
   });
 });

@@ -194,6 +194,11 @@ describe('SqliteStore on SQLite', () => {
         expect(text, name).not.toMatch(/SCAN m\b/);
         expect(text, name).toMatch(/SEARCH m USING INTEGER PRIMARY KEY/);
       }
+      // Before a recall: the short history-index queue first, each queued row by id.
+      const queuedUpTo = planOf('queuedUpTo', session.id, 100).join('\n');
+      expect(queuedUpTo).toMatch(/SCAN p\b/);
+      expect(queuedUpTo).not.toMatch(/SCAN m\b/);
+      expect(queuedUpTo).toMatch(/SEARCH m USING INTEGER PRIMARY KEY/);
       // Other per-request lookups: polled event streams, tasks, memory, session and task rows.
       const others: [string, string, unknown[]][] = [
         ['eventsAfter', 'events', [0, 100]],
@@ -278,6 +283,29 @@ describe('SqliteStore on SQLite', () => {
       expect(hits).toEqual([{ seq: 2, role: 'user', snippet: 'where is the [lighthouse]' }]);
       expect(queued(store)).toBe(0);
       expect(indexed(store)).toBe(2);
+      checkIndex(store);
+    });
+
+    it('a recall indexes the queue only when a queued message is in the range it searches', async () => {
+      const store = openStore();
+      const session = await newSession(store);
+      const term = (text: string) => ({ text, prefix: false });
+      await store.appendMessages(session.id, [
+        { role: 'user', content: 'the heron nests by the lake' },
+        { role: 'assistant', content: 'noted' },
+      ]);
+      await store.indexHistory();
+      // The turn's own appends lie above the pointer (seq 3): a recall cannot return them.
+      await store.appendMessages(session.id, [
+        { role: 'user', content: 'where does the heron nest' },
+      ]);
+      const hits = await store.recallMessages(session.id, [term('heron')], 3, 10);
+      expect(hits.map((hit) => hit.seq)).toEqual([2]);
+      expect(queued(store)).toBe(1);
+      // Once the pointer covers a queued message, the recall indexes the queue first.
+      const again = await store.recallMessages(session.id, [term('heron')], 4, 10);
+      expect(again.map((hit) => hit.seq).sort()).toEqual([2, 4]);
+      expect(queued(store)).toBe(0);
       checkIndex(store);
     });
 

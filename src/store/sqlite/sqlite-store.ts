@@ -250,6 +250,11 @@ function prepareStatements(db: SqliteDatabase) {
     unqueueIndexed: db.prepare(
       'DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)',
     ),
+    // Whether the queue holds a message of this session at or below the seq:
+    // the queue is short (a batch a moment after appends), so it is the outer loop.
+    queuedUpTo: db.prepare<[string, number], { found: number }>(`SELECT 1 AS found
+      FROM messages_fts_pending p CROSS JOIN messages m ON m.id = p.id
+      WHERE m.session_id = ? AND m.seq <= ? LIMIT 1`),
     // CROSS JOIN keeps the index as the outer loop: one session-scoped MATCH
     // (migration 014), then each hit's row by id. Left to itself the planner
     // walks the session's rows and runs the MATCH once per row by rowid, which
@@ -818,7 +823,11 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   protected async recall({ sessionId, words, maxSeq, limit }: RecallSearch): Promise<RecallHit[]> {
-    await this.indexHistory();
+    // Recall reads only compacted messages (seq <= maxSeq). The turn's own
+    // appends lie above the pointer, so indexing the queue before every model
+    // call would add a write transaction to the turn for rows the search
+    // cannot return; index first only when a searchable row is still queued.
+    if (this.stmt.queuedUpTo.get(sessionId, maxSeq)) await this.indexHistory();
     const fts = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`).join(' OR ');
     return this.stmt.recallMessages.all(sessionMatch(sessionId, fts), sessionId, maxSeq, limit);
   }

@@ -1,0 +1,17 @@
+/**
+ * `node dist-bench/bench/throughput-only.js [rounds]`: the HTTP throughput
+ * row of `npm run bench` alone (bench/throughput.ts), for working on the
+ * server's per-request cost without running the whole table. Prints each
+ * run's turns/s as it goes, then the row.
+ */
+import { measureThroughput } from './throughput.js';
+
+const rounds = Number(process.argv[2] ?? 3);
+const r = await measureThroughput(rounds);
+for (let i = 0; i < r.ratios.length; i++) {
+  console.log(
+    `run ${i + 1}: Cairn ${r.cairn[i]!.toFixed(0)} turns/s, baseline ${r.baseline[i]!.toFixed(0)} turns/s, ratio ${r.ratios[i]!.toFixed(2)}`,
+  );
+}
+const sorted = [...r.ratios].sort((a, b) => a - b);
+console.log(`median ratio ${sorted[Math.floor(sorted.length / 2)]!.toFixed(2)}`);

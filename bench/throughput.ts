@@ -1,0 +1,158 @@
+/**
+ * HTTP throughput at CLIENTS concurrent clients: Cairn against a bare fastify
+ * + better-sqlite3 server doing the same writes (bench/throughput-server.ts
+ * says what each does). Each server runs in its own process on 127.0.0.1; the
+ * load generator is this process: CLIENTS clients over node's `http` with a
+ * keep-alive Agent (one socket each), each on its own session (a session's
+ * turns queue by design), each sending `POST /agents/assistant/chat`
+ * (JSON, not streamed, the bearer key) and waiting for the 200 before the
+ * next. Every answer is checked (200, a reply, two stored messages).
+ *
+ * A run: a fresh server on a fresh database; each client creates its session
+ * with its first turn and runs WARMUP_TURNS more (not measured); then all
+ * clients run until CLIENTS × TURNS_PER_CLIENT turns are done or RUN_MS has
+ * passed, whichever is first. turns/s = turns completed / wall time of the
+ * measured part. The two servers alternate, ROUNDS times each, the first of
+ * each pair swapping, so drift on a shared machine hits both alike; the row
+ * gives the median turns/s of each and the median of the per-pair ratios.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startScript } from './child-script.js';
+import { percentile } from './compacted-tail.js';
+
+/** The bearer key both servers require. */
+export const THROUGHPUT_API_KEY = 'bench-throughput-key';
+export const CLIENTS = 32;
+const WARMUP_TURNS = 10;
+const TURNS_PER_CLIENT = 60;
+const RUN_MS = 20_000;
+const ROUNDS = 3;
+/** Cairn within 15 % of the baseline's turns/s. */
+export const AIM_RATIO = 0.85;
+
+type Mode = 'cairn' | 'baseline';
+
+interface ChatAnswer {
+  sessionId: string;
+  reply: string;
+  messages: unknown[];
+}
+
+function post(agent: http.Agent, port: number, body: string): Promise<ChatAnswer> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/agents/assistant/chat',
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          authorization: `Bearer ${THROUGHPUT_API_KEY}`,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => {
+          if (res.statusCode !== 200) {
+            reject(new Error(`throughput: status ${res.statusCode}: ${text.slice(0, 200)}`));
+            return;
+          }
+          const answer = JSON.parse(text) as ChatAnswer;
+          if (!answer.reply || answer.messages.length !== 2) {
+            reject(new Error(`throughput: unexpected answer ${text.slice(0, 200)}`));
+            return;
+          }
+          resolve(answer);
+        });
+        res.on('error', reject);
+      },
+    );
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+/** One run against a fresh server of `mode`: measured turns/s. */
+export async function throughputRun(mode: Mode): Promise<number> {
+  const home = mkdtempSync(join(tmpdir(), `cairn-bench-${mode}-`));
+  const server = startScript('throughput-server.js', [mode, home]);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
+  try {
+    const { port } = JSON.parse(await server.line) as { port: number };
+    const turn = (sessionId: string | undefined, message: string) =>
+      post(agent, port, JSON.stringify(sessionId ? { message, sessionId } : { message }));
+    const sessions = await Promise.all(
+      Array.from({ length: CLIENTS }, async (_, c) => {
+        const { sessionId } = await turn(undefined, `hello from client ${c}`);
+        for (let i = 0; i < WARMUP_TURNS; i++) await turn(sessionId, `warm-up ${c}.${i}`);
+        return sessionId;
+      }),
+    );
+    let done = 0;
+    const wanted = CLIENTS * TURNS_PER_CLIENT;
+    const started = performance.now();
+    const deadline = started + RUN_MS;
+    await Promise.all(
+      sessions.map(async (sessionId, c) => {
+        for (let i = 0; done < wanted && performance.now() < deadline; i++) {
+          await turn(sessionId, `question ${c}.${i} about the deploy`);
+          done += 1;
+        }
+      }),
+    );
+    return done / ((performance.now() - started) / 1000);
+  } finally {
+    agent.destroy();
+    const exited = new Promise((resolve) => server.child.once('exit', resolve));
+    server.child.kill('SIGTERM');
+    await exited;
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+export interface ThroughputResult {
+  cairn: number[];
+  baseline: number[];
+  ratios: number[];
+}
+
+/** ROUNDS pairs of runs, alternating which server goes first. */
+export async function measureThroughput(rounds = ROUNDS): Promise<ThroughputResult> {
+  const result: ThroughputResult = { cairn: [], baseline: [], ratios: [] };
+  for (let round = 0; round < rounds; round++) {
+    const order: Mode[] = round % 2 === 0 ? ['cairn', 'baseline'] : ['baseline', 'cairn'];
+    const pair: Partial<Record<Mode, number>> = {};
+    for (const mode of order) pair[mode] = await throughputRun(mode);
+    result.cairn.push(pair.cairn!);
+    result.baseline.push(pair.baseline!);
+    result.ratios.push(pair.cairn! / pair.baseline!);
+  }
+  return result;
+}
+
+const median = (values: readonly number[]): number =>
+  percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
+
+export async function throughputRows(): Promise<string[][]> {
+  const r = await measureThroughput();
+  const ratio = median(r.ratios);
+  return [
+    [
+      `chat turns/s over HTTP, ${CLIENTS} clients (own session each, keep-alive, offline model, bearer auth): Cairn / bare fastify + better-sqlite3 doing the same writes (median of ${ROUNDS} alternating runs; per-run ratios ${r.ratios.map((x) => x.toFixed(2)).join(', ')})`,
+      `${median(r.cairn).toFixed(0)} / ${median(r.baseline).toFixed(0)} (${ratio.toFixed(2)}×)`,
+      `aim: Cairn ≥ ${AIM_RATIO}× the baseline`,
+      ratio >= AIM_RATIO ? '✓' : '✗',
+    ],
+  ];
+}
