@@ -1,6 +1,6 @@
 /**
  * The row that mirrors the peer's measurement (issue: the turn): one growing
- * conversation per size, in process (no HTTP: `runtime.runChat`, as the peer
+ * conversation per size, in process (no HTTP: `chats.run`, as the peer
  * calls its agent), the model the fake over loopback in its own process, a
  * 40-message raw tail in front of the model.
  *

@@ -4,9 +4,17 @@
  * dropped afterwards.
  *
  * - Per-turn latency, Postgres vs SQLite: one app per store in this process,
- *   `runtime.runChat` on one session (no HTTP), the fake model over loopback;
+ *   `chats.run` on one session (no HTTP), the fake model over loopback;
  *   the session is reset every RESET_EVERY turns so the context stays short.
  *   The two stores alternate batch by batch, so machine noise hits them alike.
+ *   Aim: Postgres's median within POSTGRES_AIM_RATIO of SQLite's.
+ * - Statements per chat turn on each store, counted for real after the timed
+ *   turns (test/helpers/statement-counter.ts: every `pg.Client#query` the
+ *   turn issues, on the pool and the session-lock connection, BEGIN and
+ *   COMMIT included; every better-sqlite3 statement execution, its
+ *   transactions' BEGIN and COMMIT included). The event feed's reads, which
+ *   run on the feed's own schedule and serve every turn at once, are not a
+ *   turn's. Aim: at most POSTGRES_AIM_STATEMENTS on Postgres.
  * - turns/s with 1 and with 3 instances on one database: real `cairn serve`
  *   processes (dist/cli/main.js), CLIENTS clients each on its own session,
  *   client k sending to instance k mod N over HTTP. On a machine with few
@@ -23,6 +31,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startBenchApp } from './bench-app.js';
 import { percentile } from './compacted-tail.js';
+import { StatementCounter, type StatementCount } from '../test/helpers/statement-counter.js';
 
 const ADMIN_URL =
   process.env.CAIRN_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -35,6 +44,9 @@ const ROUNDS = 40;
 const RESET_EVERY = 20;
 const CLIENTS = 24;
 const TURNS_PER_CLIENT = 20;
+const COUNTED_TURNS = 10;
+const POSTGRES_AIM_RATIO = 2.5;
+const POSTGRES_AIM_STATEMENTS = 8;
 
 async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: ADMIN_URL });
@@ -97,10 +109,37 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
     for (let w = 0; w < WARMUP_TURNS / BATCH; w++) for (const i of [0, 1]) await run(i, false);
     for (let round = 0; round < ROUNDS; round++)
       for (const i of round % 2 === 0 ? [0, 1] : [1, 0]) await run(i, true);
+    // Counted after the timed turns, so the counting costs them nothing.
+    const counter = StatementCounter.install();
+    const counted: StatementCount[] = [];
+    try {
+      for (const i of [0, 1]) {
+        const { app } = apps[i]!;
+        const total: StatementCount = { postgres: 0, sqlite: 0 };
+        for (let t = 0; t < COUNTED_TURNS; t++, turn++) {
+          const { statements } = await counter.count(() =>
+            app.chats.run({
+              agentName: AGENT.name,
+              message: `question ${turn}`,
+              sessionId: sessions[i]!.id,
+            }),
+          );
+          total.postgres += statements.postgres;
+          total.sqlite += statements.sqlite;
+        }
+        counted.push(total);
+      }
+    } finally {
+      counter.uninstall();
+    }
+    const perTurn = (n: number) => (n / COUNTED_TURNS).toFixed(1);
+    const sqliteStatements = perTurn(counted[0]!.sqlite);
+    const postgresStatements = perTurn(counted[1]!.postgres);
     const [sqlite, postgres] = latencies.map(stats) as [
       { median: number; p95: number },
       { median: number; p95: number },
     ];
+    const ratio = postgres.median / sqlite.median;
     const cell = (s: { median: number; p95: number }) =>
       `${s.median.toFixed(2)} ms / ${s.p95.toFixed(2)} ms`;
     return [
@@ -112,9 +151,15 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
       ],
       [
         'the same on Postgres (local server, one instance: pool + session lock + event feed)',
-        `${cell(postgres)} (${(postgres.median / sqlite.median).toFixed(2)}× of SQLite)`,
-        '—',
-        '',
+        `${cell(postgres)} (${ratio.toFixed(2)}× of SQLite)`,
+        `median ≤ ${POSTGRES_AIM_RATIO}× of SQLite's`,
+        ratio <= POSTGRES_AIM_RATIO ? '✓' : '✗',
+      ],
+      [
+        'SQL statements per chat turn, counted (SQLite / Postgres; locks, BEGIN, COMMIT and events included)',
+        `${sqliteStatements} / ${postgresStatements}`,
+        `≤ ${POSTGRES_AIM_STATEMENTS} on Postgres`,
+        Number(postgresStatements) <= POSTGRES_AIM_STATEMENTS ? '✓' : '✗',
       ],
     ];
   } finally {

@@ -9,7 +9,7 @@
  * API does: a call reads the longest prefix that ended at a cache breakpoint
  * of an earlier call and writes the rest up to its own last breakpoint;
  * prefixes under 1 024 tokens are not cached. TURNS turns of a few hundred
- * characters each way, in process (`runtime.runChat`).
+ * characters each way, in process (`chats.run`).
  *
  * Share = cache_read_input_tokens / all input tokens, over the agent's calls
  * and over every call (the summariser's included: its input is new each time).

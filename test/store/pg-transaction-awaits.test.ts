@@ -19,10 +19,11 @@ const ALLOWED = [
   /^lockSession\(c,/,
   /^getSession\(c,/,
   /^ensureDaemon\(c,/,
-  /^insertEvent\(c,/,
   /^insertMessageRows\(c,/,
   /^insertCompaction\(c,/,
-  /^this\.insertMessages\(c,/,
+  /^this\.appendLocked\(c,/,
+  // pg-append.ts: one statement on the same client (data-modifying CTEs), nothing else.
+  /^appendAt\(c,/,
   // pg-keys.ts: one INSERT … ON CONFLICT on the same client, nothing else.
   /^chargeSessionTokens\(c,/,
   // pg-store.ts: one SELECT … FOR UPDATE of the task row on the same client.
@@ -33,10 +34,8 @@ const HELPERS = [
   'async function lockSession(',
   'async function getSession(',
   'async function ensureDaemon(',
-  'async function insertEvent(',
-  'async function insertMessageRows(',
   'async function insertCompaction(',
-  'private async insertMessages(',
+  'private async appendLocked(',
   'private async assertStillRunning(',
 ];
 

@@ -194,6 +194,54 @@ describe('PgStore on Postgres', () => {
     }
   });
 
+  it('an append whose remembered head moved (a peer appended, or reset) chains on the real head', async () => {
+    const [a, b, alone] = await Promise.all([
+      PgStore.open(db.url),
+      PgStore.open(db.url),
+      PgStore.open(db.url),
+    ]);
+    const create = (store: PgStore) =>
+      store.createSession({
+        agentName: 'assistant',
+        mode: 'chat',
+        compactCount: 50,
+        systemPrompt: 'sys',
+      });
+    const user = (content: string) => [{ role: 'user' as const, content }];
+    const said = (content: string) => [{ role: 'assistant' as const, content }];
+    try {
+      // Behind a's back, b appends, then resets: a's next append must not reuse what it remembered.
+      const appended = await create(a);
+      await a.appendMessages(appended.id, user('one'));
+      await b.appendMessages(appended.id, said('two'));
+      const three = await a.appendMessagesWithEvents(appended.id, user('three'), 'message.created');
+      expect(three.messages.map((m) => m.seq)).toEqual([4]);
+      expect(three.events.map((e) => e.data.seq)).toEqual([4]);
+      const reset = await create(a);
+      await a.appendMessages(reset.id, user('one'));
+      await b.resetSession(reset.id);
+      await a.appendMessages(reset.id, user('after'));
+
+      // The same histories written by one store that saw every step.
+      const expected = [await create(alone), await create(alone)];
+      for (const m of [user('one'), said('two'), user('three')])
+        await alone.appendMessages(expected[0]!.id, m);
+      await alone.appendMessages(expected[1]!.id, user('after'));
+
+      const seqs = async (id: string) =>
+        (await b.listMessages(id, { afterSeq: 0, limit: 10 })).map((m) => m.seq);
+      expect(await seqs(appended.id)).toEqual([1, 2, 3, 4]);
+      expect(await seqs(reset.id)).toEqual([1, 3]);
+      for (const [i, id] of [appended.id, reset.id].entries()) {
+        const row = await b.findSession(id);
+        expect(row?.transcript_hash).toBe((await b.findSession(expected[i]!.id))?.transcript_hash);
+        expect(row?.message_count).toBe(i === 0 ? 4 : 2);
+      }
+    } finally {
+      await Promise.all([a.close(), b.close(), alone.close()]);
+    }
+  });
+
   it('event ids become visible in order: a reader paging by afterId during concurrent writes misses none', async () => {
     const writers = await Promise.all([PgStore.open(db.url), PgStore.open(db.url)]);
     const reader = await PgStore.open(db.url);

@@ -135,17 +135,33 @@ export function translateError(err: unknown, poolSize: number): unknown {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * Runs `attempt`, again with backoff while Postgres aborts it as a
+ * serialization failure or deadlock; what finally fails is mapped by
+ * `translateError`.
+ */
+async function retried<T>(poolSize: number, attempt: () => Promise<T>): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!isRetryable(err) || n >= PG_MAX_ATTEMPTS) throw translateError(err, poolSize);
+    }
+    await sleep(PG_RETRY_BASE_MS * 2 ** (n - 1) * (0.5 + Math.random()));
+  }
+}
+
+/**
  * Runs `work` in one transaction on one pooled connection and commits it.
  * `work` awaits only its own queries (never a model call or another unit of
  * work), so a transaction is open for as long as its statements take.
  * Serialization failures and deadlocks roll back and run again with backoff.
  */
-export async function inTransaction<T>(
+export function inTransaction<T>(
   pool: pg.Pool,
   poolSize: number,
   work: (client: Queryable) => Promise<T>,
 ): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+  return retried(poolSize, async () => {
     let client: pg.PoolClient;
     try {
       client = await pool.connect();
@@ -165,12 +181,25 @@ export async function inTransaction<T>(
           broken = true;
         });
       }
-      if (!isRetryable(err) || attempt >= PG_MAX_ATTEMPTS) throw translateError(err, poolSize);
+      throw err;
     } finally {
       client.release(broken ? true : undefined);
     }
-    await sleep(PG_RETRY_BASE_MS * 2 ** (attempt - 1) * (0.5 + Math.random()));
-  }
+  });
+}
+
+/**
+ * `work` — exactly one statement, sent on the pool — committed on its own,
+ * with no BEGIN or COMMIT round trip: a unit of work of one statement, such
+ * as a write that data-modifying CTEs make atomic. Retried like
+ * `inTransaction` when Postgres aborts it, with the same error mapping.
+ */
+export function inStatement<T>(
+  pool: pg.Pool,
+  poolSize: number,
+  work: (client: Queryable) => Promise<T>,
+): Promise<T> {
+  return retried(poolSize, () => work(pool));
 }
 
 /** One query outside a transaction (reads), with the same error mapping. */

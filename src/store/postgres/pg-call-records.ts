@@ -2,7 +2,7 @@
  * The model-call records of the Postgres store (migration 010). The rows,
  * pages and request rebuild are model-call-rows.ts's, shared with SQLite;
  * each method here is one transaction (or one statement) that awaits only
- * its own queries.
+ * its own queries; the append of a turn's calls is one statement.
  */
 import { newestFirstQuery } from '../decisions.js';
 import * as rows from '../model-call-rows.js';
@@ -15,9 +15,6 @@ import type { CallRecordStore, ModelCallFilter, NewModelCall } from '../store.js
 import type { ModelCallRecord, ModelCallSummary, Page } from '../store.js';
 import type { Queryable } from './open-pool.js';
 
-const INSERT_CALL = `INSERT INTO model_calls (${rows.MODEL_CALL_INSERT_COLUMNS.join(', ')})
-  VALUES (${rows.MODEL_CALL_INSERT_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')})`;
-
 /** Postgres text cannot hold U+0000 (an error message could carry one). */
 function withoutNul(value: unknown): unknown {
   return typeof value === 'string' ? value.replaceAll('\u0000', '\uFFFD') : value;
@@ -27,36 +24,53 @@ export class PgCallRecords implements CallRecordStore {
   constructor(
     /** Runs `work` in one transaction on one pooled connection. */
     private readonly tx: <T>(work: (client: Queryable) => Promise<T>) => Promise<T>,
+    /** Runs `work`, a single statement, committed on its own. */
+    private readonly statement: <T>(work: (client: Queryable) => Promise<T>) => Promise<T>,
   ) {}
 
   async appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
     if (calls.length === 0) return;
-    await this.tx(async (c) => {
-      // Key-share locks: a session deleted meanwhile is skipped, not an FK error.
-      const ids = [...new Set(calls.map((call) => call.session_id))];
-      const live = await c.query<{ id: string }>(
-        'SELECT id FROM sessions WHERE id = ANY($1) FOR KEY SHARE',
-        [ids],
-      );
-      const existing = new Set(live.rows.map((row) => row.id));
-      for (const call of calls) {
-        if (!existing.has(call.session_id)) continue;
-        if (call.blobs.length > 0) {
-          await c.query(
-            `INSERT INTO model_call_blobs (session_id, hash, body)
-             SELECT $1, b.hash, b.body FROM unnest($2::text[], $3::text[]) AS b(hash, body)
-             ON CONFLICT DO NOTHING`,
-            [call.session_id, call.blobs.map((b) => b.hash), call.blobs.map((b) => b.body)],
-          );
-        }
-        await c.query(INSERT_CALL, rows.modelCallValues(call).map(withoutNul));
-        if (call.cost !== null && call.cost !== 0)
-          await c.query('UPDATE sessions SET cost = cost + $1 WHERE id = $2', [
-            call.cost,
-            call.session_id,
-          ]);
-      }
+    const blobs = calls.flatMap((call) =>
+      call.blobs.map((blob) => ({ session_id: call.session_id, ...blob })),
+    );
+    const columns = rows.MODEL_CALL_INSERT_COLUMNS;
+    const records = calls.map((call) => {
+      const values = rows.modelCallValues(call).map(withoutNul);
+      return Object.fromEntries(columns.map((column, i) => [column, values[i]]));
     });
+    // One statement, committed on its own: the calls, their blobs and the
+    // sessions' cost. Key-share locks: a session deleted meanwhile is
+    // skipped, not an FK error.
+    await this.statement((c) =>
+      c.query(
+        `WITH live AS (SELECT id FROM sessions WHERE id = ANY($1::text[]) FOR KEY SHARE),
+         blobs AS (
+           INSERT INTO model_call_blobs (session_id, hash, body)
+           SELECT b.session_id, b.hash, b.body
+           FROM UNNEST($2::text[], $3::text[], $4::text[]) AS b(session_id, hash, body)
+           WHERE b.session_id IN (SELECT id FROM live)
+           ON CONFLICT DO NOTHING),
+         calls AS (
+           INSERT INTO model_calls (${columns.join(', ')})
+           SELECT ${columns.map((column) => `r.${column}`).join(', ')}
+           FROM json_populate_recordset(NULL::model_calls, $5::json) AS r
+           WHERE r.session_id IN (SELECT id FROM live)
+           RETURNING session_id, cost),
+         costs AS (
+           UPDATE sessions SET cost = sessions.cost + spent.cost
+           FROM (SELECT session_id, SUM(cost) AS cost FROM calls
+                 WHERE cost IS NOT NULL AND cost <> 0 GROUP BY session_id) AS spent
+           WHERE sessions.id = spent.session_id)
+         SELECT 1`,
+        [
+          [...new Set(calls.map((call) => call.session_id))],
+          blobs.map((b) => b.session_id),
+          blobs.map((b) => b.hash),
+          blobs.map((b) => b.body),
+          JSON.stringify(records),
+        ],
+      ),
+    );
   }
 
   async addSessionCost(sessionId: string, cost: number): Promise<void> {

@@ -7,6 +7,16 @@ import type { KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
 import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
 import type { Queryable } from './open-pool.js';
 
+/**
+ * The upsert that adds `tokens` to the day's usage of the owner key of each
+ * row of `owners` (a table expression with an `owner_key` column).
+ */
+export function chargeOwnersSql(owners: string, day: string, tokens: string): string {
+  return `INSERT INTO key_usage (key_id, day, tokens)
+     SELECT owner_key, ${day}, ${tokens} FROM ${owners} WHERE owner_key IS NOT NULL
+     ON CONFLICT (key_id, day) DO UPDATE SET tokens = key_usage.tokens + EXCLUDED.tokens`;
+}
+
 /** Adds `tokens` to the day's usage of the session's owner key, inside the caller's transaction. */
 export async function chargeSessionTokens(
   c: Queryable,
@@ -15,9 +25,7 @@ export async function chargeSessionTokens(
 ): Promise<void> {
   if (tokens <= 0) return;
   await c.query(
-    `INSERT INTO key_usage (key_id, day, tokens)
-     SELECT owner_key, $2, $3 FROM sessions WHERE id = $1 AND owner_key IS NOT NULL
-     ON CONFLICT (key_id, day) DO UPDATE SET tokens = key_usage.tokens + EXCLUDED.tokens`,
+    chargeOwnersSql('(SELECT owner_key FROM sessions WHERE id = $1) AS owner', '$2', '$3'),
     [sessionId, usageDay(), tokens],
   );
 }

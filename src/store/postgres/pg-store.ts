@@ -4,11 +4,14 @@
  * statements, committed before the returned promise resolves. Where SQLite's
  * single writer makes read-then-write safe, this store locks the session row
  * (`FOR UPDATE`) first, so concurrent instances serialise per session: seqs
- * never collide, compare-and-set compaction stays exact. Event inserts take a
- * transaction-scoped advisory lock so event ids become visible in id order and
- * a reader paging by `afterId` never skips one that commits late. What both
- * dialects decide the same way (the compaction precondition, the transcript
- * chain, keyset pages) lives in ../decisions.ts; this file holds the SQL.
+ * never collide, compare-and-set compaction stays exact. An append is the
+ * exception: one statement that writes only if the session's log still ends
+ * where this store last saw it, and locks the row only when it does not
+ * (pg-append.ts). Event inserts take a transaction-scoped advisory lock so
+ * event ids become visible in id order and a reader paging by `afterId` never
+ * skips one that commits late. What both dialects decide the same way (the
+ * compaction precondition, the transcript chain, keyset pages) lives in
+ * ../decisions.ts; this file holds the SQL.
  */
 import type pg from 'pg';
 import type { ChatMessage, StoredMessage } from '../../llm/messages.js';
@@ -30,6 +33,7 @@ import { newId, now } from '../records.js';
 import * as records from '../records.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
+  inStatement,
   inTransaction,
   migratePostgres,
   openPool,
@@ -37,20 +41,17 @@ import {
   type PoolOptions,
   type Queryable,
 } from './open-pool.js';
-
-/** Serialises event inserts (see the module comment). */
-const EVENTS_LOCK_KEY = 0x636169726e02;
+import {
+  appendAt,
+  insertEvents,
+  insertMessageRows,
+  pgText,
+  SessionHeads,
+  type Appended,
+  type AppendWrite,
+} from './pg-append.js';
 
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
-
-/**
- * Postgres text cannot hold U+0000, which SQLite stores as is (a tool may
- * return it from a binary file): it is written as U+FFFD instead of failing
- * the whole turn. JSON columns are unaffected (JSON escapes it).
- */
-function pgText<T extends string | null>(value: T): T {
-  return (value === null ? value : value.replaceAll('\u0000', '\uFFFD')) as T;
-}
 
 /**
  * Free text as a tsquery that cannot be a syntax error: the same words as the
@@ -81,13 +82,18 @@ export class PgStore extends StoreBase implements store.Store {
   private readonly instanceId: string | null;
   protected readonly calls: PgCallRecords;
   protected readonly keys: PgKeys;
+  /** Where each session's log ends, as last seen: lets an append skip locking the row. */
+  private readonly heads = new SessionHeads();
 
   private constructor(pool: pg.Pool, poolSize: number, instanceId: string | null) {
     super();
     this.pool = pool;
     this.poolSize = poolSize;
     this.instanceId = instanceId;
-    this.calls = new PgCallRecords((work) => this.tx(work));
+    this.calls = new PgCallRecords(
+      (work) => this.tx(work),
+      (work) => this.statement(work),
+    );
     this.keys = new PgKeys((sql, params) => this.rows(sql, params));
   }
 
@@ -106,6 +112,11 @@ export class PgStore extends StoreBase implements store.Store {
 
   private tx<T>(work: (client: Queryable) => Promise<T>): Promise<T> {
     return inTransaction(this.pool, this.poolSize, work);
+  }
+
+  /** `work`, a single statement, committed on its own (no BEGIN, no COMMIT). */
+  private statement<T>(work: (client: Queryable) => Promise<T>): Promise<T> {
+    return inStatement(this.pool, this.poolSize, work);
   }
 
   async ping(): Promise<void> {
@@ -150,13 +161,21 @@ export class PgStore extends StoreBase implements store.Store {
           origin.transcript_hash,
         ],
       );
-      await this.insertMessages(c, id, system, tokens, {}, createdAt);
-      return getSession(c, id) as Promise<store.SessionRow>;
+      await this.appendLocked(c, {
+        sessionId: id,
+        messages: system,
+        tokens,
+        options: {},
+        createdAt,
+      });
+      return this.heads.note((await getSession(c, id))!);
     });
   }
 
   async findSession(id: string): Promise<store.SessionRow | undefined> {
-    return this.row<store.SessionRow>('SELECT * FROM sessions WHERE id = $1', [id]);
+    return this.heads.note(
+      await this.row<store.SessionRow>('SELECT * FROM sessions WHERE id = $1', [id]),
+    );
   }
 
   async findSessionByTranscript(
@@ -195,7 +214,7 @@ export class PgStore extends StoreBase implements store.Store {
          WHERE id = $1`,
         [id, now()],
       );
-      return getSession(c, id);
+      return this.heads.note(await getSession(c, id));
     });
   }
 
@@ -210,6 +229,7 @@ export class PgStore extends StoreBase implements store.Store {
   }
 
   async deleteSession(id: string): Promise<boolean> {
+    this.heads.forget(id);
     return this.tx(
       async (c) => ((await c.query('DELETE FROM sessions WHERE id = $1', [id])).rowCount ?? 0) > 0,
     );
@@ -359,25 +379,44 @@ export class PgStore extends StoreBase implements store.Store {
 
   // ---- messages -------------------------------------------------------------
 
-  protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
-    const { sessionId, messages, tokens, options } = append;
-    return this.tx((c) => this.insertMessages(c, sessionId, messages, tokens, options, now()));
+  protected async writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
+    return (await this.append({ ...append, createdAt: now() })).messages;
   }
 
   protected writeMessagesWithEvents(
     append: PendingAppend,
     eventType: string,
   ): Promise<{ messages: StoredMessage[]; events: store.EventRow[] }> {
-    const { sessionId, messages, tokens, options } = append;
-    return this.tx(async (c) => {
-      const createdAt = now();
-      if (options.runningTask !== undefined) await this.assertStillRunning(c, options.runningTask);
-      const stored = await this.insertMessages(c, sessionId, messages, tokens, options, createdAt);
-      const events: store.EventRow[] = [];
-      for (const m of stored)
-        events.push(await insertEvent(c, decide.messageEvent(eventType, sessionId, m), createdAt));
-      return { messages: stored, events };
-    });
+    return this.append({ ...append, createdAt: now(), eventType });
+  }
+
+  /**
+   * One append. Where the session's head is known it is one statement,
+   * committed on its own; a task's append, an unknown head, or a head that
+   * moved meanwhile (another instance, a reset) take a transaction that
+   * locks the row first.
+   */
+  private async append(
+    write: AppendWrite,
+  ): Promise<{ messages: StoredMessage[]; events: store.EventRow[] }> {
+    const { sessionId, options } = write;
+    if (write.messages.length === 0) return { messages: [], events: [] };
+    const head = options.runningTask === undefined ? this.heads.get(sessionId) : undefined;
+    let done: Appended | undefined;
+    try {
+      if (head !== undefined) done = await this.statement((c) => appendAt(c, head, write));
+      done ??= await this.tx(async (c) => {
+        if (options.runningTask !== undefined)
+          await this.assertStillRunning(c, options.runningTask);
+        return this.appendLocked(c, write);
+      });
+    } catch (err) {
+      // Whether it committed is unknown: the next append locks and reads.
+      this.heads.forget(sessionId);
+      throw err;
+    }
+    this.heads.set(sessionId, done.head);
+    return { messages: done.messages, events: done.events };
   }
 
   /**
@@ -392,57 +431,13 @@ export class PgStore extends StoreBase implements store.Store {
     requireRunningTask(taskId, rows[0], this.instanceId);
   }
 
-  /**
-   * The inserts of one append, inside the caller's transaction. `tokens` are
-   * the messages' estimates, computed by the caller before the transaction.
-   */
-  private async insertMessages(
-    c: Queryable,
-    sessionId: string,
-    messages: ChatMessage[],
-    tokens: readonly number[],
-    options: store.AppendOptions,
-    createdAt: string,
-  ): Promise<StoredMessage[]> {
-    const state = await lockSession(c, sessionId);
-    if (state === undefined && messages.length > 0) throw sessionNotFound(sessionId);
-    if (messages.length === 0) return [];
-    const lastSeq = state?.last_seq ?? 0;
-    const numbered = decide.numberMessages(messages, lastSeq, createdAt);
-    const head = state?.transcript_hash ?? null;
-    const chain = decide.chainMessages(sessionId, numbered, tokens, head);
-    const rows = chain.rows.map(withPgContent);
-    await insertMessageRows(c, rows);
-    const counters = decide.appendCounters(options, messages.length, lastSeq + messages.length);
-    await c.query(
-      `UPDATE sessions SET
-         message_count = message_count + $2,
-         last_seq = $3,
-         transcript_hash = $4,
-         input_tokens = input_tokens + $5,
-         output_tokens = output_tokens + $6,
-         last_prompt_tokens = COALESCE($7, last_prompt_tokens),
-         last_prompt_seq = CASE WHEN $7::bigint IS NULL THEN last_prompt_seq ELSE $8 END,
-         updated_at = $9,
-         cache_read_tokens = cache_read_tokens + $10,
-         cache_write_tokens = cache_write_tokens + $11
-       WHERE id = $1`,
-      [
-        sessionId,
-        counters.count,
-        counters.last_seq,
-        chain.transcript,
-        counters.input_tokens,
-        counters.output_tokens,
-        counters.prompt_tokens,
-        counters.prompt_seq,
-        createdAt,
-        counters.cache_read_tokens,
-        counters.cache_write_tokens,
-      ],
-    );
-    await chargeSessionTokens(c, sessionId, counters.charged);
-    return rows.map(records.toStoredMessage);
+  /** An append inside the caller's transaction, the session row locked first: its head cannot move. */
+  private async appendLocked(c: Queryable, write: AppendWrite): Promise<Appended> {
+    const head = await lockSession(c, write.sessionId);
+    if (head === undefined) throw sessionNotFound(write.sessionId);
+    const done = await appendAt(c, head, write);
+    if (done === undefined) throw new Error(`append: the locked session ${write.sessionId} moved`);
+    return done;
   }
 
   protected async writeImportedMessages(
@@ -455,7 +450,7 @@ export class PgStore extends StoreBase implements store.Store {
       // client resending the imported history lands in the imported session.
       const head = (await lockSession(c, sessionId))?.transcript_hash ?? null;
       const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
-      await insertMessageRows(c, rows.map(withPgContent));
+      await insertMessageRows(c, rows);
       await c.query(
         `UPDATE sessions SET message_count = message_count + $2, last_seq = GREATEST(last_seq, $3),
            transcript_hash = $4 WHERE id = $1`,
@@ -671,7 +666,7 @@ export class PgStore extends StoreBase implements store.Store {
   // ---- events ---------------------------------------------------------------
 
   async appendEvent(event: store.NewEvent): Promise<store.EventRow> {
-    return this.tx((c) => insertEvent(c, event, now()));
+    return (await this.statement((c) => insertEvents(c, [event], now())))[0]!;
   }
 
   async listEvents(options: store.EventFilter): Promise<store.EventRow[]> {
@@ -969,39 +964,6 @@ export class PgStore extends StoreBase implements store.Store {
   }
 }
 
-/** A message row with its content fit for Postgres text (see `pgText`). */
-function withPgContent(row: decide.MessageInsert): decide.MessageInsert {
-  return { ...row, content: pgText(row.content) };
-}
-
-/** The columns of a message row, each with the type of its UNNEST array. */
-const MESSAGE_INSERT: readonly (readonly [keyof decide.MessageInsert, string])[] = [
-  ['session_id', 'text'],
-  ['seq', 'int'],
-  ['role', 'text'],
-  ['content', 'text'],
-  ['tool_calls', 'text'],
-  ['tool_call_id', 'text'],
-  ['name', 'text'],
-  ['created_at', 'text'],
-  ['chars', 'int'],
-  ['tokens', 'int'],
-  ['transcript_hash', 'text'],
-];
-
-/** Inserts message rows in one statement: a turn's messages (or an import batch) cost one round trip. */
-async function insertMessageRows(
-  c: Queryable,
-  rows: readonly decide.MessageInsert[],
-): Promise<void> {
-  const arrays = MESSAGE_INSERT.map(([, type], i) => `$${i + 1}::${type}[]`);
-  await c.query(
-    `INSERT INTO messages (${MESSAGE_INSERT.map(([column]) => column).join(', ')})
-     SELECT * FROM UNNEST(${arrays.join(', ')})`,
-    MESSAGE_INSERT.map(([column]) => rows.map((row) => row[column])),
-  );
-}
-
 async function insertCompaction(c: Queryable, record: decide.CompactionRecord): Promise<void> {
   const columns = decide.COMPACTION_COLUMNS;
   await c.query(
@@ -1032,17 +994,4 @@ async function ensureDaemon(c: Queryable, agentName: string): Promise<void> {
     'INSERT INTO daemon_runs (agent_name) VALUES ($1) ON CONFLICT (agent_name) DO NOTHING',
     [agentName],
   );
-}
-
-async function insertEvent(
-  c: Queryable,
-  event: store.NewEvent,
-  createdAt: string,
-): Promise<store.EventRow> {
-  await c.query('SELECT pg_advisory_xact_lock($1)', [EVENTS_LOCK_KEY]);
-  const result = await c.query<{ id: number }>(
-    'INSERT INTO events (type, session_id, data, created_at) VALUES ($1, $2, $3, $4) RETURNING id',
-    [event.type, event.sessionId ?? null, JSON.stringify(event.data), createdAt],
-  );
-  return decide.storedEvent(result.rows[0]!.id, event, createdAt);
 }
