@@ -15,7 +15,7 @@
  *   session's blobs), per call; beside it what storing each request whole
  *   would take. Every request is rebuilt (GET /calls/:id) and checked to be
  *   the one the model saw (it ends with the turn's question) before the row is printed.
- * - added per turn: median turn time with records on minus off (runChat, in
+ * - added per turn: median turn time with records on minus off (chats.run, in
  *   process), and the same for this process's CPU time per turn (steadier on
  *   a busy machine). Encoding and the write happen as the turn ends (or, for
  *   anything left, a moment later: the timed window waits for that moment on
@@ -190,7 +190,7 @@ export async function callRecordRows(baseURL: string): Promise<string[][]> {
         perCall <= BUDGET_BYTES_PER_CALL ? '✓' : '✗',
       ],
       [
-        `model-call records: added to a turn's median (runChat in process, records on − off, ${times.on.length} turns each, interleaved)`,
+        `model-call records: added to a turn's median (chats.run in process, records on − off, ${times.on.length} turns each, interleaved)`,
         `${added.toFixed(3)} ms (${medianOn.toFixed(2)} ms on / ${medianOff.toFixed(2)} ms off; CPU per turn ${cpuOn.toFixed(3)} / ${cpuOff.toFixed(3)} ms, +${(cpuOn - cpuOff).toFixed(3)} ms)`,
         `≤ ${BUDGET_ADDED_MS} ms`,
         added <= BUDGET_ADDED_MS ? '✓' : '✗',

@@ -163,7 +163,7 @@ export async function growingConversationRows(
       const ok =
         s.median <= AIM_MEDIAN_MS && s.p95 <= AIM_P95_RATIO * s.median && ratio <= AIM_FLAT_RATIO;
       return [
-        `growing conversation in process (runChat, fake over loopback, ${TAIL_MESSAGES}-message tail) at ${size.toLocaleString('en-US')} stored: steady turns (context cached) median / p95 / CPU per turn; the steady turns' CPU time median / p95 (this process's, so time the machine gave to other work is not in it); first turn after the pointer moves (context rebuilt) median / p95; p95 of all turns`,
+        `growing conversation in process (chats.run, fake over loopback, ${TAIL_MESSAGES}-message tail) at ${size.toLocaleString('en-US')} stored: steady turns (context cached) median / p95 / CPU per turn; the steady turns' CPU time median / p95 (this process's, so time the machine gave to other work is not in it); first turn after the pointer moves (context rebuilt) median / p95; p95 of all turns`,
         `${s.median.toFixed(2)} ms / ${s.p95.toFixed(2)} ms (${(s.p95 / s.median).toFixed(2)}×) / ${s.cpuMs.toFixed(2)} ms CPU (${ratio.toFixed(2)}× of 100); steady CPU ${c.median.toFixed(2)} / ${c.p95.toFixed(2)} ms (${(c.p95 / c.median).toFixed(2)}×); after a move ${s.afterMoveMedian.toFixed(2)} / ${s.afterMoveP95.toFixed(2)} ms; all turns p95 ${s.allP95.toFixed(2)} ms`,
         `aim: median ≤ ${AIM_MEDIAN_MS} ms, steady p95 ≤ ${AIM_P95_RATIO}× median, ≤ ${AIM_FLAT_RATIO}× of 100; peer (Mastra): ${PEER_MEDIAN_MS[size]}`,
         ok ? '✓' : '✗',

@@ -144,7 +144,7 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
       `${s.median.toFixed(2)} ms / ${s.p95.toFixed(2)} ms`;
     return [
       [
-        `chat turn in process (runChat, fake over loopback, ≤ ${RESET_EVERY * 2}-message context) on SQLite: median / p95`,
+        `chat turn in process (chats.run, fake over loopback, ≤ ${RESET_EVERY * 2}-message context) on SQLite: median / p95`,
         cell(sqlite),
         '—',
         '',
