@@ -11,7 +11,7 @@ import { missingTrailingResults } from '../llm/normalize-request.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { Sessions } from '../runtime/sessions.js';
 import type { RunTurn, TurnEngine } from '../runtime/turn-engine.js';
-import { throwIfStopped, unreachableOutcome } from '../runtime/turn-outcome.js';
+import { heldTask, throwIfStopped, unreachableOutcome } from '../runtime/turn-outcome.js';
 import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { sessionNotFound } from '../store/session-not-found.js';
 import { transcriptHash, transcriptSeed } from '../store/transcript-hash.js';
@@ -353,7 +353,7 @@ export class Conversations {
         options.onDelta?.(outcome.question);
         return { ...base, finish: 'stop', reply: outcome.question, calls: [] };
       case 'approval': {
-        const question = outcome.task?.question ?? '';
+        const { question } = heldTask(outcome);
         options.onDelta?.(question);
         return { ...base, finish: 'stop', reply: question, calls: [] };
       }

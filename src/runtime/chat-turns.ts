@@ -14,7 +14,7 @@ import type { Sessions } from './sessions.js';
 import type { TurnCompactionReport, TurnRecallReport } from './turn.js';
 import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
 import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
-import { throwIfStopped, unreachableOutcome } from './turn-outcome.js';
+import { heldTask, throwIfStopped, unreachableOutcome } from './turn-outcome.js';
 
 export interface ChatInput {
   agentName: string;
@@ -163,7 +163,7 @@ export class ChatTurns {
       case 'approval': {
         seen.outcome = 'pending';
         const { call } = outcome;
-        const task = outcome.task ?? { id: '', question: '' };
+        const task = heldTask(outcome);
         return {
           ...envelope(session.id, turn, task.question),
           pendingApproval: {

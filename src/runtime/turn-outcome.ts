@@ -82,6 +82,15 @@ export function throwIfStopped(
   if (outcome.kind === 'limit' || outcome.kind === 'failed') throw outcome.error;
 }
 
+/** The waiting task of an approval a chat held (`holdInChat` always creates one). */
+export function heldTask(outcome: Extract<TurnOutcome, { kind: 'approval' }>): {
+  id: string;
+  question: string;
+} {
+  if (!outcome.task) throw new Error('an approval held in a chat has no waiting task');
+  return outcome.task;
+}
+
 /** For an exhaustive `switch` over outcomes: the compiler proves this is never reached. */
 export function unreachableOutcome(outcome: never): never {
   throw new Error(`unknown turn outcome ${JSON.stringify(outcome)}`);
