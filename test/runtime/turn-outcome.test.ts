@@ -1,0 +1,74 @@
+/** How a turn ended, resolved once: each loop result and each kind of error to its outcome. */
+import { describe, expect, it } from 'vitest';
+import { CairnError } from '../../src/errors.js';
+import type { ToolCall } from '../../src/llm/messages.js';
+import {
+  heldTask,
+  outcomeOf,
+  outcomeOfError,
+  stopError,
+  throwIfStopped,
+} from '../../src/runtime/turn-outcome.js';
+
+const usage = { input_tokens: 3, output_tokens: 2 };
+const call: ToolCall = {
+  id: 'c1',
+  type: 'function',
+  function: { name: 'launch', arguments: '{}' },
+};
+
+describe('outcomeOf', () => {
+  it('maps each way the loop returns', () => {
+    expect(outcomeOf({ kind: 'answer', reply: 'hi', usage })).toEqual({
+      kind: 'reply',
+      reply: 'hi',
+    });
+    expect(outcomeOf({ kind: 'waiting', question: 'Which?', callId: 'c0', usage })).toEqual({
+      kind: 'question',
+      question: 'Which?',
+      callId: 'c0',
+      answered: false,
+    });
+    expect(
+      outcomeOf({ kind: 'pending', reason: 'approval', call, usage, approvalTimeout: '5m' }),
+    ).toEqual({ kind: 'approval', call, approvalTimeout: '5m' });
+    expect(outcomeOf({ kind: 'pending', reason: 'approval', call, usage })).toEqual({
+      kind: 'approval',
+      call,
+    });
+    expect(outcomeOf({ kind: 'outside', reply: 'x', calls: [call], usage })).toEqual({
+      kind: 'client-tools',
+      reply: 'x',
+      calls: [call],
+    });
+  });
+});
+
+describe('outcomeOfError', () => {
+  it('an agent limit is a limit; anything else a failure', () => {
+    const budget = new CairnError('BUDGET_EXCEEDED', 'spent');
+    const iterations = new CairnError('MAX_ITERATIONS', 'too many');
+    const lost = new CairnError('SESSION_LOCK_LOST', 'lost');
+    const plain = new Error('boom');
+    expect(outcomeOfError(budget)).toEqual({ kind: 'limit', error: budget });
+    expect(outcomeOfError(iterations)).toEqual({ kind: 'limit', error: iterations });
+    expect(outcomeOfError(lost)).toEqual({ kind: 'failed', error: lost });
+    expect(outcomeOfError(plain)).toEqual({ kind: 'failed', error: plain });
+  });
+
+  it('a limit or failure rethrows its error; the other outcomes pass', () => {
+    const lost = new CairnError('SESSION_LOCK_LOST', 'lost');
+    expect(() => throwIfStopped({ kind: 'failed', error: lost })).toThrow(lost);
+    expect(stopError({ kind: 'failed', error: lost })).toBe(lost);
+    expect(() => throwIfStopped({ kind: 'reply', reply: 'ok' })).not.toThrow();
+    expect(stopError({ kind: 'reply', reply: 'ok' })).toBeUndefined();
+  });
+});
+
+describe('heldTask', () => {
+  it('is the task a chat hold created, and an internal error without one', () => {
+    const task = { id: 'task_1', question: 'Approve?' };
+    expect(heldTask({ kind: 'approval', call, task })).toBe(task);
+    expect(() => heldTask({ kind: 'approval', call })).toThrow(/no waiting task/);
+  });
+});
