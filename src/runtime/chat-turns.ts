@@ -47,7 +47,7 @@ export interface ChatResult {
 }
 
 export interface ChatTurnsDeps {
-  sessions: Pick<Sessions, 'create' | 'rejectIfTaskWaiting'>;
+  sessions: Pick<Sessions, 'create'>;
   engine: Pick<TurnEngine, 'withTurnSlot'>;
   agents: Pick<AgentRegistry, 'get'>;
   store: Pick<SessionStore, 'findSession' | 'deleteSession'>;
@@ -109,19 +109,24 @@ export class ChatTurns {
     };
     if (input.sessionId === undefined) announce();
 
-    return this.deps.engine.withTurnSlot(sessionId, agent, async (session, runTurn) => {
-      try {
-        if (input.sessionId !== undefined) announce();
-        return await this.turnIn(session, agent, input, seen, runTurn);
-      } catch (err) {
-        // A turn that failed before it stored anything (its tools could not
-        // load, the client left while it queued) leaves no session behind:
-        // the one made for it is deleted, still under its slot, so nothing
-        // queued on the announced id runs on it first.
-        if (input.sessionId === undefined) await this.dropIfUntouched(session);
-        throw err;
-      }
-    });
+    return this.deps.engine.withTurnSlot(
+      sessionId,
+      agent,
+      async (session, runTurn) => {
+        try {
+          if (input.sessionId !== undefined) announce();
+          return await this.turnIn(session, agent, input, seen, runTurn);
+        } catch (err) {
+          // A turn that failed before it stored anything (its tools could not
+          // load, the client left while it queued) leaves no session behind:
+          // the one made for it is deleted, still under its slot, so nothing
+          // queued on the announced id runs on it first.
+          if (input.sessionId === undefined) await this.dropIfUntouched(session);
+          throw err;
+        }
+      },
+      { refuseIfTaskWaiting: true },
+    );
   }
 
   /** Deletes `session` when nothing was stored on it since it was read (its turn never began). */
@@ -138,7 +143,6 @@ export class ChatTurns {
     seen: ChatSeen,
     runTurn: RunTurn,
   ): Promise<ChatResult> {
-    await this.deps.sessions.rejectIfTaskWaiting(session.id);
     const turn = await runTurn({
       input: [{ role: 'user', content: input.message }],
       holdInChat: { taskInput: input.message },

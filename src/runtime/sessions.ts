@@ -9,9 +9,8 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { Owner, SessionMode, SessionRow, SessionStore, TaskStore } from '../store/store.js';
 import { requireSession, sessionNotFound } from '../store/session-not-found.js';
-import { pendingApprovalCall } from './approvals.js';
 import type { EventBus } from './event-bus.js';
-import { requireUsable } from './session-rules.js';
+import { refuseIfTaskWaiting, requireUsable } from './session-rules.js';
 import type { TurnEngine } from './turn-engine.js';
 
 export interface CreateSessionInput {
@@ -112,19 +111,7 @@ export class Sessions {
 
   /** 409 `TASK_WAITING` when a task on the session waits for an answer or an approval. */
   async rejectIfTaskWaiting(sessionId: string): Promise<void> {
-    const waiting = await this.deps.store.findWaitingTaskForSession(sessionId);
-    if (waiting && pendingApprovalCall(waiting)) {
-      throw new CairnError(
-        'TASK_WAITING',
-        `Task "${waiting.id}" on this session is waiting for a person to approve the tool call "${waiting.pending_tool ?? ''}". Approve it with POST /tasks/${waiting.id}/approve, or deny it with POST /tasks/${waiting.id}/deny.`,
-      );
-    }
-    if (waiting) {
-      throw new CairnError(
-        'TASK_WAITING',
-        `Task "${waiting.id}" on this session is waiting for an answer: ${waiting.question ?? ''} Answer it with POST /tasks/${waiting.id}/resume.`,
-      );
-    }
+    refuseIfTaskWaiting(await this.deps.store.findWaitingTaskForSession(sessionId));
   }
 
   /** Waits for the session's running turns, then clears its conversation and compaction state. */

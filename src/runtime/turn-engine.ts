@@ -25,7 +25,7 @@ import type { ContextGuard, ContextRecall } from './context-guard.js';
 import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent } from './loop.js';
 import { reportOutage } from './outage-report.js';
-import { requireUsable } from './session-rules.js';
+import { refuseIfTaskWaiting, requireUsable } from './session-rules.js';
 import type { SessionLock } from './session-lock.js';
 import { sessionTokens, TurnBudget } from './turn-budget.js';
 import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
@@ -117,6 +117,14 @@ export interface TurnResult {
   recall: TurnRecallReport | null;
 }
 
+export interface SlotOptions {
+  /**
+   * Refuse with 409 `TASK_WAITING` when a task on the session waits for a
+   * person (new input would talk past the question it asked).
+   */
+  refuseIfTaskWaiting?: boolean;
+}
+
 /** Runs one turn on the session whose slot is held; handed out by `withTurnSlot` only. */
 export type RunTurn = (request: TurnRequest) => Promise<TurnResult>;
 
@@ -142,7 +150,8 @@ export class TurnEngine {
   /**
    * Holds `sessionId`'s slot while `work` runs. `work` gets the session
    * re-read under the slot (it may have been closed, reset or compacted while
-   * queued), checked usable by `agent`, and the one way to run a turn on it.
+   * queued), checked usable by `agent` (and free of a waiting task, when
+   * asked), and the one way to run a turn on it.
    * A turn run that way stops, failing with `SESSION_LOCK_LOST`, when the
    * slot is lost.
    */
@@ -150,9 +159,19 @@ export class TurnEngine {
     sessionId: string,
     agent: AgentConfig,
     work: (session: SessionRow, runTurn: RunTurn) => Promise<T>,
+    options: SlotOptions = {},
   ): Promise<T> {
+    const { store } = this.deps;
     return this.deps.lock.run(sessionId, async (slot) => {
-      const session = requireUsable(await this.deps.store.findSession(sessionId), sessionId, agent);
+      // Both reads at once: on Postgres they are two round trips otherwise.
+      const [row, waiting] = await Promise.all([
+        store.findSession(sessionId),
+        options.refuseIfTaskWaiting === true
+          ? store.findWaitingTaskForSession(sessionId)
+          : undefined,
+      ]);
+      const session = requireUsable(row, sessionId, agent);
+      refuseIfTaskWaiting(waiting);
       return work(session, async (request) => {
         // The turn stops when its caller gives up or the slot is lost.
         const stop = linkAbort(request.signal, slot);
