@@ -68,6 +68,8 @@ describe('compaction under concurrency', () => {
     t = await startTestApp({
       agents: { assistant: { ...TEST_AGENT, tools: [...TEST_AGENT.tools, './tools/gated.js'] } },
       files: { 'agents/assistant/tools/gated.js': GATED_TOOL },
+      // No test here waits for a timeout; on a loaded machine 5 s is not enough.
+      mainModel: { timeoutMs: 60_000 },
     });
   });
   afterAll(async () => t.close());
