@@ -15,6 +15,7 @@ import {
   transcriptEntry,
 } from '../../src/compaction/prompt.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
+import { decorateModel } from '../../src/llm/model-client.js';
 import { OpenAIModel } from '../../src/llm/openai-model.js';
 import { seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
 import {
@@ -155,6 +156,25 @@ describe('DefaultCompaction called directly', () => {
     });
     const metas = await t.app.store.listMessageMeta(id, 0);
     expect(record!.to_seq).toBe(metas.filter((m) => m.role !== 'system').at(-1)!.seq);
+  });
+
+  it('records a summary call whose provider reported no usage as zero tokens', async () => {
+    const id = await seeded([100, 100, 100, 100]);
+    const inner = new OpenAIModel({ role: { ...t.app.settings.models.main, timeoutMs: 30_000 } });
+    const noUsage = new DefaultCompaction({
+      store: t.app.store,
+      events: t.app.events,
+      agents: t.app.agents,
+      // As a provider that sends no usage object is read.
+      model: decorateModel(inner, async (request, options) => ({
+        ...(await inner.complete(request, options)),
+        usage: null,
+      })),
+    });
+    const result = await noUsage.run({ sessionId: id, trigger: 'manual' });
+    expect(result).toMatchObject({ compactedCount: 4, input_tokens: 0, output_tokens: 0 });
+    const [record] = await t.app.store.listCompactions(id);
+    expect(record).toMatchObject({ summary: 'SUMMARY', input_tokens: 0, output_tokens: 0 });
   });
 
   it('a compaction that lost the race fails with COMPACTION_CONFLICT and changes nothing of its own', async () => {
