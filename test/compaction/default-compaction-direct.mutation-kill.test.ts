@@ -177,6 +177,27 @@ describe('DefaultCompaction called directly', () => {
     expect(record).toMatchObject({ summary: 'SUMMARY', input_tokens: 0, output_tokens: 0 });
   });
 
+  it('a summary reply with no content at all is an empty summary, never stored', async () => {
+    const id = await seeded([100, 100, 100, 100]);
+    const inner = new OpenAIModel({ role: { ...t.app.settings.models.main, timeoutMs: 30_000 } });
+    const noContent = new DefaultCompaction({
+      store: t.app.store,
+      events: t.app.events,
+      agents: t.app.agents,
+      // As a provider's reply with a null content and no calls is read.
+      model: decorateModel(inner, async (request, options) => {
+        const response = await inner.complete(request, options);
+        return { ...response, message: { ...response.message, content: null } };
+      }),
+    });
+    const err = await failureOf(noContent.run({ sessionId: id, trigger: 'manual' }));
+    expect(err.code).toBe('COMPACTION_EMPTY_SUMMARY');
+    expect(await t.app.store.findSession(id)).toMatchObject({
+      compact_size: 0,
+      compact_summary: null,
+    });
+  });
+
   it('a compaction that lost the race fails with COMPACTION_CONFLICT and changes nothing of its own', async () => {
     const id = await seeded([100, 100, 100, 100]);
     // The real store, except that another compaction lands while this one plans.
