@@ -1032,6 +1032,8 @@ describe('runApprovedToolCall: one call, every failure a result', () => {
       'Error: the tool "slow" failed: the tool did not finish within 50 ms',
     );
     expect(toolSignal?.aborted).toBe(true);
+    // The tool can tell a timeout from a cancel by the reason.
+    expect(toolSignal?.reason).toEqual(new Error('timeout'));
   });
 
   it('cancels a running call with the turn, and says it was cancelled', async () => {
