@@ -31,6 +31,7 @@ export const TESTS_BY_MODULE = {
     'test/compaction/default-compaction.mutation-kill.test.ts',
     'test/compaction/default-compaction-spans.mutation-kill.test.ts',
     'test/compaction/default-compaction-direct.mutation-kill.test.ts',
+    'test/tasks/taken-over-writes.test.ts',
   ],
   'src/llm/normalize-request.ts': [
     'test/llm/normalize-request.test.ts',

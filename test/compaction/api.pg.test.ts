@@ -13,7 +13,13 @@ import { estimateMessagesTokens } from '../../src/llm/tokens.js';
 import type { PgStore } from '../../src/store/postgres/pg-store.js';
 import type { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
-import { DATABASES, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  DATABASES,
+  PATIENT_MS,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 import { agentRequestsOf, isSummaryRequest, summaryRequestsOf } from './summary-requests.js';
 
 const CONTEXT_WINDOW = 8_192;
@@ -71,7 +77,10 @@ describe.each(DATABASES)('defaultCompaction API (%s)', (database) => {
   const chatRequests = () => agentRequestsOf(fake());
 
   beforeAll(async () => {
-    t = await startTestApp({ database, mainModel: { contextWindow: CONTEXT_WINDOW } });
+    t = await startTestApp({
+      database,
+      mainModel: { contextWindow: CONTEXT_WINDOW, timeoutMs: PATIENT_MS },
+    });
   });
   afterAll(async () => t.close());
   beforeEach(() => {

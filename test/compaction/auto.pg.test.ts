@@ -14,6 +14,7 @@ import type { FakeReply } from '../fakes/llm-server.js';
 import {
   chatOn,
   DATABASES,
+  PATIENT_MS,
   seedSession,
   startTestApp,
   TEST_AGENT,
@@ -88,7 +89,7 @@ describe.each(DATABASES)('automatic compaction (%s)', (database) => {
       database,
       agents: { assistant: AUTO_AGENT },
       files: { 'agents/assistant/tools/big.js': BIG_TOOL },
-      mainModel: { contextWindow: CONTEXT_WINDOW },
+      mainModel: { contextWindow: CONTEXT_WINDOW, timeoutMs: PATIENT_MS },
     });
   });
   afterAll(async () => t.close());
@@ -297,6 +298,7 @@ describe.each(DATABASES)('context-overflow recovery (%s)', (database) => {
     t = await startTestApp({
       database,
       fakeOptions: { contextWindowTokens: FAKE_WINDOW_TOKENS },
+      mainModel: { timeoutMs: PATIENT_MS },
     });
   });
   afterAll(async () => t.close());
@@ -395,7 +397,7 @@ describe('context-overflow recovery with agent memory', () => {
   };
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ agents: { memo: MEMO } });
+    t = await startTestApp({ agents: { memo: MEMO }, mainModel: { timeoutMs: PATIENT_MS } });
   });
   afterAll(async () => t.close());
 

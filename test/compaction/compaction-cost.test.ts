@@ -5,7 +5,13 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
-import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  PATIENT_MS,
+  seedSession,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 import { isSummaryRequest } from './summary-requests.js';
 
 const SUMMARY_USAGE = { prompt_tokens: 321, completion_tokens: 45 };
@@ -25,7 +31,7 @@ describe('compaction cost', () => {
         assistant: TEST_AGENT,
         auto: { ...TEST_AGENT, name: 'auto', defaultCompaction: { autoThreshold: 50 } },
       },
-      mainModel: { contextWindow: 2_000 },
+      mainModel: { contextWindow: 2_000, timeoutMs: PATIENT_MS },
     });
   });
   afterAll(() => t.close());

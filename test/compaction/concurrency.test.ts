@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { PATIENT_MS, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 import { agentRequestsOf, isSummaryRequest, summaryRequestsOf } from './summary-requests.js';
 
 /** How long the fake takes to write a summary: long enough for chats to run meanwhile. */
@@ -68,6 +68,7 @@ describe('compaction under concurrency', () => {
     t = await startTestApp({
       agents: { assistant: { ...TEST_AGENT, tools: [...TEST_AGENT.tools, './tools/gated.js'] } },
       files: { 'agents/assistant/tools/gated.js': GATED_TOOL },
+      mainModel: { timeoutMs: PATIENT_MS },
     });
   });
   afterAll(async () => t.close());

@@ -11,47 +11,25 @@ import { DEFAULT_MAX_SUMMARY_CHARS } from '../../src/agents/agent-config.js';
 import { DefaultCompaction } from '../../src/compaction/default-compaction.js';
 import {
   ADDITIONAL_INSTRUCTIONS,
-  NEW_MESSAGES,
   SECTIONS_PROMPT_MARKER,
   transcriptEntry,
 } from '../../src/compaction/prompt.js';
-import type { CairnError } from '../../src/errors.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
+import { decorateModel } from '../../src/llm/model-client.js';
 import { OpenAIModel } from '../../src/llm/openai-model.js';
-import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
+import {
+  AGENT,
+  alternating,
+  failureOf,
+  MAX_SUMMARY_CHARS,
+  tagsOf,
+  text,
+} from './direct-compaction.js';
 import { summaryRequestsOf } from './summary-requests.js';
 
-const MAX_SUMMARY_CHARS = 4_000;
 /** Under the input floor: the summariser's input budget is exactly 4 000 characters. */
 const INPUT_BUDGET_CHARS = 4_000;
-const AGENT = {
-  ...TEST_AGENT,
-  defaultCompaction: { maxSummaryChars: MAX_SUMMARY_CHARS, summaryFormat: 'prose' },
-};
-
-const text = (chars: number, tag: string) => `${tag} `.padEnd(chars, 'x');
-const alternating = (sizes: readonly number[], prefix: string): ChatMessage[] =>
-  sizes.map((chars, i) => ({
-    role: i % 2 === 0 ? 'user' : 'assistant',
-    content: text(chars, `${prefix}${i}`),
-  }));
-
-/** The message tags of a summary request's transcript, in order. */
-function tagsOf(body: { messages: { content: string }[] }, prefix: string): string[] {
-  const user = body.messages[1]!.content;
-  const transcript = user.slice(user.indexOf(NEW_MESSAGES) + NEW_MESSAGES.length);
-  const entry = new RegExp(`^\\[(?:#\\d+ )?(?:user|assistant)\\] (${prefix}\\d+) x*$`);
-  return transcript.split('\n').map((line) => entry.exec(line)?.[1] ?? line);
-}
-
-async function failureOf(work: Promise<unknown>): Promise<CairnError> {
-  const err = await work.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(Error);
-  return err as CairnError;
-}
 
 describe('DefaultCompaction called directly', () => {
   let t: TestApp;
@@ -100,6 +78,44 @@ describe('DefaultCompaction called directly', () => {
     expect(tagsOf(summaryRequestsOf(t.fake!)[0]!.body, 'n')).toEqual(['n0', 'n1', 'n2']);
   });
 
+  it('keeps a call a task waits on raw, with all after it, even when its result is stored', async () => {
+    // The result is there, so the cut would be tool-safe after it: only the
+    // waiting task keeps the call and what follows out of the summary.
+    const id = await seedSession(
+      t.app,
+      [
+        { role: 'user', content: text(100, 'n0') },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: 'call_wait', type: 'function', function: { name: 'ask_user', arguments: '{}' } },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'call_wait', content: 'The blue one.' },
+        ...alternating([100, 100, 100, 100], 'm'),
+      ],
+      { agentName: 'assistant', compactCount: 99 },
+    );
+    const dryFree = await compaction.run({ sessionId: id, trigger: 'manual', dryRun: true });
+    expect(dryFree).toMatchObject({ compactedCount: 7 });
+    const task = await t.app.store.createTask({
+      sessionId: id,
+      agentName: 'assistant',
+      input: 'go',
+    });
+    const waiting = await t.app.store.transitionTask(task.id, ['running'], {
+      status: 'waiting',
+      pending_call_id: 'call_wait',
+    });
+    expect(waiting?.status).toBe('waiting');
+    const dry = await compaction.run({ sessionId: id, trigger: 'manual', dryRun: true });
+    expect(dry).toMatchObject({ compactedCount: 1, newSize: 1 });
+    const result = await compaction.run({ sessionId: id, trigger: 'manual' });
+    expect(result).toMatchObject({ compactedCount: 1, newSize: 1 });
+    expect(tagsOf(summaryRequestsOf(t.fake!)[0]!.body, 'n')).toEqual(['n0']);
+  });
+
   it("a dry run reports the real run's sizes and calls no model", async () => {
     const id = await seeded([100, 200, 300, 400], 50);
     const dry = await compaction.run({ sessionId: id, trigger: 'manual', dryRun: true });
@@ -140,6 +156,46 @@ describe('DefaultCompaction called directly', () => {
     });
     const metas = await t.app.store.listMessageMeta(id, 0);
     expect(record!.to_seq).toBe(metas.filter((m) => m.role !== 'system').at(-1)!.seq);
+  });
+
+  it('records a summary call whose provider reported no usage as zero tokens', async () => {
+    const id = await seeded([100, 100, 100, 100]);
+    const inner = new OpenAIModel({ role: { ...t.app.settings.models.main, timeoutMs: 30_000 } });
+    const noUsage = new DefaultCompaction({
+      store: t.app.store,
+      events: t.app.events,
+      agents: t.app.agents,
+      // As a provider that sends no usage object is read.
+      model: decorateModel(inner, async (request, options) => ({
+        ...(await inner.complete(request, options)),
+        usage: null,
+      })),
+    });
+    const result = await noUsage.run({ sessionId: id, trigger: 'manual' });
+    expect(result).toMatchObject({ compactedCount: 4, input_tokens: 0, output_tokens: 0 });
+    const [record] = await t.app.store.listCompactions(id);
+    expect(record).toMatchObject({ summary: 'SUMMARY', input_tokens: 0, output_tokens: 0 });
+  });
+
+  it('a summary reply with no content at all is an empty summary, never stored', async () => {
+    const id = await seeded([100, 100, 100, 100]);
+    const inner = new OpenAIModel({ role: { ...t.app.settings.models.main, timeoutMs: 30_000 } });
+    const noContent = new DefaultCompaction({
+      store: t.app.store,
+      events: t.app.events,
+      agents: t.app.agents,
+      // As a provider's reply with a null content and no calls is read.
+      model: decorateModel(inner, async (request, options) => {
+        const response = await inner.complete(request, options);
+        return { ...response, message: { ...response.message, content: null } };
+      }),
+    });
+    const err = await failureOf(noContent.run({ sessionId: id, trigger: 'manual' }));
+    expect(err.code).toBe('COMPACTION_EMPTY_SUMMARY');
+    expect(await t.app.store.findSession(id)).toMatchObject({
+      compact_size: 0,
+      compact_summary: null,
+    });
   });
 
   it('a compaction that lost the race fails with COMPACTION_CONFLICT and changes nothing of its own', async () => {

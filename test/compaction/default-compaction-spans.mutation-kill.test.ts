@@ -11,16 +11,22 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DefaultCompaction } from '../../src/compaction/default-compaction.js';
-import { NEW_MESSAGES } from '../../src/compaction/prompt.js';
 import { CairnError } from '../../src/errors.js';
-import type { ChatMessage } from '../../src/llm/messages.js';
 import type { ModelClient } from '../../src/llm/model-client.js';
 import { OpenAIModel } from '../../src/llm/openai-model.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { traceModel } from '../../src/telemetry/traced-model.js';
 import type { SpanAttributes, SpanStart, TraceSpan, Tracing } from '../../src/telemetry/tracing.js';
 import type { FakeReply } from '../fakes/llm-server.js';
-import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
+import {
+  AGENT,
+  alternating,
+  failureOf,
+  MAX_SUMMARY_CHARS,
+  tagsOf,
+  text,
+} from './direct-compaction.js';
 import { summaryRequestsOf } from './summary-requests.js';
 
 /** What the tracer was told about one span. */
@@ -66,11 +72,6 @@ class RecordingTracing implements Tracing {
   }
 }
 
-const MAX_SUMMARY_CHARS = 4_000;
-const AGENT = {
-  ...TEST_AGENT,
-  defaultCompaction: { maxSummaryChars: MAX_SUMMARY_CHARS, summaryFormat: 'prose' },
-};
 /** Under the input floor: the summariser's input budget is 4 000 characters. */
 const SMALL_WINDOW = 2_000;
 const SERVER_ERROR: FakeReply = { status: 500 };
@@ -85,33 +86,6 @@ const OVERFLOW: FakeReply = {
     },
   },
 };
-
-const text = (chars: number, tag: string) => `${tag} `.padEnd(chars, 'x');
-const alternating = (sizes: readonly number[], prefix: string): ChatMessage[] =>
-  sizes.map((chars, i) => ({
-    role: i % 2 === 0 ? 'user' : 'assistant',
-    content: text(chars, `${prefix}${i}`),
-  }));
-
-/** The message tags of a summary request's transcript, in order. */
-function tagsOf(body: { messages: { content: string }[] }, prefix: string): string[] {
-  const user = body.messages[1]!.content;
-  const at = user.indexOf(NEW_MESSAGES);
-  expect(at).toBeGreaterThan(0);
-  const transcript = user.slice(at + NEW_MESSAGES.length);
-  if (transcript === '') return [];
-  const entry = new RegExp(`^\\[(?:#\\d+ )?(?:user|assistant)\\] (${prefix}\\d+) x*$`);
-  return transcript.split('\n').map((line) => entry.exec(line)?.[1] ?? line);
-}
-
-async function failureOf(work: Promise<unknown>): Promise<CairnError> {
-  const err = await work.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(Error);
-  return err as CairnError;
-}
 
 describe('DefaultCompaction with a tracer and a model of its own', () => {
   let t: TestApp;

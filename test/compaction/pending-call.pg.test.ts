@@ -6,7 +6,13 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
-import { DATABASES, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  DATABASES,
+  PATIENT_MS,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 import { isSummaryRequest } from './summary-requests.js';
 
 const APPROVED_TOOL = `export default {
@@ -40,6 +46,7 @@ describe.each(DATABASES)('a pending call stays raw (%s)', (database) => {
       database,
       agents: { assistant: AGENT },
       files: { 'agents/assistant/tools/launch.js': APPROVED_TOOL },
+      mainModel: { timeoutMs: PATIENT_MS },
     });
   });
   afterAll(async () => t.close());

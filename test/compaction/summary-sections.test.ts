@@ -16,7 +16,13 @@ import {
 } from '../../src/compaction/summary-sections.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { OfflineModel } from '../../src/llm/offline-model.js';
-import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  PATIENT_MS,
+  seedSession,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 import { isSummaryRequest } from './summary-requests.js';
 
 describe('summary sections', () => {
@@ -134,6 +140,7 @@ describe('summaryFormat through the app', () => {
         assistant: TEST_AGENT,
         prosy: { ...TEST_AGENT, name: 'prosy', defaultCompaction: { summaryFormat: 'prose' } },
       },
+      mainModel: { timeoutMs: PATIENT_MS },
     });
     t.fake!.setDefault((body) =>
       isSummaryRequest(body) ? { content: 'A summary.' } : { content: 'ok' },

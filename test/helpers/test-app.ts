@@ -47,6 +47,13 @@ export interface TestAppOptions {
 
 export type DatabaseKind = 'sqlite' | 'postgres';
 
+/**
+ * A model timeout for tests that never wait for one: a fake's answer can take
+ * seconds on a loaded machine (a mutation run beside other work), past the
+ * harness's 5 s default, which the tests of timeouts rely on.
+ */
+export const PATIENT_MS = 60_000;
+
 /** The dialects end-to-end suites run on: `describe.each(DATABASES)`. */
 export const DATABASES: readonly DatabaseKind[] = ['sqlite', 'postgres'];
 

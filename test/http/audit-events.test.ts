@@ -5,7 +5,7 @@
  * only, live, never another key's or the admin's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { PATIENT_MS, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 const ADMIN_KEY = 'audit-admin';
 
@@ -57,6 +57,7 @@ beforeAll(async () => {
     },
     files: { 'agents/assistant/tools/book.js': TOOL },
     server: { apiKey: ADMIN_KEY },
+    mainModel: { timeoutMs: PATIENT_MS },
   });
   key = await issue('travel ui');
   other = await issue('someone else');

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import { Access } from '../../src/http/access.js';
 import { KeyLimits } from '../../src/http/key-limits.js';
@@ -362,6 +362,27 @@ describe('an MCP batch', () => {
     expect(refused.json().retryAfterSeconds).toBeLessThanOrEqual(30);
     expect((await call(app, 'a', 'POST', '/mcp', batch(2))).statusCode).toBe(200);
     await app.close();
+  });
+
+  it('opens the server-wide window for extra calls at the first batch, not at a single call before it', async () => {
+    // Only the clock is faked: the window's start is what this test checks.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const app = await guardedApp({ max: 3, windowMs: 30_000 });
+      expect(
+        (await call(app, undefined, 'POST', '/mcp', { jsonrpc: '2.0', id: 1 })).statusCode,
+      ).toBe(200);
+      vi.advanceTimersByTime(20_000);
+      // Three extra calls: the window, opened now, is full until 50 s.
+      expect((await call(app, undefined, 'POST', '/mcp', batch(4))).statusCode).toBe(200);
+      vi.advanceTimersByTime(15_000);
+      const refused = await call(app, undefined, 'POST', '/mcp', batch(2));
+      expect(refused.json().code).toBe('RATE_LIMITED');
+      expect(refused.json().retryAfterSeconds).toBe(15);
+      await app.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('is not limited server-wide when no server.rateLimit is set', async () => {

@@ -17,7 +17,7 @@ import {
   ROUTE_RULES,
   ruleFor,
 } from '../../src/http/ownership.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { PATIENT_MS, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 const ADMIN_KEY = 'admin-secret-for-tests';
 
@@ -70,6 +70,7 @@ beforeAll(async () => {
       other: { ...TEST_AGENT, name: 'other', description: 'Another agent' },
     },
     server: { apiKey: ADMIN_KEY },
+    mainModel: { timeoutMs: PATIENT_MS },
   });
   harness.fake!.setDefault(() => ({ content: 'ok' }));
   a = await issue({ name: 'chat ui', agents: '*' });

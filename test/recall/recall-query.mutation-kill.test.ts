@@ -303,6 +303,24 @@ describe('the items that fit a budget', () => {
     expect(clipped!.text.length).toBeGreaterThan((room - 10) * CHARS_PER_TOKEN - 80);
   });
 
+  it('takes a clipped item that fills its room to the token, and leaves out one a token over', () => {
+    const room = 60;
+    // Digits cost a token per three characters, as the clip assumes; a few
+    // words before them shift the clip's cost around the room, token by token.
+    const costs = Array.from({ length: 16 }, (_, words) => {
+      const one = item(1, 'word '.repeat(words) + '1234567890'.repeat(300));
+      const chars = (room - 2) * CHARS_PER_TOKEN - renderItem({ ...one, text: '' }).length;
+      const clipCost = cost({ ...one, text: `${one.text.slice(0, chars)}…` });
+      const fitted = fitItems([one], frame + room);
+      expect(fitted.length, `${words} words`).toBe(clipCost <= room ? 1 : 0);
+      return clipCost;
+    });
+    // The edges were reached: a clip of exactly the room, and ones one and two tokens over.
+    expect(costs).toContain(room);
+    expect(costs).toContain(room + 1);
+    expect(costs).toContain(room + 2);
+  });
+
   it('clips only with at least MIN_ITEM_TOKENS of room left', () => {
     const big = item(1, 'word '.repeat(400));
     expect(fitItems([big], frame + MIN_ITEM_TOKENS)).toHaveLength(1);

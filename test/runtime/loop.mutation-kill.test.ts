@@ -962,19 +962,40 @@ describe('runApprovedToolCall: one call, every failure a result', () => {
     expect(told).toEqual([false, true]);
   });
 
-  it('gives a call whose tool waits for the user a placeholder result', async () => {
-    const result = await run(askUser, call('q1', 'ask_user', { question: 'Which?' }));
+  /** The call's result and whether it was told as a failure. */
+  async function told(tool: Tool | undefined, c: ToolCall): Promise<[string | null, boolean[]]> {
+    const isError: boolean[] = [];
+    const result = await runApprovedToolCall(c, {
+      tools: new ToolSet(tool ? [tool] : []),
+      toolContext,
+      onResult: (failed) => isError.push(failed),
+    });
+    return [result.content, isError];
+  }
 
-    expect(result.content).toBe(EMPTY_TOOL_RESULT);
+  it('gives a call whose tool waits for the user, or for the API client, a placeholder result that is no failure', async () => {
+    expect(await told(askUser, call('q1', 'ask_user', { question: 'Which?' }))).toEqual([
+      EMPTY_TOOL_RESULT,
+      [false],
+    ]);
+    expect(await told(clientTool, call('q2', 'client_lookup'))).toEqual([
+      EMPTY_TOOL_RESULT,
+      [false],
+    ]);
   });
 
-  it('says when there is no such tool, and that there are none', async () => {
-    const result = await runApprovedToolCall(call('u1', 'ghost'), {
-      tools: new ToolSet([]),
-      toolContext,
-    });
+  it('says when there is no such tool, and that there are none, as a failure', async () => {
+    expect(await told(undefined, call('u1', 'ghost'))).toEqual([
+      'Error: there is no tool named "ghost". Available tools: none.',
+      [true],
+    ]);
+  });
 
-    expect(result.content).toBe('Error: there is no tool named "ghost". Available tools: none.');
+  it('fails a call whose arguments do not match the tool', async () => {
+    const [content, isError] = await told(echo, call('u2', 'echo', { text: 3 }));
+
+    expect(content).toMatch(/^Error: The arguments do not match/);
+    expect(isError).toEqual([true]);
   });
 
   it('passes the validated arguments, with defaults, and the call’s own context', async () => {
@@ -1011,6 +1032,8 @@ describe('runApprovedToolCall: one call, every failure a result', () => {
       'Error: the tool "slow" failed: the tool did not finish within 50 ms',
     );
     expect(toolSignal?.aborted).toBe(true);
+    // The tool can tell a timeout from a cancel by the reason.
+    expect(toolSignal?.reason).toEqual(new Error('timeout'));
   });
 
   it('cancels a running call with the turn, and says it was cancelled', async () => {

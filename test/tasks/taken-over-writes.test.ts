@@ -9,7 +9,13 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import type { TaskRow } from '../../src/store/store.js';
-import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import {
+  PATIENT_MS,
+  seedSession,
+  startTestApp,
+  TEST_AGENT,
+  type TestApp,
+} from '../helpers/test-app.js';
 import { isSummaryRequest, summaryRequestsOf } from '../compaction/summary-requests.js';
 
 const CONTEXT_WINDOW = 4_096;
@@ -45,7 +51,7 @@ describe('writes of a task run that was taken over', () => {
           defaultCompaction: { autoThreshold: 50 },
         },
       },
-      mainModel: { contextWindow: CONTEXT_WINDOW },
+      mainModel: { contextWindow: CONTEXT_WINDOW, timeoutMs: PATIENT_MS },
     });
   });
   afterAll(async () => t.close());
