@@ -50,7 +50,9 @@ export const TESTS_BY_MODULE = {
   'src/runtime/turn.ts': [
     'test/runtime/turn.mutation-kill.test.ts',
     'test/runtime/session-reads.test.ts',
+    'test/coordination/lock-lost-writes.pg.test.ts',
   ],
+  'src/runtime/turn-outcome.ts': ['test/runtime/turn-outcome.test.ts'],
   // The loop on its own, against the fake provider. The app-level files
   // (loop, budgets, approval, ask_user) reach it through a whole server at
   // about 20 s a mutant, hours for its ~360 mutants on two cores; the kill

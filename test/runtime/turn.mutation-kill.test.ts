@@ -182,6 +182,32 @@ describe('Turn.begin', () => {
     expect(turn.turnStartSeq).toBe(turn.stored[0]!.seq);
   });
 
+  it('stores an opening before the input and builds the first call with it', async () => {
+    const session = await newSession();
+    const turn = newTurn(session);
+
+    const messages = await turn.begin([{ role: 'user', content: 'second' }], undefined, [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'first' },
+      { role: 'assistant', content: 'an answer' },
+    ]);
+
+    // The opening's system message joins the system messages; the rest is the tail.
+    expect(lines(messages)).toEqual([
+      'system:System prompt.',
+      'system:Be brief.',
+      'user:first',
+      'assistant:an answer',
+      'user:second',
+    ]);
+    expect(calls.appends).toBe(2);
+    expect(lines(await history(session.id))).toEqual(lines(messages));
+    // The turn starts at its input, after the opening.
+    expect(turn.turnStartSeq).toBe(turn.stored[3]!.seq);
+    const before = await turn.historyBeforeTurn();
+    expect(lines(before.messages)).toEqual(['user:first', 'assistant:an answer']);
+  });
+
   it('has no start seq while it stored no input, so all history counts as before the turn', async () => {
     const session = await newSession([
       { role: 'user', content: 'hi' },
@@ -247,6 +273,19 @@ describe('Turn.persist', () => {
     );
     expect(lines(await history(session.id))).toEqual(['system:System prompt.', 'user:before']);
     expect(lines(turn.stored)).toEqual(['user:before']);
+  });
+
+  it('runs no other write once the slot is lost', async () => {
+    const session = await newSession();
+    const slot = new AbortController();
+    const turn = newTurn(session, { slot: slot.signal });
+    let ran = 0;
+    expect(await turn.write(async () => ++ran)).toBe(1);
+
+    slot.abort(new Error('slot lost'));
+
+    await expect(turn.write(async () => ++ran)).rejects.toThrow('slot lost');
+    expect(ran).toBe(1);
   });
 
   it('stores nothing for a task that is not this instance’s running task', async () => {
