@@ -8,6 +8,8 @@ import {
   outcomeOfError,
   stopError,
   throwIfStopped,
+  unreachableOutcome,
+  type TurnOutcome,
 } from '../../src/runtime/turn-outcome.js';
 
 const usage = { input_tokens: 3, output_tokens: 2 };
@@ -32,7 +34,8 @@ describe('outcomeOf', () => {
     expect(
       outcomeOf({ kind: 'pending', reason: 'approval', call, usage, approvalTimeout: '5m' }),
     ).toEqual({ kind: 'approval', call, approvalTimeout: '5m' });
-    expect(outcomeOf({ kind: 'pending', reason: 'approval', call, usage })).toEqual({
+    // No timeout, no key: the outcome says nothing of one.
+    expect(outcomeOf({ kind: 'pending', reason: 'approval', call, usage })).toStrictEqual({
       kind: 'approval',
       call,
     });
@@ -58,10 +61,27 @@ describe('outcomeOfError', () => {
 
   it('a limit or failure rethrows its error; the other outcomes pass', () => {
     const lost = new CairnError('SESSION_LOCK_LOST', 'lost');
+    const budget = new CairnError('BUDGET_EXCEEDED', 'spent');
     expect(() => throwIfStopped({ kind: 'failed', error: lost })).toThrow(lost);
+    expect(() => throwIfStopped({ kind: 'limit', error: budget })).toThrow(budget);
     expect(stopError({ kind: 'failed', error: lost })).toBe(lost);
-    expect(() => throwIfStopped({ kind: 'reply', reply: 'ok' })).not.toThrow();
-    expect(stopError({ kind: 'reply', reply: 'ok' })).toBeUndefined();
+    expect(stopError({ kind: 'limit', error: budget })).toBe(budget);
+    const passing: TurnOutcome[] = [
+      { kind: 'reply', reply: 'ok' },
+      { kind: 'question', question: 'q', callId: 'c', answered: true },
+      { kind: 'approval', call },
+      { kind: 'client-tools', reply: '', calls: [call] },
+    ];
+    for (const outcome of passing) {
+      expect(() => throwIfStopped(outcome)).not.toThrow();
+      expect(stopError(outcome)).toBeUndefined();
+    }
+  });
+
+  it('an outcome no switch knows is an internal error naming it', () => {
+    expect(() => unreachableOutcome({ kind: 'new' } as never)).toThrow(
+      'unknown turn outcome {"kind":"new"}',
+    );
   });
 });
 

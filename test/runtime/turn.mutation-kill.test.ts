@@ -529,14 +529,16 @@ describe('the guard’s view of the turn', () => {
     expect((await store.findSession(session.id))!.compact_summary).toBeNull();
   });
 
-  it('shows the session, the agent and the trace span it was given', async () => {
+  it('shows the session, the agent, the trace span and the running task it was given', async () => {
     const session = await newSession();
     const span = { name: 'invoke_agent assistant' };
-    const turn = newTurn(session, { span });
+    const turn = newTurn(session, { span, runningTask: 'task_1' });
 
     expect(turn.session).toBe(session);
     expect(turn.agent).toBe(agent);
     expect(turn.traceSpan).toBe(span);
+    expect(turn.runningTask).toBe('task_1');
+    expect(newTurn(session).runningTask).toBeUndefined();
   });
 });
 
