@@ -83,8 +83,34 @@ describe('TokenMemo', () => {
     expect(counts.size).toBe(fit);
     expect(counts.has(text(0))).toBe(false);
     expect(counts.has(text(fit))).toBe(true);
-    // Longer texts are counted, never kept.
+    // Longer texts are counted, never kept; one of exactly the limit is kept.
     memo.count('y'.repeat(TOKEN_MEMO_MAX_TEXT_CHARS + 1));
     expect(counts.size).toBe(fit);
+    expect(counts.has('y'.repeat(TOKEN_MEMO_MAX_TEXT_CHARS + 1))).toBe(false);
+  });
+
+  it('keeps texts adding up to exactly TOKEN_MEMO_MAX_CHARS, and one more evicts the oldest', () => {
+    const memo = new TokenMemo();
+    const counts = memo['counts'];
+    const size = 10_000;
+    const text = (i: number) => `${i} `.padEnd(size, 'z');
+    const fit = TOKEN_MEMO_MAX_CHARS / size;
+    for (let i = 0; i < fit; i++) memo.count(text(i));
+    expect(counts.size).toBe(fit);
+    expect(counts.has(text(0))).toBe(true);
+    memo.count(text(fit));
+    expect(counts.has(text(0))).toBe(false);
+    expect(counts.size).toBe(fit);
+  });
+
+  it('counts a remembered text once against the bound, however often it is asked', () => {
+    const memo = new TokenMemo();
+    const counts = memo['counts'];
+    memo.count('the first text');
+    const long = 'w '.repeat(TOKEN_MEMO_MAX_TEXT_CHARS / 2);
+    // Asked often enough to pass the bound many times over, were it counted each time.
+    for (let i = 0; i < 200; i++) expect(memo.count(long)).toBe(estimateTextTokens(long));
+    expect(counts.has('the first text')).toBe(true);
+    expect(memo['chars']).toBe('the first text'.length + long.length);
   });
 });
