@@ -16,7 +16,7 @@
 import { CairnError } from '../errors.js';
 import { KeyedQueue } from '../runtime/keyed-queue.js';
 import type { SessionLock } from '../runtime/session-lock.js';
-import { DedicatedConnection } from './dedicated-connection.js';
+import { DedicatedConnection, type InstanceConnectionOptions } from './dedicated-connection.js';
 
 /** Channel a holder notifies on release, with the session id as payload. */
 export const SESSION_FREE_CHANNEL = 'cairn_session_free';
@@ -25,9 +25,7 @@ const LOCK_KEY = 'hashtextextended($1, 12)';
 /** How long work waits for a session lock that another instance holds, by default. */
 export const SESSION_LOCK_WAIT_MS = 120_000;
 
-export interface AdvisorySessionLockOptions {
-  connectionString: string;
-  instanceId: string;
+export interface AdvisorySessionLockOptions extends InstanceConnectionOptions {
   log?: (details: Record<string, unknown>, message: string) => void;
   /** Poll backoff while a peer holds the lock (ms). */
   pollMs?: { first: number; max: number };
@@ -35,8 +33,6 @@ export interface AdvisorySessionLockOptions {
   connectTimeoutMs?: number;
   /** How long to wait for a lock another instance holds before failing the turn with a 503 (ms). */
   lockWaitMs?: number;
-  /** Reconnect backoff of the lock connection (ms); tests shorten it. */
-  retryMs?: { first: number; max: number };
 }
 
 export class AdvisorySessionLock implements SessionLock {
@@ -47,16 +43,12 @@ export class AdvisorySessionLock implements SessionLock {
   private readonly connection: DedicatedConnection;
 
   constructor(private readonly options: AdvisorySessionLockOptions) {
-    this.connection = new DedicatedConnection({
-      connectionString: options.connectionString,
-      applicationName: `cairn ${options.instanceId} locks`,
-      ...(options.retryMs ? { retryMs: options.retryMs } : {}),
+    this.connection = new DedicatedConnection(options, {
+      purpose: 'locks',
+      listen: SESSION_FREE_CHANNEL,
       onNotification: (message) => {
         if (message.channel === SESSION_FREE_CHANNEL && message.payload)
           this.wakers.get(message.payload)?.();
-      },
-      onConnect: async (client) => {
-        await client.query(`LISTEN ${SESSION_FREE_CHANNEL}`);
       },
       onLost: (error) => {
         // The locks went with the connection; a peer may hold them already.

@@ -4,23 +4,33 @@
  * connection, not to a transaction, so they need one that no pooled query
  * borrows; and when the instance dies, Postgres drops the connection and
  * frees everything tied to it. When the connection breaks while the
- * instance lives, it reconnects with backoff and tells its owner, which
- * re-establishes its state (re-LISTEN) or gives up what went with it (the
- * session locks).
+ * instance lives, it reconnects with backoff, LISTENs again on its owner's
+ * channel, and tells its owner, which re-establishes the rest of its state or
+ * gives up what went with it (the session locks). It names itself in
+ * pg_stat_activity by instance and purpose, so an operator (or a test) can
+ * tell an instance's lock connection from its event feed.
  */
 import pg from 'pg';
 
-export interface DedicatedConnectionOptions {
+/** What every owner of a dedicated connection is given: the database, and the instance it serves. */
+export interface InstanceConnectionOptions {
   connectionString: string;
-  /** Shown in pg_stat_activity: which instance, which purpose. */
-  applicationName: string;
+  instanceId: string;
+  /** Backoff between reconnect attempts (ms); tests shorten it. */
+  retryMs?: { first: number; max: number };
+}
+
+/** What the owner does with its connection. */
+export interface ConnectionUse {
+  /** Shown in pg_stat_activity as `cairn <instanceId> <purpose>`. */
+  purpose: string;
+  /** A channel to LISTEN on, on every (re)connect, before `onConnect`. */
+  listen?: string;
   /** Runs on every (re)connect before the connection is handed out. */
   onConnect?: (client: pg.Client) => Promise<void>;
   /** The connection broke; locks and LISTENs tied to it are gone. */
   onLost?: (error: Error) => void;
   onNotification?: (message: pg.Notification) => void;
-  /** Backoff between reconnect attempts (ms); tests shorten it. */
-  retryMs?: { first: number; max: number };
 }
 
 export class DedicatedConnection {
@@ -28,7 +38,10 @@ export class DedicatedConnection {
   private closed = false;
   private connected: pg.Client | undefined;
 
-  constructor(private readonly options: DedicatedConnectionOptions) {}
+  constructor(
+    private readonly instance: InstanceConnectionOptions,
+    private readonly use: ConnectionUse,
+  ) {}
 
   /** The live connection, connecting (with retries) first when there is none. */
   client(): Promise<pg.Client> {
@@ -62,20 +75,21 @@ export class DedicatedConnection {
   }
 
   private async connect(): Promise<pg.Client> {
-    const retry = this.options.retryMs ?? { first: 200, max: 2_000 };
+    const retry = this.instance.retryMs ?? { first: 200, max: 2_000 };
     let wait = retry.first;
     for (;;) {
       const client = new pg.Client({
-        connectionString: this.options.connectionString,
-        application_name: this.options.applicationName,
+        connectionString: this.instance.connectionString,
+        application_name: `cairn ${this.instance.instanceId} ${this.use.purpose}`,
       });
       // A broken socket emits 'error'; without a listener Node would crash the process.
       client.on('error', (error) => this.lost(client, error));
       client.on('end', () => this.lost(client, new Error('connection ended')));
-      if (this.options.onNotification) client.on('notification', this.options.onNotification);
+      if (this.use.onNotification) client.on('notification', this.use.onNotification);
       try {
         await client.connect();
-        await this.options.onConnect?.(client);
+        if (this.use.listen !== undefined) await client.query(`LISTEN ${this.use.listen}`);
+        await this.use.onConnect?.(client);
         if (this.closed) {
           await client.end().catch(() => undefined);
           throw new Error('connection closed');
@@ -97,9 +111,9 @@ export class DedicatedConnection {
     this.connected = undefined;
     this.current = undefined;
     if (this.closed) return;
-    this.options.onLost?.(error);
-    // Reconnect now, not at the next query: LISTENs and held locks are
-    // re-established by onConnect, and they matter before anyone asks.
+    this.use.onLost?.(error);
+    // Reconnect now, not at the next query: the LISTEN and what onConnect
+    // re-establishes matter before anyone asks.
     this.client().catch(() => undefined);
   }
 }

@@ -14,7 +14,7 @@
  * a client resuming with Last-Event-ID misses nothing.
  */
 import type { EventLog, EventRow } from '../store/store.js';
-import { DedicatedConnection } from './dedicated-connection.js';
+import { DedicatedConnection, type InstanceConnectionOptions } from './dedicated-connection.js';
 
 export const EVENTS_CHANNEL = 'cairn_events';
 const PAGE = 500;
@@ -25,16 +25,13 @@ const GAP_RECHECK_MS = 25;
 /** The poll behind the notifications. */
 const POLL_MS = 1_000;
 
-export interface SharedEventFeedOptions {
-  connectionString: string;
-  instanceId: string;
+export interface SharedEventFeedOptions extends InstanceConnectionOptions {
   store: Pick<EventLog, 'listEvents'>;
   /** Hands events, in id order and each once, to the local streams. */
   deliver: (events: readonly EventRow[]) => void;
   gapGraceMs?: number;
   pollMs?: number;
   log?: (details: Record<string, unknown>, message: string) => void;
-  retryMs?: { first: number; max: number };
 }
 
 export class SharedEventFeed {
@@ -50,15 +47,11 @@ export class SharedEventFeed {
   private readonly connection: DedicatedConnection;
 
   constructor(private readonly options: SharedEventFeedOptions) {
-    this.connection = new DedicatedConnection({
-      connectionString: options.connectionString,
-      applicationName: `cairn ${options.instanceId} events`,
-      ...(options.retryMs ? { retryMs: options.retryMs } : {}),
-      onConnect: async (client) => {
-        await client.query(`LISTEN ${EVENTS_CHANNEL}`);
-        // Whatever committed while nobody listened.
-        this.wake();
-      },
+    this.connection = new DedicatedConnection(options, {
+      purpose: 'events',
+      listen: EVENTS_CHANNEL,
+      // Whatever committed while nobody listened.
+      onConnect: async () => this.wake(),
       onNotification: () => this.wake(),
       onLost: (error) =>
         options.log?.({ error: error.message }, 'event feed connection lost; reconnecting'),
