@@ -6,7 +6,7 @@
  * extractive (the first words of each line of the input); a session title is
  * the first words the user wrote.
  */
-import { CHARS_PER_TOKEN, estimateMessagesTokens, TokenMemo } from './tokens.js';
+import { CHARS_PER_TOKEN, PromptTokenCounter } from './tokens.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
 import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/settings.js';
 import { extractSections } from './offline-sections.js';
@@ -51,8 +51,8 @@ function describeResult(call: DoneCall): string {
 
 export class OfflineModel implements ModelClient {
   readonly model = OFFLINE_MODEL_NAME;
-  /** A session's prompt repeats the previous call's messages: each text is counted once. */
-  private readonly tokens = new TokenMemo();
+  /** A session's prompt repeats the previous call's messages: each is counted once. */
+  private readonly tokens = new PromptTokenCounter();
 
   constructor(readonly contextWindow: number = DEFAULT_CONTEXT_WINDOW_TOKENS) {}
 
@@ -73,9 +73,9 @@ export class OfflineModel implements ModelClient {
       message,
       finishReason: calls.length > 0 ? 'tool_calls' : 'stop',
       usage: {
-        prompt_tokens: estimateMessagesTokens(request.messages, this.tokens.count),
+        prompt_tokens: this.tokens.count(request.messages, request.promptCacheKey),
         // Through the memo: the next call's prompt repeats this reply.
-        completion_tokens: this.tokens.count(
+        completion_tokens: this.tokens.countText(
           content + calls.map((c) => c.function.name + c.function.arguments).join(''),
         ),
       },

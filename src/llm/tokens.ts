@@ -62,7 +62,8 @@ export function estimateMessageTokens(message: CountedMessage): number {
   return messageTokens(message, estimateTextTokens);
 }
 
-function messageTokens(message: CountedMessage, countText: CountTokens): number {
+/** estimateMessageTokens with `countText` in place of estimateTextTokens. */
+export function messageTokens(message: CountedMessage, countText: CountTokens): number {
   if (typeof message.tokens === 'number') return message.tokens;
   let tokens = MESSAGE_OVERHEAD_TOKENS + countText(message.content ?? '');
   for (const call of message.tool_calls ?? []) {
@@ -110,4 +111,75 @@ export class TokenMemo {
     }
     return tokens;
   };
+}
+
+/** Prompts (cache keys) a PromptTokenCounter remembers; the least recently used goes first. */
+export const PROMPT_COUNTER_MAX_KEYS = 256;
+
+interface CountedEntry {
+  readonly message: ChatMessage;
+  readonly tokens: number;
+}
+
+/** The same text and tool calls: what messageTokens counts is the same. */
+function sameCountedParts(a: ChatMessage, b: ChatMessage): boolean {
+  if (a.content !== b.content) return false;
+  const callsA = a.tool_calls ?? [];
+  const callsB = b.tool_calls ?? [];
+  return (
+    callsA.length === callsB.length &&
+    callsA.every(
+      (call, i) =>
+        call.function.name === callsB[i]!.function.name &&
+        call.function.arguments === callsB[i]!.function.arguments,
+    )
+  );
+}
+
+/**
+ * A whole prompt's tokens, for a model that reports usage by counting (the
+ * offline model), without recounting what the previous call of the same
+ * conversation already counted: per cache key (the session), the previous
+ * prompt's messages and their counts, as a provider's prompt cache sees a
+ * repeated prefix. A message equal to the one at the same place in the
+ * previous prompt takes its count; others are counted through a TokenMemo.
+ * The counts are exactly estimateMessagesTokens'. A text memo alone is not
+ * enough: many conversations at once cycle through more text than it holds,
+ * and then it never hits.
+ */
+export class PromptTokenCounter {
+  private readonly previous = new Map<string, readonly CountedEntry[]>();
+  private readonly memo = new TokenMemo();
+
+  count(messages: readonly ChatMessage[], key?: string): number {
+    const before = key === undefined ? undefined : this.previous.get(key);
+    const entries: CountedEntry[] = [];
+    let total = 0;
+    for (const [i, message] of messages.entries()) {
+      const known = before?.[i];
+      const tokens =
+        known !== undefined && sameCountedParts(known.message, message)
+          ? known.tokens
+          : messageTokens(message, this.memo.count);
+      entries.push({ message, tokens });
+      total += tokens;
+    }
+    if (key !== undefined) this.remember(key, entries);
+    return total;
+  }
+
+  /** Also counts through the memo: the next prompt repeats this text. */
+  countText(text: string): number {
+    return this.memo.count(text);
+  }
+
+  private remember(key: string, entries: readonly CountedEntry[]): void {
+    // Re-inserted last: the map's order is least recently used first.
+    this.previous.delete(key);
+    this.previous.set(key, entries);
+    for (const oldest of this.previous.keys()) {
+      if (this.previous.size <= PROMPT_COUNTER_MAX_KEYS) break;
+      this.previous.delete(oldest);
+    }
+  }
 }

@@ -12,6 +12,8 @@ import {
   estimateMessageTokens,
   estimateTextTokens,
   MESSAGE_OVERHEAD_TOKENS,
+  PROMPT_COUNTER_MAX_KEYS,
+  PromptTokenCounter,
   TOKEN_MEMO_MAX_CHARS,
   TOKEN_MEMO_MAX_TEXT_CHARS,
   TokenMemo,
@@ -112,5 +114,87 @@ describe('TokenMemo', () => {
     for (let i = 0; i < 200; i++) expect(memo.count(long)).toBe(estimateTextTokens(long));
     expect(counts.has('the first text')).toBe(true);
     expect(memo['chars']).toBe('the first text'.length + long.length);
+  });
+});
+
+describe('PromptTokenCounter', () => {
+  const call = (name: string, args: string): ChatMessage => ({
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id: 'c', type: 'function', function: { name, arguments: args } }],
+  });
+  const conversation = (turns: number): ChatMessage[] => [
+    { role: 'system', content: 'You are a helpful assistant.' },
+    ...Array.from({ length: turns }, (_, i): ChatMessage[] => [
+      { role: 'user', content: `question number ${i} about the lighthouse` },
+      { role: 'assistant', content: `answer ${i}: `.padEnd(40 + i, 'x y ') },
+    ]).flat(),
+  ];
+
+  it('counts what estimateMessagesTokens counts, prompt after growing prompt', () => {
+    const counter = new PromptTokenCounter();
+    for (let turns = 0; turns < 6; turns++) {
+      const messages = conversation(turns);
+      expect(counter.count(messages, 'sess_a')).toBe(estimateMessagesTokens(messages));
+    }
+  });
+
+  it('recounts a message that changed at its place: text, tool name or arguments', () => {
+    const counter = new PromptTokenCounter();
+    const messages = [...conversation(2), call('look', '{}')];
+    counter.count(messages, 'sess_a');
+    const edits: ChatMessage[][] = [
+      messages.map((m, i) =>
+        i === 1 ? { ...m, content: 'a much longer question than before, by far' } : m,
+      ),
+      [...messages.slice(0, -1), call('look_everywhere_at_once', '{}')],
+      [...messages.slice(0, -1), call('look', '{"where": "under the lighthouse stairs"}')],
+      messages.slice(1),
+    ];
+    for (const edited of edits) {
+      expect(counter.count(edited, 'sess_a')).toBe(estimateMessagesTokens(edited));
+    }
+  });
+
+  it('keeps conversations apart by key, and counts a prompt without a key whole', () => {
+    const counter = new PromptTokenCounter();
+    const a = conversation(3);
+    const b = a.map((m) => ({ ...m, content: `${m.content ?? ''} and some more words here` }));
+    counter.count(a, 'sess_a');
+    expect(counter.count(b, 'sess_b')).toBe(estimateMessagesTokens(b));
+    expect(counter.count(b)).toBe(estimateMessagesTokens(b));
+    expect(counter.count(a, 'sess_a')).toBe(estimateMessagesTokens(a));
+  });
+
+  it(`remembers at most ${PROMPT_COUNTER_MAX_KEYS} keys, the least recently used going first`, () => {
+    const counter = new PromptTokenCounter();
+    const previous = counter['previous'];
+    const messages = conversation(1);
+    for (let k = 0; k <= PROMPT_COUNTER_MAX_KEYS; k++) counter.count(messages, `sess_${k}`);
+    expect(previous.size).toBe(PROMPT_COUNTER_MAX_KEYS);
+    expect(previous.has('sess_0')).toBe(false);
+    // Using sess_1 again keeps it past the next eviction, which takes sess_2.
+    counter.count(messages, 'sess_1');
+    counter.count(messages, 'sess_new');
+    expect(previous.has('sess_1')).toBe(true);
+    expect(previous.has('sess_2')).toBe(false);
+    expect(previous.size).toBe(PROMPT_COUNTER_MAX_KEYS);
+    // Without a key nothing is remembered.
+    counter.count(conversation(2));
+    expect(previous.size).toBe(PROMPT_COUNTER_MAX_KEYS);
+  });
+
+  it('reuses the previous count for an unchanged message instead of counting it again', () => {
+    const counter = new PromptTokenCounter();
+    const counted: string[] = [];
+    Object.defineProperty(counter['memo'], 'count', {
+      value: (text: string) => (counted.push(text), estimateTextTokens(text)),
+    });
+    const first = conversation(2);
+    counter.count(first, 'sess_a');
+    counted.length = 0;
+    const next = [...first, { role: 'user' as const, content: 'one more question' }];
+    expect(counter.count(next, 'sess_a')).toBe(estimateMessagesTokens(next));
+    expect(counted).toEqual(['one more question']);
   });
 });

@@ -260,6 +260,24 @@ describe('SqliteStore on SQLite', () => {
     expect(store.db.pragma('foreign_key_check')).toEqual([]);
   });
 
+  it("names a session in the MATCH by its id's own token, never the 'sess' every row holds", async () => {
+    expect(sessionMatch('sess_0a1b2c', '"x"')).toBe('session_id : "0a1b2c" AND content : ("x")');
+    // An id of another shape (an import's) is matched whole, quotes doubled.
+    expect(sessionMatch('legacy"id', '"x"')).toBe('session_id : "legacy""id" AND content : ("x")');
+    // Scoped all the same: two sessions with the same words, each search finds its own.
+    const store = openStore();
+    const [a, b] = [await newSession(store), await newSession(store)];
+    await store.appendMessages(a.id, [{ role: 'user', content: 'the lighthouse keeper' }]);
+    await store.appendMessages(b.id, [{ role: 'user', content: 'the lighthouse stairs' }]);
+    for (const [session, own] of [
+      [a, 'keeper'],
+      [b, 'stairs'],
+    ] as const) {
+      const hits = await store.searchHistory(session.id, 'lighthouse', 10);
+      expect(hits.map((h) => h.snippet)).toEqual([expect.stringContaining(own)]);
+    }
+  });
+
   describe('the history index, filled in batches off the turn (migration 008)', () => {
     const queued = (store: SqliteStore) =>
       store.db.prepare('SELECT COUNT(*) FROM messages_fts_pending').pluck().get() as number;
@@ -446,7 +464,15 @@ describe('SqliteStore on SQLite', () => {
       expect(messages.map((m) => m.seq)).toEqual(
         Array.from({ length: expectedContents.length + 1 }, (_, i) => i + 1),
       );
-      expect(messages.slice(1).map((m) => m.content)).toEqual(expectedContents);
+      // Nothing lost; each connection's writes in the order it was asked for
+      // them (two connections' unawaited writes interleave as their commits do).
+      const contents = messages.slice(1).map((m) => m.content);
+      expect([...contents].sort()).toEqual([...expectedContents].sort());
+      for (const parity of [0, 1]) {
+        const fromOne = (list: readonly (string | null)[]) =>
+          list.filter((c) => Number(/^w(\d+)/.exec(c ?? '')![1]) % 2 === parity);
+        expect(fromOne(contents)).toEqual(fromOne(expectedContents));
+      }
       expect(await store.findSession(session.id)).toMatchObject({
         message_count: expectedContents.length + 1,
         input_tokens: 60,

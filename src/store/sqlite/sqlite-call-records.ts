@@ -65,15 +65,15 @@ export class SqliteCallRecords implements CallRecordStore {
 
   constructor(
     private readonly db: SqliteDatabase,
-    /** The store's busy-retrying runner of one synchronous unit of work. */
-    private readonly guard: <T>(work: () => T) => Promise<T>,
+    /** The store's writer: runs one synchronous unit of work in a committed transaction. */
+    private readonly write: <T>(work: () => T) => Promise<T>,
   ) {
     this.stmt = prepare(db);
   }
 
   async appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
     if (calls.length === 0) return;
-    await this.guard(() =>
+    await this.write(() =>
       this.db
         .transaction(() => {
           for (const call of calls) {
@@ -90,7 +90,7 @@ export class SqliteCallRecords implements CallRecordStore {
   }
 
   async addSessionCost(sessionId: string, cost: number): Promise<void> {
-    await this.guard(() => this.stmt.addCost.run(cost, sessionId));
+    await this.write(() => this.stmt.addCost.run(cost, sessionId));
   }
 
   async listModelCalls(
@@ -127,7 +127,7 @@ export class SqliteCallRecords implements CallRecordStore {
   }
 
   async pruneModelCalls(before: string, maxChains: number): Promise<number> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           const chains = this.stmt.oldChains.all({ before, max: maxChains });

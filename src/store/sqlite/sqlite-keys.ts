@@ -50,12 +50,12 @@ export function chargeSessionTokens(stmt: KeyStatements, sessionId: string, toke
 export class SqliteKeys implements KeyStore {
   constructor(
     private readonly stmt: KeyStatements,
-    private readonly guard: <T>(work: () => T) => Promise<T>,
+    private readonly write: <T>(work: () => T) => Promise<T>,
   ) {}
 
   async createKey(input: NewKey): Promise<KeyRow> {
     const id = newId('key');
-    return this.guard(() => {
+    return this.write(() => {
       this.stmt.insertKey.run({
         id,
         name: input.name,
@@ -85,7 +85,7 @@ export class SqliteKeys implements KeyStore {
   }
 
   async revokeKey(id: string): Promise<KeyRow | undefined> {
-    return this.guard(() => {
+    return this.write(() => {
       this.stmt.revokeKey.run({ id, at: now() });
       const row = this.stmt.getKey.get(id);
       return row && toKeyRow(row);
@@ -93,7 +93,7 @@ export class SqliteKeys implements KeyStore {
   }
 
   async touchKey(id: string, at: string): Promise<void> {
-    await this.guard(() => this.stmt.touchKey.run({ id, at }));
+    await this.write(() => this.stmt.touchKey.run({ id, at }));
   }
 
   async keyTokensOn(keyId: string, day: string): Promise<number> {

@@ -9,7 +9,6 @@
  */
 import type { ChatMessage, StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
-import { CairnError } from '../../errors.js';
 import type {
   AppendOptions,
   CompactionRow,
@@ -58,13 +57,13 @@ import {
   type KeyStatements,
 } from './sqlite-keys.js';
 import {
-  BUSY_RETRY_BASE_MS,
   openDatabase,
   SQLITE_BUSY_TIMEOUT_MS,
   SQLITE_SYNC_BUSY_TIMEOUT_MS,
   type SqliteDatabase,
 } from './open-database.js';
 import { requireRunningTask } from '../task-taken-over.js';
+import { GroupCommit, retryWhileBusy } from './group-commit.js';
 import * as decide from '../decisions.js';
 import {
   CONTEXT_COLUMNS,
@@ -106,52 +105,25 @@ export function toFtsQuery(text: string): string | undefined {
  * A MATCH limited to one session: FTS5 intersects the session id's posting
  * list with the words', so the search never touches another session's rows
  * (the index holds each message's session id, migration 014). `words` is an
- * FTS5 expression of quoted terms; a session id is letters, digits and `_`.
+ * FTS5 expression of quoted terms.
+ *
+ * The id is matched by its own part, not as the phrase "sess <id>": every
+ * indexed row holds the token "sess", and bm25 counts each phrase of the
+ * query across the whole index, so the phrase made every search read a
+ * posting list as long as the database. The id's part alone is a posting
+ * list as long as the session. (An id that is not `sess_` and one token,
+ * such as an imported one, is matched whole; the SQL around the MATCH checks
+ * the session either way.)
  */
 export function sessionMatch(sessionId: string, words: string): string {
-  return `session_id : "${sessionId.replaceAll('"', '""')}" AND content : (${words})`;
+  const own = /^sess_([A-Za-z0-9]+)$/.exec(sessionId)?.[1] ?? sessionId;
+  return `session_id : "${own.replaceAll('"', '""')}" AND content : (${words})`;
 }
 
 /** A sweep's statement parameters: who is not an orphan, and since when a heartbeat counts as live. */
 function orphanParams(scope: OrphanScope): { now: string; self: string; live_since: string } {
   const liveSince = new Date(Date.now() - scope.staleAfterMs).toISOString();
   return { now: now(), self: scope.self, live_since: liveSince };
-}
-
-function isBusy(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_BUSY_SNAPSHOT';
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * Runs one synchronous unit of work (a whole transaction), retrying it while
- * another connection holds the write lock. SQLite's own `busy_timeout` waits
- * synchronously and would freeze the event loop for every client
- * (`/health` included), so it is kept tiny and the waiting happens here, between
- * attempts, with backoff, up to `budgetMs`; then a retryable 503.
- */
-async function guard<T>(work: () => T, budgetMs: number): Promise<T> {
-  const deadline = Date.now() + budgetMs;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return work();
-    } catch (err) {
-      if (!isBusy(err)) throw err;
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        throw new CairnError(
-          'SERVICE_UNAVAILABLE',
-          'The database is busy. Retry the request shortly.',
-          {
-            cause: err,
-          },
-        );
-      }
-      await sleep(Math.min(left, BUSY_RETRY_BASE_MS * 2 ** Math.min(attempt, 5)));
-    }
-  }
 }
 
 /** The parameters of `sessionByTranscript`. */
@@ -456,6 +428,8 @@ export class SqliteStore extends StoreBase implements Store {
   protected readonly keys: SqliteKeys;
 
   private readonly busyBudgetMs: number;
+  /** Every write goes through it: the writes of concurrent turns share a commit. */
+  private readonly commits: GroupCommit;
   /** The owner of every task this store sets running, so recovery spares a live peer's tasks. */
   private readonly instanceId: string | null;
   /** The pending batch of the history index, if one is scheduled. */
@@ -473,14 +447,16 @@ export class SqliteStore extends StoreBase implements Store {
     });
     this.stmt = prepareStatements(this.db);
     this.keyStmt = prepareKeyStatements(this.db);
-    this.keys = new SqliteKeys(this.keyStmt, (work) => this.guard(work));
     this.busyBudgetMs = options.busyBudgetMs ?? SQLITE_BUSY_TIMEOUT_MS;
+    this.commits = new GroupCommit(this.db, this.busyBudgetMs);
+    this.keys = new SqliteKeys(this.keyStmt, (work) => this.write(work));
     this.instanceId = options.instanceId ?? null;
-    this.calls = new SqliteCallRecords(this.db, (work) => this.guard(work));
+    this.calls = new SqliteCallRecords(this.db, (work) => this.write(work));
   }
 
-  private guard<T>(work: () => T): Promise<T> {
-    return guard(work, this.busyBudgetMs);
+  /** Runs `work` (synchronous SQL) as a write: committed, with others asked for meanwhile, before it resolves. */
+  private write<T>(work: () => T): Promise<T> {
+    return this.commits.write(work);
   }
 
   /**
@@ -488,7 +464,7 @@ export class SqliteStore extends StoreBase implements Store {
    * one transaction; returns how many it took (0: the queue is empty).
    */
   async indexHistoryBatch(): Promise<number> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           this.stmt.indexQueued.run(HISTORY_INDEX_BATCH);
@@ -532,7 +508,7 @@ export class SqliteStore extends StoreBase implements Store {
     const createdAt = now();
     const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
     const tokens = system.map(estimateMessageTokens);
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           this.stmt.insertSession.run({
@@ -553,7 +529,7 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined> {
-    return this.guard(() => {
+    return this.write(() => {
       this.stmt.updateSession.run({
         id,
         set_title: edit.title !== undefined ? 1 : 0,
@@ -570,7 +546,7 @@ export class SqliteStore extends StoreBase implements Store {
     owner: Owner = ADMIN_OWNER,
   ): Promise<string> {
     const id = newId('sess');
-    await this.guard(() =>
+    await this.write(() =>
       this.stmt.insertImportedSession.run({
         ...session,
         id,
@@ -586,7 +562,7 @@ export class SqliteStore extends StoreBase implements Store {
     messages: readonly ImportedMessage[],
     tokens: readonly number[],
   ): Promise<void> {
-    await this.guard(() =>
+    await this.write(() =>
       this.db
         .transaction(() => {
           // The visible-transcript chain is rebuilt as the messages go in, so a
@@ -610,7 +586,7 @@ export class SqliteStore extends StoreBase implements Store {
     sessionId: string,
     compactions: readonly ImportedCompaction[],
   ): Promise<void> {
-    await this.guard(() =>
+    await this.write(() =>
       this.db
         .transaction(() => {
           for (const c of compactions)
@@ -629,7 +605,7 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async resetSession(id: string): Promise<SessionRow | undefined> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           if (this.stmt.getSession.get(id) === undefined) return undefined;
@@ -656,19 +632,19 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async closeSession(id: string): Promise<SessionRow | undefined> {
-    return this.guard(() => {
+    return this.write(() => {
       this.stmt.closeSession.run(now(), id);
       return this.stmt.getSession.get(id);
     });
   }
 
   async deleteSession(id: string): Promise<boolean> {
-    return this.guard(() => this.stmt.deleteSession.run(id).changes > 0);
+    return this.write(() => this.stmt.deleteSession.run(id).changes > 0);
   }
 
   async forkSession(id: string, atSeq?: number): Promise<ForkOutcome> {
     const forkId = newId('sess');
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           const source = this.stmt.getSession.get(id);
@@ -695,7 +671,7 @@ export class SqliteStore extends StoreBase implements Store {
   // ---- responses ------------------------------------------------------------
 
   async saveResponse(response: Omit<ResponseRow, 'created_at'>): Promise<void> {
-    await this.guard(() =>
+    await this.write(() =>
       this.stmt.saveResponse.run({
         ...response,
         body: JSON.stringify(response.body),
@@ -713,7 +689,7 @@ export class SqliteStore extends StoreBase implements Store {
 
   protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
     const { sessionId, messages, tokens, options } = append;
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => this.insertMessages(sessionId, messages, tokens, options, now()))
         .immediate(),
@@ -725,7 +701,7 @@ export class SqliteStore extends StoreBase implements Store {
     eventType: string,
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
     const { sessionId, messages, tokens, options } = append;
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           const createdAt = now();
@@ -835,7 +811,7 @@ export class SqliteStore extends StoreBase implements Store {
   // ---- compaction -----------------------------------------------------------
 
   async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           this.requireRunning(input.runningTask);
@@ -863,7 +839,7 @@ export class SqliteStore extends StoreBase implements Store {
   async undoCompaction(
     sessionId: string,
   ): Promise<{ session: SessionRow; restoredSize: number } | undefined> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           const latest = this.stmt.latestCompaction.get(sessionId);
@@ -894,13 +870,13 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
-    await this.guard(() => this.stmt.setSuspended.run(suspended ? 1 : 0, sessionId));
+    await this.write(() => this.stmt.setSuspended.run(suspended ? 1 : 0, sessionId));
   }
 
   // ---- events ---------------------------------------------------------------
 
   async appendEvent(event: NewEvent): Promise<EventRow> {
-    return this.guard(() => this.insertEvent(event, now()));
+    return this.write(() => this.insertEvent(event, now()));
   }
 
   private insertEvent(event: NewEvent, createdAt: string): EventRow {
@@ -928,7 +904,7 @@ export class SqliteStore extends StoreBase implements Store {
 
   async createTask(input: NewTask): Promise<TaskRow> {
     const id = newId('task');
-    return this.guard(() => {
+    return this.write(() => {
       const inserted = this.stmt.insertTask.run({
         id,
         session_id: input.sessionId,
@@ -968,7 +944,7 @@ export class SqliteStore extends StoreBase implements Store {
       ...patch,
     };
     from.forEach((status, i) => (params[`from${i}`] = status));
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           const result = this.db
@@ -989,7 +965,7 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async interruptRunningTasks(ownerInstance?: string): Promise<number> {
-    return this.guard(() =>
+    return this.write(() =>
       ownerInstance === undefined
         ? this.stmt.interruptTasks.run(now()).changes
         : this.stmt.interruptOwnedTasks.run(now(), ownerInstance).changes,
@@ -999,24 +975,24 @@ export class SqliteStore extends StoreBase implements Store {
   // ---- instances ------------------------------------------------------------
 
   async heartbeatInstance(instanceId: string): Promise<void> {
-    await this.guard(() => this.stmt.heartbeatInstance.run({ id: instanceId, now: now() }));
+    await this.write(() => this.stmt.heartbeatInstance.run({ id: instanceId, now: now() }));
   }
 
   async removeInstance(instanceId: string): Promise<void> {
-    await this.guard(() => this.stmt.removeInstance.run(instanceId));
+    await this.write(() => this.stmt.removeInstance.run(instanceId));
   }
 
   async releaseOrphanedDaemonLeases(scope: OrphanScope): Promise<number> {
     const { self, live_since } = orphanParams(scope);
-    return this.guard(() => this.stmt.releaseOrphanedLeases.run({ self, live_since }).changes);
+    return this.write(() => this.stmt.releaseOrphanedLeases.run({ self, live_since }).changes);
   }
 
   async closeOrphanedDaemonSessions(scope: OrphanScope): Promise<number> {
-    return this.guard(() => this.stmt.closeOrphanedDaemonSessions.run(orphanParams(scope)).changes);
+    return this.write(() => this.stmt.closeOrphanedDaemonSessions.run(orphanParams(scope)).changes);
   }
 
   async interruptOrphanedTasks(scope: OrphanScope): Promise<number> {
-    return this.guard(() => this.stmt.interruptOrphanedTasks.run(orphanParams(scope)).changes);
+    return this.write(() => this.stmt.interruptOrphanedTasks.run(orphanParams(scope)).changes);
   }
 
   // ---- daemons --------------------------------------------------------------
@@ -1026,7 +1002,7 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async releaseDaemonLeases(): Promise<number> {
-    return this.guard(() => this.stmt.releaseDaemonLeases.run().changes);
+    return this.write(() => this.stmt.releaseDaemonLeases.run().changes);
   }
 
   async claimDaemonLease(
@@ -1036,7 +1012,7 @@ export class SqliteStore extends StoreBase implements Store {
     leaseMs: number,
     onlyIfDue = false,
   ): Promise<boolean> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           this.stmt.ensureDaemon.run(agentName);
@@ -1055,13 +1031,13 @@ export class SqliteStore extends StoreBase implements Store {
 
   protected finishRun(run: FinishedRun): Promise<boolean> {
     const finished = { agent: run.agentName, owner: run.owner, last: run.lastRunAt };
-    return this.guard(
+    return this.write(
       () => this.stmt.finishDaemon.run({ ...finished, next: run.nextRunAt }).changes > 0,
     );
   }
 
   async setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void> {
-    await this.guard(() =>
+    await this.write(() =>
       this.db
         .transaction(() => {
           this.stmt.ensureDaemon.run(agentName);
@@ -1088,7 +1064,7 @@ export class SqliteStore extends StoreBase implements Store {
     content: string,
     options: MemoryWriteOptions = {},
   ): Promise<MemoryNote> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           this.requireRunning(options.runningTask);
@@ -1104,7 +1080,7 @@ export class SqliteStore extends StoreBase implements Store {
     key: string,
     options: MemoryWriteOptions = {},
   ): Promise<boolean> {
-    return this.guard(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           this.requireRunning(options.runningTask);
@@ -1120,13 +1096,15 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async ping(): Promise<void> {
-    await this.guard(() => this.db.prepare('SELECT 1').get());
+    await retryWhileBusy(() => this.db.prepare('SELECT 1').get(), this.busyBudgetMs);
   }
 
   async close(): Promise<void> {
     // Queued messages stay queued in the file; the next search indexes them.
     clearTimeout(this.historyIndexTimer);
     this.historyIndexTimer = undefined;
+    // Writes already asked for are committed, not dropped.
+    if (this.db.open) await this.commits.drain();
     if (this.db.open) this.db.close();
   }
 

@@ -1,0 +1,165 @@
+/**
+ * Group commit, on a real SQLite file: the writes asked for together share
+ * one transaction (a second connection sees none of them, then all), each
+ * keeps its own outcome, they run in the order asked, they wait out another
+ * connection's write lock, and nothing asked for is dropped at close.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
+import { openDatabase } from '../../src/store/sqlite/open-database.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+
+let dir: string;
+let file: string;
+const closers: (() => void)[] = [];
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-group-commit-'));
+  file = path.join(dir, 'cairn.db');
+});
+
+afterEach(() => {
+  for (const close of closers.splice(0).reverse()) close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A table of its own on a connection opened the way the store opens one. */
+function open(): Database.Database {
+  const db = openDatabase(file, { busyTimeoutMs: 10 });
+  db.exec('CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE)');
+  closers.push(() => db.close());
+  return db;
+}
+
+function peer(): Database.Database {
+  const db = new Database(file);
+  db.pragma('busy_timeout = 0');
+  closers.push(() => db.close());
+  return db;
+}
+
+const countOn = (db: Database.Database): number =>
+  (db.prepare('SELECT COUNT(*) AS n FROM notes').get() as { n: number }).n;
+
+describe('GroupCommit', () => {
+  it('runs the writes asked for together in one transaction, committed before any resolves', async () => {
+    const db = open();
+    const other = peer();
+    const commits = new GroupCommit(db, 1_000);
+    const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
+    const seenByPeer: number[] = [];
+    const writes = Array.from({ length: 5 }, (_, i) =>
+      commits.write(() => {
+        // Another connection sees only what is committed: with a commit per
+        // write it would see the earlier writes of the group here.
+        seenByPeer.push(countOn(other));
+        return insert.run(`note ${i}`).lastInsertRowid;
+      }),
+    );
+    let resolvedEarly = false;
+    void writes[0]!.then(() => (resolvedEarly = countOn(other) !== 5));
+    expect(await Promise.all(writes)).toEqual([1, 2, 3, 4, 5]);
+    expect(seenByPeer).toEqual([0, 0, 0, 0, 0]);
+    expect(resolvedEarly).toBe(false);
+    expect(countOn(other)).toBe(5);
+
+    // A write asked for after the group settled goes in a transaction of its own.
+    await commits.write(() => insert.run('later'));
+    expect(countOn(other)).toBe(6);
+  });
+
+  it('a write that throws is undone alone and rejects alone; the others commit, in order', async () => {
+    const db = open();
+    const commits = new GroupCommit(db, 1_000);
+    const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
+    const order: string[] = [];
+    const first = commits.write(() => (order.push('first'), insert.run('first')));
+    const failing = commits.write(() => {
+      order.push('failing');
+      insert.run('written, then undone');
+      insert.run('first'); // UNIQUE: throws
+    });
+    const thrown = commits.write(() => {
+      order.push('thrown');
+      throw new Error('not SQL at all');
+    });
+    const last = commits.write(() => (order.push('last'), insert.run('last')));
+
+    await expect(first).resolves.toBeDefined();
+    await expect(failing).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_UNIQUE' });
+    await expect(thrown).rejects.toThrow('not SQL at all');
+    await expect(last).resolves.toBeDefined();
+    expect(order).toEqual(['first', 'failing', 'thrown', 'last']);
+    const texts = db.prepare('SELECT text FROM notes ORDER BY id').pluck().all();
+    expect(texts).toEqual(['first', 'last']);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it('waits while another connection holds the write lock, then commits the whole group', async () => {
+    const db = open();
+    const other = peer();
+    const commits = new GroupCommit(db, 5_000);
+    other.exec('BEGIN IMMEDIATE');
+    const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
+    const writes = ['a', 'b', 'c'].map((text) => commits.write(() => insert.run(text)));
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(countOn(db)).toBe(0);
+    other.exec('COMMIT');
+    await Promise.all(writes);
+    expect(countOn(other)).toBe(3);
+  });
+
+  it('past the busy budget every write of the group fails with a retryable 503 and nothing is written', async () => {
+    const db = open();
+    const other = peer();
+    const commits = new GroupCommit(db, 50);
+    other.exec('BEGIN IMMEDIATE');
+    const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
+    const writes = ['a', 'b'].map((text) => commits.write(() => insert.run(text)));
+    for (const write of writes) {
+      await expect(write).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503 });
+    }
+    other.exec('ROLLBACK');
+    expect(countOn(db)).toBe(0);
+    // The next group is not held back by the failed one.
+    await commits.write(() => insert.run('after'));
+    expect(countOn(other)).toBe(1);
+  });
+
+  it('drain commits what was asked for, before the next event-loop turn', async () => {
+    const db = open();
+    const other = peer();
+    const commits = new GroupCommit(db, 1_000);
+    const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
+    const write = commits.write(() => insert.run('asked for'));
+    await commits.drain();
+    expect(countOn(other)).toBe(1);
+    await expect(write).resolves.toBeDefined();
+  });
+});
+
+describe('SqliteStore and group commit', () => {
+  it('commits the writes asked for before close, not dropped', async () => {
+    const store = new SqliteStore(file);
+    const session = await store.createSession({
+      agentName: 'assistant',
+      mode: 'chat',
+      systemPrompt: 'System prompt.',
+      compactCount: 50,
+    });
+    const append = store.appendMessages(session.id, [{ role: 'user', content: 'said at close' }]);
+    await store.close();
+    await expect(append).resolves.toBeDefined();
+    const reopened = new SqliteStore(file);
+    try {
+      const messages = await reopened.listMessages(session.id, { afterSeq: 0, limit: 10 });
+      expect(messages.map((m) => m.content)).toEqual(['System prompt.', 'said at close']);
+    } finally {
+      await reopened.close();
+    }
+  });
+});
