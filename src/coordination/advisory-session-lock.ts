@@ -73,7 +73,7 @@ export class AdvisorySessionLock implements SessionLock {
       try {
         return await work(holding.signal);
       } finally {
-        await this.release(sessionId, holding);
+        this.release(sessionId, holding);
       }
     });
   }
@@ -191,11 +191,18 @@ export class AdvisorySessionLock implements SessionLock {
     );
   }
 
-  private async release(sessionId: string, holding: AbortController): Promise<void> {
+  /**
+   * Gives the lock back without waiting for Postgres to confirm it: the
+   * work's writes are committed already, and this connection runs its
+   * queries in the order they were sent, so this instance's next attempt on
+   * the session comes after the unlock. (A failed unlock means the
+   * connection went, and the lock with it.)
+   */
+  private release(sessionId: string, holding: AbortController): void {
     // A lock lost with its connection is gone already: nothing to give back.
     if (holding.signal.aborted) return;
     this.held.delete(sessionId);
-    await this.unlock(sessionId);
+    void this.unlock(sessionId);
   }
 
   private async unlock(sessionId: string): Promise<void> {

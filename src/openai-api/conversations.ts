@@ -45,7 +45,7 @@ export interface ConversationRunOptions {
   stream: boolean;
   signal: AbortSignal;
   onDelta?: (text: string) => void;
-  /** Called once the session's queue slot is held, before the turn stores anything. */
+  /** Called once the turn holds the session and its input is stored (the response id can be read back). */
   onStart?: (session: SessionRow) => void;
   /** The caller's W3C `traceparent`: the turn's span continues that trace. */
   traceparent?: string;
@@ -223,7 +223,6 @@ export class Conversations {
         await this.deps.sessions.rejectIfTaskWaiting(sessionId);
         const input =
           parts.input[0]?.role === 'tool' ? await this.answers(current, parts.input) : parts.input;
-        options.onStart?.(current);
         return this.runTurn(runTurn, current, { input, opening, extraTools }, request, options);
       });
     return {
@@ -316,6 +315,8 @@ export class Conversations {
       extraTools,
       stream: options.stream,
       signal: options.signal,
+      // Once the input is stored, so the response id a client is told can be read back.
+      ...(options.onStart ? { onInputStored: () => options.onStart?.(session) } : {}),
       // As in a native chat; the question is also stored as the assistant's
       // text, which a client shows as the reply and resends.
       holdInChat: {

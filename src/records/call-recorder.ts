@@ -173,7 +173,10 @@ export class CallRecorder {
 
   private note(call: NotedCall): void {
     this.noted.push(call);
-    if (this.scheduled) return;
+    // A turn's calls are written when the turn ends (the engine awaits
+    // `flush` then), after its reply rather than beside it, where the two
+    // writes would compete for the database at the same moment.
+    if (call.turnSeq !== null || this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => {
       if (this.scheduled) void this.flush();

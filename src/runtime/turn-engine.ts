@@ -105,6 +105,11 @@ export interface TurnRequest {
   traceparent?: string;
   /** Hold a question or an approval chat-style (see `ChatHold`); without it they are returned as they are. */
   holdInChat?: ChatHold;
+  /**
+   * Called once the turn's input is stored: an id handed to a client from
+   * then on names something it can read back.
+   */
+  onInputStored?: () => void;
 }
 
 export interface TurnResult {
@@ -381,6 +386,7 @@ export class TurnEngine {
         (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
     });
     const messages = await turn.begin(input.input, input.pendingCallIds, input.opening);
+    input.onInputStored?.();
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
     // Tool calls the loop announced and has not finished: each has its span.

@@ -46,30 +46,33 @@ const countOn = (db: Database.Database): number =>
   (db.prepare('SELECT COUNT(*) AS n FROM notes').get() as { n: number }).n;
 
 describe('GroupCommit', () => {
-  it('runs the writes asked for together in one transaction, committed before any resolves', async () => {
+  it('runs a write at once when idle, and the writes asked for after it in one transaction', async () => {
     const db = open();
     const other = peer();
     const commits = new GroupCommit(db, 1_000);
     const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
     const seenByPeer: number[] = [];
-    const writes = Array.from({ length: 5 }, (_, i) =>
+    const writes = Array.from({ length: 6 }, (_, i) =>
       commits.write(() => {
         // Another connection sees only what is committed: with a commit per
-        // write it would see the earlier writes of the group here.
+        // write it would see each earlier write here.
         seenByPeer.push(countOn(other));
         return insert.run(`note ${i}`).lastInsertRowid;
       }),
     );
+    // The first ran and committed at once, before anything was awaited.
+    expect(countOn(other)).toBe(1);
     let resolvedEarly = false;
-    void writes[0]!.then(() => (resolvedEarly = countOn(other) !== 5));
-    expect(await Promise.all(writes)).toEqual([1, 2, 3, 4, 5]);
-    expect(seenByPeer).toEqual([0, 0, 0, 0, 0]);
+    void writes[1]!.then(() => (resolvedEarly = countOn(other) !== 6));
+    expect(await Promise.all(writes)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(seenByPeer).toEqual([0, 1, 1, 1, 1, 1]);
     expect(resolvedEarly).toBe(false);
-    expect(countOn(other)).toBe(5);
-
-    // A write asked for after the group settled goes in a transaction of its own.
-    await commits.write(() => insert.run('later'));
     expect(countOn(other)).toBe(6);
+
+    // In a later turn of the event loop, a write runs at once again.
+    await new Promise((resolve) => setImmediate(resolve));
+    void commits.write(() => insert.run('later'));
+    expect(countOn(other)).toBe(7);
   });
 
   it('a write that throws is undone alone and rejects alone; the others commit, in order', async () => {
@@ -96,6 +99,20 @@ describe('GroupCommit', () => {
     expect(order).toEqual(['first', 'failing', 'thrown', 'last']);
     const texts = db.prepare('SELECT text FROM notes ORDER BY id').pluck().all();
     expect(texts).toEqual(['first', 'last']);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it('a write on its own that throws is undone and rejects', async () => {
+    const db = open();
+    const commits = new GroupCommit(db, 1_000);
+    const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
+    await commits.write(() => insert.run('kept'));
+    const alone = commits.write(() => {
+      insert.run('written, then undone');
+      insert.run('kept'); // UNIQUE: throws
+    });
+    await expect(alone).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_UNIQUE' });
+    expect(db.prepare('SELECT text FROM notes').pluck().all()).toEqual(['kept']);
     expect(db.inTransaction).toBe(false);
   });
 
@@ -135,10 +152,11 @@ describe('GroupCommit', () => {
     const other = peer();
     const commits = new GroupCommit(db, 1_000);
     const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
-    const write = commits.write(() => insert.run('asked for'));
-    await commits.drain();
+    const writes = ['at once', 'in the group'].map((text) => commits.write(() => insert.run(text)));
     expect(countOn(other)).toBe(1);
-    await expect(write).resolves.toBeDefined();
+    await commits.drain();
+    expect(countOn(other)).toBe(2);
+    await expect(Promise.all(writes)).resolves.toHaveLength(2);
   });
 });
 
@@ -151,13 +169,16 @@ describe('SqliteStore and group commit', () => {
       systemPrompt: 'System prompt.',
       compactCount: 50,
     });
-    const append = store.appendMessages(session.id, [{ role: 'user', content: 'said at close' }]);
+    // Asked for together: the second (at least) waits for its group, which close commits.
+    const appends = ['said', 'said at close'].map((content) =>
+      store.appendMessages(session.id, [{ role: 'user', content }]),
+    );
     await store.close();
-    await expect(append).resolves.toBeDefined();
+    await expect(Promise.all(appends)).resolves.toHaveLength(2);
     const reopened = new SqliteStore(file);
     try {
       const messages = await reopened.listMessages(session.id, { afterSeq: 0, limit: 10 });
-      expect(messages.map((m) => m.content)).toEqual(['System prompt.', 'said at close']);
+      expect(messages.map((m) => m.content)).toEqual(['System prompt.', 'said', 'said at close']);
     } finally {
       await reopened.close();
     }

@@ -27,6 +27,7 @@ import * as decide from '../decisions.js';
 import * as records from '../records.js';
 import { chargeOwnersSql } from './pg-keys.js';
 import type { Queryable } from './open-pool.js';
+import { prepared } from './prepared.js';
 
 /** Serialises event inserts (see the module comment). */
 export const EVENTS_LOCK_KEY = 0x636169726e02;
@@ -246,11 +247,15 @@ export async function appendAt(
       `charged AS (${chargeOwnersSql('session', p.add(records.usageDay(), 'text'), p.add(counters.charged, 'bigint'))})`,
     );
   if (events.length > 0) ctes.push(insertEventsSql(p, 'session', events, createdAt));
+  // The text depends only on which CTEs are present (the rows are arrays), so
+  // it is one of four: named, it is parsed once per connection.
   const { rows: result } = await c.query<{ written: number; ids: (number | string)[] }>(
-    `WITH ${ctes.join(',\n')}
+    prepared(
+      `WITH ${ctes.join(',\n')}
      SELECT (SELECT count(*) FROM session)::int AS written,
        ${events.length > 0 ? 'ARRAY(SELECT id FROM events)' : "'{}'::bigint[]"} AS ids`,
-    p.values,
+      p.values,
+    ),
   );
   if (result[0]?.written !== 1) return undefined;
   return {

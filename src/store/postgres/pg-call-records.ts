@@ -14,6 +14,7 @@ import type {
 import type { CallRecordStore, ModelCallFilter, NewModelCall } from '../store.js';
 import type { ModelCallRecord, ModelCallSummary, Page } from '../store.js';
 import type { Queryable } from './open-pool.js';
+import { prepared } from './prepared.js';
 
 /** Postgres text cannot hold U+0000 (an error message could carry one). */
 function withoutNul(value: unknown): unknown {
@@ -43,7 +44,8 @@ export class PgCallRecords implements CallRecordStore {
     // skipped, not an FK error.
     await this.statement((c) =>
       c.query(
-        `WITH live AS (SELECT id FROM sessions WHERE id = ANY($1::text[]) FOR KEY SHARE),
+        prepared(
+          `WITH live AS (SELECT id FROM sessions WHERE id = ANY($1::text[]) FOR KEY SHARE),
          blobs AS (
            INSERT INTO model_call_blobs (session_id, hash, body)
            SELECT b.session_id, b.hash, b.body
@@ -62,13 +64,14 @@ export class PgCallRecords implements CallRecordStore {
                  WHERE cost IS NOT NULL AND cost <> 0 GROUP BY session_id) AS spent
            WHERE sessions.id = spent.session_id)
          SELECT 1`,
-        [
-          [...new Set(calls.map((call) => call.session_id))],
-          blobs.map((b) => b.session_id),
-          blobs.map((b) => b.hash),
-          blobs.map((b) => b.body),
-          JSON.stringify(records),
-        ],
+          [
+            [...new Set(calls.map((call) => call.session_id))],
+            blobs.map((b) => b.session_id),
+            blobs.map((b) => b.hash),
+            blobs.map((b) => b.body),
+            JSON.stringify(records),
+          ],
+        ),
       ),
     );
   }

@@ -6,6 +6,10 @@
  * committed. A commit is most of a small write's cost (the WAL frames of
  * every page it touched, written again for the next turn), so thirty
  * conversations answering at once pay for a few commits instead of ninety.
+ * The first write of a turn of the event loop, with nothing waiting before
+ * it, runs at once in a transaction of its own: an idle server adds no delay
+ * to a write, and only the writes that come after it in the same busy moment
+ * wait (until the loop's I/O callbacks are done) to share a commit.
  *
  * What a caller sees is what a transaction of its own would give it: its
  * promise resolves only after its writes are committed, a work that throws
@@ -66,14 +70,35 @@ export class GroupCommit {
   private flushScheduled = false;
   /** The batch being committed (retries included): the next waits for it, so writes keep their order. */
   private committing: Promise<void> = Promise.resolve();
+  /** Batches handed to `committing` and not yet settled. */
+  private unsettled = 0;
+  /** A write ran at once in this turn of the event loop: the ones after it wait for the group. */
+  private ranThisTurn = false;
 
   constructor(
     private readonly db: SqliteDatabase,
     private readonly busyBudgetMs: number,
   ) {}
 
-  /** Runs `work` (synchronous SQL, no `await`) in the next group's transaction. */
+  /**
+   * Runs `work` (synchronous SQL, no `await`): at once when it is the first
+   * write of this turn of the event loop and nothing waits before it (an idle
+   * server pays no delay), else in the next group's transaction.
+   */
   write<T>(work: () => T): Promise<T> {
+    if (!this.ranThisTurn && this.queued.length === 0 && this.unsettled === 0) {
+      this.ranThisTurn = true;
+      setImmediate(() => (this.ranThisTurn = false));
+      try {
+        const outcome = this.runAlone(work);
+        // What a store's work throws is an Error (SQLite's, or Cairn's own).
+        return outcome.ok
+          ? Promise.resolve(outcome.value as T)
+          : Promise.reject(outcome.error as Error);
+      } catch {
+        // Busy: it waits its turn in a group, which retries.
+      }
+    }
     return new Promise<T>((resolve, reject) => {
       this.queued.push({ work, resolve: resolve as (value: unknown) => void, reject });
       if (this.flushScheduled) return;
@@ -95,7 +120,10 @@ export class GroupCommit {
     const batch = this.queued;
     if (batch.length === 0) return;
     this.queued = [];
-    this.committing = this.committing.then(() => this.commit(batch));
+    this.unsettled += 1;
+    this.committing = this.committing
+      .then(() => this.commit(batch))
+      .finally(() => (this.unsettled -= 1));
   }
 
   private async commit(batch: readonly QueuedWrite[]): Promise<void> {
@@ -117,12 +145,13 @@ export class GroupCommit {
 
   /** One transaction, a savepoint per write; throws (rolling all back) only for what must retry or abort all. */
   private runTogether(batch: readonly QueuedWrite[]): Settled[] {
+    if (batch.length === 1) return [this.runAlone(batch[0]!.work)];
     return this.db
       .transaction(() =>
         batch.map((write): Settled => {
           try {
             // Nested in the open transaction, better-sqlite3 runs it in a savepoint.
-            return { ok: true, value: this.db.transaction(write.work)() };
+            return { ok: true, value: this.db.transaction(() => write.work())() };
           } catch (error) {
             // Busy, or an error that ended the transaction itself: the whole batch goes again or fails.
             if (isBusy(error) || !this.db.inTransaction) throw error;
@@ -131,5 +160,15 @@ export class GroupCommit {
         }),
       )
       .immediate();
+  }
+
+  /** A write with no company needs no savepoint: its own transaction, as a write had before. */
+  private runAlone(work: () => unknown): Settled {
+    try {
+      return { ok: true, value: this.db.transaction(() => work()).immediate() };
+    } catch (error) {
+      if (isBusy(error)) throw error;
+      return { ok: false, error };
+    }
   }
 }
