@@ -429,6 +429,7 @@ function buildRuntime(
     observer: { toolResult: (note) => observers.metrics.toolCall(note.tool, note.isError) },
     tracing: observers.tracing,
     afterTurn: () => observers.recorder.flush(),
+    records: observers.recorder,
   });
   const sessions = new Sessions({ store, agents: registry, events, slots: engine });
   const chats = new ChatTurns({

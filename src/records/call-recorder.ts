@@ -171,6 +171,32 @@ export class CallRecorder {
     await this.writing;
   }
 
+  /**
+   * The calls noted for `sessionId`, encoded, for the caller to write in its
+   * own write (a turn's reply: the reply and its call commit together).
+   * `settle(false)` when that write failed: the calls are noted again and
+   * written on their own, encoded anew (what was not written must not be
+   * built on). Undefined with records off (only the cost is kept, at flush)
+   * or nothing noted. A session's turns run one at a time, so the call its
+   * next one builds on is one that was written.
+   */
+  takeFor(
+    sessionId: string,
+  ): { calls: NewModelCall[]; settle: (written: boolean) => void } | undefined {
+    if (!this.options.enabled) return undefined;
+    const taken = this.noted.filter((call) => call.sessionId === sessionId);
+    if (taken.length === 0) return undefined;
+    this.noted = this.noted.filter((call) => call.sessionId !== sessionId);
+    return {
+      calls: taken.map((call) => this.encode(call)),
+      settle: (written) => {
+        if (written) return;
+        this.states.clear();
+        this.noted.push(...taken);
+      },
+    };
+  }
+
   private note(call: NotedCall): void {
     this.noted.push(call);
     // A turn's calls are written when the turn ends (the engine awaits

@@ -9,6 +9,7 @@
  * `TurnOutcome`; a turn run for a person waiting on the request holds a stop
  * chat-style here, through the same door.
  */
+import type { CallRecorder } from '../records/call-recorder.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { linkAbort } from '../llm/abort-link.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
@@ -60,6 +61,8 @@ export interface TurnEngineDeps {
    * on the session once its reply is out. Never throws.
    */
   afterTurn?: () => Promise<void>;
+  /** The model calls of a session, written with the messages they produced (the call records). */
+  records?: Pick<CallRecorder, 'takeFor'>;
   /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
   approvalTimer?: ApprovalTimer;
 }
@@ -309,6 +312,7 @@ export class TurnEngine {
         : {}),
       slot: input.slot,
       ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
+      ...(this.deps.records ? { records: this.deps.records } : {}),
       span,
     });
     const ended = (outcome: TurnOutcome, usage: TokenUsage): TurnResult => ({

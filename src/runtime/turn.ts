@@ -18,6 +18,7 @@ import type {
 } from './context-guard.js';
 import type { EventBus } from './event-bus.js';
 import type { LoopTurn } from './loop.js';
+import type { CallRecorder } from '../records/call-recorder.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -57,6 +58,8 @@ export interface TurnDeps {
   slot?: AbortSignal;
   /** The task this turn runs: each append checks it is still this instance's running task. */
   runningTask?: string;
+  /** The model calls noted for the session, written with the messages they produced. */
+  records?: Pick<CallRecorder, 'takeFor'>;
   /** The turn's trace span: a compaction the turn runs is its child. */
   span?: unknown;
 }
@@ -148,14 +151,29 @@ export class Turn implements LoopTurn, GuardedTurn {
   }
 
   async persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void> {
-    // Messages and their message.created events commit together.
-    const written = await this.write(() =>
-      this.deps.store.appendMessagesWithEvents(this.current.id, messages, 'message.created', {
-        ...(usage ? { usage } : {}),
-        ...(promptTokens !== undefined ? { promptTokens } : {}),
-        ...(this.deps.runningTask !== undefined ? { runningTask: this.deps.runningTask } : {}),
-      }),
-    );
+    // Messages, their message.created events and the records of the model
+    // calls that produced them commit together.
+    const written = await this.write(async () => {
+      const records = this.deps.records?.takeFor(this.current.id);
+      try {
+        const done = await this.deps.store.appendMessagesWithEvents(
+          this.current.id,
+          messages,
+          'message.created',
+          {
+            ...(usage ? { usage } : {}),
+            ...(promptTokens !== undefined ? { promptTokens } : {}),
+            ...(this.deps.runningTask !== undefined ? { runningTask: this.deps.runningTask } : {}),
+            ...(records ? { modelCalls: records.calls } : {}),
+          },
+        );
+        records?.settle(true);
+        return done;
+      } catch (err) {
+        records?.settle(false);
+        throw err;
+      }
+    });
     this.stored.push(...written.messages);
     this.deps.context.appended(this.current.id, written.messages);
     this.deps.events.publish(written.events);

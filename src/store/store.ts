@@ -161,6 +161,12 @@ export interface AppendOptions {
    * owning it now): a run that wakes up after a pause must not write on.
    */
   runningTask?: string;
+  /**
+   * Model calls of the session to record in the same write: a turn's reply
+   * and the call that produced it commit together (one commit, not two).
+   * Every call must belong to the session appended to.
+   */
+  modelCalls?: readonly NewModelCall[];
 }
 
 export interface EventRow {

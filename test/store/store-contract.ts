@@ -2442,6 +2442,50 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.findModelCall('call_missing')).toBeUndefined();
       });
 
+      it('appendMessagesWithEvents writes its modelCalls with the messages, in one write: both or neither', async () => {
+        const session = await newSession();
+        const peer = await fixture.openInstance('inst_peer');
+        const first = modelCall(session.id, request(1), undefined);
+        const second = modelCall(session.id, request(3), first.next, { cost: 0.5 });
+        const reply = (content: string) => [{ role: 'assistant' as const, content }];
+        await store.appendMessagesWithEvents(session.id, reply('one'), 'message.created', {
+          modelCalls: [first.call],
+        });
+        // Another instance moves the session's head: the next append cannot
+        // take it for granted (on Postgres, the locked path) and still writes both.
+        await peer.appendMessages(session.id, [{ role: 'user', content: 'from the peer' }]);
+        await store.appendMessagesWithEvents(session.id, reply('two'), 'message.created', {
+          usage: { input_tokens: 7, output_tokens: 3 },
+          modelCalls: [second.call],
+        });
+        expect(JSON.stringify((await store.findModelCall(first.call.id))?.request)).toBe(
+          JSON.stringify(request(1)),
+        );
+        expect(JSON.stringify((await store.findModelCall(second.call.id))?.request)).toBe(
+          JSON.stringify(request(3)),
+        );
+        expect(await store.findSession(session.id)).toMatchObject({
+          input_tokens: 7,
+          output_tokens: 3,
+        });
+        expect((await store.findSession(session.id))?.cost).toBeCloseTo(0.75, 12);
+
+        // Refused (its task is not running): neither the message nor the call.
+        const refused = modelCall(session.id, request(5), second.next);
+        await expect(
+          store.appendMessagesWithEvents(session.id, reply('refused'), 'message.created', {
+            runningTask: 'task_not_running',
+            modelCalls: [refused.call],
+          }),
+        ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+        expect(await store.findModelCall(refused.call.id)).toBeUndefined();
+        const contents = (await store.listMessages(session.id, { afterSeq: 0, limit: 20 })).map(
+          (m) => m.content,
+        );
+        expect(contents).toEqual(['You are a test assistant.', 'one', 'from the peer', 'two']);
+        expect((await store.findSession(session.id))?.cost).toBeCloseTo(0.75, 12);
+      });
+
       it('appendModelCalls skips the calls of a session deleted meanwhile', async () => {
         const kept = await newSession();
         const gone = await newSession();

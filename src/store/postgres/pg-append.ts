@@ -28,6 +28,8 @@ import * as records from '../records.js';
 import { chargeOwnersSql } from './pg-keys.js';
 import type { Queryable } from './open-pool.js';
 import { prepared } from './prepared.js';
+import { modelCallsJson } from './pg-call-records.js';
+import { MODEL_CALL_INSERT_COLUMNS } from '../model-call-rows.js';
 
 /** Serialises event inserts (see the module comment). */
 export const EVENTS_LOCK_KEY = 0x636169726e02;
@@ -175,6 +177,41 @@ function insertEventsSql(
       RETURNING id)`;
 }
 
+/** What the calls cost, summed (unpriced calls add nothing). */
+function callsCost(calls: readonly store.NewModelCall[]): number {
+  return calls.reduce((sum, call) => sum + (call.cost ?? 0), 0);
+}
+
+/**
+ * The CTEs `call_blobs` and `calls`: a turn's model calls with the messages
+ * they produced, only if `session` was written (the head still matched).
+ */
+function insertCallsSql(
+  params: Params,
+  sessionParam: string,
+  calls: readonly store.NewModelCall[],
+): string[] {
+  const blobs = calls.flatMap((call) => call.blobs);
+  const columns = MODEL_CALL_INSERT_COLUMNS;
+  return [
+    `call_blobs AS (
+      INSERT INTO model_call_blobs (session_id, hash, body)
+      SELECT ${sessionParam}, b.hash, b.body
+      FROM session, UNNEST(${params.add(
+        blobs.map((b) => b.hash),
+        'text[]',
+      )}, ${params.add(
+        blobs.map((b) => b.body),
+        'text[]',
+      )}) AS b(hash, body)
+      ON CONFLICT DO NOTHING)`,
+    `calls AS (
+      INSERT INTO model_calls (${columns.join(', ')})
+      SELECT ${columns.map((column) => `r.${column}`).join(', ')}
+      FROM session, json_populate_recordset(NULL::model_calls, ${params.add(modelCallsJson(calls), 'json')}) AS r)`,
+  ];
+}
+
 /** Events, each with its id; `ids` as the insert returned them. */
 function storedEvents(
   events: readonly store.NewEvent[],
@@ -221,11 +258,12 @@ export async function appendAt(
   const counters = decide.appendCounters(options, messages.length, head.last_seq + messages.length);
   const events =
     eventType === undefined ? [] : rows.map((m) => decide.messageEvent(eventType, sessionId, m));
+  const calls = options.modelCalls ?? [];
   const p = new Params();
   const id = p.add(sessionId, 'text');
   const ctes = [
     `session AS (
-      UPDATE sessions SET
+      UPDATE sessions SET${calls.length > 0 ? `\n        cost = cost + ${p.add(callsCost(calls), 'float8')},` : ''}
         message_count = message_count + ${p.add(counters.count, 'int')},
         last_seq = ${p.add(counters.last_seq, 'int')},
         transcript_hash = ${p.add(chain.transcript, 'text')},
@@ -247,6 +285,7 @@ export async function appendAt(
       `charged AS (${chargeOwnersSql('session', p.add(records.usageDay(), 'text'), p.add(counters.charged, 'bigint'))})`,
     );
   if (events.length > 0) ctes.push(insertEventsSql(p, 'session', events, createdAt));
+  if (calls.length > 0) ctes.push(...insertCallsSql(p, id, calls));
   // The text depends only on which CTEs are present (the rows are arrays), so
   // it is one of four: named, it is parsed once per connection.
   const { rows: result } = await c.query<{ written: number; ids: (number | string)[] }>(

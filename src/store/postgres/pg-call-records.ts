@@ -21,6 +21,17 @@ function withoutNul(value: unknown): unknown {
   return typeof value === 'string' ? value.replaceAll('\u0000', '\uFFFD') : value;
 }
 
+/** The calls as rows of `model_calls` in the JSON that `json_populate_recordset` reads. */
+export function modelCallsJson(calls: readonly NewModelCall[]): string {
+  const columns = rows.MODEL_CALL_INSERT_COLUMNS;
+  return JSON.stringify(
+    calls.map((call) => {
+      const values = rows.modelCallValues(call).map(withoutNul);
+      return Object.fromEntries(columns.map((column, i) => [column, values[i]]));
+    }),
+  );
+}
+
 export class PgCallRecords implements CallRecordStore {
   constructor(
     /** Runs `work` in one transaction on one pooled connection. */
@@ -35,10 +46,6 @@ export class PgCallRecords implements CallRecordStore {
       call.blobs.map((blob) => ({ session_id: call.session_id, ...blob })),
     );
     const columns = rows.MODEL_CALL_INSERT_COLUMNS;
-    const records = calls.map((call) => {
-      const values = rows.modelCallValues(call).map(withoutNul);
-      return Object.fromEntries(columns.map((column, i) => [column, values[i]]));
-    });
     // One statement, committed on its own: the calls, their blobs and the
     // sessions' cost. Key-share locks: a session deleted meanwhile is
     // skipped, not an FK error.
@@ -69,7 +76,7 @@ export class PgCallRecords implements CallRecordStore {
             blobs.map((b) => b.session_id),
             blobs.map((b) => b.hash),
             blobs.map((b) => b.body),
-            JSON.stringify(records),
+            modelCallsJson(calls),
           ],
         ),
       ),

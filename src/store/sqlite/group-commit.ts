@@ -63,7 +63,8 @@ interface QueuedWrite {
   reject: (reason: unknown) => void;
 }
 
-type Settled = { ok: true; value: unknown } | { ok: false; error: unknown };
+/** What a store's work throws is an Error: SQLite's, or Cairn's own. */
+type Settled = { ok: true; value: unknown } | { ok: false; error: Error };
 
 export class GroupCommit {
   private queued: QueuedWrite[] = [];
@@ -91,10 +92,7 @@ export class GroupCommit {
       setImmediate(() => (this.ranThisTurn = false));
       try {
         const outcome = this.runAlone(work);
-        // What a store's work throws is an Error (SQLite's, or Cairn's own).
-        return outcome.ok
-          ? Promise.resolve(outcome.value as T)
-          : Promise.reject(outcome.error as Error);
+        return outcome.ok ? Promise.resolve(outcome.value as T) : Promise.reject(outcome.error);
       } catch {
         // Busy: it waits its turn in a group, which retries.
       }
@@ -155,7 +153,7 @@ export class GroupCommit {
           } catch (error) {
             // Busy, or an error that ended the transaction itself: the whole batch goes again or fails.
             if (isBusy(error) || !this.db.inTransaction) throw error;
-            return { ok: false, error };
+            return { ok: false, error: error as Error };
           }
         }),
       )
@@ -168,7 +166,7 @@ export class GroupCommit {
       return { ok: true, value: this.db.transaction(() => work()).immediate() };
     } catch (error) {
       if (isBusy(error)) throw error;
-      return { ok: false, error };
+      return { ok: false, error: error as Error };
     }
   }
 }

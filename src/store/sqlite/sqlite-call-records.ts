@@ -73,20 +73,18 @@ export class SqliteCallRecords implements CallRecordStore {
 
   async appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
     if (calls.length === 0) return;
-    await this.write(() =>
-      this.db
-        .transaction(() => {
-          for (const call of calls) {
-            if (this.stmt.sessionExists.get(call.session_id) === undefined) continue;
-            for (const blob of call.blobs)
-              this.stmt.insertBlob.run(call.session_id, blob.hash, blob.body);
-            this.stmt.insertCall.run(...modelCallValues(call));
-            if (call.cost !== null && call.cost !== 0)
-              this.stmt.addCost.run(call.cost, call.session_id);
-          }
-        })
-        .immediate(),
-    );
+    await this.write(() => this.db.transaction(() => this.insertCalls(calls)).immediate());
+  }
+
+  /** Inside the caller's transaction: the calls, their blobs and their sessions' cost. */
+  insertCalls(calls: readonly NewModelCall[]): void {
+    for (const call of calls) {
+      if (this.stmt.sessionExists.get(call.session_id) === undefined) continue;
+      for (const blob of call.blobs)
+        this.stmt.insertBlob.run(call.session_id, blob.hash, blob.body);
+      this.stmt.insertCall.run(...modelCallValues(call));
+      if (call.cost !== null && call.cost !== 0) this.stmt.addCost.run(call.cost, call.session_id);
+    }
   }
 
   async addSessionCost(sessionId: string, cost: number): Promise<void> {

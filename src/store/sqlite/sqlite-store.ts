@@ -710,6 +710,7 @@ export class SqliteStore extends StoreBase implements Store {
           const events = stored.map((m) =>
             this.insertEvent(decide.messageEvent(eventType, sessionId, m), createdAt),
           );
+          if (options.modelCalls !== undefined) this.calls.insertCalls(options.modelCalls);
           return { messages: stored, events };
         })
         .immediate(),
