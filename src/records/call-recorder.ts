@@ -2,12 +2,13 @@
  * Every model call on the record. `CallRecorder.instrument` wraps any
  * `ModelClient` (whatever its provider) so each call of a session is stored
  * with what it sent, what came back, its tokens, latency and cost. A call
- * is only noted while the model loop runs: encoding the request against the
- * previous one (request-delta.ts) and the write happen in one batch, when the
- * turn ends (the runtime awaits `flush`, so a turn's cost and records are
- * stored before its reply is sent) or a moment later for calls outside a
- * turn (titles, manual compactions). With records off, only the session's
- * cost is kept.
+ * is only noted while the model loop runs. A turn's calls are encoded
+ * against the previous request (request-delta.ts) and written with the
+ * message they produced, in that append's own write (`takeFor`); what is left
+ * when the turn ends is written then (the engine awaits `flush`, so a turn's
+ * cost and records are stored before its reply is sent). Calls outside a turn
+ * (titles, manual compactions) are written a moment later. With records off,
+ * only the session's cost is kept.
  */
 import { randomBytes } from 'node:crypto';
 import { CairnError } from '../errors.js';
@@ -199,9 +200,9 @@ export class CallRecorder {
 
   private note(call: NotedCall): void {
     this.noted.push(call);
-    // A turn's calls are written when the turn ends (the engine awaits
-    // `flush` then), after its reply rather than beside it, where the two
-    // writes would compete for the database at the same moment.
+    // A turn's calls go with its next append (`takeFor`), or when it ends
+    // (the engine awaits `flush` then): never in a write of their own beside
+    // the reply's, where the two would compete for the database.
     if (call.turnSeq !== null || this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => {

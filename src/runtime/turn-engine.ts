@@ -171,15 +171,13 @@ export class TurnEngine {
   ): Promise<T> {
     const { store } = this.deps;
     return this.deps.lock.run(sessionId, async (slot) => {
-      // Both reads at once: on Postgres they are two round trips otherwise.
-      const [row, waiting] = await Promise.all([
-        store.findSession(sessionId),
+      // Both in one read: on Postgres one round trip, not two.
+      const { session: row, waitingTask } =
         options.refuseIfTaskWaiting === true
-          ? store.findWaitingTaskForSession(sessionId)
-          : undefined,
-      ]);
+          ? await store.findSessionWithWaitingTask(sessionId)
+          : { session: await store.findSession(sessionId), waitingTask: undefined };
       const session = requireUsable(row, sessionId, agent);
-      refuseIfTaskWaiting(waiting);
+      refuseIfTaskWaiting(waitingTask);
       return work(session, async (request) => {
         // The turn stops when its caller gives up or the slot is lost.
         const stop = linkAbort(request.signal, slot);

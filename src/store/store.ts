@@ -506,6 +506,13 @@ export interface TaskStore {
   ): Promise<TaskRow | undefined>;
   findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined>;
   /**
+   * The session and the task waiting on it, read at once: what a turn checks
+   * once it holds the session (one round trip on Postgres, not two).
+   */
+  findSessionWithWaitingTask(
+    sessionId: string,
+  ): Promise<{ session: SessionRow | undefined; waitingTask: TaskRow | undefined }>;
+  /**
    * Marks `running` tasks `interrupted` (after a crash or shutdown); returns how
    * many. With `ownerInstance`, only the tasks that instance runs (one instance
    * shutting down beside live peers).

@@ -1770,7 +1770,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(await store.findTask(task.id)).toEqual(winners[0]);
         });
 
-        it('findWaitingTaskForSession finds the waiting task of that session only', async () => {
+        it('findWaitingTaskForSession and findSessionWithWaitingTask find the waiting task of that session only', async () => {
           const s1 = await newSession({ mode: 'task' });
           const s2 = await newSession({ mode: 'task' });
           const running = await taskIn(s1.id);
@@ -1782,6 +1782,19 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
 
           expect((await store.findWaitingTaskForSession(s1.id))?.id).toBe(waiting.id);
           expect(await store.findWaitingTaskForSession(s2.id)).toBeUndefined();
+          // Read at once with the session, each exactly as read on its own.
+          expect(await store.findSessionWithWaitingTask(s1.id)).toEqual({
+            session: await store.findSession(s1.id),
+            waitingTask: await store.findWaitingTaskForSession(s1.id),
+          });
+          expect(await store.findSessionWithWaitingTask(s2.id)).toEqual({
+            session: await store.findSession(s2.id),
+            waitingTask: undefined,
+          });
+          expect(await store.findSessionWithWaitingTask('sess_missing')).toEqual({
+            session: undefined,
+            waitingTask: undefined,
+          });
           await store.transitionTask(waiting.id, ['waiting'], { status: 'cancelled' });
           expect(await store.findWaitingTaskForSession(s1.id)).toBeUndefined();
           expect((await store.findTask(running.id))?.status).toBe('running');
