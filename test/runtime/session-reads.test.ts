@@ -1,7 +1,8 @@
 /**
  * A chat turn reads its session once per model call at most, so its cost does
  * not grow with the number of calls. The
- * real store of a real app, with `findSession` counted on the way through:
+ * real store of a real app, with `findSession` (and `findSessionWithWaitingTask`)
+ * counted on the way through:
  * a one-model-call turn reads its session once, under the session's slot
  * (where it may have been closed or reset while the turn queued), whether
  * the turn starts the session or continues it.
@@ -19,6 +20,12 @@ beforeAll(async () => {
   store.findSession = (id) => {
     reads++;
     return findSession(id);
+  };
+  // The turn's read under the slot also gives the task waiting on the session.
+  const withWaitingTask = store.findSessionWithWaitingTask.bind(store);
+  store.findSessionWithWaitingTask = (id) => {
+    reads++;
+    return withWaitingTask(id);
   };
 });
 afterAll(async () => {
