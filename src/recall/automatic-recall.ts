@@ -9,7 +9,12 @@
  * the tail is everything after the pointer, and the search stops at it.
  */
 import type { ChatMessage } from '../llm/messages.js';
-import { CHARS_PER_TOKEN, estimateMessagesTokens, estimateTextTokens } from '../llm/tokens.js';
+import {
+  CHARS_PER_TOKEN,
+  estimateMessagesTokens,
+  estimateTextTokens,
+  TokenMemo,
+} from '../llm/tokens.js';
 import type { ContextRecall, GuardedTurn, RecallDone } from '../runtime/context-guard.js';
 import type { MessageLog, RecallHit } from '../store/store.js';
 import {
@@ -60,13 +65,18 @@ export function recallBudget(input: {
 
 /**
  * The items that fit `budget` tokens with the block's frame, best first, the
- * last one clipped when enough room is left for it. Pure.
+ * last one clipped when enough room is left for it. Pure; `countText`
+ * replaces estimateTextTokens (a memo of it: the same counts).
  */
-export function fitItems(hits: readonly RecalledItem[], budget: number): RecalledItem[] {
-  let left = budget - estimateTextTokens(renderRecallBlock([])) - 4;
+export function fitItems(
+  hits: readonly RecalledItem[],
+  budget: number,
+  countText: (text: string) => number = estimateTextTokens,
+): RecalledItem[] {
+  let left = budget - countText(renderRecallBlock([])) - 4;
   const out: RecalledItem[] = [];
   for (const hit of hits) {
-    const cost = estimateTextTokens(renderItem(hit)) + 1;
+    const cost = countText(renderItem(hit)) + 1;
     if (cost <= left) {
       out.push(hit);
       left -= cost;
@@ -76,7 +86,7 @@ export function fitItems(hits: readonly RecalledItem[], budget: number): Recalle
       const frame = renderItem({ ...hit, text: '' }).length;
       const chars = Math.max(0, (left - 2) * CHARS_PER_TOKEN - frame);
       const clipped = { ...hit, text: `${hit.text.slice(0, chars)}…` };
-      if (estimateTextTokens(renderItem(clipped)) + 1 <= left) out.push(clipped);
+      if (countText(renderItem(clipped)) + 1 <= left) out.push(clipped);
     }
     break;
   }
@@ -84,6 +94,12 @@ export function fitItems(hits: readonly RecalledItem[], budget: number): Recalle
 }
 
 export class AutomaticRecall implements ContextRecall {
+  /**
+   * The same compacted messages are recalled call after call: each rendered
+   * item (and block) is counted once, not at every model call.
+   */
+  private readonly tokens = new TokenMemo();
+
   constructor(private readonly deps: AutomaticRecallDeps) {}
 
   /**
@@ -128,10 +144,10 @@ export class AutomaticRecall implements ContextRecall {
       .filter((hit) => recallScore(terms, hit.content) >= settings.minScore)
       .slice(0, settings.maxMessages)
       .map(toItem);
-    const items = fitItems(ranked, budget).sort((a, b) => a.seq - b.seq);
+    const items = fitItems(ranked, budget, this.tokens.count).sort((a, b) => a.seq - b.seq);
     if (items.length === 0) return none;
     const block: ChatMessage = { role: 'user', content: renderRecallBlock(items) };
-    const tokens = estimateMessagesTokens([block]);
+    const tokens = estimateMessagesTokens([block], this.tokens.count);
     ledger?.set(turn.session.id, tokens);
     return {
       messages: injectRecall(messages, block),

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
+import { estimateTextTokens } from '../../src/llm/tokens.js';
 import { fitItems, recallBudget } from '../../src/recall/automatic-recall.js';
 import {
   injectRecall,
@@ -157,5 +158,20 @@ describe('recall budget', () => {
     expect(fitted.map((i) => i.seq)).toEqual([1, 2]);
     expect(fitted[1]!.text.endsWith('…')).toBe(true);
     expect(fitItems([item(1, 50)], 60)).toEqual([]);
+  });
+
+  it('fitItems counts every text through the counter it is given (the recall memo)', () => {
+    const item = (seq: number, words: number) => ({
+      seq,
+      role: 'user',
+      created_at: 't',
+      text: 'word '.repeat(words),
+    });
+    const counted: string[] = [];
+    const count = (text: string) => (counted.push(text), estimateTextTokens(text));
+    const items = [item(1, 50), item(2, 400), item(3, 10)];
+    expect(fitItems(items, 250, count)).toEqual(fitItems(items, 250));
+    // The frame, the two items it tried whole, and the clipped second.
+    expect(counted).toHaveLength(4);
   });
 });
