@@ -144,8 +144,10 @@ describe('a daemon tick killed with its process', () => {
       await expect
         .poll(sessionStatus, { timeout: STALE_AFTER_MS + 4 * HEARTBEAT_MS + 5_000, interval: 250 })
         .toBe('closed');
-      const [task] = await query<Row>('SELECT id, status FROM tasks WHERE id = $1', [deadTask!.id]);
-      expect(task?.status).toBe('interrupted');
+      // The sweep closes the session and interrupts the task in two statements: poll the second too.
+      const taskStatus = async () =>
+        (await query<Row>('SELECT id, status FROM tasks WHERE id = $1', [deadTask!.id]))[0]?.status;
+      await expect.poll(taskStatus, { timeout: 5_000, interval: 100 }).toBe('interrupted');
       // The daemon ticks again, on the live instance.
       await expect
         .poll(
