@@ -38,8 +38,9 @@
  *   client (small) but not the fake or the seeding. Budget < 100 MB.
  * - throughput against a bare server: 32 clients over loopback HTTP, Cairn
  *   (offline model) and a bare fastify + better-sqlite3 server doing the same
- *   writes, each in its own process, alternating (bench/throughput.ts).
- *   Aim: Cairn within 15 % of the bare server's turns/s.
+ *   writes, each in its own process, taking turns (bench/throughput.ts).
+ *   Aim: Cairn within 15 % of the bare server's turns/s. A second row, for
+ *   reference: a bare server writing only the messages, in one transaction.
  * - start: `buildApp` called → `listen` resolved, on the seeded database
  *   (modules already imported). Budget < 1 s. Also shown, without a budget:
  *   a cold `node dist/cli/main.js serve` process from spawn to its first

@@ -55,7 +55,11 @@ export function wireArguments(raw: string): string {
 }
 
 function isBlank(text: string | null | undefined): boolean {
-  return text === null || text === undefined || text.trim() === '';
+  if (text === null || text === undefined) return true;
+  // Most texts start with a printable ASCII character: no need to trim a copy of them.
+  const first = text.charCodeAt(0);
+  if (first > 32 && first < 127) return false;
+  return text.trim() === '';
 }
 
 /**

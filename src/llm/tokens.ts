@@ -43,7 +43,8 @@ export type CountedMessage = ChatMessage & { readonly tokens?: number | null };
  */
 export const ESTIMATE_SLICE_CHARS = 1_000;
 
-export function estimateTextTokens(text: string): number {
+/** The tokenizer's count of `text`, sliced; no memo. */
+function countSliced(text: string): number {
   // An empty text needs no tokenizer tables; one of a slice or less is counted whole by the loop.
   if (text.length === 0) return 0;
   const count = tokenizer();
@@ -52,6 +53,20 @@ export function estimateTextTokens(text: string): number {
     tokens += count(text.slice(at, at + ESTIMATE_SLICE_CHARS));
   }
   return tokens;
+}
+
+/** Texts shorter than this are counted every time: the lookup would cost about as much. */
+export const SHARED_MEMO_MIN_TEXT_CHARS = 32;
+
+/**
+ * The same text is counted several times in one turn: the user message when
+ * it is stored and again in the prompt the model gets, the reply when the
+ * model reports its usage, when it is stored, and in the next prompt. The
+ * texts of the last few turns of every conversation are remembered here, so
+ * each is tokenized once.
+ */
+export function estimateTextTokens(text: string): number {
+  return text.length < SHARED_MEMO_MIN_TEXT_CHARS ? countSliced(text) : sharedMemo.count(text);
 }
 
 /**
@@ -96,15 +111,17 @@ export class TokenMemo {
   private readonly counts = new Map<string, number>();
   private chars = 0;
 
+  constructor(private readonly maxChars = TOKEN_MEMO_MAX_CHARS) {}
+
   readonly count = (text: string): number => {
     const known = this.counts.get(text);
     if (known !== undefined) return known;
-    const tokens = estimateTextTokens(text);
+    const tokens = countSliced(text);
     if (text.length <= TOKEN_MEMO_MAX_TEXT_CHARS) {
       this.counts.set(text, tokens);
       this.chars += text.length;
       for (const oldest of this.counts.keys()) {
-        if (this.chars <= TOKEN_MEMO_MAX_CHARS) break;
+        if (this.chars <= this.maxChars) break;
         this.counts.delete(oldest);
         this.chars -= oldest.length;
       }
@@ -112,6 +129,10 @@ export class TokenMemo {
     return tokens;
   };
 }
+
+/** Characters the process-wide memo of estimateTextTokens holds at most (some 8 MB of strings). */
+export const SHARED_MEMO_MAX_CHARS = 4_000_000;
+const sharedMemo = new TokenMemo(SHARED_MEMO_MAX_CHARS);
 
 /** Prompts (cache keys) a PromptTokenCounter remembers; the least recently used goes first. */
 export const PROMPT_COUNTER_MAX_KEYS = 256;
@@ -142,14 +163,16 @@ function sameCountedParts(a: ChatMessage, b: ChatMessage): boolean {
  * conversation already counted: per cache key (the session), the previous
  * prompt's messages and their counts, as a provider's prompt cache sees a
  * repeated prefix. A message equal to the one at the same place in the
- * previous prompt takes its count; others are counted through a TokenMemo.
- * The counts are exactly estimateMessagesTokens'. A text memo alone is not
+ * previous prompt takes its count; others are counted by estimateTextTokens.
+ * The counts are exactly estimateMessagesTokens'. Its text memo alone is not
  * enough: many conversations at once cycle through more text than it holds,
  * and then it never hits.
  */
 export class PromptTokenCounter {
   private readonly previous = new Map<string, readonly CountedEntry[]>();
-  private readonly memo = new TokenMemo();
+
+  /** `textCounter` replaces estimateTextTokens (a test counts what is counted). */
+  constructor(private readonly textCounter: CountTokens = estimateTextTokens) {}
 
   count(messages: readonly ChatMessage[], key?: string): number {
     const before = key === undefined ? undefined : this.previous.get(key);
@@ -160,7 +183,7 @@ export class PromptTokenCounter {
       const tokens =
         known !== undefined && sameCountedParts(known.message, message)
           ? known.tokens
-          : messageTokens(message, this.memo.count);
+          : messageTokens(message, this.textCounter);
       entries.push({ message, tokens });
       total += tokens;
     }
@@ -168,9 +191,9 @@ export class PromptTokenCounter {
     return total;
   }
 
-  /** Also counts through the memo: the next prompt repeats this text. */
+  /** A text of the call (its reply), remembered: the next prompt repeats it. */
   countText(text: string): number {
-    return this.memo.count(text);
+    return this.textCounter(text);
   }
 
   private remember(key: string, entries: readonly CountedEntry[]): void {

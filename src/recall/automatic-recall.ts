@@ -9,12 +9,7 @@
  * the tail is everything after the pointer, and the search stops at it.
  */
 import type { ChatMessage } from '../llm/messages.js';
-import {
-  CHARS_PER_TOKEN,
-  estimateMessagesTokens,
-  estimateTextTokens,
-  TokenMemo,
-} from '../llm/tokens.js';
+import { CHARS_PER_TOKEN, estimateMessagesTokens, estimateTextTokens } from '../llm/tokens.js';
 import type { ContextRecall, GuardedTurn, RecallDone } from '../runtime/context-guard.js';
 import type { MessageLog, RecallHit } from '../store/store.js';
 import {
@@ -94,12 +89,6 @@ export function fitItems(
 }
 
 export class AutomaticRecall implements ContextRecall {
-  /**
-   * The same compacted messages are recalled call after call: each rendered
-   * item (and block) is counted once, not at every model call.
-   */
-  private readonly tokens = new TokenMemo();
-
   constructor(private readonly deps: AutomaticRecallDeps) {}
 
   /**
@@ -144,10 +133,10 @@ export class AutomaticRecall implements ContextRecall {
       .filter((hit) => recallScore(terms, hit.content) >= settings.minScore)
       .slice(0, settings.maxMessages)
       .map(toItem);
-    const items = fitItems(ranked, budget, this.tokens.count).sort((a, b) => a.seq - b.seq);
+    const items = fitItems(ranked, budget, estimateTextTokens).sort((a, b) => a.seq - b.seq);
     if (items.length === 0) return none;
     const block: ChatMessage = { role: 'user', content: renderRecallBlock(items) };
-    const tokens = estimateMessagesTokens([block], this.tokens.count);
+    const tokens = estimateMessagesTokens([block]);
     ledger?.set(turn.session.id, tokens);
     return {
       messages: injectRecall(messages, block),

@@ -82,6 +82,13 @@ interface Loaded {
   lastSeq: number;
   system: StoredMessage[];
   tail: StoredMessage[];
+  /**
+   * The wire form of each of `system` and `tail`, made once when the message
+   * was loaded or appended, not again at every turn. (Nothing downstream
+   * edits a context's messages.)
+   */
+  systemForms: ChatMessage[];
+  tailForms: ChatMessage[];
 }
 
 /**
@@ -109,13 +116,16 @@ export class ContextBuilder {
     replace?: { summary: string; fromSeq: number },
   ): Promise<BuiltContext> {
     const loaded = await this.load(session);
-    const tail = replace ? loaded.tail.filter((m) => m.seq >= replace.fromSeq) : [...loaded.tail];
+    // The tail is in seq order: what the replacement keeps is a suffix of it.
+    const kept = replace ? loaded.tail.findIndex((m) => m.seq >= replace.fromSeq) : 0;
+    const from = kept === -1 ? loaded.tail.length : kept;
+    const tail = loaded.tail.slice(from);
     const summary = replace ? replace.summary : session.compact_summary;
-    const system: ChatMessage[] = loaded.system.map(toChatMessage);
+    const system = [...loaded.systemForms];
     const memory = this.deps.systemContext ? await this.deps.systemContext(agent) : undefined;
     if (memory) system.push({ role: 'system', content: memory });
     return {
-      messages: buildMessagesWithSummary(system, tail.map(toChatMessage), summary),
+      messages: buildMessagesWithSummary(system, loaded.tailForms.slice(from), summary),
       tail,
       summary,
       memory,
@@ -135,7 +145,13 @@ export class ContextBuilder {
       return;
     }
     for (const message of messages) {
-      (message.role === 'system' ? loaded.system : loaded.tail).push(message);
+      if (message.role === 'system') {
+        loaded.system.push(message);
+        loaded.systemForms.push(toChatMessage(message));
+      } else {
+        loaded.tail.push(message);
+        loaded.tailForms.push(toChatMessage(message));
+      }
       loaded.lastSeq = message.seq;
     }
   }
@@ -176,6 +192,8 @@ export class ContextBuilder {
       lastSeq: session.last_seq,
       system,
       tail,
+      systemForms: system.map(toChatMessage),
+      tailForms: tail.map(toChatMessage),
     };
     this.loaded.delete(session.id);
     // Something stored after the session row was read: not known to be whole, so not kept.

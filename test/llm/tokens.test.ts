@@ -14,6 +14,7 @@ import {
   MESSAGE_OVERHEAD_TOKENS,
   PROMPT_COUNTER_MAX_KEYS,
   PromptTokenCounter,
+  SHARED_MEMO_MIN_TEXT_CHARS,
   TOKEN_MEMO_MAX_CHARS,
   TOKEN_MEMO_MAX_TEXT_CHARS,
   TokenMemo,
@@ -41,6 +42,17 @@ describe('estimateTextTokens', () => {
     const run = 'x'.repeat(ESTIMATE_SLICE_CHARS * 50);
     const slice = countTokens('x'.repeat(ESTIMATE_SLICE_CHARS));
     expect(estimateTextTokens(run)).toBe(slice * 50);
+  });
+
+  it('gives the same count for a text it has seen (remembered) and its own count for a near copy', () => {
+    const text = 'A reply the model gave, stored, then sent back in the next prompt.';
+    expect(text.length).toBeGreaterThanOrEqual(SHARED_MEMO_MIN_TEXT_CHARS);
+    const first = estimateTextTokens(text);
+    expect(estimateTextTokens(`${text}`)).toBe(first);
+    expect(first).toBe(countTokens(text));
+    const edited = `${text} With a long tail of extra words appended to it.`;
+    expect(estimateTextTokens(edited)).toBe(countTokens(edited));
+    expect(estimateTextTokens(text)).toBe(countTokens(text));
   });
 });
 
@@ -185,11 +197,10 @@ describe('PromptTokenCounter', () => {
   });
 
   it('reuses the previous count for an unchanged message instead of counting it again', () => {
-    const counter = new PromptTokenCounter();
     const counted: string[] = [];
-    Object.defineProperty(counter['memo'], 'count', {
-      value: (text: string) => (counted.push(text), estimateTextTokens(text)),
-    });
+    const counter = new PromptTokenCounter(
+      (text: string) => (counted.push(text), estimateTextTokens(text)),
+    );
     const first = conversation(2);
     counter.count(first, 'sess_a');
     counted.length = 0;

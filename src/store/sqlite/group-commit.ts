@@ -82,9 +82,11 @@ export class GroupCommit {
   ) {}
 
   /**
-   * Runs `work` (synchronous SQL, no `await`): at once when it is the first
-   * write of this turn of the event loop and nothing waits before it (an idle
-   * server pays no delay), else in the next group's transaction.
+   * Runs `work` (synchronous SQL, no `await`) inside a transaction, its own
+   * or a savepoint of the group's, so `work` never opens one: at once when it
+   * is the first write of this turn of the event loop and nothing waits
+   * before it (an idle server pays no delay), else in the next group's
+   * transaction.
    */
   write<T>(work: () => T): Promise<T> {
     if (!this.ranThisTurn && this.queued.length === 0 && this.unsettled === 0) {

@@ -73,13 +73,21 @@ export class SqliteCallRecords implements CallRecordStore {
 
   async appendModelCalls(calls: readonly NewModelCall[]): Promise<void> {
     if (calls.length === 0) return;
-    await this.write(() => this.db.transaction(() => this.insertCalls(calls)).immediate());
+    await this.write(() => this.insertCalls(calls));
   }
 
-  /** Inside the caller's transaction: the calls, their blobs and their sessions' cost. */
-  insertCalls(calls: readonly NewModelCall[]): void {
+  /**
+   * Inside the caller's transaction: the calls, their blobs and their
+   * sessions' cost. A call of a session that no longer exists is dropped;
+   * `existing` is a session the caller's transaction has just written to.
+   */
+  insertCalls(calls: readonly NewModelCall[], existing?: string): void {
     for (const call of calls) {
-      if (this.stmt.sessionExists.get(call.session_id) === undefined) continue;
+      if (
+        call.session_id !== existing &&
+        this.stmt.sessionExists.get(call.session_id) === undefined
+      )
+        continue;
       for (const blob of call.blobs)
         this.stmt.insertBlob.run(call.session_id, blob.hash, blob.body);
       this.stmt.insertCall.run(...modelCallValues(call));
@@ -125,17 +133,13 @@ export class SqliteCallRecords implements CallRecordStore {
   }
 
   async pruneModelCalls(before: string, maxChains: number): Promise<number> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          const chains = this.stmt.oldChains.all({ before, max: maxChains });
-          let deleted = 0;
-          for (const chain of chains) deleted += this.stmt.deleteChain.run(chain.id).changes;
-          for (const session of new Set(chains.map((c) => c.session_id)))
-            this.stmt.deleteUnusedBlobs.run({ session });
-          return deleted;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      const chains = this.stmt.oldChains.all({ before, max: maxChains });
+      let deleted = 0;
+      for (const chain of chains) deleted += this.stmt.deleteChain.run(chain.id).changes;
+      for (const session of new Set(chains.map((c) => c.session_id)))
+        this.stmt.deleteUnusedBlobs.run({ session });
+      return deleted;
+    });
   }
 }

@@ -464,14 +464,10 @@ export class SqliteStore extends StoreBase implements Store {
    * one transaction; returns how many it took (0: the queue is empty).
    */
   async indexHistoryBatch(): Promise<number> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          this.stmt.indexQueued.run(HISTORY_INDEX_BATCH);
-          return this.stmt.unqueueIndexed.run(HISTORY_INDEX_BATCH).changes;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      this.stmt.indexQueued.run(HISTORY_INDEX_BATCH);
+      return this.stmt.unqueueIndexed.run(HISTORY_INDEX_BATCH).changes;
+    });
   }
 
   /** Indexes every queued message (before a search: it must see every committed message). */
@@ -508,24 +504,20 @@ export class SqliteStore extends StoreBase implements Store {
     const createdAt = now();
     const system: ChatMessage[] = [{ role: 'system', content: input.systemPrompt }];
     const tokens = system.map(estimateMessageTokens);
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          this.stmt.insertSession.run({
-            id,
-            agent_name: input.agentName,
-            mode: input.mode,
-            title: input.title ?? null,
-            parent_session_id: input.parentSessionId ?? null,
-            created_at: createdAt,
-            compact_count: input.compactCount,
-            ...decide.sessionOrigin(input),
-          });
-          this.insertMessages(id, system, tokens, {}, createdAt);
-          return this.stmt.getSession.get(id)!;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      this.stmt.insertSession.run({
+        id,
+        agent_name: input.agentName,
+        mode: input.mode,
+        title: input.title ?? null,
+        parent_session_id: input.parentSessionId ?? null,
+        created_at: createdAt,
+        compact_count: input.compactCount,
+        ...decide.sessionOrigin(input),
+      });
+      this.insertMessages(id, system, tokens, {}, createdAt);
+      return this.stmt.getSession.get(id)!;
+    });
   }
 
   async updateSession(id: string, edit: SessionEdit): Promise<SessionRow | undefined> {
@@ -562,38 +554,29 @@ export class SqliteStore extends StoreBase implements Store {
     messages: readonly ImportedMessage[],
     tokens: readonly number[],
   ): Promise<void> {
-    await this.write(() =>
-      this.db
-        .transaction(() => {
-          // The visible-transcript chain is rebuilt as the messages go in, so a
-          // client resending the imported history lands in the imported session.
-          const head = this.stmt.appendState.get(sessionId)?.transcript_hash ?? null;
-          const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
-          for (const row of rows) this.stmt.insertMessage.run(row);
-          this.scheduleHistoryIndex();
-          this.stmt.bumpImported.run({
-            id: sessionId,
-            count: messages.length,
-            last_seq: messages[messages.length - 1]!.seq,
-            transcript_hash: transcript,
-          });
-        })
-        .immediate(),
-    );
+    await this.write(() => {
+      // The visible-transcript chain is rebuilt as the messages go in, so a
+      // client resending the imported history lands in the imported session.
+      const head = this.stmt.appendState.get(sessionId)?.transcript_hash ?? null;
+      const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
+      for (const row of rows) this.stmt.insertMessage.run(row);
+      this.scheduleHistoryIndex();
+      this.stmt.bumpImported.run({
+        id: sessionId,
+        count: messages.length,
+        last_seq: messages[messages.length - 1]!.seq,
+        transcript_hash: transcript,
+      });
+    });
   }
 
   async appendImportedCompactions(
     sessionId: string,
     compactions: readonly ImportedCompaction[],
   ): Promise<void> {
-    await this.write(() =>
-      this.db
-        .transaction(() => {
-          for (const c of compactions)
-            this.stmt.insertCompaction.run({ ...c, session_id: sessionId });
-        })
-        .immediate(),
-    );
+    await this.write(() => {
+      for (const c of compactions) this.stmt.insertCompaction.run({ ...c, session_id: sessionId });
+    });
   }
 
   async findSession(id: string): Promise<SessionRow | undefined> {
@@ -605,17 +588,13 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async resetSession(id: string): Promise<SessionRow | undefined> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          if (this.stmt.getSession.get(id) === undefined) return undefined;
-          this.stmt.deleteConversation.run(id);
-          this.stmt.deleteCompactions.run(id);
-          this.stmt.resetSession.run({ id, updated_at: now() });
-          return this.stmt.getSession.get(id)!;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      if (this.stmt.getSession.get(id) === undefined) return undefined;
+      this.stmt.deleteConversation.run(id);
+      this.stmt.deleteCompactions.run(id);
+      this.stmt.resetSession.run({ id, updated_at: now() });
+      return this.stmt.getSession.get(id)!;
+    });
   }
 
   async findSessionByTranscript(
@@ -644,28 +623,23 @@ export class SqliteStore extends StoreBase implements Store {
 
   async forkSession(id: string, atSeq?: number): Promise<ForkOutcome> {
     const forkId = newId('sess');
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          const source = this.stmt.getSession.get(id);
-          if (source === undefined) return { kind: 'no-session' as const };
-          const at = atSeq ?? this.stmt.lastMessageSeq.get(id) ?? 0;
-          if (this.stmt.hasMessage.get(id, at) === undefined)
-            return { kind: 'no-message' as const };
-          const carry = at >= source.compact_seq;
-          const params = { id: forkId, source: id, at_seq: at };
-          this.stmt.insertFork.run({ ...params, carry: carry ? 1 : 0, now: now() });
-          this.stmt.copyForkMessages.run(params);
-          if (carry) this.stmt.copyForkCompactions.run(params);
-          this.stmt.finishFork.run({ id: forkId });
-          this.scheduleHistoryIndex();
-          return {
-            kind: 'forked' as const,
-            session: this.stmt.getSession.get(forkId)!,
-          };
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      const source = this.stmt.getSession.get(id);
+      if (source === undefined) return { kind: 'no-session' as const };
+      const at = atSeq ?? this.stmt.lastMessageSeq.get(id) ?? 0;
+      if (this.stmt.hasMessage.get(id, at) === undefined) return { kind: 'no-message' as const };
+      const carry = at >= source.compact_seq;
+      const params = { id: forkId, source: id, at_seq: at };
+      this.stmt.insertFork.run({ ...params, carry: carry ? 1 : 0, now: now() });
+      this.stmt.copyForkMessages.run(params);
+      if (carry) this.stmt.copyForkCompactions.run(params);
+      this.stmt.finishFork.run({ id: forkId });
+      this.scheduleHistoryIndex();
+      return {
+        kind: 'forked' as const,
+        session: this.stmt.getSession.get(forkId)!,
+      };
+    });
   }
 
   // ---- responses ------------------------------------------------------------
@@ -689,11 +663,7 @@ export class SqliteStore extends StoreBase implements Store {
 
   protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
     const { sessionId, messages, tokens, options } = append;
-    return this.write(() =>
-      this.db
-        .transaction(() => this.insertMessages(sessionId, messages, tokens, options, now()))
-        .immediate(),
-    );
+    return this.write(() => this.insertMessages(sessionId, messages, tokens, options, now()));
   }
 
   protected writeMessagesWithEvents(
@@ -701,20 +671,16 @@ export class SqliteStore extends StoreBase implements Store {
     eventType: string,
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
     const { sessionId, messages, tokens, options } = append;
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          const createdAt = now();
-          this.requireRunning(options.runningTask);
-          const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
-          const events = stored.map((m) =>
-            this.insertEvent(decide.messageEvent(eventType, sessionId, m), createdAt),
-          );
-          if (options.modelCalls !== undefined) this.calls.insertCalls(options.modelCalls);
-          return { messages: stored, events };
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      const createdAt = now();
+      this.requireRunning(options.runningTask);
+      const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
+      const events = stored.map((m) =>
+        this.insertEvent(decide.messageEvent(eventType, sessionId, m), createdAt),
+      );
+      if (options.modelCalls !== undefined) this.calls.insertCalls(options.modelCalls, sessionId);
+      return { messages: stored, events };
+    });
   }
 
   /**
@@ -812,58 +778,50 @@ export class SqliteStore extends StoreBase implements Store {
   // ---- compaction -----------------------------------------------------------
 
   async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          this.requireRunning(input.runningTask);
-          const before = this.stmt.getSession.get(input.sessionId);
-          if (!decide.compactionApplies(before, input)) return undefined;
-          const record = decide.compactionRecord(input, before, now());
-          const result = this.stmt.casCompaction.run({
-            ...record,
-            id: input.sessionId,
-            expected_size: input.expectedSize,
-            expected_epoch: input.expectedEpoch ?? null,
-            updated_at: record.created_at,
-          });
-          if (result.changes === 0) return undefined;
-          this.stmt.insertCompaction.run(record);
-          // Compaction spends the session owner's tokens like any model call.
-          const spent = record.input_tokens + record.output_tokens;
-          chargeSessionTokens(this.keyStmt, input.sessionId, spent);
-          return this.stmt.getSession.get(input.sessionId)!;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      this.requireRunning(input.runningTask);
+      const before = this.stmt.getSession.get(input.sessionId);
+      if (!decide.compactionApplies(before, input)) return undefined;
+      const record = decide.compactionRecord(input, before, now());
+      const result = this.stmt.casCompaction.run({
+        ...record,
+        id: input.sessionId,
+        expected_size: input.expectedSize,
+        expected_epoch: input.expectedEpoch ?? null,
+        updated_at: record.created_at,
+      });
+      if (result.changes === 0) return undefined;
+      this.stmt.insertCompaction.run(record);
+      // Compaction spends the session owner's tokens like any model call.
+      const spent = record.input_tokens + record.output_tokens;
+      chargeSessionTokens(this.keyStmt, input.sessionId, spent);
+      return this.stmt.getSession.get(input.sessionId)!;
+    });
   }
 
   async undoCompaction(
     sessionId: string,
   ): Promise<{ session: SessionRow; restoredSize: number } | undefined> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          const latest = this.stmt.latestCompaction.get(sessionId);
-          if (!decide.undoApplies(latest)) return undefined;
-          const updatedAt = now();
-          const result = this.stmt.restoreCompaction.run({
-            id: sessionId,
-            summary: latest.previous_summary,
-            size: latest.from_size,
-            seq: latest.from_seq,
-            expected_size: latest.to_size,
-            expected_seq: latest.to_seq,
-            updated_at: updatedAt,
-          });
-          if (result.changes === 0) return undefined;
-          this.stmt.markUndone.run(updatedAt, latest.id);
-          return {
-            session: this.stmt.getSession.get(sessionId)!,
-            restoredSize: latest.from_size,
-          };
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      const latest = this.stmt.latestCompaction.get(sessionId);
+      if (!decide.undoApplies(latest)) return undefined;
+      const updatedAt = now();
+      const result = this.stmt.restoreCompaction.run({
+        id: sessionId,
+        summary: latest.previous_summary,
+        size: latest.from_size,
+        seq: latest.from_seq,
+        expected_size: latest.to_size,
+        expected_seq: latest.to_seq,
+        updated_at: updatedAt,
+      });
+      if (result.changes === 0) return undefined;
+      this.stmt.markUndone.run(updatedAt, latest.id);
+      return {
+        session: this.stmt.getSession.get(sessionId)!,
+        restoredSize: latest.from_size,
+      };
+    });
   }
 
   async listCompactions(sessionId: string): Promise<CompactionRow[]> {
@@ -945,20 +903,16 @@ export class SqliteStore extends StoreBase implements Store {
       ...patch,
     };
     from.forEach((status, i) => (params[`from${i}`] = status));
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          const result = this.db
-            .prepare(
-              `UPDATE tasks SET ${assignments.join(', ')} WHERE id = @id AND status IN (${statusList})
+    return this.write(() => {
+      const result = this.db
+        .prepare(
+          `UPDATE tasks SET ${assignments.join(', ')} WHERE id = @id AND status IN (${statusList})
                  AND (status <> 'running' OR owner_instance IS NULL OR owner_instance IS @self)`,
-            )
-            .run(params);
-          if (result.changes === 0) return undefined;
-          return this.stmt.getTask.get(id);
-        })
-        .immediate(),
-    );
+        )
+        .run(params);
+      if (result.changes === 0) return undefined;
+      return this.stmt.getTask.get(id);
+    });
   }
 
   async findWaitingTaskForSession(sessionId: string): Promise<TaskRow | undefined> {
@@ -1023,21 +977,17 @@ export class SqliteStore extends StoreBase implements Store {
     leaseMs: number,
     onlyIfDue = false,
   ): Promise<boolean> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          this.stmt.ensureDaemon.run(agentName);
-          const result = this.stmt.claimDaemon.run({
-            agent: agentName,
-            owner,
-            now: now.toISOString(),
-            expires: new Date(now.getTime() + leaseMs).toISOString(),
-            only_if_due: onlyIfDue ? 1 : 0,
-          });
-          return result.changes > 0;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      this.stmt.ensureDaemon.run(agentName);
+      const result = this.stmt.claimDaemon.run({
+        agent: agentName,
+        owner,
+        now: now.toISOString(),
+        expires: new Date(now.getTime() + leaseMs).toISOString(),
+        only_if_due: onlyIfDue ? 1 : 0,
+      });
+      return result.changes > 0;
+    });
   }
 
   protected finishRun(run: FinishedRun): Promise<boolean> {
@@ -1048,14 +998,10 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async setDaemonNextRun(agentName: string, nextRunAt: Date | null): Promise<void> {
-    await this.write(() =>
-      this.db
-        .transaction(() => {
-          this.stmt.ensureDaemon.run(agentName);
-          this.stmt.setDaemonNext.run(nextRunAt?.toISOString() ?? null, agentName);
-        })
-        .immediate(),
-    );
+    await this.write(() => {
+      this.stmt.ensureDaemon.run(agentName);
+      this.stmt.setDaemonNext.run(nextRunAt?.toISOString() ?? null, agentName);
+    });
   }
 
   // ---- memory ---------------------------------------------------------------
@@ -1075,15 +1021,11 @@ export class SqliteStore extends StoreBase implements Store {
     content: string,
     options: MemoryWriteOptions = {},
   ): Promise<MemoryNote> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          this.requireRunning(options.runningTask);
-          this.stmt.upsertMemory.run({ agent_name: agentName, key, content, now: now() });
-          return this.stmt.getMemory.get(agentName, key)!;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      this.requireRunning(options.runningTask);
+      this.stmt.upsertMemory.run({ agent_name: agentName, key, content, now: now() });
+      return this.stmt.getMemory.get(agentName, key)!;
+    });
   }
 
   async deleteMemory(
@@ -1091,14 +1033,10 @@ export class SqliteStore extends StoreBase implements Store {
     key: string,
     options: MemoryWriteOptions = {},
   ): Promise<boolean> {
-    return this.write(() =>
-      this.db
-        .transaction(() => {
-          this.requireRunning(options.runningTask);
-          return this.stmt.deleteMemory.run(agentName, key).changes > 0;
-        })
-        .immediate(),
-    );
+    return this.write(() => {
+      this.requireRunning(options.runningTask);
+      return this.stmt.deleteMemory.run(agentName, key).changes > 0;
+    });
   }
 
   /** Inside a write's transaction: `task`, when given, is still this instance's running task. */
