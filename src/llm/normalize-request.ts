@@ -62,8 +62,20 @@ function isBlank(text: string | null | undefined): boolean {
   return text.trim() === '';
 }
 
+/** A message whose only own keys are `role` and `content` (counted without allocating). */
+function isPlain(message: ChatMessage): boolean {
+  let keys = 0;
+  for (const key in message) {
+    if (key !== 'role' && key !== 'content') return false;
+    keys += 1;
+  }
+  return keys === 2;
+}
+
 /**
- * Returns a provider-valid copy of `messages`. The input is not modified.
+ * Returns a provider-valid copy of `messages`: a new array, whose messages
+ * are new objects where anything changed (a plain message already valid is
+ * the same object). The input is not modified.
  */
 export function normalizeOutgoing(messages: readonly ChatMessage[]): ChatMessage[] {
   const out: ChatMessage[] = [];
@@ -103,7 +115,10 @@ export function normalizeOutgoing(messages: readonly ChatMessage[]): ChatMessage
       continue;
     }
     if (isBlank(message.content)) continue; // nothing empty is sent
-    out.push({ role: message.role, content: message.content });
+    // Already as sent (a role and a text, nothing else): the same object, so
+    // whoever compares this request with the previous one finds it unchanged
+    // at a glance (the call records' delta, the offline model's token count).
+    out.push(isPlain(message) ? message : { role: message.role, content: message.content });
   }
   const first = out.findIndex((m) => m.role !== 'system');
   if (first >= 0 && out[first]!.tool_calls)

@@ -65,6 +65,18 @@ describe('normalizeOutgoing: unit cases', () => {
     expect(problemsOf(out)).toEqual([]);
   });
 
+  it('keeps a plain valid message as the same object, and copies one with more keys without them', () => {
+    const plain = user('what changed in the deploy?');
+    const stored = { ...assistant('the port'), seq: 4, session_id: 'sess_a', tokens: 7 };
+    const leadingSpace = user(' indented question');
+    const out = normalizeOutgoing([system('be brief'), plain, stored, leadingSpace]);
+    expect(out[1]).toBe(plain);
+    expect(out[3]).toBe(leadingSpace);
+    expect(out[2]).not.toBe(stored);
+    expect(out[2]).toEqual({ role: 'assistant', content: 'the port' });
+    expect(Object.keys(out[2]!)).toEqual(['role', 'content']);
+  });
+
   it('gives a call with no result an "interrupted" result with its id', () => {
     const out = normalizeOutgoing([user('hi'), calling(['a', 'b', 'c']), result('a'), result('b')]);
     expect(out.map((m) => [m.role, m.tool_call_id, m.content])).toEqual([
