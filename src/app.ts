@@ -163,11 +163,24 @@ function observed(role: ModelRole, model: ModelClient, observer?: ModelCallObser
  * The store `settings.database` selects: Postgres when a URL is set (migrated here), else SQLite.
  * With `instanceId`, the store writes it as the owner of the tasks it sets running.
  */
-export async function openStore(settings: Settings, instanceId?: string): Promise<Store> {
+export async function openStore(
+  settings: Settings,
+  instanceId?: string,
+  warn?: (details: Record<string, unknown>, message: string) => void,
+): Promise<Store> {
   const { url, poolSize, path, cacheMb } = settings.database;
   const owner = instanceId === undefined ? {} : { instanceId };
   if (url !== null) return PgStore.open(url, { poolSize, ...owner });
-  return new SqliteStore(path, { cacheMb, ...owner });
+  return new SqliteStore(path, {
+    cacheMb,
+    ...owner,
+    ...(warn
+      ? {
+          onCheckpointFallback: (reason: string) =>
+            warn({ reason }, 'WAL checkpoints run on the server connection again'),
+        }
+      : {}),
+  });
 }
 
 /**
@@ -253,7 +266,7 @@ function loadAgentRegistry(settings: Settings): LoadedAgents {
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const { warn } = logLines(logger);
   const instanceId = newInstanceId();
-  const store = await openStore(settings, instanceId);
+  const store = await openStore(settings, instanceId, warn);
   const events = new EventBus(store);
   const databaseUrl = settings.database.url;
   const shared: SharedDatabase | undefined =

@@ -176,16 +176,25 @@ export class PromptTokenCounter {
 
   count(messages: readonly ChatMessage[], key?: string): number {
     const before = key === undefined ? undefined : this.previous.get(key);
-    const entries: CountedEntry[] = [];
+    const entries: CountedEntry[] = new Array<CountedEntry>(messages.length);
     let total = 0;
-    for (const [i, message] of messages.entries()) {
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i]!;
       const known = before?.[i];
-      const tokens =
-        known !== undefined && sameCountedParts(known.message, message)
-          ? known.tokens
-          : messageTokens(message, this.textCounter);
-      entries.push({ message, tokens });
-      total += tokens;
+      // The same message object (the normaliser passes unchanged ones through) keeps its entry.
+      const entry =
+        known === undefined
+          ? { message, tokens: messageTokens(message, this.textCounter) }
+          : known.message === message
+            ? known
+            : {
+                message,
+                tokens: sameCountedParts(known.message, message)
+                  ? known.tokens
+                  : messageTokens(message, this.textCounter),
+              };
+      entries[i] = entry;
+      total += entry.tokens;
     }
     if (key !== undefined) this.remember(key, entries);
     return total;

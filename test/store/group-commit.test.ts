@@ -46,6 +46,23 @@ const countOn = (db: Database.Database): number =>
   (db.prepare('SELECT COUNT(*) AS n FROM notes').get() as { n: number }).n;
 
 describe('GroupCommit', () => {
+  it('tells of each commit: one for a write alone, one for a group, none for a write that failed alone', async () => {
+    const db = open();
+    let commits = 0;
+    const writer = new GroupCommit(db, 1_000, () => (commits += 1));
+    const insert = db.prepare('INSERT INTO notes (text) VALUES (?)');
+    await writer.write(() => insert.run('alone'));
+    expect(commits).toBe(1);
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
+    await Promise.all([1, 2, 3].map((i) => writer.write(() => insert.run(`together ${i}`))));
+    // The first ran at once (a commit), the other two shared the next.
+    expect(commits).toBe(3);
+    await nextTurn();
+    await expect(writer.write(() => insert.run('alone'))).rejects.toThrow(/UNIQUE/);
+    expect(commits).toBe(3);
+  });
+
   it('runs a write at once when idle, and the writes asked for after it in one transaction', async () => {
     const db = open();
     const other = peer();

@@ -79,6 +79,8 @@ export class GroupCommit {
   constructor(
     private readonly db: SqliteDatabase,
     private readonly busyBudgetMs: number,
+    /** Told after each commit (the WAL grew: a checkpoint is due). */
+    private readonly onCommit: () => void = () => undefined,
   ) {}
 
   /**
@@ -94,6 +96,7 @@ export class GroupCommit {
       setImmediate(() => (this.ranThisTurn = false));
       try {
         const outcome = this.runAlone(work);
+        if (outcome.ok) this.onCommit();
         return outcome.ok ? Promise.resolve(outcome.value as T) : Promise.reject(outcome.error);
       } catch {
         // Busy: it waits its turn in a group, which retries.
@@ -130,6 +133,7 @@ export class GroupCommit {
     let settled: Settled[];
     try {
       settled = await retryWhileBusy(() => this.runTogether(batch), this.busyBudgetMs);
+      this.onCommit();
     } catch (err) {
       // Nothing of the batch was committed (busy past the budget, the
       // connection closed, the disk full): every write fails with it.

@@ -63,6 +63,7 @@ import {
   type SqliteDatabase,
 } from './open-database.js';
 import { requireRunningTask } from '../task-taken-over.js';
+import { BackgroundCheckpoints } from './background-checkpoints.js';
 import { GroupCommit, retryWhileBusy } from './group-commit.js';
 import * as decide from '../decisions.js';
 import {
@@ -420,6 +421,23 @@ function prepareStatements(db: SqliteDatabase) {
 
 type Statements = ReturnType<typeof prepareStatements>;
 
+export interface SqliteStoreOptions {
+  busyBudgetMs?: number;
+  /** The owner of every task this store sets running. */
+  instanceId?: string;
+  /** SQLite's page cache, in MB (default: as SQLite was built). */
+  cacheMb?: number;
+  /**
+   * Who copies the WAL back into the database file: a worker thread
+   * (`background`, the default for a file; background-checkpoints.ts) or the
+   * commit that crosses SQLite's 1 000-page mark, as SQLite does by default
+   * (`inline`).
+   */
+  checkpoints?: 'background' | 'inline';
+  /** Told when background checkpoints fail and the connection checkpoints itself again. */
+  onCheckpointFallback?: (reason: string) => void;
+}
+
 export class SqliteStore extends StoreBase implements Store {
   readonly kind = 'sqlite' as const;
   readonly db: SqliteDatabase;
@@ -430,16 +448,15 @@ export class SqliteStore extends StoreBase implements Store {
   private readonly busyBudgetMs: number;
   /** Every write goes through it: the writes of concurrent turns share a commit. */
   private readonly commits: GroupCommit;
+  /** The WAL's checkpoints, off the event loop (absent: in memory, or `checkpoints: 'inline'`). */
+  readonly checkpoints: BackgroundCheckpoints | undefined;
   /** The owner of every task this store sets running, so recovery spares a live peer's tasks. */
   private readonly instanceId: string | null;
   /** The pending batch of the history index, if one is scheduled. */
   private historyIndexTimer: NodeJS.Timeout | undefined;
   protected readonly calls: SqliteCallRecords;
 
-  constructor(
-    path: string,
-    options: { busyBudgetMs?: number; instanceId?: string; cacheMb?: number } = {},
-  ) {
+  constructor(path: string, options: SqliteStoreOptions = {}) {
     super();
     this.db = openDatabase(path, {
       busyTimeoutMs: SQLITE_SYNC_BUSY_TIMEOUT_MS,
@@ -448,7 +465,14 @@ export class SqliteStore extends StoreBase implements Store {
     this.stmt = prepareStatements(this.db);
     this.keyStmt = prepareKeyStatements(this.db);
     this.busyBudgetMs = options.busyBudgetMs ?? SQLITE_BUSY_TIMEOUT_MS;
-    this.commits = new GroupCommit(this.db, this.busyBudgetMs);
+    const checkpoints =
+      path !== ':memory:' && options.checkpoints !== 'inline'
+        ? new BackgroundCheckpoints(this.db, path, {
+            ...(options.onCheckpointFallback ? { onFallback: options.onCheckpointFallback } : {}),
+          })
+        : undefined;
+    this.checkpoints = checkpoints;
+    this.commits = new GroupCommit(this.db, this.busyBudgetMs, () => checkpoints?.committed());
     this.keys = new SqliteKeys(this.keyStmt, (work) => this.write(work));
     this.instanceId = options.instanceId ?? null;
     this.calls = new SqliteCallRecords(this.db, (work) => this.write(work));
@@ -1054,6 +1078,7 @@ export class SqliteStore extends StoreBase implements Store {
     this.historyIndexTimer = undefined;
     // Writes already asked for are committed, not dropped.
     if (this.db.open) await this.commits.drain();
+    await this.checkpoints?.close();
     if (this.db.open) this.db.close();
   }
 
