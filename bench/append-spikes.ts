@@ -7,11 +7,12 @@
  * percentiles and how many of the appends at or above p95 had a GC.
  *
  * Variants, to attribute the slow ones by difference:
- * - CHECKPOINT=auto (SQLite's default, what the store runs: the commit that
- *   crosses 1 000 WAL pages checkpoints inline) or off (never: the WAL grows).
+ * - CHECKPOINT=background (what the store runs: a worker thread checkpoints
+ *   a moment after commits), inline (SQLite's default: the commit that crosses
+ *   1 000 WAL pages checkpoints itself) or off (never: the WAL grows).
  * - FTS=queued (migration 008, what the store runs) or trigger (001: each
  *   insert indexes its message inside the commit).
- * CPU time leaves out the fsync waits of a checkpoint, so `auto` costs more
+ * CPU time leaves out the fsync waits of a checkpoint, so `inline` costs more
  * wall time than this shows.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -37,9 +38,11 @@ observer.observe({ entryTypes: ['gc'] });
 const dir = mkdtempSync(join(tmpdir(), 'cairn-append-spikes-'));
 try {
   const file = join(dir, 'cairn.db');
-  const store = new SqliteStore(file);
-  if (process.env.CHECKPOINT === 'auto') store.db.pragma('wal_autocheckpoint = 1000');
-  if (process.env.CHECKPOINT === 'off') store.db.pragma('wal_autocheckpoint = 0');
+  const checkpoint = process.env.CHECKPOINT ?? 'background';
+  const store = new SqliteStore(file, {
+    checkpoints: checkpoint === 'background' ? 'background' : 'inline',
+  });
+  if (checkpoint === 'off') store.db.pragma('wal_autocheckpoint = 0');
   // Migration 001's index: every insert indexes its message in the commit.
   if (process.env.FTS === 'trigger') useInsertTriggerIndex(store);
   const session = await store.createSession({

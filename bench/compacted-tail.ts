@@ -5,17 +5,28 @@
  */
 import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
-/** Moves the compaction pointer so only the last `tail` raw messages stay uncompacted. */
+/**
+ * Moves the compaction pointer so only the last `tail` raw messages stay
+ * uncompacted. It writes on the store's connection around its writer, which
+ * would retry a busy database: so it waits for the lock itself (the
+ * checkpoint worker's truncating checkpoint holds it for a moment).
+ */
 export function trimTail(store: SqliteStore, sessionId: string, tail: number): void {
   const maxSeq = store.db
     .prepare('SELECT MAX(seq) FROM messages WHERE session_id = ?')
     .pluck()
     .get(sessionId) as number;
   const compactSeq = maxSeq - tail;
-  // seq 1 is the system prompt, so compact_seq - 1 conversation messages are covered.
-  store.db
-    .prepare('UPDATE sessions SET compact_seq = ?, compact_size = ? WHERE id = ?')
-    .run(compactSeq, compactSeq - 1, sessionId);
+  const busyTimeout = store.db.pragma('busy_timeout', { simple: true }) as number;
+  store.db.pragma('busy_timeout = 5000');
+  try {
+    // seq 1 is the system prompt, so compact_seq - 1 conversation messages are covered.
+    store.db
+      .prepare('UPDATE sessions SET compact_seq = ?, compact_size = ? WHERE id = ?')
+      .run(compactSeq, compactSeq - 1, sessionId);
+  } finally {
+    store.db.pragma(`busy_timeout = ${busyTimeout}`);
+  }
 }
 
 /** The p-th percentile (0–100) of an ascending array; NaN when empty. */

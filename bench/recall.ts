@@ -225,7 +225,8 @@ async function offlineEval(): Promise<string> {
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'cairn-bench-recall-'));
   const rows: string[] = [];
-  const sqlite = new SqliteStore(join(dir, 'bench.db'));
+  // It writes around the store's writer, so no commit would call a background checkpoint.
+  const sqlite = new SqliteStore(join(dir, 'bench.db'), { checkpoints: 'inline' });
   const insertSqlite: InsertRows = async (sessionId, batch) => {
     const insert = sqlite.db.prepare(
       'INSERT INTO messages (session_id, seq, role, content, chars, created_at) VALUES (?, ?, ?, ?, ?, ?)',

@@ -56,7 +56,8 @@ async function seed(dbPath: string, request: SeedRequest): Promise<string[][]> {
   const { SqliteStore } = (await import(
     new URL('../../dist/store/sqlite/sqlite-store.js', import.meta.url).href
   )) as { SqliteStore: typeof SqliteStoreClass };
-  const store = new SqliteStore(dbPath);
+  // It writes around the store's writer, so no commit would call a background checkpoint.
+  const store = new SqliteStore(dbPath, { checkpoints: 'inline' });
   const insert = store.db.prepare(`INSERT INTO messages
     (session_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)`);
   const compact = store.db.prepare(`UPDATE sessions SET message_count = message_count + ?,
