@@ -180,6 +180,8 @@ export class BackgroundCheckpoints {
   }
 
   private answered(answer: WorkerAnswer): void {
+    // An answer that arrives after close (the checkpoint ran on) changes nothing.
+    if (this.closed) return;
     if (!answer.ok) {
       this.fallBack(`a background checkpoint failed: ${answer.error ?? 'unknown error'}`);
       return;
