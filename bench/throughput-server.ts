@@ -215,8 +215,7 @@ async function startBaseline(home: string, sameWrites: boolean): Promise<Closabl
     chains.set(sessionId, { chainId: previous?.chainId ?? id, lastCallId: id, refs });
   };
 
-  const storeTurn = db.transaction(append).immediate.bind(null);
-  const storeInput = storeTurn;
+  const storeMessages = db.transaction(append).immediate.bind(null);
   const storeReply = db
     .transaction((sessionId: string, sent: readonly string[], reply: string) => {
       const stored = append(sessionId, [['assistant', reply]]);
@@ -263,7 +262,7 @@ async function startBaseline(home: string, sameWrites: boolean): Promise<Closabl
       const text = `You said: "${message.slice(0, 80)}". ${'This is a canned reply. '.repeat(10)}`;
       let stored: Stored[] | undefined;
       if (sameWrites) {
-        const input = storeInput(sessionId, [['user', message]]);
+        const input = storeMessages(sessionId, [['user', message]]);
         const sent = prompts.get(sessionId) ?? [wire('system', system)];
         sent.push(wire('user', message));
         const output = input && storeReply(sessionId, sent, text);
@@ -271,7 +270,7 @@ async function startBaseline(home: string, sameWrites: boolean): Promise<Closabl
         prompts.set(sessionId, sent);
         stored = input && output && [...input, ...output];
       } else {
-        stored = storeTurn(sessionId, [
+        stored = storeMessages(sessionId, [
           ['user', message],
           ['assistant', text],
         ]);

@@ -182,17 +182,14 @@ export class PromptTokenCounter {
       const message = messages[i]!;
       const known = before?.[i];
       // The same message object (the normaliser passes unchanged ones through) keeps its entry.
-      const entry =
-        known === undefined
-          ? { message, tokens: messageTokens(message, this.textCounter) }
-          : known.message === message
-            ? known
-            : {
-                message,
-                tokens: sameCountedParts(known.message, message)
-                  ? known.tokens
-                  : messageTokens(message, this.textCounter),
-              };
+      let entry = known;
+      if (entry === undefined || entry.message !== message) {
+        const tokens =
+          known !== undefined && sameCountedParts(known.message, message)
+            ? known.tokens
+            : messageTokens(message, this.textCounter);
+        entry = { message, tokens };
+      }
       entries[i] = entry;
       total += entry.tokens;
     }
