@@ -15,13 +15,20 @@ export interface AbortLink {
   dispose(): void;
 }
 
+/**
+ * A signal that never aborts, shared: for a holder that cannot lose what it
+ * holds (one process's own queue). Links skip it, so a turn holding it adds
+ * no listener.
+ */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 export function linkAbort(...sources: (AbortSignal | undefined)[]): AbortLink {
   const controller = new AbortController();
   const attached: AbortSignal[] = [];
   const onAbort = (event: Event): void =>
     controller.abort((event.target as AbortSignal | null)?.reason);
   for (const source of sources) {
-    if (!source) continue;
+    if (!source || source === NEVER_ABORTED) continue;
     if (source.aborted) {
       controller.abort(source.reason);
       break;

@@ -101,7 +101,7 @@ export class OfflineModel implements ModelClient {
   }
 
   private reply(request: ModelRequest): string {
-    const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
+    const lastUser = request.messages.findLast((m) => m.role === 'user');
     const said = clip(lastUser?.content ?? '', QUOTE_CHARS);
     return `${OFFLINE_LABEL} You said: "${said}". This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model. ${OFFLINE_DIRECTIVES_HINT}`;
   }

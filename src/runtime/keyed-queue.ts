@@ -1,3 +1,4 @@
+import { NEVER_ABORTED } from '../llm/abort-link.js';
 import type { SessionLock } from './session-lock.js';
 
 /**
@@ -12,7 +13,7 @@ export class KeyedQueue implements SessionLock {
   /** Runs `work` after everything queued before it on `key`; its signal never aborts. */
   run<T>(key: string, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
-    const start = (): Promise<T> => work(new AbortController().signal);
+    const start = (): Promise<T> => work(NEVER_ABORTED);
     const result = previous.then(start, start);
     const settled = result.then(
       () => undefined,

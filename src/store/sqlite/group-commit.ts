@@ -75,13 +75,21 @@ export class GroupCommit {
   private unsettled = 0;
   /** A write ran at once in this turn of the event loop: the ones after it wait for the group. */
   private ranThisTurn = false;
+  /**
+   * `work()` in a transaction: `.immediate(work)` opens one; called inside an
+   * open one, a savepoint. Made once: better-sqlite3 builds five functions
+   * for every `db.transaction` call.
+   */
+  private readonly inTransaction: ReturnType<SqliteDatabase['transaction']>;
 
   constructor(
     private readonly db: SqliteDatabase,
     private readonly busyBudgetMs: number,
     /** Told after each commit (the WAL grew: a checkpoint is due). */
     private readonly onCommit: () => void = () => undefined,
-  ) {}
+  ) {
+    this.inTransaction = db.transaction((work: () => unknown) => work());
+  }
 
   /**
    * Runs `work` (synchronous SQL, no `await`) inside a transaction, its own
@@ -150,26 +158,24 @@ export class GroupCommit {
   /** One transaction, a savepoint per write; throws (rolling all back) only for what must retry or abort all. */
   private runTogether(batch: readonly QueuedWrite[]): Settled[] {
     if (batch.length === 1) return [this.runAlone(batch[0]!.work)];
-    return this.db
-      .transaction(() =>
-        batch.map((write): Settled => {
-          try {
-            // Nested in the open transaction, better-sqlite3 runs it in a savepoint.
-            return { ok: true, value: this.db.transaction(() => write.work())() };
-          } catch (error) {
-            // Busy, or an error that ended the transaction itself: the whole batch goes again or fails.
-            if (isBusy(error) || !this.db.inTransaction) throw error;
-            return { ok: false, error: error as Error };
-          }
-        }),
-      )
-      .immediate();
+    return this.inTransaction.immediate(() =>
+      batch.map((write): Settled => {
+        try {
+          // Nested in the open transaction, better-sqlite3 runs it in a savepoint.
+          return { ok: true, value: this.inTransaction(write.work) };
+        } catch (error) {
+          // Busy, or an error that ended the transaction itself: the whole batch goes again or fails.
+          if (isBusy(error) || !this.db.inTransaction) throw error;
+          return { ok: false, error: error as Error };
+        }
+      }),
+    ) as Settled[];
   }
 
   /** A write with no company needs no savepoint: its own transaction, as a write had before. */
   private runAlone(work: () => unknown): Settled {
     try {
-      return { ok: true, value: this.db.transaction(() => work()).immediate() };
+      return { ok: true, value: this.inTransaction.immediate(work) };
     } catch (error) {
       if (isBusy(error)) throw error;
       return { ok: false, error: error as Error };
