@@ -12,7 +12,7 @@ import { DEFAULT_MAX_SUMMARY_CHARS } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelCallScope, ModelClient } from '../llm/model-client.js';
-import { NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
+import { inSpan, NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type {
   CompactionStore,
@@ -115,26 +115,19 @@ export class DefaultCompaction {
         'cairn.compaction.trigger': options.trigger,
       },
     });
-    try {
-      const result = (await this.runOnce(options, span)) as CompactResult;
-      span.setAttributes({
+    return inSpan(
+      span,
+      async () => (await this.runOnce(options, span)) as CompactResult,
+      (result) => ({
         'cairn.compaction.messages_folded': result.compactedCount,
         'cairn.compaction.summary_chars': result.session.compact_summary?.length ?? 0,
         'cairn.compaction.compacted_size': result.newSize,
         'cairn.compaction.already_up_to_date': result.alreadyUpToDate,
         'gen_ai.usage.input_tokens': result.input_tokens,
         'gen_ai.usage.output_tokens': result.output_tokens,
-      });
-      return result;
-    } catch (err) {
-      span.fail(
-        err instanceof CairnError ? err.code : 'INTERNAL',
-        err instanceof Error ? err.message : 'The compaction failed.',
-      );
-      throw err;
-    } finally {
-      span.end();
-    }
+      }),
+      (err) => (err instanceof Error ? err.message : 'The compaction failed.'),
+    );
   }
 
   private async runOnce(

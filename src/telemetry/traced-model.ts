@@ -3,9 +3,8 @@
  * GenAI semantic conventions, the child of the call's scope span (the turn,
  * or a compaction). Message content is added only when the operator opted in.
  */
-import { CairnError } from '../errors.js';
 import { decorateModel, type ModelClient } from '../llm/model-client.js';
-import { spanOf, type Tracing } from './tracing.js';
+import { inSpan, spanOf, type Tracing } from './tracing.js';
 
 export function traceModel(client: ModelClient, tracing: Tracing, provider: string): ModelClient {
   if (!tracing.enabled) return client;
@@ -30,9 +29,10 @@ export function traceModel(client: ModelClient, tracing: Tracing, provider: stri
           : {}),
       },
     });
-    try {
-      const response = await client.complete(request, options);
-      span.setAttributes({
+    return inSpan(
+      span,
+      () => client.complete(request, options),
+      (response) => ({
         'gen_ai.response.model': response.model,
         'gen_ai.usage.input_tokens': response.usage?.prompt_tokens,
         'gen_ai.usage.output_tokens': response.usage?.completion_tokens,
@@ -45,16 +45,9 @@ export function traceModel(client: ModelClient, tracing: Tracing, provider: stri
         ...(tracing.captureContent
           ? { 'gen_ai.output.messages': JSON.stringify([response.message]) }
           : {}),
-      });
-      return response;
-    } catch (err) {
-      span.fail(
-        err instanceof CairnError ? err.code : 'INTERNAL',
-        err instanceof CairnError ? err.message : 'The model call failed.',
-      );
-      throw err;
-    } finally {
-      span.end();
-    }
+      }),
+      // A provider SDK's own error text may quote the request: not on the span.
+      () => 'The model call failed.',
+    );
   });
 }

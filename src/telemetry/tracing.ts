@@ -5,6 +5,7 @@
  * OpenTelemetry SDK sits behind `otel-tracing.ts`, which the composition root
  * imports only then, so a server without tracing never loads it.
  */
+import { CairnError } from '../errors.js';
 
 export type SpanAttributes = Record<string, string | number | boolean | string[] | undefined>;
 
@@ -45,6 +46,31 @@ export const NO_TRACING: Tracing = {
   startSpan: () => NO_SPAN,
   shutdown: async () => undefined,
 };
+
+/**
+ * Runs `work` inside `span`: the attributes of its result are added, a
+ * throw marks the span failed (a CairnError with its code and message,
+ * anything else as INTERNAL with what `internalMessage` says of it), and the
+ * span ends either way.
+ */
+export async function inSpan<T>(
+  span: TraceSpan,
+  work: () => Promise<T>,
+  attributesOf: (result: T) => SpanAttributes,
+  internalMessage: (err: unknown) => string,
+): Promise<T> {
+  try {
+    const result = await work();
+    span.setAttributes(attributesOf(result));
+    return result;
+  } catch (err) {
+    if (err instanceof CairnError) span.fail(err.code, err.message);
+    else span.fail('INTERNAL', internalMessage(err));
+    throw err;
+  } finally {
+    span.end();
+  }
+}
 
 /** The span of a scope (`ModelCallScope.span`), when it is one. */
 export function spanOf(value: unknown): TraceSpan | undefined {
