@@ -38,33 +38,37 @@ const ADMIN: OwnershipRule = { access: 'admin' };
 const SESSION: OwnershipRule = { access: 'key', session: 'params.id' };
 const TASK: OwnershipRule = { access: 'key', task: 'params.id' };
 const TASK_SPENDS: OwnershipRule = { access: 'key', task: 'params.id', spends: true };
-const API_DOCS: OwnershipRule = { access: 'key', filters: 'the API docs page: no objects' };
+/** Any key; the handler keeps it to its own world as `filters` says. */
+const scoped = (filters: string): OwnershipRule => ({ access: 'key', filters });
+/** The same, for a route that runs a model (counted against tokensPerDay). */
+const scopedSpending = (filters: string): OwnershipRule => ({
+  access: 'key',
+  spends: true,
+  filters,
+});
+/** A chat or a task: the agent, and the session when one is continued, must be the key's. */
+const AGENT_TURN: OwnershipRule = {
+  access: 'key',
+  agent: 'params.name',
+  session: 'body.sessionId',
+  spends: true,
+  filters: 'a new session belongs to the key',
+};
+const API_DOCS = scoped('the API docs page: no objects');
 
 /** Every route of the server, `METHOD path` as registered. */
 export const ROUTE_RULES: Readonly<Record<string, OwnershipRule>> = {
   'GET /health': OPEN,
-  [`GET ${OPENAPI_PATH}`]: { access: 'key', filters: 'the API description: no objects' },
-  'GET /agents': { access: 'key', filters: "lists the key's agents only" },
+  [`GET ${OPENAPI_PATH}`]: scoped('the API description: no objects'),
+  'GET /agents': scoped("lists the key's agents only"),
   'GET /agents/:name': { access: 'key', agent: 'params.name' },
   'POST /agents/reload': ADMIN,
-  'POST /agents/:name/chat': {
-    access: 'key',
-    agent: 'params.name',
-    session: 'body.sessionId',
-    spends: true,
-    filters: 'a new session belongs to the key',
-  },
-  'POST /agents/:name/tasks': {
-    access: 'key',
-    agent: 'params.name',
-    session: 'body.sessionId',
-    spends: true,
-    filters: 'a new session belongs to the key',
-  },
+  'POST /agents/:name/chat': AGENT_TURN,
+  'POST /agents/:name/tasks': AGENT_TURN,
   'GET /agents/:name/memory': ADMIN,
   'PUT /agents/:name/memory/:key': ADMIN,
   'DELETE /agents/:name/memory/:key': ADMIN,
-  'GET /tasks': { access: 'key', filters: "lists the key's tasks only" },
+  'GET /tasks': scoped("lists the key's tasks only"),
   'GET /tasks/:id': TASK,
   'POST /tasks/:id/resume': TASK_SPENDS,
   'POST /tasks/:id/approve': TASK_SPENDS,
@@ -75,11 +79,10 @@ export const ROUTE_RULES: Readonly<Record<string, OwnershipRule>> = {
     agent: 'body.agentName',
     filters: 'the new session belongs to the key',
   },
-  'GET /sessions': { access: 'key', filters: "lists the key's sessions only" },
-  'POST /sessions/import': {
-    access: 'key',
-    filters: 'the imported session belongs to the key; its agent must be one of the key',
-  },
+  'GET /sessions': scoped("lists the key's sessions only"),
+  'POST /sessions/import': scoped(
+    'the imported session belongs to the key; its agent must be one of the key',
+  ),
   'GET /sessions/:id': SESSION,
   'PATCH /sessions/:id': SESSION,
   'DELETE /sessions/:id': SESSION,
@@ -93,34 +96,26 @@ export const ROUTE_RULES: Readonly<Record<string, OwnershipRule>> = {
   'POST /sessions/:id/close': SESSION,
   'POST /sessions/:id/fork': SESSION,
   'GET /sessions/:id/calls': SESSION,
-  'GET /calls/:id': { access: 'key', filters: "answers the calls of the key's sessions only" },
+  'GET /calls/:id': scoped("answers the calls of the key's sessions only"),
   'GET /events': {
     access: 'key',
     session: 'query.sessionId',
     filters: "streams the events of the key's sessions only",
   },
-  'POST /mcp': {
-    access: 'key',
-    spends: true,
-    filters: "offers the key's agents only; a sessionId must be the key's",
-  },
-  'GET /mcp': { access: 'key', filters: 'answers 405' },
-  'DELETE /mcp': { access: 'key', filters: 'answers 405' },
+  'POST /mcp': scopedSpending("offers the key's agents only; a sessionId must be the key's"),
+  'GET /mcp': scoped('answers 405'),
+  'DELETE /mcp': scoped('answers 405'),
   'GET /metrics': ADMIN,
-  'GET /v1/models': { access: 'key', filters: "lists the key's agents only" },
-  'GET /v1/models/:id': { access: 'key', filters: "answers the key's agents only" },
-  'POST /v1/chat/completions': {
-    access: 'key',
-    spends: true,
-    filters: "the model must be the key's agent; sessions continued must be the key's",
-  },
-  'POST /v1/responses': {
-    access: 'key',
-    spends: true,
-    filters: "the model must be the key's agent; previous_response_id must be the key's",
-  },
-  'GET /v1/responses/:id': { access: 'key', filters: "answers the key's responses only" },
-  'GET /.well-known/agent-card.json': { access: 'key', filters: "lists the key's agents only" },
+  'GET /v1/models': scoped("lists the key's agents only"),
+  'GET /v1/models/:id': scoped("answers the key's agents only"),
+  'POST /v1/chat/completions': scopedSpending(
+    "the model must be the key's agent; sessions continued must be the key's",
+  ),
+  'POST /v1/responses': scopedSpending(
+    "the model must be the key's agent; previous_response_id must be the key's",
+  ),
+  'GET /v1/responses/:id': scoped("answers the key's responses only"),
+  'GET /.well-known/agent-card.json': scoped("lists the key's agents only"),
   'GET /a2a/:name/.well-known/agent-card.json': { access: 'key', agent: 'params.name' },
   'POST /a2a/:name': {
     access: 'key',
