@@ -2499,6 +2499,31 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.findSession(session.id))?.cost).toBeCloseTo(0.75, 12);
       });
 
+      it('appendMessages (no events) keeps the same rules: its modelCalls with it, refused for a task not running', async () => {
+        const session = await newSession();
+        const first = modelCall(session.id, request(1), undefined);
+        await store.appendMessages(session.id, [{ role: 'assistant', content: 'quiet' }], {
+          modelCalls: [first.call],
+        });
+        expect(JSON.stringify((await store.findModelCall(first.call.id))?.request)).toBe(
+          JSON.stringify(request(1)),
+        );
+        const refused = modelCall(session.id, request(3), first.next);
+        await expect(
+          store.appendMessages(session.id, [{ role: 'assistant', content: 'late' }], {
+            runningTask: 'task_not_running',
+            modelCalls: [refused.call],
+          }),
+        ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+        expect(await store.findModelCall(refused.call.id)).toBeUndefined();
+        const contents = (await store.listMessages(session.id, { afterSeq: 0, limit: 20 })).map(
+          (m) => m.content,
+        );
+        expect(contents).toEqual(['You are a test assistant.', 'quiet']);
+        const events = await store.listEvents({ afterId: 0, sessionId: session.id, limit: 100 });
+        expect(events.map((e) => e.type)).not.toContain('message.created');
+      });
+
       it('appendModelCalls skips the calls of a session deleted meanwhile', async () => {
         const kept = await newSession();
         const gone = await newSession();

@@ -686,25 +686,37 @@ export class SqliteStore extends StoreBase implements Store {
   // ---- messages -------------------------------------------------------------
 
   protected writeMessages(append: PendingAppend): Promise<StoredMessage[]> {
-    const { sessionId, messages, tokens, options } = append;
-    return this.write(() => this.insertMessages(sessionId, messages, tokens, options, now()));
+    return this.write(() => this.appendNow(append, undefined).messages);
   }
 
   protected writeMessagesWithEvents(
     append: PendingAppend,
     eventType: string,
   ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+    return this.write(() => this.appendNow(append, eventType));
+  }
+
+  /**
+   * One append, inside the writer's transaction: refused unless its task is
+   * still running, then the messages, an event each when `eventType` is
+   * given, and the model calls that commit with them.
+   */
+  private appendNow(
+    append: PendingAppend,
+    eventType: string | undefined,
+  ): { messages: StoredMessage[]; events: EventRow[] } {
     const { sessionId, messages, tokens, options } = append;
-    return this.write(() => {
-      const createdAt = now();
-      this.requireRunning(options.runningTask);
-      const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
-      const events = stored.map((m) =>
-        this.insertEvent(decide.messageEvent(eventType, sessionId, m), createdAt),
-      );
-      if (options.modelCalls !== undefined) this.calls.insertCalls(options.modelCalls, sessionId);
-      return { messages: stored, events };
-    });
+    const createdAt = now();
+    this.requireRunning(options.runningTask);
+    const stored = this.insertMessages(sessionId, messages, tokens, options, createdAt);
+    const events =
+      eventType === undefined
+        ? []
+        : stored.map((m) =>
+            this.insertEvent(decide.messageEvent(eventType, sessionId, m), createdAt),
+          );
+    if (options.modelCalls !== undefined) this.calls.insertCalls(options.modelCalls, sessionId);
+    return { messages: stored, events };
   }
 
   /**
@@ -802,8 +814,7 @@ export class SqliteStore extends StoreBase implements Store {
   // ---- compaction -----------------------------------------------------------
 
   async commitCompaction(input: NewCompaction): Promise<SessionRow | undefined> {
-    return this.write(() => {
-      this.requireRunning(input.runningTask);
+    return this.writeForTask(input.runningTask, () => {
       const before = this.stmt.getSession.get(input.sessionId);
       if (!decide.compactionApplies(before, input)) return undefined;
       const record = decide.compactionRecord(input, before, now());
@@ -1045,8 +1056,7 @@ export class SqliteStore extends StoreBase implements Store {
     content: string,
     options: MemoryWriteOptions = {},
   ): Promise<MemoryNote> {
-    return this.write(() => {
-      this.requireRunning(options.runningTask);
+    return this.writeForTask(options.runningTask, () => {
       this.stmt.upsertMemory.run({ agent_name: agentName, key, content, now: now() });
       return this.stmt.getMemory.get(agentName, key)!;
     });
@@ -1057,13 +1067,21 @@ export class SqliteStore extends StoreBase implements Store {
     key: string,
     options: MemoryWriteOptions = {},
   ): Promise<boolean> {
-    return this.write(() => {
-      this.requireRunning(options.runningTask);
-      return this.stmt.deleteMemory.run(agentName, key).changes > 0;
-    });
+    return this.writeForTask(
+      options.runningTask,
+      () => this.stmt.deleteMemory.run(agentName, key).changes > 0,
+    );
   }
 
   /** Inside a write's transaction: `task`, when given, is still this instance's running task. */
+  /** `work` in the writer's transaction, refused (SESSION_LOCK_LOST) unless `task`, if given, is still this instance's running task. */
+  private writeForTask<T>(task: string | undefined, work: () => T): Promise<T> {
+    return this.write(() => {
+      this.requireRunning(task);
+      return work();
+    });
+  }
+
   private requireRunning(task: string | undefined): void {
     if (task !== undefined) requireRunningTask(task, this.stmt.getTask.get(task), this.instanceId);
   }
