@@ -113,30 +113,40 @@ interface TransactionCall {
 }
 
 const TRANSACTION_CALL = /\.transaction\s*\(/g;
-/** A unit of work handed to the SQLite store's writer, or a transaction of its own. */
-const SQLITE_WRITE_CALL = /\.transaction\s*\(|\bthis\.write\s*\((?!\s*work\s*\))/g;
+/**
+ * A unit of work handed to the SQLite store's writer (`this.write(work)`, or
+ * `this.writeForTask(task, work)`: the match ends where the work begins), or
+ * a transaction of its own.
+ */
+const SQLITE_WRITE_CALL =
+  /\.transaction\s*\(|\bthis\.write\s*\((?!\s*work\s*\))|\bthis\.writeForTask\s*\([^,()]*,/g;
 
 /** Finds every call `pattern` matches in `source` (by default `.transaction(`) and checks its callback. */
 function checkTransactions(source: string, pattern = TRANSACTION_CALL): TransactionCall[] {
   const code = maskNonCode(source);
   const calls: TransactionCall[] = [];
   for (const match of code.matchAll(pattern)) {
-    const open = match.index + match[0].length - 1;
-    const line = code.slice(0, open).split('\n').length;
+    // The callback runs from the end of the match to the `,` or `)` that ends its argument.
+    const start = match.index + match[0].length;
+    const line = code.slice(0, start).split('\n').length;
     let depth = 0;
     let close = -1;
-    for (let k = open; k < code.length; k++) {
-      if (code[k] === '(') depth += 1;
-      else if (code[k] === ')' && --depth === 0) {
+    for (let k = start; k < code.length; k++) {
+      const c = code[k];
+      if (c === '(' || c === '[' || c === '{') depth += 1;
+      else if ((c === ')' || c === ']' || c === '}') && --depth < 0) {
+        close = k;
+        break;
+      } else if (c === ',' && depth === 0) {
         close = k;
         break;
       }
     }
     if (close === -1) {
-      calls.push({ line, callback: code.slice(open + 1), problems: ['unbalanced parentheses'] });
+      calls.push({ line, callback: code.slice(start), problems: ['unbalanced parentheses'] });
       continue;
     }
-    const callback = code.slice(open + 1, close);
+    const callback = code.slice(start, close);
     const problems: string[] = [];
     if (/^\s*async\b/.test(callback)) problems.push('the callback is async');
     if (/\bawait\b/.test(callback)) problems.push('the callback contains await');
@@ -209,6 +219,12 @@ describe('no await inside a database transaction', () => {
         ['the callback is not written inline, so it cannot be checked'],
       ]);
       expect(sqlite('new Part(stmt, (work) => this.write(work));')).toEqual([]);
+      expect(
+        sqlite('return this.writeForTask(options.runningTask, () => stmt.run(a, b).changes > 0);'),
+      ).toEqual([[]]);
+      expect(
+        sqlite('return this.writeForTask(task, async () => { await other(); }, more);'),
+      ).toEqual([['the callback is async', 'the callback contains await']]);
     });
 
     it('flags async callbacks and awaits, even after tricky strings and comments', () => {
