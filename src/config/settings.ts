@@ -145,28 +145,23 @@ const modelEndpointProperties = {
   maxOutputTokens: { type: 'integer', minimum: 1 },
 } as const;
 
-const modelRoleSchema = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    ...modelEndpointProperties,
-    pricing: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['inputPerMTok', 'outputPerMTok'],
-      properties: {
-        inputPerMTok: { type: 'number', minimum: 0 },
-        outputPerMTok: { type: 'number', minimum: 0 },
-        cachedInputPerMTok: { type: 'number', minimum: 0 },
-      },
-    },
-    fallbacks: {
-      type: 'array',
-      maxItems: 5,
-      items: { type: 'object', additionalProperties: false, properties: modelEndpointProperties },
-    },
+/** An object with these properties and no others: a misspelt key in cairn.json is an error, never ignored. */
+function closedObject<const P extends Record<string, unknown>>(properties: P) {
+  return { type: 'object', additionalProperties: false, properties } as const;
+}
+
+const modelRoleSchema = closedObject({
+  ...modelEndpointProperties,
+  pricing: {
+    ...closedObject({
+      inputPerMTok: { type: 'number', minimum: 0 },
+      outputPerMTok: { type: 'number', minimum: 0 },
+      cachedInputPerMTok: { type: 'number', minimum: 0 },
+    }),
+    required: ['inputPerMTok', 'outputPerMTok'],
   },
-} as const;
+  fallbacks: { type: 'array', maxItems: 5, items: closedObject(modelEndpointProperties) },
+});
 
 /** JSON Schema of cairn.json. */
 export const CAIRN_JSON_SCHEMA = {
@@ -204,30 +199,22 @@ export const CAIRN_JSON_SCHEMA = {
         },
       },
     },
-    database: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        path: { type: 'string', minLength: 1 },
-        url: { type: ['string', 'null'] },
-        poolSize: { type: 'integer', minimum: 1, maximum: 1000 },
-        cacheMb: { type: 'integer', minimum: 1, maximum: 4096 },
-      },
-    },
-    models: {
-      type: 'object',
-      additionalProperties: false,
-      properties: { main: modelRoleSchema, compact: modelRoleSchema, title: modelRoleSchema },
-    },
+    database: closedObject({
+      path: { type: 'string', minLength: 1 },
+      url: { type: ['string', 'null'] },
+      poolSize: { type: 'integer', minimum: 1, maximum: 1000 },
+      cacheMb: { type: 'integer', minimum: 1, maximum: 4096 },
+    }),
+    models: closedObject({
+      main: modelRoleSchema,
+      compact: modelRoleSchema,
+      title: modelRoleSchema,
+    }),
     mcpServers: MCP_SERVERS_SCHEMA,
-    records: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        enabled: { type: 'boolean' },
-        keepDays: { type: 'number', minimum: 1 },
-      },
-    },
+    records: closedObject({
+      enabled: { type: 'boolean' },
+      keepDays: { type: 'number', minimum: 1 },
+    }),
     telemetry: {
       type: 'object',
       additionalProperties: false,
