@@ -225,6 +225,24 @@ describe('loadSettings', () => {
     expect(err.message).toContain('"prot"');
   });
 
+  it.each([
+    ['/database', { database: { path: 'x.db', pathh: 'y.db' } }, 'pathh'],
+    ['/models', { models: { mian: {} } }, 'mian'],
+    ['/models/main', { models: { main: { modle: 'm' } } }, 'modle'],
+    [
+      '/models/main/pricing',
+      { models: { main: { pricing: { inputPerMTok: 1, outputPerMTok: 2, perCall: 1 } } } },
+      'perCall',
+    ],
+    ['/models/main/fallbacks/0', { models: { main: { fallbacks: [{ base: 'x' }] } } }, 'base'],
+    ['/records', { records: { keepdays: 3 } }, 'keepdays'],
+  ])('rejects an unknown property in %s', (where, file, key) => {
+    const err = loadError(home(file));
+    expect(err.code).toBe('VALIDATION_ERROR');
+    expect(err.message).toContain(where);
+    expect(err.message).toContain(`"${key}"`);
+  });
+
   it('rejects wrong types and out-of-range values, each reported', () => {
     const err = loadError(
       home({
