@@ -26,6 +26,7 @@ import {
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
+import { RecallPlanner } from '../../src/store/sqlite/recall-plan.js';
 import { describeStoreContract } from './store-contract.js';
 
 const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
@@ -128,6 +129,44 @@ describe('SqliteStore on SQLite', () => {
       systemPrompt: 'System prompt.',
     });
   }
+
+  it('recalls the same messages whichever way the plan reads the index', async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    const other = await newSession(store);
+    const filler = (i: number) => `note ${i} about the garden and the weather`;
+    await store.appendMessages(session.id, [
+      ...Array.from({ length: 30 }, (_, i) => ({ role: 'user' as const, content: filler(i) })),
+      { role: 'user', content: 'the heron came back to the pond' }, // 32
+      { role: 'assistant', content: 'a heron, a heron, at the pond again' }, // 33
+      { role: 'user', content: 'pond water is low' }, // 34
+    ]);
+    const terms = [
+      { text: 'heron', prefix: true },
+      { text: 'pond', prefix: false },
+    ];
+    const ftsTerms = ['"heron"*', '"pond"'];
+    const countSql = store.db.prepare<[string, number], number>(
+      'SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)',
+    );
+    const predicted = () =>
+      new RecallPlanner((match, cap) => countSql.pluck().get(match, cap)!).plan(ftsTerms, 34);
+    const recalled = async (s: SqliteStore) =>
+      (await s.recallMessages(session.id, terms, 34, 10)).map((h) => [h.seq, h.content]);
+
+    const before = await recalled(store);
+    expect(predicted()).toBe('words');
+    expect(before.map(([seq]) => seq)).toEqual([33, 32, 34]);
+
+    // Another session makes the words common: a new store plans the other way.
+    await store.appendMessages(
+      other.id,
+      Array.from({ length: 40 }, (_, i) => ({ role: 'user' as const, content: `heron pond ${i}` })),
+    );
+    await store.indexHistory();
+    expect(predicted()).toBe('session');
+    expect(await recalled(openStore())).toEqual(before);
+  });
 
   it('opens with WAL, foreign keys, busy_timeout and synchronous=NORMAL', () => {
     const { db } = openStore();

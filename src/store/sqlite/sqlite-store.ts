@@ -64,6 +64,7 @@ import {
 } from './open-database.js';
 import { requireRunningTask } from '../task-taken-over.js';
 import { BackgroundCheckpoints } from './background-checkpoints.js';
+import { RecallPlanner } from './recall-plan.js';
 import { GroupCommit, retryWhileBusy } from './group-commit.js';
 import * as decide from '../decisions.js';
 import {
@@ -225,6 +226,12 @@ function prepareStatements(db: SqliteDatabase) {
     ),
     // Whether the queue holds a message of this session at or below the seq:
     // the queue is short (a batch a moment after appends), so it is the outer loop.
+    // A word's matches in the whole history index, counted up to the limit (recall-plan.ts).
+    countMatches: db
+      .prepare<[string, number], number>(
+        'SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)',
+      )
+      .pluck(),
     queuedUpTo: db.prepare<[string, number], { found: number }>(`SELECT 1 AS found
       FROM messages_fts_pending p CROSS JOIN messages m ON m.id = p.id
       WHERE m.session_id = ? AND m.seq <= ? LIMIT 1`),
@@ -448,6 +455,8 @@ export class SqliteStore extends StoreBase implements Store {
   private readonly busyBudgetMs: number;
   /** Every write goes through it: the writes of concurrent turns share a commit. */
   private readonly commits: GroupCommit;
+  /** Which way a recall search reads the history index. */
+  private readonly recallPlanner: RecallPlanner;
   /** The WAL's checkpoints, off the event loop (absent: in memory, or `checkpoints: 'inline'`). */
   readonly checkpoints: BackgroundCheckpoints | undefined;
   /** The owner of every task this store sets running, so recovery spares a live peer's tasks. */
@@ -473,6 +482,7 @@ export class SqliteStore extends StoreBase implements Store {
         : undefined;
     this.checkpoints = checkpoints;
     this.commits = new GroupCommit(this.db, this.busyBudgetMs, () => checkpoints?.committed());
+    this.recallPlanner = new RecallPlanner((match, cap) => this.stmt.countMatches.get(match, cap)!);
     this.keys = new SqliteKeys(this.keyStmt, (work) => this.write(work));
     this.instanceId = options.instanceId ?? null;
     this.calls = new SqliteCallRecords(this.db, (work) => this.write(work));
@@ -807,8 +817,14 @@ export class SqliteStore extends StoreBase implements Store {
     // call would add a write transaction to the turn for rows the search
     // cannot return; index first only when a searchable row is still queued.
     if (this.stmt.queuedUpTo.get(sessionId, maxSeq)) await this.indexHistory();
-    const fts = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`).join(' OR ');
-    return this.stmt.recallMessages.all(sessionMatch(sessionId, fts), sessionId, maxSeq, limit);
+    const terms = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`);
+    const fts = terms.join(' OR ');
+    // The same rows either way; the plan picks the shorter read (recall-plan.ts).
+    const match =
+      this.recallPlanner.plan(terms, maxSeq) === 'words'
+        ? `content : (${fts})`
+        : sessionMatch(sessionId, fts);
+    return this.stmt.recallMessages.all(match, sessionId, maxSeq, limit);
   }
 
   // ---- compaction -----------------------------------------------------------
