@@ -15,7 +15,7 @@
  * it finds.
  */
 
-/** Counting a word's matches stops here: past it, the words are too common to search alone. */
+/** The words alone are never searched past this many matches, however long the session. */
 export const WORD_MATCHES_CAP = 5_000;
 /** A word's count is reused this long: counts change slowly, and a stale one only picks the slower plan. */
 export const WORD_COUNT_TTL_MS = 60_000;
@@ -24,36 +24,46 @@ const MAX_COUNTED_WORDS = 4_096;
 
 export type RecallPlan = 'session' | 'words';
 
+/** A word's matches as counted: all of them, or `count` and possibly more (counting stopped there). */
+interface Counted {
+  count: number;
+  complete: boolean;
+  at: number;
+}
+
 export class RecallPlanner {
-  private readonly counts = new Map<string, { count: number; at: number }>();
+  private readonly counts = new Map<string, Counted>();
 
   constructor(
-    /** Rows of the whole index matching `match` (one FTS term), counting stops after `cap`. */
+    /** Rows of the whole index matching `match` (one FTS term); counting stops at `cap`. */
     private readonly countMatches: (match: string, cap: number) => number,
     private readonly now: () => number = Date.now,
   ) {}
 
   /**
    * The cheaper plan for a search of `terms` (FTS terms, as `"word"` or
-   * `"word"*`) over a session with `compacted` messages to search.
+   * `"word"*`) over a session with `compacted` messages to search. Counting
+   * stops as soon as the words have as many matches as that.
    */
   plan(terms: readonly string[], compacted: number): RecallPlan {
-    const budget = Math.min(compacted, WORD_MATCHES_CAP);
-    let total = 0;
+    let left = Math.min(compacted, WORD_MATCHES_CAP);
     for (const term of terms) {
-      total += this.matchesOf(term);
-      if (total >= budget) return 'session';
+      left -= this.matchesOf(term, left);
+      if (left <= 0) return 'session';
     }
     return 'words';
   }
 
-  private matchesOf(term: string): number {
+  /** `term`'s matches, or `cap` when it has that many or more. */
+  private matchesOf(term: string, cap: number): number {
     const at = this.now();
     const known = this.counts.get(term);
-    if (known !== undefined && at - known.at < WORD_COUNT_TTL_MS) return known.count;
+    if (known !== undefined && at - known.at < WORD_COUNT_TTL_MS) {
+      if (known.complete || known.count >= cap) return Math.min(known.count, cap);
+    }
     if (this.counts.size >= MAX_COUNTED_WORDS) this.counts.clear();
-    const count = this.countMatches(`content : ${term}`, WORD_MATCHES_CAP);
-    this.counts.set(term, { count, at });
+    const count = this.countMatches(`content : ${term}`, cap);
+    this.counts.set(term, { count, complete: count < cap, at });
     return count;
   }
 }
