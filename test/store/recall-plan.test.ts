@@ -1,7 +1,8 @@
 /**
- * The SQLite recall planner: the words' matches in the whole index against
- * the session's compacted messages, the shorter read chosen; counting stops
- * once the words have matched as many, and each count is reused for a minute.
+ * The SQLite recall planner: a long session's search reads the words' matches
+ * in the whole index when they are fewer than WORD_MATCHES_CAP, counting no
+ * further than needed and reusing a count for a minute; a shorter session
+ * reads its own entries.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -9,6 +10,8 @@ import {
   WORD_COUNT_TTL_MS,
   WORD_MATCHES_CAP,
 } from '../../src/store/sqlite/recall-plan.js';
+
+const LONG = 100_000;
 
 function planner(counts: Record<string, number>) {
   const asked: [string, number][] = [];
@@ -24,46 +27,45 @@ function planner(counts: Record<string, number>) {
 }
 
 describe('RecallPlanner', () => {
-  it('searches the words alone when their matches are fewer than the session’s messages', () => {
-    expect(planner({ '"heron"': 3, '"walk"*': 10 }).p.plan(['"heron"', '"walk"*'], 100_000)).toBe(
-      'words',
-    );
-    expect(planner({ '"heron"': 3, '"walk"*': 10 }).p.plan(['"heron"', '"walk"*'], 14)).toBe(
-      'words',
-    );
-    expect(planner({ '"heron"': 3, '"walk"*': 10 }).p.plan(['"heron"', '"walk"*'], 13)).toBe(
-      'session',
-    );
+  it('reads the words alone for a long session when they match fewer than the cap', () => {
+    const { p } = planner({ '"heron"': 3, '"walk"*': 10 });
+    expect(p.plan(['"heron"', '"walk"*'], LONG)).toBe('words');
+    expect(p.plan(['"heron"', '"walk"*'], WORD_MATCHES_CAP)).toBe('words');
   });
 
-  it('counts no further than the budget left, and never past the cap', () => {
+  it('reads a shorter session’s own entries without counting anything', () => {
+    const { p, asked } = planner({ '"heron"': 3 });
+    expect(p.plan(['"heron"'], WORD_MATCHES_CAP - 1)).toBe('session');
+    expect(asked).toEqual([]);
+  });
+
+  it('counts no further than the budget left, and stops at the word that uses it up', () => {
     const { p, asked } = planner({ '"heron"': 3, '"deploy"*': 45_000, '"pond"': 1 });
-    expect(p.plan(['"heron"', '"deploy"*', '"pond"'], 1_000_000)).toBe('session');
-    // The cap, then what the first word left of it; the third word is never counted.
+    expect(p.plan(['"heron"', '"deploy"*', '"pond"'], LONG)).toBe('session');
     expect(asked).toEqual([
       ['content : "heron"', WORD_MATCHES_CAP],
       ['content : "deploy"*', WORD_MATCHES_CAP - 3],
     ]);
-    expect(planner({ '"heron"': 3 }).p.plan(['"heron"'], 2)).toBe('session');
+    expect(planner({ '"a"': 2_500, '"b"': 2_500 }).p.plan(['"a"', '"b"'], LONG)).toBe('session');
+    expect(planner({ '"a"': 2_500, '"b"': 2_499 }).p.plan(['"a"', '"b"'], LONG)).toBe('words');
   });
 
   it('reuses a count for a minute: a complete one always, a stopped one for a budget it covers', () => {
     const { p, asked, advance } = planner({ '"heron"': 2, '"deploy"*': 45_000 });
-    p.plan(['"heron"'], 50);
-    p.plan(['"heron"'], 5_000);
-    expect(asked).toHaveLength(1);
-    // Stopped at 100: enough to answer for a session of 80, not for one of 500.
-    expect(p.plan(['"deploy"*'], 100)).toBe('session');
-    expect(p.plan(['"deploy"*'], 80)).toBe('session');
-    expect(asked).toHaveLength(2);
-    expect(p.plan(['"deploy"*'], 500)).toBe('session');
-    expect(asked.at(-1)).toEqual(['content : "deploy"*', 500]);
+    p.plan(['"heron"'], LONG);
+    p.plan(['"heron"', '"deploy"*'], LONG);
+    expect(asked.map(([match]) => match)).toEqual(['content : "heron"', 'content : "deploy"*']);
+    // "deploy" was counted to the 4 998 left after "heron": enough for it alone.
+    expect(p.plan(['"deploy"*'], LONG)).toBe('session');
+    expect(asked.at(-1)).toEqual(['content : "deploy"*', WORD_MATCHES_CAP]);
+    expect(p.plan(['"heron"', '"deploy"*'], LONG)).toBe('session');
+    expect(asked).toHaveLength(3);
     advance(WORD_COUNT_TTL_MS);
-    p.plan(['"heron"'], 50);
-    expect(asked.at(-1)).toEqual(['content : "heron"', 50]);
+    p.plan(['"heron"'], LONG);
+    expect(asked).toHaveLength(4);
   });
 
-  it('searches the words alone for no words at all (nothing to read)', () => {
-    expect(planner({}).p.plan([], 10)).toBe('words');
+  it('reads the words alone for no words at all (nothing to read)', () => {
+    expect(planner({}).p.plan([], LONG)).toBe('words');
   });
 });

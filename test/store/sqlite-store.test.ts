@@ -26,7 +26,7 @@ import {
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
-import { RecallPlanner } from '../../src/store/sqlite/recall-plan.js';
+import { RecallPlanner, WORD_MATCHES_CAP } from '../../src/store/sqlite/recall-plan.js';
 import { describeStoreContract } from './store-contract.js';
 
 const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
@@ -134,34 +134,46 @@ describe('SqliteStore on SQLite', () => {
     const store = openStore();
     const session = await newSession(store);
     const other = await newSession(store);
-    const filler = (i: number) => `note ${i} about the garden and the weather`;
+    // A session long enough for the words-alone read (seq 2 … WORD_MATCHES_CAP + 1 are filler).
+    const filler = Array.from({ length: WORD_MATCHES_CAP }, (_, i) => ({
+      role: 'user' as const,
+      content: `note ${i} about the garden and the weather`,
+    }));
     await store.appendMessages(session.id, [
-      ...Array.from({ length: 30 }, (_, i) => ({ role: 'user' as const, content: filler(i) })),
-      { role: 'user', content: 'the heron came back to the pond' }, // 32
-      { role: 'assistant', content: 'a heron, a heron, at the pond again' }, // 33
-      { role: 'user', content: 'pond water is low' }, // 34
+      ...filler,
+      { role: 'user', content: 'the heron came back to the pond' },
+      { role: 'assistant', content: 'a heron, a heron, at the pond again' },
+      { role: 'user', content: 'pond water is low' },
     ]);
+    const last = WORD_MATCHES_CAP + 4;
     const terms = [
       { text: 'heron', prefix: true },
       { text: 'pond', prefix: false },
     ];
-    const ftsTerms = ['"heron"*', '"pond"'];
-    const countSql = store.db.prepare<[string, number], number>(
-      'SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)',
-    );
+    const countSql = store.db
+      .prepare<[string, number], number>(
+        'SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)',
+      )
+      .pluck();
     const predicted = () =>
-      new RecallPlanner((match, cap) => countSql.pluck().get(match, cap)!).plan(ftsTerms, 34);
+      new RecallPlanner((match, cap) => countSql.get(match, cap)!).plan(
+        ['"heron"*', '"pond"'],
+        last,
+      );
     const recalled = async (s: SqliteStore) =>
-      (await s.recallMessages(session.id, terms, 34, 10)).map((h) => [h.seq, h.content]);
+      (await s.recallMessages(session.id, terms, last, 10)).map((h) => [h.seq, h.content]);
 
     const before = await recalled(store);
     expect(predicted()).toBe('words');
-    expect(before.map(([seq]) => seq)).toEqual([33, 32, 34]);
+    expect(before.map(([seq]) => seq)).toEqual([last - 1, last - 2, last]);
 
-    // Another session makes the words common: a new store plans the other way.
+    // Another session makes the words common: a new store reads the session's entries instead.
     await store.appendMessages(
       other.id,
-      Array.from({ length: 40 }, (_, i) => ({ role: 'user' as const, content: `heron pond ${i}` })),
+      Array.from({ length: WORD_MATCHES_CAP }, (_, i) => ({
+        role: 'user' as const,
+        content: `heron pond ${i}`,
+      })),
     );
     await store.indexHistory();
     expect(predicted()).toBe('session');
