@@ -130,7 +130,7 @@ describe('SqliteStore on SQLite', () => {
     });
   }
 
-  it('recalls the same messages whichever way the plan reads the index', async () => {
+  it('recalls and searches the same messages whichever way the plan reads the index', async () => {
     const store = openStore();
     const session = await newSession(store);
     const other = await newSession(store);
@@ -160,12 +160,18 @@ describe('SqliteStore on SQLite', () => {
         ['"heron"*', '"pond"'],
         last,
       );
-    const recalled = async (s: SqliteStore) =>
-      (await s.recallMessages(session.id, terms, last, 10)).map((h) => [h.seq, h.content]);
+    const recalled = async (s: SqliteStore) => [
+      (await s.recallMessages(session.id, terms, last, 10)).map((h) => [h.seq, h.content]),
+      (await s.searchHistory(session.id, 'heron pond', 10)).map((h) => [h.seq, h.snippet]),
+    ];
 
     const before = await recalled(store);
     expect(predicted()).toBe('words');
-    expect(before.map(([seq]) => seq)).toEqual([last - 1, last - 2, last]);
+    expect(before[0]!.map(([seq]) => seq)).toEqual([last - 1, last - 2, last]);
+    expect(before[1]!.map(([seq]) => seq)).toEqual(
+      expect.arrayContaining([last - 2, last - 1, last]),
+    );
+    expect(before[1]!.find(([seq]) => seq === last)?.[1]).toContain('[pond]');
 
     // Another session makes the words common: a new store reads the session's entries instead.
     await store.appendMessages(

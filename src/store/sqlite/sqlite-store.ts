@@ -805,10 +805,16 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]> {
-    const fts = toFtsQuery(query);
-    if (fts === undefined) return [];
+    const words = searchWords(query);
+    if (words.length === 0) return [];
     await this.indexHistory();
-    return this.stmt.searchHistory.all(sessionMatch(sessionId, fts), sessionId, limit);
+    const length = this.stmt.appendState.get(sessionId)?.last_seq ?? 0;
+    const match = this.sessionSearch(
+      sessionId,
+      words.map((w) => `"${w}"`),
+      length,
+    );
+    return this.stmt.searchHistory.all(match, sessionId, limit);
   }
 
   protected async recall({ sessionId, words, maxSeq, limit }: RecallSearch): Promise<RecallHit[]> {
@@ -818,13 +824,21 @@ export class SqliteStore extends StoreBase implements Store {
     // cannot return; index first only when a searchable row is still queued.
     if (this.stmt.queuedUpTo.get(sessionId, maxSeq)) await this.indexHistory();
     const terms = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`);
-    const fts = terms.join(' OR ');
-    // The same rows either way; the plan picks the shorter read (recall-plan.ts).
-    const match =
-      this.recallPlanner.plan(terms, maxSeq) === 'words'
-        ? `content : (${fts})`
-        : sessionMatch(sessionId, fts);
+    const match = this.sessionSearch(sessionId, terms, maxSeq);
     return this.stmt.recallMessages.all(match, sessionId, maxSeq, limit);
+  }
+
+  /**
+   * The MATCH for any of `terms` (quoted FTS terms) in a session of `length`
+   * messages to search: the session named, or the words alone when that is
+   * the shorter read (recall-plan.ts). The statement's join keeps the
+   * session's rows either way, and both rank on the content column.
+   */
+  private sessionSearch(sessionId: string, terms: readonly string[], length: number): string {
+    const fts = terms.join(' OR ');
+    return this.recallPlanner.plan(terms, length) === 'words'
+      ? `content : (${fts})`
+      : sessionMatch(sessionId, fts);
   }
 
   // ---- compaction -----------------------------------------------------------
