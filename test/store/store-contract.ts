@@ -18,6 +18,7 @@ import { nextTranscriptHash, transcriptHash } from '../../src/store/transcript-h
 import { RECALL_CONTENT_CHARS } from '../../src/store/store.js';
 import { encodeRequest, type RequestState } from '../../src/records/request-delta.js';
 import type {
+  AppendOptions,
   NewCompaction,
   NewModelCall,
   NewSession,
@@ -2408,6 +2409,18 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           },
         };
       }
+      /** An append for a task that is not running: refused, and the call it carries not recorded. */
+      async function expectRefusedForTask(
+        call: NewModelCall,
+        append: (options: AppendOptions) => Promise<unknown>,
+      ): Promise<void> {
+        await expect(
+          append({ runningTask: 'task_not_running', modelCalls: [call] }),
+        ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+        expect(await store.findModelCall(call.id)).toBeUndefined();
+      }
+      const contentsOf = async (sessionId: string) =>
+        (await store.listMessages(sessionId, { afterSeq: 0, limit: 20 })).map((m) => m.content);
       const request = (count: number) => ({
         model: 'm',
         messages: [
@@ -2484,18 +2497,15 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.findSession(session.id))?.cost).toBeCloseTo(0.75, 12);
 
         // Refused (its task is not running): neither the message nor the call.
-        const refused = modelCall(session.id, request(5), second.next);
-        await expect(
-          store.appendMessagesWithEvents(session.id, reply('refused'), 'message.created', {
-            runningTask: 'task_not_running',
-            modelCalls: [refused.call],
-          }),
-        ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
-        expect(await store.findModelCall(refused.call.id)).toBeUndefined();
-        const contents = (await store.listMessages(session.id, { afterSeq: 0, limit: 20 })).map(
-          (m) => m.content,
+        await expectRefusedForTask(modelCall(session.id, request(5), second.next).call, (options) =>
+          store.appendMessagesWithEvents(session.id, reply('refused'), 'message.created', options),
         );
-        expect(contents).toEqual(['You are a test assistant.', 'one', 'from the peer', 'two']);
+        expect(await contentsOf(session.id)).toEqual([
+          'You are a test assistant.',
+          'one',
+          'from the peer',
+          'two',
+        ]);
         expect((await store.findSession(session.id))?.cost).toBeCloseTo(0.75, 12);
       });
 
@@ -2508,18 +2518,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(JSON.stringify((await store.findModelCall(first.call.id))?.request)).toBe(
           JSON.stringify(request(1)),
         );
-        const refused = modelCall(session.id, request(3), first.next);
-        await expect(
-          store.appendMessages(session.id, [{ role: 'assistant', content: 'late' }], {
-            runningTask: 'task_not_running',
-            modelCalls: [refused.call],
-          }),
-        ).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
-        expect(await store.findModelCall(refused.call.id)).toBeUndefined();
-        const contents = (await store.listMessages(session.id, { afterSeq: 0, limit: 20 })).map(
-          (m) => m.content,
+        await expectRefusedForTask(modelCall(session.id, request(3), first.next).call, (options) =>
+          store.appendMessages(session.id, [{ role: 'assistant', content: 'late' }], options),
         );
-        expect(contents).toEqual(['You are a test assistant.', 'quiet']);
+        expect(await contentsOf(session.id)).toEqual(['You are a test assistant.', 'quiet']);
         const events = await store.listEvents({ afterId: 0, sessionId: session.id, limit: 100 });
         expect(events.map((e) => e.type)).not.toContain('message.created');
       });
