@@ -224,14 +224,14 @@ function prepareStatements(db: SqliteDatabase) {
     unqueueIndexed: db.prepare(
       'DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)',
     ),
-    // Whether the queue holds a message of this session at or below the seq:
-    // the queue is short (a batch a moment after appends), so it is the outer loop.
     // A word's matches in the whole history index, counted up to the limit (recall-plan.ts).
     countMatches: db
       .prepare<[string, number], number>(
         'SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)',
       )
       .pluck(),
+    // Whether the queue holds a message of this session at or below the seq:
+    // the queue is short (a batch a moment after appends), so it is the outer loop.
     queuedUpTo: db.prepare<[string, number], { found: number }>(`SELECT 1 AS found
       FROM messages_fts_pending p CROSS JOIN messages m ON m.id = p.id
       WHERE m.session_id = ? AND m.seq <= ? LIMIT 1`),
@@ -1103,7 +1103,6 @@ export class SqliteStore extends StoreBase implements Store {
     );
   }
 
-  /** Inside a write's transaction: `task`, when given, is still this instance's running task. */
   /** `work` in the writer's transaction, refused (SESSION_LOCK_LOST) unless `task`, if given, is still this instance's running task. */
   private writeForTask<T>(task: string | undefined, work: () => T): Promise<T> {
     return this.write(() => {
@@ -1112,6 +1111,7 @@ export class SqliteStore extends StoreBase implements Store {
     });
   }
 
+  /** Inside a write's transaction: `task`, when given, is still this instance's running task. */
   private requireRunning(task: string | undefined): void {
     if (task !== undefined) requireRunningTask(task, this.stmt.getTask.get(task), this.instanceId);
   }
