@@ -2,7 +2,7 @@
  * `node dist-bench/bench/fts-insert.js`: the cost of the full-text index per
  * message insert, option by option. Not part of `npm run bench`'s
  * table: it picks the index design once; the choice and its figures are
- * recorded in migration 008 (src/store/sqlite/migrations/008-*.ts).
+ * recorded in migration 008 (src/store/migrations/008-*.ts).
  *
  * Each option gets a fresh WAL database file with the real pragmas and the
  * messages table of the app, then TURNS write transactions of two messages

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { makeHome } from '../helpers/test-app.js';
-import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
+import { POSTGRES_MIGRATIONS } from '../../src/store/migrations/index.js';
 import { CLI_PATH, spawnServer, type ServerProcess } from '../process/spawn-server.js';
 
 interface Run {

@@ -17,16 +17,52 @@ import {
   requiredColumns,
   type SqliteDatabase,
 } from '../../src/store/sqlite/open-database.js';
-import { SQLITE_MIGRATIONS, type Migration } from '../../src/store/sqlite/migrations/index.js';
+import {
+  POSTGRES_MIGRATIONS,
+  SQLITE_MIGRATIONS,
+  type Migration,
+} from '../../src/store/migrations/index.js';
 import { CairnError } from '../../src/errors.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 
-const MIGRATIONS_DIR = fileURLToPath(
-  new URL('../../src/store/sqlite/migrations/', import.meta.url),
-);
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../src/store/migrations/', import.meta.url));
 
-/** sha256 of migration 001's SQL as it stands; see the '001 is frozen' test. */
-const MIGRATION_001_SHA256 = '673dc552b7fa8a391f906be6bdeb38eee16deb904864fc52821de2b5ea45ef81';
+/**
+ * sha256 of each landed migration's SQL, as each dialect runs it; see the
+ * 'landed migrations are frozen' test.
+ */
+const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> = {
+  sqlite: {
+    1: '673dc552b7fa8a391f906be6bdeb38eee16deb904864fc52821de2b5ea45ef81',
+    2: 'e05bba77110b54e2a97482799ee1f74600103a52f9fdfad56f89535f009c4f58',
+    3: '47d89c47da3106e2cae92d5cf929af2e1f7a7e219e568bbf017bb855b45486b0',
+    4: '306440a41279231a0a33f964fe074deeb34b8d55e9dc2fa76b07ebd6c639aef0',
+    5: '89d4b4f1a38c91edadad25ec979649f0d6f7f09c94ff3564cdefe03ad9696390',
+    6: '9a3e8418aa8500c5bdb44719f80470fd4b3c7f21041280f77c603689da368edb',
+    7: '192d6057cbd57464f2c0f9adec6c4c5ce39e19d9ce0e68aad8bc1e85a7152c96',
+    8: '20fd3bf2750303ec01ae5c11aa4bec6cfba8bacae35b83b3d48e77682f33b7be',
+    9: '5958f569aa2ef630c50204f662924f9db8669660e3ec64155946ef33996458e6',
+    10: '720f8500eb0c41cd8bc3aa1380dc4578e9ffd4237b836bd2d0b82a60094753f6',
+    12: '2a18e63212400047ecd0639e5f23b8dd1d4a0848d82b7465984fe3986b38406e',
+    13: '47da494d99c13800fb89231e68d9cd877f5199cb20d4f9307e700bdfd9c8a4a7',
+    14: '899297c0cb39e97b75d3a3505d50f094a6e21d3b95420bc49bb96284bdf24e43',
+  },
+  postgres: {
+    1: 'ff003a5fa1c92e49828c42590bfefec4a9118d524622d8b7a093545db494e480',
+    2: 'e05bba77110b54e2a97482799ee1f74600103a52f9fdfad56f89535f009c4f58',
+    3: 'bed01b720cb52ecbfaffde56ca91566fcc617ba45e66a32655441610622c7499',
+    4: '306440a41279231a0a33f964fe074deeb34b8d55e9dc2fa76b07ebd6c639aef0',
+    5: '161f57b9e45f2d753afb7b2b100a9627f0c3fd8f276db6090f38f2ee0915d1ee',
+    6: 'df346df37213f3ad630ad770611da8cf400079a901a8c395c5bdd1034d8aeae7',
+    7: '192d6057cbd57464f2c0f9adec6c4c5ce39e19d9ce0e68aad8bc1e85a7152c96',
+    8: '17db4fd369edb9244b9f91d9aeed145c3d04ad8ba6e95d06247f07a63527d11a',
+    9: '9a60d94ba62d116df9afee7ebc4386bb700d29654bce74947dea0791f21a4759',
+    10: '08193e219ebafbf9c4de312875c2c58f427605b0f65e1a84a7ab9265142eb663',
+    12: 'cd8ebe96876bca1daece7a3894c46f2ef496aea514a61fddbc4725812fad9211',
+    13: '60b96b71bf263df6e508d616a7a657aaa6645c077b28fe7f54c7fc64100fe724',
+    14: '17db4fd369edb9244b9f91d9aeed145c3d04ad8ba6e95d06247f07a63527d11a',
+  },
+};
 
 const SCHEMA_TABLES = [
   'sessions',
@@ -559,15 +595,34 @@ describe('ensureColumns (an old database upgrades itself)', () => {
 });
 
 describe('migration files', () => {
-  it('001 is frozen: its SQL is exactly what landed', () => {
+  it('landed migrations are frozen: each dialect runs exactly the SQL that landed', () => {
     // Changing a landed migration means databases that already recorded it never get the
-    // change. Add a numbered migration instead.
-    const first = SQLITE_MIGRATIONS.find((m) => m.version === 1);
-    expect(first?.name).toBe('initial');
-    expect(createHash('sha256').update(first!.up).digest('hex')).toBe(MIGRATION_001_SHA256);
+    // change (and a changed dialect word changes every migration that uses it). Add a
+    // numbered migration instead, and its hashes here.
+    for (const [dialect, migrations] of [
+      ['sqlite', SQLITE_MIGRATIONS],
+      ['postgres', POSTGRES_MIGRATIONS],
+    ] as const) {
+      const landed = Object.fromEntries(
+        migrations.map((m) => [m.version, createHash('sha256').update(m.up).digest('hex')]),
+      );
+      expect(landed, dialect).toEqual(LANDED_SQL_SHA256[dialect]);
+    }
+    expect(SQLITE_MIGRATIONS.find((m) => m.version === 1)?.name).toBe('initial');
   });
 
-  it('are numbered, unique, and import no app code', () => {
+  it('carry the same versions and names in both dialects, the dialects differing only where they must', () => {
+    expect(POSTGRES_MIGRATIONS.map((m) => [m.version, m.name])).toEqual(
+      SQLITE_MIGRATIONS.map((m) => [m.version, m.name]),
+    );
+    // Same text where no dialect word is used, e.g. 002.
+    const second = (list: readonly Migration[]) => list.find((m) => m.version === 2)!.up;
+    expect(second(POSTGRES_MIGRATIONS)).toBe(second(SQLITE_MIGRATIONS));
+    expect(SQLITE_MIGRATIONS[0]!.up).not.toContain('COLLATE');
+    expect(POSTGRES_MIGRATIONS[0]!.up).toContain('COLLATE "C"');
+  });
+
+  it('are numbered, unique, and import nothing but the dialect type', () => {
     const files = fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{3}-.+\.ts$/.test(f));
     expect(files.length).toBe(SQLITE_MIGRATIONS.length);
     const versions = SQLITE_MIGRATIONS.map((m) => m.version);
@@ -576,7 +631,9 @@ describe('migration files', () => {
       const version = Number(file.slice(0, 3));
       expect(versions, file).toContain(version);
       const source = fs.readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8');
-      expect(source, file).not.toMatch(/^\s*import\s/m);
+      const imports = source.match(/^\s*import\s.*$/gm) ?? [];
+      for (const line of imports)
+        expect(line, file).toBe("import type { SchemaDialect } from './dialect.js';");
       expect(source, file).not.toMatch(/\brequire\(/);
     }
   });

@@ -7,14 +7,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CairnError } from '../../src/errors.js';
-import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
+import { POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS } from '../../src/store/migrations/index.js';
 import {
   inTransaction,
   migratePostgres,
   PG_MAX_ATTEMPTS,
 } from '../../src/store/postgres/open-pool.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
-import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import { createTestDatabase, createTestSchema, type TestDatabase } from '../helpers/postgres.js';
 import { describeStoreContract } from './store-contract.js';
 

@@ -23,7 +23,7 @@ import {
   SqliteStore,
   sessionMatch,
 } from '../../src/store/sqlite/sqlite-store.js';
-import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
+import { SQLITE_MIGRATIONS } from '../../src/store/migrations/index.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { RecallPlanner, WORD_MATCHES_CAP } from '../../src/store/sqlite/recall-plan.js';

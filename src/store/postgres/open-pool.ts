@@ -8,8 +8,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import { CairnError } from '../../errors.js';
-import type { Migration } from '../sqlite/migrations/index.js';
-import { POSTGRES_MIGRATIONS } from './migrations/index.js';
+import { POSTGRES_MIGRATIONS, type Migration } from '../migrations/index.js';
 
 /** How long a unit of work waits for a free connection (or a new one) before a 503. */
 export const PG_CONNECT_TIMEOUT_MS = 5_000;

@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { CairnError } from '../../errors.js';
-import { SQLITE_MIGRATIONS, type Migration } from './migrations/index.js';
+import { SQLITE_MIGRATIONS, type Migration } from '../migrations/index.js';
 
 export type SqliteDatabase = Database.Database;
 

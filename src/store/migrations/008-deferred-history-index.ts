@@ -29,11 +29,19 @@
  * A deleted row leaves the index only if it is in it (deleting a row the
  * index never held corrupts an external-content index); otherwise it leaves
  * the queue.
- * Frozen once landed; imports no app code.
+ *
+ * Postgres needs no schema change for it: a GIN index's `fastupdate` pending
+ * list (on by default) already defers the inverted-index work of each insert.
+ * The migration is recorded there so both dialects carry the same versions.
+ * Frozen once landed.
  */
+import type { SchemaDialect } from './dialect.js';
+
 export const version = 8;
 export const name = 'deferred-history-index';
-export const up = `
+export const up = (d: SchemaDialect): string =>
+  d.pick({
+    sqlite: `
 CREATE TABLE messages_fts_pending (id INTEGER PRIMARY KEY);
 DROP TRIGGER messages_fts_insert;
 DROP TRIGGER messages_fts_delete;
@@ -46,4 +54,6 @@ CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages WHEN old.content IS 
     WHERE NOT EXISTS (SELECT 1 FROM messages_fts_pending WHERE id = old.id);
   DELETE FROM messages_fts_pending WHERE id = old.id;
 END;
-`;
+`,
+    postgres: 'SELECT 1;',
+  });

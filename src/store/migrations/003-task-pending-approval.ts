@@ -10,16 +10,18 @@
  * that no longer trips it); the reason is read from the
  * session's latest `context.compactionSuspended` event.
  *
- * Frozen once landed; imports no app code.
+ * Frozen once landed.
  */
+import type { SchemaDialect } from './dialect.js';
+
 export const version = 3;
 export const name = 'task-pending-approval';
-export const up = `
+export const up = (d: SchemaDialect): string => `
 ALTER TABLE tasks ADD COLUMN pending_tool TEXT;
 ALTER TABLE tasks ADD COLUMN pending_arguments TEXT;
 UPDATE sessions SET compaction_suspended = 0
 WHERE compaction_suspended = 1
-  AND (SELECT json_extract(e.data, '$.reason') FROM events e
+  AND (SELECT ${d.pick({ sqlite: "json_extract(e.data, '$.reason')", postgres: "e.data::jsonb ->> 'reason'" })} FROM events e
        WHERE e.session_id = sessions.id AND e.type = 'context.compactionSuspended'
        ORDER BY e.id DESC LIMIT 1) = 'nothing before the running turn can be compacted';
 `;

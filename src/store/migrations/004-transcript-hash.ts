@@ -3,11 +3,11 @@
  * `messages.transcript_hash` is the chain hash after each visible message;
  * `sessions.transcript_hash` is the session's current head, indexed per agent
  * so an OpenAI client's resent history finds its session in one lookup.
- * Frozen once landed; imports no app code.
+ * Frozen once landed; the same SQL in both dialects.
  */
 export const version = 4;
 export const name = 'transcript-hash';
-export const up = `
+export const up = (): string => `
 ALTER TABLE messages ADD COLUMN transcript_hash TEXT;
 ALTER TABLE sessions ADD COLUMN transcript_hash TEXT;
 CREATE INDEX sessions_transcript ON sessions (agent_name, transcript_hash, updated_at)

@@ -3,17 +3,19 @@
  * returns a response whole (tools, function calls, usage) and a later
  * `previous_response_id` knows where in its session the response ended
  * (`end_seq`): naming an older one forks the session there. A response goes
- * with its session. Frozen once landed; imports no app code.
+ * with its session. Frozen once landed.
  */
+import type { SchemaDialect } from './dialect.js';
+
 export const version = 13;
 export const name = 'responses';
-export const up = `
+export const up = (d: SchemaDialect): string => `
 CREATE TABLE responses (
-  id         TEXT COLLATE "C" PRIMARY KEY,
-  session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  id         ${d.orderedText} PRIMARY KEY,
+  session_id ${d.orderedText} NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
   end_seq    INTEGER NOT NULL,
   body       TEXT NOT NULL,
-  created_at TEXT COLLATE "C" NOT NULL
+  created_at ${d.orderedText} NOT NULL
 );
 CREATE INDEX responses_by_session ON responses (session_id);
 `;
