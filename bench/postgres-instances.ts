@@ -9,8 +9,9 @@
  *   The two stores alternate batch by batch, so machine noise hits them alike.
  *   Aim: Postgres's median within POSTGRES_AIM_RATIO of SQLite's.
  * - Statements per chat turn on each store, counted for real after the timed
- *   turns (test/helpers/statement-counter.ts: every `pg.Client#query` the
- *   turn issues, on the pool and the session-lock connection, BEGIN and
+ *   turns (back to back, so the session lock is kept between them) and on a
+ *   session's first turn, which takes the lock
+ *   (test/helpers/statement-counter.ts: every `pg.Client#query` the turn issues, on the pool and the session-lock connection, BEGIN and
  *   COMMIT included; every better-sqlite3 statement execution, its
  *   transactions' BEGIN and COMMIT included). The event feed's reads, which
  *   run on the feed's own schedule and serve every turn at once, are not a
@@ -112,6 +113,7 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
     // Counted after the timed turns, so the counting costs them nothing.
     const counter = StatementCounter.install();
     const counted: StatementCount[] = [];
+    const firstTurn: number[] = [];
     try {
       for (const i of [0, 1]) {
         const { app } = apps[i]!;
@@ -128,6 +130,15 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
           total.sqlite += statements.sqlite;
         }
         counted.push(total);
+      }
+      // A session's first turn: the session lock is taken, not kept from a turn before.
+      for (const i of [0, 1]) {
+        const { app } = apps[i]!;
+        const fresh = await app.sessions.create({ agentName: AGENT.name });
+        const { statements } = await counter.count(() =>
+          app.chats.run({ agentName: AGENT.name, message: 'first', sessionId: fresh.id }),
+        );
+        firstTurn.push(i === 0 ? statements.sqlite : statements.postgres);
       }
     } finally {
       counter.uninstall();
@@ -156,10 +167,10 @@ async function latencyRows(baseURL: string, databaseUrl: string): Promise<string
         ratio <= POSTGRES_AIM_RATIO ? '✓' : '✗',
       ],
       [
-        'SQL statements per chat turn, counted (SQLite / Postgres; locks, BEGIN, COMMIT and events included)',
-        `${sqliteStatements} / ${postgresStatements}`,
+        "SQL statements per chat turn, counted (SQLite / Postgres; locks, BEGIN, COMMIT and events included): back to back on one session (the lock kept between turns); a session's first turn",
+        `${sqliteStatements} / ${postgresStatements}; ${firstTurn[0]} / ${firstTurn[1]}`,
         `≤ ${POSTGRES_AIM_STATEMENTS} on Postgres`,
-        Number(postgresStatements) <= POSTGRES_AIM_STATEMENTS ? '✓' : '✗',
+        Math.max(Number(postgresStatements), firstTurn[1]!) <= POSTGRES_AIM_STATEMENTS ? '✓' : '✗',
       ],
     ];
   } finally {

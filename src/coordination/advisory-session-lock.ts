@@ -7,11 +7,21 @@
  * while the work runs — the lock belongs to the connection — and when the
  * instance dies Postgres drops the connection and frees its locks at once.
  *
+ * The lock is kept for a moment after the work (`keepMs`): a session's turns
+ * come back to back (a client sending tool results, an agent loop, the next
+ * queued request), and the next one here then starts without a round trip
+ * to take the lock, nor one to give it back before. Another instance never
+ * waits out that moment: when it finds the lock taken it asks for it (a
+ * NOTIFY on `cairn_session_wanted`, in the same statement as its attempt),
+ * and a holder that is only keeping the lock gives it back at once; one
+ * whose work is running gives it back when the work ends.
+ *
  * A waiter polls with backoff and is woken early by the NOTIFY a holder
  * sends on release. If the lock connection breaks while this instance lives,
  * its locks are gone at once and a peer may take them: the work holding them
- * is aborted (its signal, `SESSION_LOCK_LOST`) and its locks are not re-taken
- * on reconnect, since a peer may be running on the session by then.
+ * is aborted (its signal, `SESSION_LOCK_LOST`), the locks it was keeping are
+ * forgotten, and none is re-taken on reconnect, since a peer may be running
+ * on the session by then.
  */
 import { CairnError } from '../errors.js';
 import { KeyedQueue } from '../runtime/keyed-queue.js';
@@ -20,6 +30,10 @@ import { DedicatedConnection, type InstanceConnectionOptions } from './dedicated
 
 /** Channel a holder notifies on release, with the session id as payload. */
 export const SESSION_FREE_CHANNEL = 'cairn_session_free';
+/** Channel an instance that found a session's lock taken notifies, with the session id as payload. */
+export const SESSION_WANTED_CHANNEL = 'cairn_session_wanted';
+/** How long a session's lock stays with this instance after its work, by default. */
+export const SESSION_LOCK_KEEP_MS = 1_000;
 /** Advisory lock key of a session: a 64-bit hash of its id, computed by Postgres. */
 const LOCK_KEY = 'hashtextextended($1, 12)';
 /** How long work waits for a session lock that another instance holds, by default. */
@@ -33,22 +47,29 @@ export interface AdvisorySessionLockOptions extends InstanceConnectionOptions {
   connectTimeoutMs?: number;
   /** How long to wait for a lock another instance holds before failing the turn with a 503 (ms). */
   lockWaitMs?: number;
+  /** How long to keep a session's lock after its work, for the session's next work here (ms). */
+  keepMs?: number;
 }
 
 export class AdvisorySessionLock implements SessionLock {
   private readonly local = new KeyedQueue();
   /** Sessions whose lock this instance holds, each with the abort of the work holding it. */
   private readonly held = new Map<string, AbortController>();
+  /** Sessions whose lock this instance keeps after their work, each with the timer that gives it back. */
+  private readonly kept = new Map<string, NodeJS.Timeout>();
+  /** Held sessions another instance asked for: given back when their work ends. */
+  private readonly wanted = new Set<string>();
   private readonly wakers = new Map<string, () => void>();
   private readonly connection: DedicatedConnection;
 
   constructor(private readonly options: AdvisorySessionLockOptions) {
     this.connection = new DedicatedConnection(options, {
       purpose: 'locks',
-      listen: SESSION_FREE_CHANNEL,
-      onNotification: (message) => {
-        if (message.channel === SESSION_FREE_CHANNEL && message.payload)
-          this.wakers.get(message.payload)?.();
+      listen: [SESSION_FREE_CHANNEL, SESSION_WANTED_CHANNEL],
+      onNotification: ({ channel, payload }) => {
+        if (!payload) return;
+        if (channel === SESSION_FREE_CHANNEL) this.wakers.get(payload)?.();
+        else if (channel === SESSION_WANTED_CHANNEL) this.giveUp(payload);
       },
       onLost: (error) => {
         // The locks went with the connection; a peer may hold them already.
@@ -59,6 +80,9 @@ export class AdvisorySessionLock implements SessionLock {
         );
         for (const controller of this.held.values()) controller.abort(reason);
         this.held.clear();
+        this.wanted.clear();
+        for (const timer of this.kept.values()) clearTimeout(timer);
+        this.kept.clear();
         this.options.log?.(
           { error: error.message, lost, instanceId: options.instanceId },
           'session lock connection lost; work holding a session lock was stopped',
@@ -93,20 +117,24 @@ export class AdvisorySessionLock implements SessionLock {
   /** Waits for running work, then closes the lock connection (its locks go with it). */
   async close(): Promise<void> {
     await this.local.drain();
+    for (const timer of this.kept.values()) clearTimeout(timer);
+    this.kept.clear();
     await this.connection.close();
   }
 
   private async acquire(sessionId: string): Promise<AbortController> {
+    const keeping = this.kept.get(sessionId);
+    if (keeping !== undefined) {
+      clearTimeout(keeping);
+      this.kept.delete(sessionId);
+      return this.hold(sessionId);
+    }
     const poll = this.options.pollMs ?? { first: 20, max: 250 };
     const waitMs = this.options.lockWaitMs ?? SESSION_LOCK_WAIT_MS;
     const deadline = Date.now() + waitMs;
     let wait = poll.first;
     for (;;) {
-      if (await this.tryLock(sessionId)) {
-        const holding = new AbortController();
-        this.held.set(sessionId, holding);
-        return holding;
-      }
+      if (await this.tryLock(sessionId)) return this.hold(sessionId);
       // A holder that never lets go (paused, or stuck) must not hold this
       // instance's work on the session for good.
       if (Date.now() >= deadline) {
@@ -128,8 +156,14 @@ export class AdvisorySessionLock implements SessionLock {
     }
   }
 
+  private hold(sessionId: string): AbortController {
+    const holding = new AbortController();
+    this.held.set(sessionId, holding);
+    return holding;
+  }
+
   /**
-   * One attempt at the lock. While the database is unreachable, the query
+   * One attempt at the lock; a failed one asks the holder for it. While the database is unreachable, the query
    * waits for the lock connection to come back; past `connectTimeoutMs` the
    * work fails — and the attempt is abandoned for good: it is not sent once
    * the connection is back, and if it was sent already and still takes the
@@ -154,7 +188,8 @@ export class AdvisorySessionLock implements SessionLock {
     try {
       for (;;) {
         const attempt = this.connection.query<{ ok: boolean }>(
-          `SELECT pg_try_advisory_lock(${LOCK_KEY}) AS ok`,
+          `SELECT ok, CASE WHEN NOT ok THEN pg_notify('${SESSION_WANTED_CHANNEL}', $1) END
+           FROM (SELECT pg_try_advisory_lock(${LOCK_KEY}) AS ok) attempt`,
           [sessionId],
           abandoned.signal,
         );
@@ -192,19 +227,46 @@ export class AdvisorySessionLock implements SessionLock {
   }
 
   /**
+   * The work is done: the lock is kept for the session's next work here, or
+   * given back at once when another instance has asked for it. A lock lost
+   * with its connection is gone already: nothing to keep or give back.
+   */
+  private release(sessionId: string, holding: AbortController): void {
+    if (holding.signal.aborted) return;
+    this.held.delete(sessionId);
+    const keepMs = this.options.keepMs ?? SESSION_LOCK_KEEP_MS;
+    if (this.wanted.delete(sessionId) || keepMs <= 0) {
+      void this.unlock(sessionId);
+      return;
+    }
+    const timer = setTimeout(() => this.giveUp(sessionId), keepMs);
+    timer.unref();
+    this.kept.set(sessionId, timer);
+  }
+
+  /**
+   * Gives back a lock this instance only keeps; one whose work is running is
+   * marked to be given back when the work ends. A session this instance does
+   * not hold is none of its business.
+   */
+  private giveUp(sessionId: string): void {
+    const keeping = this.kept.get(sessionId);
+    if (keeping !== undefined) {
+      clearTimeout(keeping);
+      this.kept.delete(sessionId);
+      void this.unlock(sessionId);
+    } else if (this.held.has(sessionId)) {
+      this.wanted.add(sessionId);
+    }
+  }
+
+  /**
    * Gives the lock back without waiting for Postgres to confirm it: the
    * work's writes are committed already, and this connection runs its
    * queries in the order they were sent, so this instance's next attempt on
    * the session comes after the unlock. (A failed unlock means the
    * connection went, and the lock with it.)
    */
-  private release(sessionId: string, holding: AbortController): void {
-    // A lock lost with its connection is gone already: nothing to give back.
-    if (holding.signal.aborted) return;
-    this.held.delete(sessionId);
-    void this.unlock(sessionId);
-  }
-
   private async unlock(sessionId: string): Promise<void> {
     await this.connection
       .query(`SELECT pg_advisory_unlock(${LOCK_KEY}), pg_notify('${SESSION_FREE_CHANNEL}', $1)`, [

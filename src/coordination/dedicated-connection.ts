@@ -11,6 +11,7 @@
  * tell an instance's lock connection from its event feed.
  */
 import pg from 'pg';
+import { prepared } from '../store/postgres/prepared.js';
 
 /** What every owner of a dedicated connection is given: the database, and the instance it serves. */
 export interface InstanceConnectionOptions {
@@ -24,8 +25,8 @@ export interface InstanceConnectionOptions {
 export interface ConnectionUse {
   /** Shown in pg_stat_activity as `cairn <instanceId> <purpose>`. */
   purpose: string;
-  /** A channel to LISTEN on, on every (re)connect, before `onConnect`. */
-  listen?: string;
+  /** Channels to LISTEN on, on every (re)connect, before `onConnect`. */
+  listen?: readonly string[];
   /** Runs on every (re)connect before the connection is handed out. */
   onConnect?: (client: pg.Client) => Promise<void>;
   /** The connection broke; locks and LISTENs tied to it are gone. */
@@ -51,7 +52,8 @@ export class DedicatedConnection {
   }
 
   /**
-   * Runs `text` on the live connection, waiting for one first. A query whose
+   * Runs `text` (a named statement: these texts are few and fixed) on the
+   * live connection, waiting for one first. A query whose
    * `abandoned` signal aborted while it waited is never sent: its caller has
    * given up on it, and it must not take effect behind the caller's back.
    */
@@ -62,7 +64,7 @@ export class DedicatedConnection {
   ): Promise<pg.QueryResult<R>> {
     const client = await this.client();
     if (abandoned?.aborted) throw new Error('query abandoned before it was sent');
-    return client.query<R>(text, values);
+    return client.query<R>(prepared(text, values));
   }
 
   async close(): Promise<void> {
@@ -88,7 +90,7 @@ export class DedicatedConnection {
       if (this.use.onNotification) client.on('notification', this.use.onNotification);
       try {
         await client.connect();
-        if (this.use.listen !== undefined) await client.query(`LISTEN ${this.use.listen}`);
+        for (const channel of this.use.listen ?? []) await client.query(`LISTEN ${channel}`);
         await this.use.onConnect?.(client);
         if (this.closed) {
           await client.end().catch(() => undefined);

@@ -49,7 +49,7 @@ export class SharedEventFeed {
   constructor(private readonly options: SharedEventFeedOptions) {
     this.connection = new DedicatedConnection(options, {
       purpose: 'events',
-      listen: EVENTS_CHANNEL,
+      listen: [EVENTS_CHANNEL],
       // Whatever committed while nobody listened.
       onConnect: async () => this.wake(),
       onNotification: () => this.wake(),

@@ -6,6 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
+import { StatementCounter } from '../helpers/statement-counter.js';
 import { AdvisorySessionLock } from '../../src/coordination/advisory-session-lock.js';
 import { createScratchDatabase, type ScratchDatabase } from './scratch-database.js';
 
@@ -22,12 +23,17 @@ afterAll(async () => {
   await db.drop();
 });
 
-function instance(name: string, log?: (d: Record<string, unknown>, m: string) => void) {
+function instance(
+  name: string,
+  log?: (d: Record<string, unknown>, m: string) => void,
+  keepMs?: number,
+) {
   const lock = new AdvisorySessionLock({
     connectionString: db.url,
     instanceId: name,
     retryMs: { first: 20, max: 100 },
     ...(log ? { log } : {}),
+    ...(keepMs !== undefined ? { keepMs } : {}),
   });
   opened.push(lock);
   return lock;
@@ -37,6 +43,53 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+/** Starts work on `sessionId` that holds the slot until `finish`; resolves once the work runs. */
+async function occupy(
+  lock: AdvisorySessionLock,
+  sessionId: string,
+): Promise<{ finish: () => Promise<void> }> {
+  const entered = deferred();
+  const finished = deferred();
+  const done = lock.run(sessionId, async () => {
+    entered.resolve();
+    await finished.promise;
+  });
+  await entered.promise;
+  return {
+    finish: async () => {
+      finished.resolve();
+      await done;
+    },
+  };
+}
+
+/** Starts work on `sessionId` that only notes it ran. */
+function attempt(
+  lock: AdvisorySessionLock,
+  sessionId: string,
+): { ran: () => boolean; done: Promise<void> } {
+  let ran = false;
+  const done = lock.run(sessionId, async () => {
+    ran = true;
+  });
+  return { ran: () => ran, done };
+}
+
+/** Work of `waiter` on the session waits while `held` runs, and runs once `held` finishes. */
+async function expectRunsAfter(
+  held: { finish: () => Promise<void> },
+  waiter: AdvisorySessionLock,
+  sessionId: string,
+): Promise<void> {
+  const waiting = attempt(waiter, sessionId);
+  // Long enough for several failed attempts (they retry every 20-100 ms), each asking for the lock.
+  await new Promise((r) => setTimeout(r, 150));
+  expect(waiting.ran()).toBe(false);
+  await held.finish();
+  await waiting.done;
+  expect(waiting.ran()).toBe(true);
 }
 
 /** Advisory locks of this database held now, by application name. */
@@ -67,8 +120,50 @@ describe('AdvisorySessionLock', () => {
     );
     expect(maxActive).toBe(1);
     expect(done).toHaveLength(12);
-    // Given back right after the work, without the work waiting for it.
-    await vi.waitFor(async () => expect(await advisoryHolders()).toEqual([]));
+    // The last to run keeps the lock for a moment; nobody else holds it.
+    expect(await advisoryHolders()).toHaveLength(1);
+  });
+
+  it('keeps the lock after the work, so the next work here takes it without a statement, and gives it back after keepMs', async () => {
+    const a = instance('a', undefined, 300);
+    await a.run('sess_kept', async () => undefined);
+    expect(await advisoryHolders()).toEqual(['cairn a locks']);
+    const counter = StatementCounter.install();
+    try {
+      const { statements } = await counter.count(() => a.run('sess_kept', async () => 'again'));
+      expect(statements.postgres).toBe(0);
+    } finally {
+      counter.uninstall();
+    }
+    await vi.waitFor(async () => expect(await advisoryHolders()).toEqual([]), { timeout: 5_000 });
+    // Given back, so the next work takes it again.
+    const counter2 = StatementCounter.install();
+    try {
+      const { statements } = await counter2.count(() => a.run('sess_kept', async () => 'cold'));
+      expect(statements.postgres).toBe(1);
+    } finally {
+      counter2.uninstall();
+    }
+  });
+
+  it('gives a kept lock at once to another instance that asks for it', async () => {
+    // Kept far longer than the test may run: only the ask can free it.
+    const a = instance('a', undefined, 600_000);
+    const b = instance('b', undefined, 600_000);
+    await a.run('sess_asked', async () => undefined);
+    expect(await advisoryHolders()).toEqual(['cairn a locks']);
+    let ranOnB = false;
+    await b.run('sess_asked', async () => {
+      ranOnB = true;
+    });
+    expect(ranOnB).toBe(true);
+    expect(await advisoryHolders()).toEqual(['cairn b locks']);
+  });
+
+  it('gives back a lock asked for while its work runs when the work ends, instead of keeping it', async () => {
+    const a = instance('a', undefined, 600_000);
+    const b = instance('b', undefined, 600_000);
+    await expectRunsAfter(await occupy(a, 'sess_busy'), b, 'sess_busy');
   });
 
   it('keeps arrival order within one instance', async () => {
@@ -143,24 +238,29 @@ describe('AdvisorySessionLock', () => {
       'session lock connection lost; work holding a session lock was stopped',
     );
     // Another instance takes the session at once; A never takes it back for the stopped work.
-    const inB = deferred();
-    const releaseB = deferred();
-    const onB = b.run('sess_keep', async () => {
-      inB.resolve();
-      await releaseB.promise;
-    });
-    await inB.promise;
+    const onB = await occupy(b, 'sess_keep');
     expect(await advisoryHolders()).toEqual(['cairn b locks']);
-    releaseB.resolve();
-    await onB;
+    await onB.finish();
     // A's next work on the session runs normally, on its new connection.
     let ranAgain = false;
     await a.run('sess_keep', async (signal) => {
       ranAgain = !signal.aborted;
     });
     expect(ranAgain).toBe(true);
-    // Given back right after the work, without the work waiting for it.
-    await vi.waitFor(async () => expect(await advisoryHolders()).toEqual([]));
+    expect(await advisoryHolders()).toEqual(['cairn a locks']);
+  });
+
+  it('forgets the locks it keeps when its lock connection breaks, and takes the lock again for the next work', async () => {
+    const a = instance('a', undefined, 600_000);
+    const b = instance('b', undefined, 600_000);
+    await a.run('sess_forgot', async () => undefined);
+    await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cairn a locks'`,
+    );
+    // The lock went with the connection: B takes it without asking anyone.
+    const onB = await occupy(b, 'sess_forgot');
+    // A does not believe it still holds the lock: its work waits for B's.
+    await expectRunsAfter(onB, a, 'sess_forgot');
   });
 
   it('fails the work with DATABASE_UNAVAILABLE when the database cannot be reached, without running it', async () => {

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import { CairnError } from '../../errors.js';
 import { POSTGRES_MIGRATIONS, type Migration } from '../migrations/index.js';
+import { prepared } from './prepared.js';
 
 /** How long a unit of work waits for a free connection (or a new one) before a 503. */
 export const PG_CONNECT_TIMEOUT_MS = 5_000;
@@ -201,7 +202,10 @@ export function inStatement<T>(
   return retried(poolSize, () => work(pool));
 }
 
-/** One query outside a transaction (reads), with the same error mapping. */
+/**
+ * One query outside a transaction (reads), as a named statement (the texts
+ * are the store's fixed set), with the same error mapping.
+ */
 export async function queryRows<R extends pg.QueryResultRow>(
   pool: pg.Pool,
   poolSize: number,
@@ -209,7 +213,7 @@ export async function queryRows<R extends pg.QueryResultRow>(
   params: unknown[] = [],
 ): Promise<R[]> {
   try {
-    return (await pool.query<R>(sql, params)).rows;
+    return (await pool.query<R>(prepared(sql, params))).rows;
   } catch (err) {
     throw translateError(err, poolSize);
   }

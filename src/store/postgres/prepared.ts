@@ -1,8 +1,10 @@
 /**
- * Named statements for the hot path. Postgres parses and plans an unnamed
- * statement at every call; a named one once per connection. For the
- * statements a chat turn sends (the one-statement append, the call records)
- * that parse and plan took about as long as running them.
+ * Named statements. Postgres parses and plans an unnamed statement at every
+ * call; a named one once per connection. For the statements a chat turn
+ * sends (the session read, the one-statement append, the call records, the
+ * session lock) that parse and plan took about as long as running them.
+ * The store's reads and the dedicated connections' statements are named
+ * too: their texts are fixed.
  *
  * A name is the hash of the text, so one text always has one name, on every
  * pooled connection. Only texts from a small fixed set may be named: each
@@ -12,7 +14,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 
-export const MAX_NAMED_TEXTS = 64;
+export const MAX_NAMED_TEXTS = 128;
 
 const names = new Map<string, string>();
 
