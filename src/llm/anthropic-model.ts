@@ -14,20 +14,11 @@ import type {
   MessageCreateParamsBase,
   RawMessageStreamEvent,
 } from '@anthropic-ai/sdk/resources/messages';
-import { DEFAULT_MAX_OUTPUT_TOKENS, type ModelRoleSettings } from '../config/settings.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS } from '../config/settings.js';
 import type { ChatMessage, ToolCall } from './messages.js';
 import type { ModelCallOptions, ModelRequest, ModelResponse, ModelUsage } from './model-client.js';
 import { streamWithIdleTimer, withDeadline } from './call-deadline.js';
-import {
-  contextOverflowFailure,
-  failure,
-  httpFailure,
-  isContextOverflowText,
-  statusHint,
-  upstreamText,
-  type ClassifiedFailure,
-  type ProviderFailures,
-} from './retry-policy.js';
+import * as retryPolicy from './retry-policy.js';
 import { RetryingModel, type RetryingModelOptions } from './retrying-model.js';
 import { toAnthropicRequest, type CacheHints } from './anthropic-wire.js';
 
@@ -87,28 +78,18 @@ function errorType(err: ApiError): string {
   return typeof type === 'string' ? type : '';
 }
 
-function failures(
-  role: ModelRoleSettings,
-): ProviderFailures<InstanceType<typeof Anthropic.APIError>> {
-  return {
-    timeout: Anthropic.APIConnectionTimeoutError,
-    connection: Anthropic.APIConnectionError,
-    api: Anthropic.APIError,
-    timeoutMessage: `The model at ${role.baseURL} did not answer within ${role.timeoutMs} ms. Try again, or raise the role's timeoutMs.`,
-    connectionMessage: `Could not reach the model at ${role.baseURL}. Check the role's baseURL and that the server is reachable.`,
-    classifyApiError,
-  };
-}
-
-function classifyApiError(err: ApiError): ClassifiedFailure {
+function classifyApiError(err: ApiError): retryPolicy.ClassifiedFailure {
   const status = err.status;
   const type = errorType(err);
-  const text = upstreamText(err, err.type);
-  if ((status === 400 || status === 413 || status === undefined) && isContextOverflowText(text)) {
-    return contextOverflowFailure(err);
+  const text = retryPolicy.upstreamText(err, err.type);
+  if (
+    (status === 400 || status === 413 || status === undefined) &&
+    retryPolicy.isContextOverflowText(text)
+  ) {
+    return retryPolicy.contextOverflowFailure(err);
   }
   if (status === 402 || type === 'billing_error' || /credit balance/i.test(text)) {
-    return failure(
+    return retryPolicy.failure(
       'LLM_ERROR',
       'Anthropic reports a billing problem (the credit balance is too low or payment is required). Check the Anthropic account.',
       err,
@@ -122,14 +103,14 @@ function classifyApiError(err: ApiError): ClassifiedFailure {
     (status === undefined
       ? type === 'api_error' || type === 'rate_limit_error' || type === 'timeout_error'
       : status === 408 || status === 409 || status === 429 || status >= 500);
-  const hint = statusHint(status, {
+  const hint = retryPolicy.statusHint(status, {
     auth: " Check the API key (ANTHROPIC_API_KEY or the role's apiKeyEnv).",
     notFound: ' Check the model name.',
     rateLimited: ' Anthropic is rate limiting; try again later.',
     otherwise: overloaded ? ' Anthropic is overloaded; try again later.' : '',
   });
   const what = status === undefined ? `a stream error (${type || 'unknown'})` : `HTTP ${status}`;
-  return httpFailure(
+  return retryPolicy.httpFailure(
     err,
     `The model provider returned ${what}${type && status !== undefined ? `, ${type}` : ''}.${hint}`,
     retryable,
@@ -178,8 +159,12 @@ export class AnthropicModel extends RetryingModel<InstanceType<typeof Anthropic.
     });
   }
 
-  protected failures(): ProviderFailures<InstanceType<typeof Anthropic.APIError>> {
-    return failures(this.role);
+  protected failures(): retryPolicy.ProviderFailures<InstanceType<typeof Anthropic.APIError>> {
+    return retryPolicy.sdkFailures(Anthropic, {
+      timeoutMessage: `The model at ${this.role.baseURL} did not answer within ${this.role.timeoutMs} ms. Try again, or raise the role's timeoutMs.`,
+      connectionMessage: `Could not reach the model at ${this.role.baseURL}. Check the role's baseURL and that the server is reachable.`,
+      classifyApiError,
+    });
   }
 
   /** The request body as sent (exported for the wire property test through `toAnthropicRequest`). */

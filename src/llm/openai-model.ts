@@ -13,20 +13,10 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import { CairnError } from '../errors.js';
-import type { ModelRoleSettings } from '../config/settings.js';
 import type { ChatMessage, ToolCall } from './messages.js';
 import { bridgeToolToUser } from './wire-profile.js';
 import { streamWithIdleTimer, withDeadline } from './call-deadline.js';
-import {
-  contextOverflowFailure,
-  failure,
-  httpFailure,
-  isContextOverflowText,
-  statusHint,
-  upstreamText,
-  type ClassifiedFailure,
-  type ProviderFailures,
-} from './retry-policy.js';
+import * as retryPolicy from './retry-policy.js';
 import { RetryingModel, type RetryingModelOptions } from './retrying-model.js';
 import type { ModelCallOptions, ModelRequest, ModelResponse, ModelUsage } from './model-client.js';
 
@@ -45,29 +35,18 @@ type APIErrorLike = {
   status?: number;
 };
 
-function failures(role: ModelRoleSettings): ProviderFailures<InstanceType<typeof OpenAI.APIError>> {
-  return {
-    timeout: OpenAI.APIConnectionTimeoutError,
-    connection: OpenAI.APIConnectionError,
-    api: OpenAI.APIError,
-    timeoutMessage: `The model at ${role.baseURL} did not answer within ${role.timeoutMs} ms. Try again, or raise models.main.timeoutMs.`,
-    connectionMessage: `Could not reach the model at ${role.baseURL}. Check OPENAI_BASE_URL and that the model server is running.`,
-    classifyApiError,
-  };
-}
-
-function classifyApiError(err: APIErrorLike): ClassifiedFailure {
+function classifyApiError(err: APIErrorLike): retryPolicy.ClassifiedFailure {
   const status = err.status;
-  const text = upstreamText(err, err.code, err.type);
+  const text = retryPolicy.upstreamText(err, err.code, err.type);
   const code = err.code ? `, code ${err.code}` : '';
   if (
     (status === 400 || status === 413 || status === 422 || status === undefined) &&
-    isContextOverflowText(text)
+    retryPolicy.isContextOverflowText(text)
   ) {
-    return contextOverflowFailure(err);
+    return retryPolicy.contextOverflowFailure(err);
   }
   if (status === 429 && /insufficient_quota|billing|quota/i.test(text)) {
-    return failure(
+    return retryPolicy.failure(
       'LLM_ERROR',
       'The model provider reports the account is out of quota or has a billing problem (HTTP 429, insufficient_quota). Check the provider account.',
       err,
@@ -76,12 +55,12 @@ function classifyApiError(err: APIErrorLike): ClassifiedFailure {
   }
   const retryable =
     status === undefined || status === 408 || status === 409 || status === 429 || status >= 500;
-  const hint = statusHint(status, {
+  const hint = retryPolicy.statusHint(status, {
     auth: " Check the API key (OPENAI_API_KEY or the role's apiKeyEnv).",
     notFound: ' Check the model name and OPENAI_BASE_URL.',
     rateLimited: ' The provider is rate limiting; try again later.',
   });
-  return httpFailure(
+  return retryPolicy.httpFailure(
     err,
     `The model provider returned HTTP ${status ?? 'error'}${code}.${hint}`,
     retryable,
@@ -143,8 +122,12 @@ export class OpenAIModel extends RetryingModel<InstanceType<typeof OpenAI.APIErr
     });
   }
 
-  protected failures(): ProviderFailures<InstanceType<typeof OpenAI.APIError>> {
-    return failures(this.role);
+  protected failures(): retryPolicy.ProviderFailures<InstanceType<typeof OpenAI.APIError>> {
+    return retryPolicy.sdkFailures(OpenAI, {
+      timeoutMessage: `The model at ${this.role.baseURL} did not answer within ${this.role.timeoutMs} ms. Try again, or raise models.main.timeoutMs.`,
+      connectionMessage: `Could not reach the model at ${this.role.baseURL}. Check OPENAI_BASE_URL and that the model server is running.`,
+      classifyApiError,
+    });
   }
 
   private params(request: ModelRequest): ChatCompletionCreateParamsBase {
