@@ -163,12 +163,13 @@ export class AdvisorySessionLock implements SessionLock {
   }
 
   /**
-   * One attempt at the lock; a failed one asks the holder for it. While the database is unreachable, the query
-   * waits for the lock connection to come back; past `connectTimeoutMs` the
-   * work fails — and the attempt is abandoned for good: it is not sent once
-   * the connection is back, and if it was sent already and still takes the
-   * lock, the lock is given back at once, so no lock is held that nothing
-   * records (every turn on the session elsewhere would wait on it).
+   * One attempt at the lock; a failed one asks the holder for it. While the
+   * database is unreachable, the query waits for the lock connection to come
+   * back; past `connectTimeoutMs` the work fails — and the attempt is
+   * abandoned for good: it is not sent once the connection is back, and if
+   * it was sent already and still takes the lock, the lock is given back at
+   * once, so no lock is held that nothing records (every turn on the session
+   * elsewhere would wait on it).
    */
   private async tryLock(sessionId: string): Promise<boolean> {
     const timeoutMs = this.options.connectTimeoutMs ?? 10_000;
