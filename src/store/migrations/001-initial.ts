@@ -8,6 +8,8 @@
  * tsvector column with a GIN index on Postgres (the 'simple' configuration:
  * no stemming, no stop words, like FTS5's unicode61).
  * Frozen: never edit after it has landed; add a new numbered migration instead.
+ * (The line breaks around the picked parts look odd on purpose: each dialect
+ * gets, byte for byte, the text it ran when the dialects had a file each.)
  */
 import type { SchemaDialect } from './dialect.js';
 
