@@ -10,10 +10,10 @@
  *   Aim: Postgres's median within POSTGRES_AIM_RATIO of SQLite's.
  * - Statements per chat turn on each store, counted for real after the timed
  *   turns (back to back, so the session lock is kept between them) and on a
- *   session's first turn, which takes the lock
- *   (test/helpers/statement-counter.ts: every `pg.Client#query` the turn issues, on the pool and the session-lock connection, BEGIN and
- *   COMMIT included; every better-sqlite3 statement execution, its
- *   transactions' BEGIN and COMMIT included). The event feed's reads, which
+ *   session's first turn, which takes the lock (test/helpers/statement-counter.ts:
+ *   every `pg.Client#query` the turn issues, on the pool and the session-lock
+ *   connection, BEGIN and COMMIT included; every better-sqlite3 statement
+ *   execution, its transactions' BEGIN and COMMIT included). The event feed's reads, which
  *   run on the feed's own schedule and serve every turn at once, are not a
  *   turn's. Aim: at most POSTGRES_AIM_STATEMENTS on Postgres.
  * - turns/s with 1 and with 3 instances on one database: real `cairn serve`

@@ -81,8 +81,7 @@ export class AdvisorySessionLock implements SessionLock {
         for (const controller of this.held.values()) controller.abort(reason);
         this.held.clear();
         this.wanted.clear();
-        for (const timer of this.kept.values()) clearTimeout(timer);
-        this.kept.clear();
+        this.forgetKept();
         this.options.log?.(
           { error: error.message, lost, instanceId: options.instanceId },
           'session lock connection lost; work holding a session lock was stopped',
@@ -117,18 +116,12 @@ export class AdvisorySessionLock implements SessionLock {
   /** Waits for running work, then closes the lock connection (its locks go with it). */
   async close(): Promise<void> {
     await this.local.drain();
-    for (const timer of this.kept.values()) clearTimeout(timer);
-    this.kept.clear();
+    this.forgetKept();
     await this.connection.close();
   }
 
   private async acquire(sessionId: string): Promise<AbortController> {
-    const keeping = this.kept.get(sessionId);
-    if (keeping !== undefined) {
-      clearTimeout(keeping);
-      this.kept.delete(sessionId);
-      return this.hold(sessionId);
-    }
+    if (this.stopKeeping(sessionId)) return this.hold(sessionId);
     const poll = this.options.pollMs ?? { first: 20, max: 250 };
     const waitMs = this.options.lockWaitMs ?? SESSION_LOCK_WAIT_MS;
     const deadline = Date.now() + waitMs;
@@ -251,14 +244,23 @@ export class AdvisorySessionLock implements SessionLock {
    * not hold is none of its business.
    */
   private giveUp(sessionId: string): void {
-    const keeping = this.kept.get(sessionId);
-    if (keeping !== undefined) {
-      clearTimeout(keeping);
-      this.kept.delete(sessionId);
-      void this.unlock(sessionId);
-    } else if (this.held.has(sessionId)) {
-      this.wanted.add(sessionId);
-    }
+    if (this.stopKeeping(sessionId)) void this.unlock(sessionId);
+    else if (this.held.has(sessionId)) this.wanted.add(sessionId);
+  }
+
+  /** Whether this instance was keeping the session's lock; it no longer times it out. */
+  private stopKeeping(sessionId: string): boolean {
+    const timer = this.kept.get(sessionId);
+    if (timer === undefined) return false;
+    clearTimeout(timer);
+    this.kept.delete(sessionId);
+    return true;
+  }
+
+  /** Drops every kept lock from the books (the connection that held them is gone or going). */
+  private forgetKept(): void {
+    for (const timer of this.kept.values()) clearTimeout(timer);
+    this.kept.clear();
   }
 
   /**

@@ -7,7 +7,6 @@
  * the SQL each dialect runs, so a changed word fails them.
  */
 export interface SchemaDialect {
-  readonly name: 'sqlite' | 'postgres';
   /** Text that sorts bytewise, as keyset paging needs (ids, times): Postgres's COLLATE "C". */
   readonly orderedText: string;
   /** An integer that may pass 2^31 (token counts, sums). */
@@ -23,7 +22,6 @@ export interface SchemaDialect {
 }
 
 export const SQLITE_DIALECT: SchemaDialect = {
-  name: 'sqlite',
   orderedText: 'TEXT',
   bigInteger: 'INTEGER',
   float: 'REAL',
@@ -33,7 +31,6 @@ export const SQLITE_DIALECT: SchemaDialect = {
 };
 
 export const POSTGRES_DIALECT: SchemaDialect = {
-  name: 'postgres',
   orderedText: 'TEXT COLLATE "C"',
   bigInteger: 'BIGINT',
   float: 'DOUBLE PRECISION',
