@@ -42,6 +42,7 @@ import {
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError, describeError } from '../errors.js';
+import { USER_TEXT } from '../http/schemas.js';
 import type { StoredMessage } from '../llm/messages.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type { TaskRunner } from '../runtime/task-runner.js';
@@ -64,9 +65,10 @@ import {
 /** Where the route puts the signal that fires when the peer goes away mid-stream. */
 export const STREAM_ABORT_KEY = 'cairn.streamAbort';
 
-const DEFAULT_PAGE_SIZE = 50;
-const MAX_PAGE_SIZE = 100;
-const MAX_INPUT_CHARS = 1_000_000;
+/** Tasks a `tasks/list` page holds when the peer names no `pageSize`, and the most it may name. */
+const PAGE_SIZE = { default: 50, max: 100 } as const;
+/** A message's text, its parts joined, is refused past the chat route's own limit. */
+const MAX_INPUT_CHARS = USER_TEXT.maxLength;
 
 export interface CairnA2AHandlerDeps {
   agent: AgentConfig;
@@ -152,9 +154,9 @@ export class CairnA2AHandler implements A2ARequestHandler {
 
   async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
     return this.withA2AErrors(async () => {
-      const pageSize = params.pageSize ?? DEFAULT_PAGE_SIZE;
-      if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE)
-        throw new RequestMalformedError(`pageSize must be an integer from 1 to ${MAX_PAGE_SIZE}.`);
+      const pageSize = params.pageSize ?? PAGE_SIZE.default;
+      if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > PAGE_SIZE.max)
+        throw new RequestMalformedError(`pageSize must be an integer from 1 to ${PAGE_SIZE.max}.`);
       if (params.statusTimestampAfter !== undefined)
         throw new UnsupportedOperationError(
           'statusTimestampAfter is not supported: page through the tasks (newest first) instead.',

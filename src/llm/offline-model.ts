@@ -19,9 +19,13 @@ import {
 } from '../compaction/prompt.js';
 
 export const OFFLINE_LABEL = '[offline model]';
+/** How much of the user's message a canned reply quotes. */
 const QUOTE_CHARS = 200;
+/** How much of each line a summary section keeps. */
 const LINE_CHARS = 160;
+/** How much of a tool's result the reply after it repeats. */
 const RESULT_CHARS = 500;
+/** The most words of a made-up title. */
 const TITLE_WORDS = 6;
 /** How to make it call a tool, in every canned reply. */
 export const OFFLINE_DIRECTIVES_HINT =
