@@ -16,8 +16,13 @@
  * measured part. The servers take turns, ROUNDS times each, the order
  * rotating each round, so drift on a shared machine hits all alike; a row
  * gives the median turns/s of each and the median of the per-round ratios.
+ *
+ * Beside turns/s, the CPU time each server process used per measured turn
+ * (all its threads, user + system, read from /proc): what a turn costs the
+ * server whatever else the machine was doing, which moves far less from run
+ * to run than turns/s on a shared machine.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +40,29 @@ const ROUNDS = 3;
 export const AIM_RATIO = 0.85;
 
 type Mode = 'cairn' | 'baseline' | 'minimal';
+
+/** The kernel's clock ticks per second, in which /proc reports CPU time (USER_HZ: 100 on Linux). */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU time (user + system, ms) process `pid` has used so far; undefined without /proc. */
+function cpuMsOf(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // After the command name (in parentheses, which may hold spaces): utime and stime are the 12th and 13th fields.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+/** One run's figures. */
+export interface RunFigures {
+  turnsPerSecond: number;
+  /** The server process's CPU time per measured turn, ms; undefined without /proc. */
+  cpuMsPerTurn: number | undefined;
+}
 
 interface ChatAnswer {
   sessionId: string;
@@ -81,8 +109,8 @@ function post(agent: http.Agent, port: number, body: string): Promise<ChatAnswer
   });
 }
 
-/** One run against a fresh server of `mode`: measured turns/s. */
-export async function throughputRun(mode: Mode): Promise<number> {
+/** One run against a fresh server of `mode`: measured turns/s and the server's CPU per turn. */
+export async function throughputRun(mode: Mode): Promise<RunFigures> {
   const home = mkdtempSync(join(tmpdir(), `cairn-bench-${mode}-`));
   const server = startScript('throughput-server.js', [mode, home]);
   const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
@@ -100,6 +128,7 @@ export async function throughputRun(mode: Mode): Promise<number> {
     let done = 0;
     const wanted = CLIENTS * TURNS_PER_CLIENT;
     const started = performance.now();
+    const cpuBefore = cpuMsOf(server.child.pid);
     const deadline = started + RUN_MS;
     await Promise.all(
       sessions.map(async (sessionId, c) => {
@@ -109,7 +138,14 @@ export async function throughputRun(mode: Mode): Promise<number> {
         }
       }),
     );
-    return done / ((performance.now() - started) / 1000);
+    const seconds = (performance.now() - started) / 1000;
+    const cpuAfter = cpuMsOf(server.child.pid);
+    const cpuMs =
+      cpuBefore !== undefined && cpuAfter !== undefined ? cpuAfter - cpuBefore : undefined;
+    return {
+      turnsPerSecond: done / seconds,
+      cpuMsPerTurn: cpuMs === undefined ? undefined : cpuMs / done,
+    };
   } finally {
     agent.destroy();
     const exited = new Promise((resolve) => server.child.once('exit', resolve));
@@ -123,6 +159,8 @@ export interface ThroughputResult {
   cairn: number[];
   baseline: number[];
   minimal: number[];
+  /** Each server's CPU ms per turn, per round (NaN without /proc). */
+  cpu: Record<Mode, number[]>;
   /** Cairn ÷ the baseline (the same writes), per round. */
   ratios: number[];
   /** Cairn ÷ the minimal server, per round. */
@@ -137,16 +175,20 @@ export async function measureThroughput(rounds = ROUNDS): Promise<ThroughputResu
     cairn: [],
     baseline: [],
     minimal: [],
+    cpu: { cairn: [], baseline: [], minimal: [] },
     ratios: [],
     minimalRatios: [],
   };
   for (let round = 0; round < rounds; round++) {
     const order = MODES.map((_, i) => MODES[(i + round) % MODES.length]!);
-    const runs: Partial<Record<Mode, number>> = {};
+    const runs: Partial<Record<Mode, RunFigures>> = {};
     for (const mode of order) runs[mode] = await throughputRun(mode);
-    for (const mode of MODES) result[mode].push(runs[mode]!);
-    result.ratios.push(runs.cairn! / runs.baseline!);
-    result.minimalRatios.push(runs.cairn! / runs.minimal!);
+    for (const mode of MODES) {
+      result[mode].push(runs[mode]!.turnsPerSecond);
+      result.cpu[mode].push(runs[mode]!.cpuMsPerTurn ?? Number.NaN);
+    }
+    result.ratios.push(runs.cairn!.turnsPerSecond / runs.baseline!.turnsPerSecond);
+    result.minimalRatios.push(runs.cairn!.turnsPerSecond / runs.minimal!.turnsPerSecond);
   }
   return result;
 }
@@ -161,12 +203,19 @@ export async function throughputRows(): Promise<string[][]> {
   const r = await measureThroughput();
   const ratio = median(r.ratios);
   const perRound = (ratios: readonly number[]) => ratios.map((x) => x.toFixed(2)).join(', ');
+  const cpu = (mode: Mode) => `${median(r.cpu[mode]).toFixed(2)} ms`;
   return [
     [
       `chat turns/s over HTTP, ${CLIENTS} clients (own session each, keep-alive, offline model, bearer auth): Cairn / bare fastify + better-sqlite3 doing the same writes (user message committed first, reply with the call record) (median of ${ROUNDS} rounds; per-round ratios ${perRound(r.ratios)})`,
       `${median(r.cairn).toFixed(0)} / ${median(r.baseline).toFixed(0)} (${ratio.toFixed(2)}×)`,
       `aim: Cairn ≥ ${AIM_RATIO}× the baseline`,
       ratio >= AIM_RATIO ? '✓' : '✗',
+    ],
+    [
+      `… the server process's CPU time per turn (all threads, user + system; median of the rounds): Cairn / the bare server doing the same writes / the one writing less`,
+      `${cpu('cairn')} / ${cpu('baseline')} / ${cpu('minimal')}`,
+      'for reference',
+      '',
     ],
     [
       `… the same, against a bare server writing only both messages in one transaction (no call record; per-round ratios ${perRound(r.minimalRatios)})`,
