@@ -21,7 +21,7 @@ import {
 export const OFFLINE_LABEL = '[offline model]';
 /** How much of the user's message a canned reply quotes. */
 const QUOTE_CHARS = 200;
-/** How much of each line a summary section keeps. */
+/** How much of each line of the conversation its summary keeps. */
 const LINE_CHARS = 160;
 /** How much of a tool's result the reply after it repeats. */
 const RESULT_CHARS = 500;
