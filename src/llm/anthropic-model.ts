@@ -21,6 +21,7 @@ import { streamWithIdleTimer, withDeadline } from './call-deadline.js';
 import * as retryPolicy from './retry-policy.js';
 import { RetryingModel, type RetryingModelOptions } from './retrying-model.js';
 import { toAnthropicRequest, type CacheHints } from './anthropic-wire.js';
+import { httpFetch } from './http-fetch.js';
 
 export interface AnthropicModelOptions extends RetryingModelOptions {
   /** Recognises the summary message, whose end is a cache breakpoint. */
@@ -156,6 +157,7 @@ export class AnthropicModel extends RetryingModel<InstanceType<typeof Anthropic.
       baseURL: options.role.baseURL ?? undefined,
       timeout: options.role.timeoutMs,
       maxRetries: 0,
+      fetch: httpFetch,
     });
   }
 

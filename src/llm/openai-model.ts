@@ -14,6 +14,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import { CairnError } from '../errors.js';
 import type { ChatMessage, ToolCall } from './messages.js';
+import { httpFetch } from './http-fetch.js';
 import { bridgeToolToUser } from './wire-profile.js';
 import { streamWithIdleTimer, withDeadline } from './call-deadline.js';
 import * as retryPolicy from './retry-policy.js';
@@ -23,6 +24,7 @@ import type { ModelCallOptions, ModelRequest, ModelResponse, ModelUsage } from '
 export { MAX_RETRY_AFTER_MS, retryAfterMs, type ModelLogger } from './retry-policy.js';
 
 export interface OpenAIModelOptions extends RetryingModelOptions {
+  /** The SDK's fetch; httpFetch unless given. */
   fetch?: typeof fetch;
 }
 
@@ -118,7 +120,7 @@ export class OpenAIModel extends RetryingModel<InstanceType<typeof OpenAI.APIErr
       baseURL: options.role.baseURL ?? undefined,
       timeout: options.role.timeoutMs,
       maxRetries: 0,
-      ...(options.fetch ? { fetch: options.fetch } : {}),
+      fetch: options.fetch ?? httpFetch,
     });
   }
 
