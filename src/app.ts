@@ -284,6 +284,7 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
             instanceId,
             store,
             deliver: (delivered) => events.deliverShared(delivered),
+            listening: () => events.following,
             log: warn,
           }),
         };

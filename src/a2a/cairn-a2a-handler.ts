@@ -44,7 +44,7 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError, describeError } from '../errors.js';
 import { USER_TEXT } from '../http/schemas.js';
 import type { StoredMessage } from '../llm/messages.js';
-import type { EventBus } from '../runtime/event-bus.js';
+import type { EventBus, Subscription } from '../runtime/event-bus.js';
 import type { TaskRunner } from '../runtime/task-runner.js';
 import type { MessageLog, SessionStore, TaskRow, TaskStore } from '../store/store.js';
 import type { A2AAccess } from './access.js';
@@ -117,6 +117,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
     // Subscribed before the task starts, so no change of its state is missed.
     const follower = this.follow(signal);
     try {
+      await follower.live;
       const task = await this.withA2AErrors(() => this.accept(params));
       yield* this.stream(task, follower, params.configuration?.historyLength);
     } catch (err) {
@@ -132,6 +133,7 @@ export class CairnA2AHandler implements A2ARequestHandler {
   ): AsyncGenerator<StreamResponse, void, undefined> {
     const follower = this.follow(abortSignalOf(context));
     try {
+      await follower.live;
       const task = await this.withA2AErrors(() => this.visibleTask(params.id));
       if (isTerminal(task.status)) {
         throw new UnsupportedOperationError(
@@ -381,14 +383,14 @@ class TaskFollower {
   /** Seqs of the agent's messages not yet reported, with their sessions (kept until the task is known). */
   private agentMessages: { sessionId: string; seq: number }[] = [];
   private wake: (() => void) | undefined;
-  private readonly unsubscribe: () => void;
+  private readonly subscription: Subscription;
   private readonly onAbort = (): void => this.wake?.();
 
   constructor(
     events: Pick<EventBus, 'subscribe'>,
     private readonly signal: AbortSignal | undefined,
   ) {
-    this.unsubscribe = events.subscribe((event) => {
+    this.subscription = events.subscribe((event) => {
       if (event.type === 'message.created' && event.data.role === 'assistant') {
         const { seq } = event.data;
         if (event.session_id === null || typeof seq !== 'number') return;
@@ -400,6 +402,11 @@ class TaskFollower {
       this.wake?.();
     });
     signal?.addEventListener('abort', this.onAbort);
+  }
+
+  /** Resolves once the follower gets events (start the task only then). */
+  get live(): Promise<void> {
+    return this.subscription.live;
   }
 
   track(task: TaskRow): void {
@@ -424,7 +431,7 @@ class TaskFollower {
   }
 
   stop(): void {
-    this.unsubscribe();
+    this.subscription.close();
     this.signal?.removeEventListener('abort', this.onAbort);
     this.wake?.();
   }

@@ -4,6 +4,8 @@
  * subscribers. On a database shared by several instances subscribers
  * get every instance's events from a shared feed instead, in id order; this
  * instance's own events still reach its observers (log, metrics) at once.
+ * The feed reads only while someone subscribes, so a subscriber that comes
+ * when nobody did joins once the feed has caught up (`Subscription.live`).
  */
 import type { EventLog, EventRow } from '../store/store.js';
 
@@ -13,10 +15,23 @@ export type EventListener = (event: EventRow) => void;
 export interface SharedFeed {
   /** Every event up to this id has been delivered to subscribers. */
   readonly watermark: number;
+  /** Resolves once what committed before the call has been delivered. */
+  catchUp(): Promise<void>;
+}
+
+export interface Subscription {
+  /**
+   * Resolves once the listener gets events: every event committed after
+   * that, in id order. Read the history (the replay horizon) only then.
+   */
+  readonly live: Promise<void>;
+  close(): void;
 }
 
 export class EventBus {
   private readonly listeners = new Set<EventListener>();
+  /** Subscribers waiting for the shared feed to catch up before they join. */
+  private readonly joining = new Set<EventListener>();
   /** In-process observers (the event log, metrics): not client streams, so not in subscriberCount. */
   private readonly observers = new Set<EventListener>();
 
@@ -63,9 +78,35 @@ export class EventBus {
     for (const event of events) notify(this.listeners, event);
   }
 
-  subscribe(listener: EventListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+  subscribe(listener: EventListener): Subscription {
+    const close = (): void => {
+      this.listeners.delete(listener);
+      this.joining.delete(listener);
+    };
+    // A feed with subscribers reads every commit: a newcomer joins at once.
+    if (!this.sharedFeed || this.listeners.size > 0) {
+      this.listeners.add(listener);
+      return { live: Promise.resolve(), close };
+    }
+    this.joining.add(listener);
+    return { live: this.joined ?? this.joinAfterCatchUp(this.sharedFeed), close };
+  }
+
+  /** While subscribers are joining: the catch-up they wait for. */
+  private joined: Promise<void> | undefined;
+
+  private joinAfterCatchUp(feed: SharedFeed): Promise<void> {
+    this.joined = feed.catchUp().then(() => {
+      for (const listener of this.joining) this.listeners.add(listener);
+      this.joining.clear();
+      this.joined = undefined;
+    });
+    return this.joined;
+  }
+
+  /** Whether the shared feed must read what commits: someone subscribes, or is joining. */
+  get following(): boolean {
+    return this.listeners.size > 0 || this.joining.size > 0;
   }
 
   /** Like `subscribe`, for the server's own observers (logging, metrics), for its whole life. */

@@ -3,11 +3,14 @@
  * migration 006's notify trigger): events committed by any connection reach the feed in id
  * order, a late commit of a lower id is waited for (never skipped), and a
  * hole left by a rolled-back insert is stepped over after the grace period.
+ * With nobody listening it reads on its poll only, and a subscriber joining
+ * the event bus then gets what commits after it joined, once each.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { SharedEventFeed } from '../../src/coordination/shared-event-feed.js';
+import { EventBus } from '../../src/runtime/event-bus.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import type { EventRow } from '../../src/store/store.js';
 import { createScratchDatabase, type ScratchDatabase } from './scratch-database.js';
@@ -35,13 +38,18 @@ afterAll(async () => {
 
 async function startFeed(
   gapGraceMs = 10_000,
+  options: {
+    listening?: () => boolean;
+    deliver?: (events: readonly EventRow[]) => void;
+  } = {},
 ): Promise<{ seen: EventRow[]; feed: SharedEventFeed }> {
   const seen: EventRow[] = [];
   const feed = new SharedEventFeed({
     connectionString: db.url,
     instanceId: INSTANCE,
     store,
-    deliver: (events) => seen.push(...events),
+    deliver: options.deliver ?? ((events) => seen.push(...events)),
+    ...(options.listening ? { listening: options.listening } : {}),
     gapGraceMs,
     // The poll is a fallback; the notifications must do the work here.
     pollMs: 60_000,
@@ -58,6 +66,8 @@ async function insert(client: pg.Pool | pg.PoolClient, type: string): Promise<nu
   );
   return Number(rows[0]!.id);
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function until(check: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
@@ -124,5 +134,57 @@ describe('SharedEventFeed', () => {
     await insert(db.pool, 'three');
     await until(() => seen.length === 3, 'events after the cut delivered');
     expect(seen.map((e) => e.type)).toEqual(['one', 'two', 'three']);
+  });
+
+  it('reads nothing on a notification while nobody listens, and everything on catchUp', async () => {
+    const { seen, feed } = await startFeed(10_000, { listening: () => false });
+    await insert(db.pool, 'a');
+    await insert(db.pool, 'b');
+    // Long enough for the notifications to have been read, had they been.
+    await sleep(200);
+    expect(seen).toEqual([]);
+    expect(feed.watermark).toBe(0);
+    await feed.catchUp();
+    expect(seen.map((e) => e.type)).toEqual(['a', 'b']);
+    expect(feed.watermark).toBe(2);
+  });
+
+  it('lets a subscriber of the bus join after a catch-up: what commits after, once each, nothing before', async () => {
+    const bus = new EventBus(store);
+    const { feed } = await startFeed(10_000, {
+      listening: () => bus.following,
+      deliver: (events) => bus.deliverShared(events),
+    });
+    bus.useSharedFeed(feed);
+    await insert(db.pool, 'before-1');
+    await insert(db.pool, 'before-2');
+    await sleep(100);
+    expect(feed.watermark).toBe(0);
+
+    const got: string[] = [];
+    const early = bus.subscribe((e) => got.push(`early:${e.type}`));
+    const late = bus.subscribe((e) => got.push(`late:${e.type}`));
+    expect(bus.subscriberCount).toBe(0);
+    await Promise.all([early.live, late.live]);
+    expect(bus.subscriberCount).toBe(2);
+    expect(feed.watermark).toBe(2);
+    expect(got).toEqual([]);
+
+    // Listening now: a notification is read at once (the poll is a minute away).
+    await insert(db.pool, 'after');
+    await until(() => got.length === 2, 'the event after joining delivered to both');
+    expect(got).toEqual(['early:after', 'late:after']);
+
+    // A third subscriber joins the live feed at once.
+    const third = bus.subscribe((e) => got.push(`third:${e.type}`));
+    expect(bus.subscriberCount).toBe(3);
+    await third.live;
+
+    for (const subscription of [early, late, third]) subscription.close();
+    expect(bus.following).toBe(false);
+    await insert(db.pool, 'unheard');
+    await sleep(200);
+    expect(feed.watermark).toBe(3);
+    expect(got).toEqual(['early:after', 'late:after']);
   });
 });

@@ -131,4 +131,22 @@ describe('two instances on one Postgres database', () => {
       expect.arrayContaining(ofTurn.slice(1).map((e) => e.id)),
     );
   });
+
+  it('a stream opened on B while nobody there listened carries every event once, in order', async () => {
+    // B has no open stream: its feed has left A's commits to the poll.
+    const { sessionId } = await chat(a.app, 'before anyone listens on B');
+    // Until the reply of the second turn (system 1, user 2, reply 3, user 4, reply 5).
+    const stream = readEvents(bUrl, {}, (events) =>
+      events.some(
+        (e) => e.event === 'message.created' && e.data.sessionId === sessionId && e.data.seq === 5,
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    await chat(a.app, 'while B listens', sessionId);
+    const seen = await stream;
+    const stored = await a.app.store.listEvents({ afterId: 0, limit: 10_000 });
+    const upTo = seen.at(-1)!.id;
+    // The replay and the live feed meet without a gap or a repeat.
+    expect(seen.map((e) => e.id)).toEqual(stored.filter((e) => e.id <= upTo).map((e) => e.id));
+  });
 });

@@ -126,15 +126,16 @@ describe('writes of a task run that was taken over', () => {
 
     // The peer takes over between the stored tool call and the tool's own write.
     // The first assistant message of the run is its call to memory_save.
-    const stop = t.app.events.subscribe((event) => {
+    const subscription = t.app.events.subscribe((event) => {
       if (event.type === 'message.created' && event.data.role === 'assistant') peerInterrupts();
     });
+    await subscription.live;
     try {
       step = 0;
       const task = await runTask(undefined, 'remember my city');
       expect(task.status).toBe('interrupted');
     } finally {
-      stop();
+      subscription.close();
     }
     expect(await t.app.store.listMemory('assistant')).toEqual([]);
   });

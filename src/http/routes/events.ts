@@ -83,7 +83,7 @@ export const eventRoutes: FastifyPluginAsync<EventRoutesOptions> = async (app, d
 
       // Subscribe first and buffer, so nothing emitted during the replay is lost.
       let buffer: EventRow[] | undefined = [];
-      const unsubscribe = deps.events.subscribe((event) => {
+      const subscription = deps.events.subscribe((event) => {
         if (!matches(event)) return;
         if (buffer) buffer.push(event);
         else if (event.id > lastId) {
@@ -94,9 +94,11 @@ export const eventRoutes: FastifyPluginAsync<EventRoutesOptions> = async (app, d
       const keepalive = setInterval(() => sse.comment('keepalive'), SSE_KEEPALIVE_MS);
       request.raw.on('close', () => {
         clearInterval(keepalive);
-        unsubscribe();
+        subscription.close();
         open.delete(sse);
       });
+      // What the live feed will not carry is history, read from the store below.
+      await subscription.live;
 
       // Instances sharing a database commit events out of id order; the replay
       // stops where the live feed has not yet delivered everything below.
