@@ -8,7 +8,11 @@
  * about 140 µs here, and some 100 KB less garbage (bench: the growing
  * conversation's median turn, 1.8 → 1.6 ms).
  *
- * What an API client needs is kept: keep-alive connections, compressed
+ * What an API client needs is kept: keep-alive connections (closed after
+ * IDLE_SOCKET_MS unused, as undici's are, or sooner when the server's
+ * Keep-Alive header says so: a NAT or proxy on the way may have dropped an
+ * idle connection without a word, and a request written into it would wait
+ * for the call's whole timeout), compressed
  * answers decoded (asked for as fetch asks), the abort signal (before the
  * answer and while its body streams), the body as a web stream the SDKs
  * read as they do fetch's. What it leaves out, on purpose: redirects are not
@@ -22,11 +26,8 @@ import https from 'node:https';
 import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 
-/** One keep-alive pool per protocol, shared by every model client of the process. */
-const AGENTS = {
-  'http:': new http.Agent({ keepAlive: true }),
-  'https:': new https.Agent({ keepAlive: true }),
-};
+/** How long a kept-alive connection may sit unused before it is closed (undici's default). */
+export const IDLE_SOCKET_MS = 4_000;
 
 /** Statuses whose response has no body (a Response with one would throw). */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
@@ -76,7 +77,27 @@ function abortError(signal: AbortSignal): Error {
     : new DOMException('This operation was aborted', 'AbortError');
 }
 
-export const httpFetch: typeof fetch = (input, init = {}) => {
+/**
+ * A fetch with its own keep-alive pools (one per protocol). Node's agents
+ * close a pooled connection after `idleSocketMs` without a request; a
+ * request in flight is never cut by it, however long the model takes.
+ */
+export function createHttpFetch(idleSocketMs = IDLE_SOCKET_MS): typeof fetch {
+  const agents = {
+    'http:': new http.Agent({ keepAlive: true, timeout: idleSocketMs }),
+    'https:': new https.Agent({ keepAlive: true, timeout: idleSocketMs }),
+  };
+  return (input, init) => send(agents, input, init);
+}
+
+/** The fetch of every model client of the process. */
+export const httpFetch = createHttpFetch();
+
+function send(
+  agents: { 'http:': http.Agent; 'https:': https.Agent },
+  input: Parameters<typeof fetch>[0],
+  init: RequestInit = {},
+): Promise<Response> {
   const body = plainBody(init.body);
   const target = typeof input === 'string' ? input : input instanceof URL ? input.href : undefined;
   if (target === undefined || body === false) return fetch(input, init);
@@ -98,7 +119,7 @@ export const httpFetch: typeof fetch = (input, init = {}) => {
     const client = url.protocol === 'https:' ? https : http;
     const request = client.request(
       url,
-      { method, headers, agent: AGENTS[url.protocol as 'http:' | 'https:'] },
+      { method, headers, agent: agents[url.protocol as 'http:' | 'https:'] },
       (res) => {
         answer = res;
         const status = res.statusCode ?? 0;
@@ -132,4 +153,4 @@ export const httpFetch: typeof fetch = (input, init = {}) => {
     request.on('error', reject);
     request.end(body);
   });
-};
+}

@@ -4,7 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { httpFetch } from '../../src/llm/http-fetch.js';
+import { createHttpFetch, httpFetch } from '../../src/llm/http-fetch.js';
 
 interface Seen {
   method: string;
@@ -148,6 +148,31 @@ describe('httpFetch', () => {
     const { base, connections } = await serve((_req, res) => res.end('ok'));
     for (let i = 0; i < 3; i++) expect(await (await httpFetch(base)).text()).toBe('ok');
     expect(connections()).toBe(1);
+  });
+
+  it('closes a connection left idle past its limit, and opens a new one for the next call', async () => {
+    const { base, seen, connections } = await serve((_req, res) => res.end('ok'));
+    // The server would keep it for a minute: only the client can close it within the test's time.
+    server!.keepAliveTimeout = 60_000;
+    const shortIdle = createHttpFetch(150);
+    expect(await (await shortIdle(base)).text()).toBe('ok');
+    await once(seen[0]!.socket, 'close');
+    expect(await (await shortIdle(base)).text()).toBe('ok');
+    expect(connections()).toBe(2);
+  });
+
+  it('never cuts a call that takes longer than the idle limit', async () => {
+    const { base } = await serve((_req, res) => {
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: one\n\n');
+        setTimeout(() => res.end('data: two\n\n'), 300);
+      }, 300);
+    });
+    const shortIdle = createHttpFetch(100);
+    expect(await (await shortIdle(base, { method: 'POST', body: '{}' })).text()).toBe(
+      'data: one\n\ndata: two\n\n',
+    );
   });
 
   it('streams the body as it arrives', async () => {
