@@ -123,7 +123,8 @@ function send(
       (res) => {
         answer = res;
         const status = res.statusCode ?? 0;
-        const decoder = decoderFor(res.headers['content-encoding']);
+        const empty = NULL_BODY_STATUSES.has(status) || method === 'HEAD';
+        const decoder = empty ? undefined : decoderFor(res.headers['content-encoding']);
         const responseHeaders = new Headers();
         for (let i = 0; i < res.rawHeaders.length; i += 2) {
           const name = res.rawHeaders[i]!;
@@ -136,7 +137,6 @@ function send(
           stream = res.pipe(decoder) as unknown as Readable;
           res.once('error', (err) => stream.destroy(err));
         }
-        const empty = NULL_BODY_STATUSES.has(status) || method === 'HEAD';
         if (empty) res.resume();
         resolve(
           new Response(empty ? null : (Readable.toWeb(stream) as ReadableStream<Uint8Array>), {

@@ -32,6 +32,8 @@ export class EventBus {
   private readonly listeners = new Set<EventListener>();
   /** Subscribers waiting for the shared feed to catch up before they join. */
   private readonly joining = new Set<EventListener>();
+  /** While subscribers are joining: the catch-up they wait for. */
+  private joined: Promise<void> | undefined;
   /** In-process observers (the event log, metrics): not client streams, so not in subscriberCount. */
   private readonly observers = new Set<EventListener>();
 
@@ -91,9 +93,6 @@ export class EventBus {
     this.joining.add(listener);
     return { live: this.joined ?? this.joinAfterCatchUp(this.sharedFeed), close };
   }
-
-  /** While subscribers are joining: the catch-up they wait for. */
-  private joined: Promise<void> | undefined;
 
   private joinAfterCatchUp(feed: SharedFeed): Promise<void> {
     this.joined = feed.catchUp().then(() => {
