@@ -6,7 +6,7 @@
  * extractive (the first words of each line of the input); a session title is
  * the first words the user wrote.
  */
-import { CHARS_PER_TOKEN, PromptTokenCounter } from './tokens.js';
+import { CHARS_PER_TOKEN, estimateJoinedTextTokens, PromptTokenCounter } from './tokens.js';
 import type { ModelCallOptions, ModelClient, ModelRequest, ModelResponse } from './model-client.js';
 import { DEFAULT_CONTEXT_WINDOW_TOKENS, OFFLINE_MODEL_NAME } from '../config/settings.js';
 import { extractSections } from './offline-sections.js';
@@ -30,6 +30,13 @@ const TITLE_WORDS = 6;
 /** How to make it call a tool, in every canned reply. */
 export const OFFLINE_DIRECTIVES_HINT =
   'It calls a tool only when told to: a line "/tool <name> {json args}" or "/ask <question>", or the words "use the <name> tool" or "ask me …".';
+/**
+ * The canned reply after the quote. It starts with a space and a word and
+ * what comes before it ends with `".`, so the tokenizer never joins the two
+ * (see estimateJoinedTextTokens): the reply's count is the quote's plus this
+ * constant's, tokenized once.
+ */
+const CANNED_TAIL = ` This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model. ${OFFLINE_DIRECTIVES_HINT}`;
 /** Ends every reply that reports tool results. */
 export const OFFLINE_TOOL_NOTE =
   "(Cairn's built-in offline model calls tools only when a message tells it to; a real model decides by itself.)";
@@ -79,9 +86,12 @@ export class OfflineModel implements ModelClient {
       usage: {
         prompt_tokens: this.tokens.count(request.messages, request.promptCacheKey),
         // Through the memo: the next call's prompt repeats this reply.
-        completion_tokens: this.tokens.countText(
-          content + calls.map((c) => c.function.name + c.function.arguments).join(''),
-        ),
+        completion_tokens:
+          calls.length === 0 && content.endsWith(`".${CANNED_TAIL}`)
+            ? estimateJoinedTextTokens([content.slice(0, -CANNED_TAIL.length), CANNED_TAIL])
+            : this.tokens.countText(
+                content + calls.map((c) => c.function.name + c.function.arguments).join(''),
+              ),
       },
       model: OFFLINE_MODEL_NAME,
     };
@@ -107,7 +117,7 @@ export class OfflineModel implements ModelClient {
   private reply(request: ModelRequest): string {
     const lastUser = request.messages.findLast((m) => m.role === 'user');
     const said = clip(lastUser?.content ?? '', QUOTE_CHARS);
-    return `${OFFLINE_LABEL} You said: "${said}". This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model. ${OFFLINE_DIRECTIVES_HINT}`;
+    return `${OFFLINE_LABEL} You said: "${said}".${CANNED_TAIL}`;
   }
 
   /**

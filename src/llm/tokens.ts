@@ -11,15 +11,24 @@ type CountTokens = (text: string) => number;
 let countTokens: CountTokens | undefined;
 
 /**
+ * Special-token text (`<|endoftext|>`, `<|im_start|>` …) in a message is
+ * counted as the plain text it is, as a provider tokenizes a user's words.
+ * The tokenizer's default throws on it instead, which turned a chat that
+ * merely mentions one into an internal error.
+ */
+const PLAIN_TEXT_ONLY = Object.freeze({ disallowedSpecial: new Set<string>() });
+
+/**
  * The tables load on the first estimate, not at start-up (a quarter second
  * and tens of MB that a server without autoThreshold may never need).
  */
 function tokenizer(): CountTokens {
-  countTokens ??= (
-    createRequire(import.meta.url)('gpt-tokenizer/cjs/encoding/cl100k_base') as {
-      countTokens: CountTokens;
-    }
-  ).countTokens;
+  if (countTokens === undefined) {
+    const encoding = createRequire(import.meta.url)('gpt-tokenizer/cjs/encoding/cl100k_base') as {
+      countTokens: (text: string, options: typeof PLAIN_TEXT_ONLY) => number;
+    };
+    countTokens = (text) => encoding.countTokens(text, PLAIN_TEXT_ONLY);
+  }
   return countTokens;
 }
 
@@ -117,22 +126,42 @@ export class TokenMemo {
     const known = this.counts.get(text);
     if (known !== undefined) return known;
     const tokens = countSliced(text);
-    if (text.length <= TOKEN_MEMO_MAX_TEXT_CHARS) {
-      this.counts.set(text, tokens);
-      this.chars += text.length;
-      for (const oldest of this.counts.keys()) {
-        if (this.chars <= this.maxChars) break;
-        this.counts.delete(oldest);
-        this.chars -= oldest.length;
-      }
-    }
+    this.remember(text, tokens);
     return tokens;
   };
+
+  /** Takes `tokens` as the count of `text` (the caller counted it, in parts). */
+  remember(text: string, tokens: number): void {
+    if (text.length > TOKEN_MEMO_MAX_TEXT_CHARS || this.counts.has(text)) return;
+    this.counts.set(text, tokens);
+    this.chars += text.length;
+    for (const oldest of this.counts.keys()) {
+      if (this.chars <= this.maxChars) break;
+      this.counts.delete(oldest);
+      this.chars -= oldest.length;
+    }
+  }
 }
 
 /** Characters the process-wide memo of estimateTextTokens holds at most (some 8 MB of strings). */
 export const SHARED_MEMO_MAX_CHARS = 4_000_000;
 const sharedMemo = new TokenMemo(SHARED_MEMO_MAX_CHARS);
+
+/**
+ * estimateTextTokens of `parts.join('')`, counting each part on its own: a
+ * part that recurs (a canned sentence) is tokenized once, from the memo.
+ * Exact only when every join falls between two of the tokenizer's
+ * pre-tokens (BPE never merges across those), e.g. before a space-led word
+ * that follows punctuation: the caller must know its parts meet there. The
+ * whole text's count is remembered, so counting it again costs a lookup.
+ */
+export function estimateJoinedTextTokens(parts: readonly string[]): number {
+  let tokens = 0;
+  for (const part of parts) tokens += estimateTextTokens(part);
+  const whole = parts.join('');
+  if (whole.length >= SHARED_MEMO_MIN_TEXT_CHARS) sharedMemo.remember(whole, tokens);
+  return tokens;
+}
 
 /** Prompts (cache keys) a PromptTokenCounter remembers; the least recently used goes first. */
 export const PROMPT_COUNTER_MAX_KEYS = 256;

@@ -247,6 +247,34 @@ describe('fuzzing the HTTP inputs', () => {
     expect(await messageCount()).toBe(beforeMessages);
   });
 
+  it("chat: any message text is answered and stored as sent, the tokenizer's special tokens included", async () => {
+    // "<|endoftext|>" and its kin made the token estimate throw: a 500 for merely mentioning one.
+    const specials = fc.constantFrom(
+      '<|endoftext|>',
+      '<|im_start|>',
+      '<|im_end|>',
+      '<|fim_prefix|>',
+      '<|endofprompt|>',
+    );
+    const texts = fc
+      .tuple(fc.string({ maxLength: 40, unit: 'grapheme' }), specials, fc.string({ maxLength: 40 }))
+      .map(([before, special, after]) => `${before}${special}${after}`);
+    await fc.assert(
+      fc.asyncProperty(texts, async (message) => {
+        const res = await t.app.server.inject({
+          method: 'POST',
+          url: '/agents/assistant/chat',
+          payload: { message, sessionId },
+        });
+        expect(res.statusCode, message).toBe(200);
+        const stored = await t.app.store.listMessages(sessionId, { afterSeq: 0, limit: 1000 });
+        expect(stored.at(-2)).toMatchObject({ role: 'user', content: message });
+      }),
+      { numRuns: 20 },
+    );
+    expect(t.fake!.requests.length).toBeGreaterThanOrEqual(20);
+  });
+
   it('POST /sessions and chat: arbitrary JSON is never a 5xx', async () => {
     await fc.assert(
       fc.asyncProperty(

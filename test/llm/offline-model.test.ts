@@ -2,6 +2,7 @@
  * The built-in offline model: deterministic, labelled as offline in every
  * reply, and an extractive summariser that stays within its token budget.
  */
+import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { OFFLINE_LABEL, OfflineModel } from '../../src/llm/offline-model.js';
@@ -29,6 +30,34 @@ describe('OfflineModel', () => {
     expect(first.model).toBe('offline');
     expect(first.usage!.prompt_tokens).toBeGreaterThan(0);
     expect(first.usage!.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it("reports the canned reply's usage as the tokenizer counts the whole reply, whatever was quoted", async () => {
+    const { countTokens } = createRequire(import.meta.url)(
+      'gpt-tokenizer/cjs/encoding/cl100k_base',
+    ) as { countTokens: (text: string, options: { disallowedSpecial: Set<string> }) => number };
+    const model = new OfflineModel();
+    const quotes = [
+      'Where is it?',
+      'Say "hi".',
+      'ends with digits 2041',
+      'trailing punctuation!?…',
+      `${'long words '.repeat(40)}end`,
+      'naïve 東京 🎉',
+      'mentions <|endoftext|>',
+      '',
+    ];
+    for (const quote of quotes) {
+      const response = await model.complete({
+        messages: [{ role: 'user', content: quote }],
+        purpose: 'chat',
+      });
+      const reply = response.message.content!;
+      expect(reply).toContain('This is a canned reply');
+      expect(response.usage!.completion_tokens).toBe(
+        countTokens(reply, { disallowedSpecial: new Set() }),
+      );
+    }
   });
 
   it('streams the same reply in word-sized deltas', async () => {

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import {
   ESTIMATE_SLICE_CHARS,
+  estimateJoinedTextTokens,
   estimateMessagesTokens,
   estimateMessageTokens,
   estimateTextTokens,
@@ -20,9 +21,12 @@ import {
   TokenMemo,
 } from '../../src/llm/tokens.js';
 
-const { countTokens } = createRequire(import.meta.url)(
-  'gpt-tokenizer/cjs/encoding/cl100k_base',
-) as { countTokens: (text: string) => number };
+const encoding = createRequire(import.meta.url)('gpt-tokenizer/cjs/encoding/cl100k_base') as {
+  countTokens: (text: string, options?: { disallowedSpecial: Set<string> }) => number;
+};
+/** The tokenizer's own count, special-token text taken as plain text. */
+const countTokens = (text: string): number =>
+  encoding.countTokens(text, { disallowedSpecial: new Set() });
 
 describe('estimateTextTokens', () => {
   it('counts short text exactly as the tokenizer does', () => {
@@ -53,6 +57,52 @@ describe('estimateTextTokens', () => {
     const edited = `${text} With a long tail of extra words appended to it.`;
     expect(estimateTextTokens(edited)).toBe(countTokens(edited));
     expect(estimateTextTokens(text)).toBe(countTokens(text));
+  });
+});
+
+describe('special-token text', () => {
+  it('is counted as the plain text it is, short or long, not refused', () => {
+    // The tokenizer's default throws on these; a chat that mentions one was an internal error.
+    expect(() => encoding.countTokens('a <|endoftext|> b')).toThrow(/special token/);
+    for (const text of [
+      '<|endoftext|>',
+      'What does <|im_start|>system mean in a chat template? And <|fim_prefix|>?',
+      `${'Some prose before it. '.repeat(60)}<|endofprompt|>`,
+    ]) {
+      const expected = Math.ceil(text.length / ESTIMATE_SLICE_CHARS) > 1 ? undefined : countTokens(text);
+      const counted = estimateTextTokens(text);
+      expect(counted).toBeGreaterThan(1);
+      if (expected !== undefined) expect(counted).toBe(expected);
+      expect(estimateMessageTokens({ role: 'user', content: text })).toBe(
+        counted + MESSAGE_OVERHEAD_TOKENS,
+      );
+    }
+  });
+});
+
+describe('estimateJoinedTextTokens', () => {
+  it('counts parts that meet between pre-tokens exactly as the whole, and remembers the whole', () => {
+    const tail = ' Then a constant sentence follows, the same every time it is used here.';
+    const heads = [
+      'She said: "yes".',
+      'Numbers 12345 at the end: 678.',
+      'Questions?!".',
+      'Unicode – naïve café, 東京 and an emoji 🎉.',
+      '"".',
+    ];
+    for (const head of heads) {
+      const joined = estimateJoinedTextTokens([head, tail]);
+      expect(joined).toBe(countTokens(head + tail));
+      // The whole is remembered: counting it again gives the same, from the memo.
+      expect(estimateTextTokens(head + tail)).toBe(joined);
+    }
+  });
+
+  it('adds up the parts, whatever they are (the caller chooses where they meet)', () => {
+    // "ab" + "cd" is one pre-token: the parts' sum differs from the whole's count.
+    const parts = ['Unbelievab', 'lyunpronounceablewordsjoined'];
+    expect(estimateJoinedTextTokens(parts)).toBe(countTokens(parts[0]!) + countTokens(parts[1]!));
+    expect(estimateJoinedTextTokens(parts)).not.toBe(countTokens(parts.join('')));
   });
 });
 
