@@ -69,7 +69,8 @@ describe('special-token text', () => {
       'What does <|im_start|>system mean in a chat template? And <|fim_prefix|>?',
       `${'Some prose before it. '.repeat(60)}<|endofprompt|>`,
     ]) {
-      const expected = Math.ceil(text.length / ESTIMATE_SLICE_CHARS) > 1 ? undefined : countTokens(text);
+      const expected =
+        Math.ceil(text.length / ESTIMATE_SLICE_CHARS) > 1 ? undefined : countTokens(text);
       const counted = estimateTextTokens(text);
       expect(counted).toBeGreaterThan(1);
       if (expected !== undefined) expect(counted).toBe(expected);
