@@ -45,3 +45,25 @@ export function linkAbort(...sources: (AbortSignal | undefined)[]): AbortLink {
     },
   };
 }
+
+/** A signal for a holder that only listens: `dispose()` when done with it. */
+export interface JoinedSignal {
+  readonly signal: AbortSignal;
+  dispose(): void;
+}
+
+const NOTHING_TO_UNDO = (): void => undefined;
+
+/**
+ * linkAbort without the power to abort: when at most one of `sources` can
+ * abort, that signal itself (or NEVER_ABORTED), with no controller and no
+ * listener made for it — most turns have one caller and a lock that cannot
+ * be lost — else a link.
+ */
+export function joinSignals(...sources: (AbortSignal | undefined)[]): JoinedSignal {
+  const live = sources.filter(
+    (source): source is AbortSignal => source !== undefined && source !== NEVER_ABORTED,
+  );
+  if (live.length > 1) return linkAbort(...live);
+  return { signal: live[0] ?? NEVER_ABORTED, dispose: NOTHING_TO_UNDO };
+}

@@ -11,7 +11,7 @@
  */
 import type { CallRecorder } from '../records/call-recorder.js';
 import type { AgentConfig } from '../agents/agent-config.js';
-import { linkAbort } from '../llm/abort-link.js';
+import { joinSignals } from '../llm/abort-link.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { MemoryStore, SessionRow, Store } from '../store/store.js';
@@ -180,7 +180,7 @@ export class TurnEngine {
       refuseIfTaskWaiting(waitingTask);
       return work(session, async (request) => {
         // The turn stops when its caller gives up or the slot is lost.
-        const stop = linkAbort(request.signal, slot);
+        const stop = joinSignals(request.signal, slot);
         try {
           return await this.runTurn({ ...request, session, agent, slot, signal: stop.signal });
         } finally {

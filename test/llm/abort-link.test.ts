@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { linkAbort, NEVER_ABORTED } from '../../src/llm/abort-link.js';
+import { joinSignals, linkAbort, NEVER_ABORTED } from '../../src/llm/abort-link.js';
 
 describe('linkAbort', () => {
   it('aborts when any source aborts, with that source’s reason', () => {
@@ -45,5 +45,36 @@ describe('linkAbort', () => {
     a.abort('stop');
     expect(link.signal.reason).toBe('stop');
     link.dispose();
+  });
+});
+
+describe('joinSignals', () => {
+  it('hands on the one signal that can abort as it is, with nothing attached to it', () => {
+    const caller = new AbortController();
+    const joined = joinSignals(caller.signal, NEVER_ABORTED);
+    expect(joined.signal).toBe(caller.signal);
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+    joined.dispose();
+    caller.abort('gone');
+    expect(joined.signal.reason).toBe('gone');
+  });
+
+  it('is the signal that never aborts when no source can', () => {
+    expect(joinSignals(undefined, NEVER_ABORTED).signal).toBe(NEVER_ABORTED);
+    expect(joinSignals().signal).toBe(NEVER_ABORTED);
+  });
+
+  it('links two that can abort: either aborts it, and dispose detaches from both', () => {
+    const caller = new AbortController();
+    const lock = new AbortController();
+    const joined = joinSignals(caller.signal, lock.signal);
+    expect(joined.signal).not.toBe(caller.signal);
+    lock.abort(new Error('lock lost'));
+    expect((joined.signal.reason as Error).message).toBe('lock lost');
+    const again = joinSignals(caller.signal, new AbortController().signal);
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(2);
+    joined.dispose();
+    again.dispose();
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
   });
 });

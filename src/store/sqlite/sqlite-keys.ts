@@ -37,6 +37,8 @@ export function prepareKeyStatements(db: SqliteDatabase) {
     chargeSession: db.prepare(`INSERT INTO key_usage (key_id, day, tokens)
       SELECT owner_key, @day, @tokens FROM sessions WHERE id = @id AND owner_key IS NOT NULL AND @tokens > 0
       ON CONFLICT (key_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`),
+    chargeKey: db.prepare(`INSERT INTO key_usage (key_id, day, tokens) VALUES (@key, @day, @tokens)
+      ON CONFLICT (key_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`),
   };
 }
 
@@ -45,6 +47,14 @@ export type KeyStatements = ReturnType<typeof prepareKeyStatements>;
 /** Adds `tokens` to the day's usage of the session's owner key (nothing for the admin's). */
 export function chargeSessionTokens(stmt: KeyStatements, sessionId: string, tokens: number): void {
   if (tokens > 0) stmt.chargeSession.run({ id: sessionId, day: usageDay(), tokens });
+}
+
+/**
+ * chargeSessionTokens for a caller that has read the session's owner key
+ * already (null: the admin's, nothing to charge), one statement fewer.
+ */
+export function chargeKeyTokens(stmt: KeyStatements, key: string | null, tokens: number): void {
+  if (key !== null && tokens > 0) stmt.chargeKey.run({ key, day: usageDay(), tokens });
 }
 
 export class SqliteKeys implements KeyStore {

@@ -51,6 +51,7 @@ import {
 } from '../store-base.js';
 import { sessionNotFound } from '../session-not-found.js';
 import {
+  chargeKeyTokens,
   chargeSessionTokens,
   prepareKeyStatements,
   SqliteKeys,
@@ -179,7 +180,11 @@ function prepareStatements(db: SqliteDatabase) {
         message_count = message_count + @count, last_seq = MAX(last_seq, @last_seq),
         transcript_hash = @transcript_hash
       WHERE id = @id`),
-    bumpSession: db.prepare(`UPDATE sessions SET
+    // Returns the owner key the append's tokens are charged to (null: the admin's).
+    bumpSession: db.prepare<
+      Record<string, unknown>,
+      { owner_key: string | null }
+    >(`UPDATE sessions SET
         message_count = message_count + @count,
         last_seq = @last_seq,
         transcript_hash = @transcript_hash,
@@ -190,7 +195,7 @@ function prepareStatements(db: SqliteDatabase) {
         last_prompt_tokens = COALESCE(@prompt_tokens, last_prompt_tokens),
         last_prompt_seq = CASE WHEN @prompt_tokens IS NULL THEN last_prompt_seq ELSE @prompt_seq END,
         updated_at = @updated_at
-      WHERE id = @id`),
+      WHERE id = @id RETURNING owner_key`),
     pageMessages: db.prepare<[string, number, number], MessageRecord>(
       `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
     ),
@@ -325,6 +330,11 @@ function prepareStatements(db: SqliteDatabase) {
     getTask: db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE id = ?'),
     waitingTask: db.prepare<[string], TaskRow>(
       "SELECT * FROM tasks WHERE session_id = ? AND status = 'waiting' ORDER BY created_at DESC LIMIT 1",
+    ),
+    sessionWithWaitingTaskId: db.prepare<[string], SessionRow & { waiting_task_id: string | null }>(
+      `SELECT s.*, (SELECT t.id FROM tasks t WHERE t.session_id = s.id AND t.status = 'waiting'
+         ORDER BY t.created_at DESC LIMIT 1) AS waiting_task_id
+       FROM sessions s WHERE s.id = ?`,
     ),
     interruptTasks: db.prepare(
       `UPDATE tasks SET status = 'interrupted', error = '${INTERRUPTED_ERROR}', updated_at = ? WHERE status = 'running'`,
@@ -750,13 +760,13 @@ export class SqliteStore extends StoreBase implements Store {
     for (const row of rows) this.stmt.insertMessage.run(row);
     this.scheduleHistoryIndex();
     const counters = decide.appendCounters(options, messages.length, lastSeq + messages.length);
-    this.stmt.bumpSession.run({
+    const owner = this.stmt.bumpSession.get({
       ...counters,
       id: sessionId,
       transcript_hash: transcript,
       updated_at: createdAt,
     });
-    chargeSessionTokens(this.keyStmt, sessionId, counters.charged);
+    chargeKeyTokens(this.keyStmt, owner?.owner_key ?? null, counters.charged);
     const stored = rows.map(toStoredMessage);
     return stored;
   }
@@ -987,10 +997,14 @@ export class SqliteStore extends StoreBase implements Store {
   async findSessionWithWaitingTask(
     sessionId: string,
   ): Promise<{ session: SessionRow | undefined; waitingTask: TaskRow | undefined }> {
-    // Two indexed reads on one connection, with nothing in between.
+    // One statement (a turn's first read, the costliest): the waiting task's
+    // id comes with the session, and the task itself is read only when there is one.
+    const found = this.stmt.sessionWithWaitingTaskId.get(sessionId);
+    if (found === undefined) return { session: undefined, waitingTask: undefined };
+    const { waiting_task_id: waitingTaskId, ...session } = found;
     return {
-      session: this.stmt.getSession.get(sessionId),
-      waitingTask: this.stmt.waitingTask.get(sessionId),
+      session,
+      waitingTask: waitingTaskId === null ? undefined : this.stmt.getTask.get(waitingTaskId),
     };
   }
 
