@@ -1772,8 +1772,13 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         });
 
         it('findWaitingTaskForSession and findSessionWithWaitingTask find the waiting task of that session only', async () => {
-          const s1 = await newSession({ mode: 'task' });
-          const s2 = await newSession({ mode: 'task' });
+          // Fractions and a large count, so the read's numbers must come back exactly.
+          const s1 = await newSession({ mode: 'task', compactCount: 33.3 });
+          const s2 = await newSession({ mode: 'task', compactCount: 0.1 + 0.2 });
+          await store.addSessionCost(s1.id, 0.1 + 0.2);
+          await store.appendMessages(s1.id, [{ role: 'user', content: 'counted' }], {
+            usage: { prompt_tokens: 2 ** 40, completion_tokens: 7 },
+          });
           const running = await taskIn(s1.id);
           expect(await store.findWaitingTaskForSession(s1.id)).toBeUndefined();
           const waiting = await taskIn(s1.id);
