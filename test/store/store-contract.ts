@@ -1777,7 +1777,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           const s2 = await newSession({ mode: 'task', compactCount: 0.1 + 0.2 });
           await store.addSessionCost(s1.id, 0.1 + 0.2);
           await store.appendMessages(s1.id, [{ role: 'user', content: 'counted' }], {
-            usage: { prompt_tokens: 2 ** 40, completion_tokens: 7 },
+            usage: { input_tokens: 2 ** 40, output_tokens: 7 },
           });
           const running = await taskIn(s1.id);
           expect(await store.findWaitingTaskForSession(s1.id)).toBeUndefined();
