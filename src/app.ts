@@ -19,6 +19,7 @@ import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
 import { AutomaticRecall } from './recall/automatic-recall.js';
 import { RecallLedger } from './recall/recall-ledger.js';
+import { RECALL_OPEN } from './recall/recall-block.js';
 import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { observeModel, type ModelCallObserver, type ModelRole } from './llm/observed-model.js';
@@ -126,12 +127,20 @@ export interface CairnApp {
 const isSummaryMessage = (message: ChatMessage): boolean =>
   message.role === 'user' && (message.content ?? '').startsWith(SUMMARY_PREFIX);
 
+/** Automatic recall's block: made for one call, so the history before it is the cached prefix. */
+const isRecallBlock = (message: ChatMessage): boolean =>
+  message.role === 'user' && (message.content ?? '').startsWith(RECALL_OPEN);
+
 function createEndpoint(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
   switch (role.provider) {
     case 'offline':
       return new OfflineModel(role.contextWindow);
     case 'anthropic':
-      return new AnthropicModel({ role, logger, cacheHints: { isSummary: isSummaryMessage } });
+      return new AnthropicModel({
+        role,
+        logger,
+        cacheHints: { isSummary: isSummaryMessage, isPerCall: isRecallBlock },
+      });
     case 'openai':
       return new OpenAIModel({ role, logger });
   }

@@ -24,10 +24,16 @@ export const MAX_CACHE_BREAKPOINTS = 4;
 /** Sent after a history that ends with an assistant message (a prefill some models refuse). */
 export const CONTINUE_AFTER_ASSISTANT = '(Continue.)';
 
-/** How the summary the context builder injects starts (the stable prefix ends after it). */
+/** Which messages of a built context mark where its stable prefixes end. */
 export interface CacheHints {
   /** Recognises the user message carrying the rolling summary. */
   isSummary?: (message: ChatMessage) => boolean;
+  /**
+   * Recognises a message made for this call only (automatic recall's block,
+   * placed before the newest user message): the history before it is the
+   * prefix the next call repeats.
+   */
+  isPerCall?: (message: ChatMessage) => boolean;
 }
 
 export interface AnthropicWireRequest {
@@ -120,6 +126,8 @@ export function toAnthropicRequest(
   const messages: MessageParam[] = [];
   /** The block that closes the summary pair (the acknowledgement, or the lone summary). */
   let summaryEnd: Block | undefined;
+  /** The last block before the first per-call message: the end of the history the next call repeats. */
+  let historyEnd: Block | undefined;
   let summaryOpen = false;
   const ids = new ToolUseIds();
 
@@ -129,6 +137,8 @@ export function toAnthropicRequest(
     const blocks = blocksOf(message, ids);
     if (blocks.length === 0) continue;
     const last = messages.at(-1);
+    if (historyEnd === undefined && hints.isPerCall?.(message) === true)
+      historyEnd = (last?.content as Block[] | undefined)?.at(-1);
     if (last && last.role === role) {
       // Roles must alternate: consecutive user-side messages (tool results,
       // a user message after them) or assistant messages become one message.
@@ -149,7 +159,7 @@ export function toAnthropicRequest(
     messages.push({ role: 'user', content: [{ type: 'text', text: CONTINUE_AFTER_ASSISTANT }] });
 
   const newest = (messages.at(-1)?.content as Block[] | undefined)?.at(-1);
-  placeBreakpoints([system[0], summaryEnd, newest]);
+  placeBreakpoints([system[0], summaryEnd, historyEnd, newest]);
   return {
     system,
     messages,
@@ -168,9 +178,13 @@ export function toAnthropicRequest(
 /**
  * Marks the ends of the stable prefixes for the prompt cache: the system
  * prompt (the same for the whole session), the summary pair (the same
- * between two compactions) and the newest message (the next call of the
- * turn or of the session starts with everything up to it). The API caches
- * the prefix ending at each marked block and refuses more than four marks.
+ * between two compactions), the history before a per-call message (the next
+ * call has the same history but not that message: without this mark a
+ * recall block made every call's newest mark one the next call never
+ * repeats, and only the summary prefix was ever read) and the newest
+ * message (the next call of the turn or of the session starts with
+ * everything up to it). The API caches the prefix ending at each marked
+ * block and refuses more than four marks.
  */
 function placeBreakpoints(candidates: readonly (Block | TextBlockParam | undefined)[]): void {
   const marked = new Set<Block | TextBlockParam>();

@@ -13,8 +13,13 @@ import type { ChatMessage } from '../../src/llm/messages.js';
 import type { ModelRequest } from '../../src/llm/model-client.js';
 import { AnthropicModel } from '../../src/llm/anthropic-model.js';
 import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
+import { RECALL_OPEN, renderRecallBlock } from '../../src/recall/recall-block.js';
 import { INTERRUPTED_TOOL_RESULT } from '../../src/llm/normalize-request.js';
-import { startFakeAnthropicServer, type FakeAnthropicServer } from '../fakes/anthropic-server.js';
+import {
+  estimateAnthropicPromptTokens,
+  startFakeAnthropicServer,
+  type FakeAnthropicServer,
+} from '../fakes/anthropic-server.js';
 
 const API_KEY = 'sk-ant-test-sentinel-0123456789';
 
@@ -54,6 +59,7 @@ function makeModel(overrides: Partial<ModelRoleSettings> = {}): Harness {
     logger: { warn: (details) => warnings.push(details) },
     cacheHints: {
       isSummary: (m) => m.role === 'user' && (m.content ?? '').startsWith(SUMMARY_PREFIX),
+      isPerCall: (m) => m.role === 'user' && (m.content ?? '').startsWith(RECALL_OPEN),
     },
   });
   return { model, delays, warnings };
@@ -323,6 +329,50 @@ describe('AnthropicModel: prompt caching', () => {
         second.usage!.cache_read_tokens! +
         second.usage!.cache_write_tokens!,
     );
+  });
+
+  it('with a recall block before the question, the next call reads the whole history before it', async () => {
+    const { model } = makeModel();
+    fake.script({ content: 'first answer' }, { content: 'second answer' });
+    const history: ChatMessage[] = Array.from({ length: 12 }, (_, i) => ({
+      role: i % 2 === 0 ? 'user' : 'assistant',
+      content: `Message ${i} of the raw tail, long enough to count. `.repeat(6),
+    }));
+    const block = (fact: string): ChatMessage => ({
+      role: 'user',
+      content: renderRecallBlock([
+        { seq: 3, role: 'user', created_at: '2026-01-01T00:00:00.000Z', text: fact },
+      ]),
+    });
+    const firstMessages = summarised([
+      ...history,
+      block('The locker code is 4812.'),
+      { role: 'user', content: 'What is the locker code?' },
+    ]);
+    await model.complete(request(firstMessages));
+    // The block and the question are one user message; the mark before it ends the history.
+    const marked = (fake.requests[0]!.body.messages as { content: { cache_control?: unknown }[] }[])
+      .map((m) => m.content.some((b) => b.cache_control !== undefined))
+      .map((isMarked, i) => (isMarked ? i : -1))
+      .filter((i) => i >= 0);
+    const sent = fake.requests[0]!.body.messages as unknown[];
+    expect(marked).toEqual([1, sent.length - 2, sent.length - 1]);
+
+    const second = await model.complete(
+      request(
+        summarised([
+          ...history,
+          { role: 'user', content: 'What is the locker code?' },
+          { role: 'assistant', content: 'first answer' },
+          block('The spare key is under the blue mat.'),
+          { role: 'user', content: 'And the spare key?' },
+        ]),
+      ),
+    );
+    // The first request without its last message is the prefix the second read.
+    const firstBody = fake.requests[0]!.body as { messages: unknown[] };
+    const history1 = { ...firstBody, messages: firstBody.messages.slice(0, -1) };
+    expect(second.usage!.cache_read_tokens).toBe(estimateAnthropicPromptTokens(history1));
   });
 
   it('streams the same usage, cache tokens included', async () => {

@@ -89,7 +89,11 @@ describe('the Anthropic request built from any history', () => {
         const wire = toAnthropicRequest(
           history,
           [{ name: 'tool_0', description: 'd', parameters: { type: 'object', properties: {} } }],
-          { isSummary: (m) => (m.content ?? '').startsWith(SUMMARY_PREFIX) },
+          {
+            isSummary: (m) => (m.content ?? '').startsWith(SUMMARY_PREFIX),
+            // Any message may be taken for a per-call one: the marks stay within the limit.
+            isPerCall: (m) => m.role === 'user' && (m.content ?? '').length % 3 === 0,
+          },
         );
         const body = {
           model: 'claude-test',

@@ -8,12 +8,14 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RECALL_OPEN } from '../../src/recall/recall-block.js';
 import {
+  estimateAnthropicPromptTokens,
   startFakeAnthropicServer,
   type FakeAnthropicReply,
   type FakeAnthropicServer,
 } from '../fakes/anthropic-server.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 /** The summariser's calls carry its system prompt, which speaks of the rolling summary. */
 function isSummaryCall(body: { system?: { text: string }[] }): boolean {
@@ -89,6 +91,41 @@ describe('an Anthropic-backed agent', () => {
     );
     const shown = await t.app.server.inject({ url: `/sessions/${sessionId}` });
     expect(shown.json().session.cache_read_tokens).toBe(session.cache_read_tokens);
+  });
+
+  it('with automatic recall on, each turn reads the whole history before the recalled block', async () => {
+    fake.requests.length = 0;
+    const fact = 'The gym locker code is 4812, and the spare key is under the blue mat.';
+    const sessionId = await seedSession(
+      t.app,
+      Array.from({ length: 16 }, (_, i) => ({
+        role: i % 2 === 0 ? 'user' : 'assistant',
+        content: i === 2 ? fact : `Filler message ${i} about the weather and lunch plans.`,
+      })),
+    );
+    const compacted = await post(`/sessions/${sessionId}/compact`);
+    expect(compacted.statusCode, compacted.body).toBe(200);
+    for (const message of [
+      'What is the locker code at the gym?',
+      'Where is the spare key for the gym locker?',
+      'Is the gym locker code 4812?',
+    ]) {
+      const res = await post('/agents/assistant/chat', { message, sessionId });
+      expect(res.statusCode, res.body).toBe(200);
+    }
+    type Body = { messages: { content: { text?: string }[] }[] };
+    const main = fake.requests.filter((r) => !isSummaryCall(r.body) && r.usage);
+    expect(main).toHaveLength(3);
+    for (const r of main) {
+      // Each call carried a recalled block, merged into its last (user) message.
+      const last = (r.body as Body).messages.at(-1)!.content;
+      expect(last.some((b) => (b.text ?? '').startsWith(RECALL_OPEN))).toBe(true);
+    }
+    for (let k = 1; k < main.length; k++) {
+      const before = main[k - 1]!.body as Body;
+      const history = { ...before, messages: before.messages.slice(0, -1) };
+      expect(main[k]!.usage!.cache_read_input_tokens).toBe(estimateAnthropicPromptTokens(history));
+    }
   });
 
   it('a tool call cut at max_tokens runs nothing and is not stored; the model is told', async () => {
