@@ -24,7 +24,7 @@ import type { ModelClient } from './llm/model-client.js';
 import { OfflineModel } from './llm/offline-model.js';
 import { observeModel, type ModelCallObserver, type ModelRole } from './llm/observed-model.js';
 import { OpenAIModel } from './llm/openai-model.js';
-import { AnthropicModel } from './llm/anthropic-model.js';
+import { lazyModel } from './llm/lazy-model.js';
 import { CircuitBreaker, FallbackChain } from './llm/fallback-chain.js';
 import type { ModelLogger } from './llm/retry-policy.js';
 import { EventBus } from './runtime/event-bus.js';
@@ -38,7 +38,6 @@ import { TurnEngine } from './runtime/turn-engine.js';
 import { Sessions } from './runtime/sessions.js';
 import { ChatTurns } from './runtime/chat-turns.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
-import { PgStore } from './store/postgres/pg-store.js';
 import { newInstanceId } from './runtime/instance-id.js';
 import type { Store } from './store/store.js';
 import { builtinTools } from './tools/builtins/index.js';
@@ -51,9 +50,9 @@ import { KeyedQueue } from './runtime/keyed-queue.js';
 import type { SessionLock } from './runtime/session-lock.js';
 import { TaskRunner } from './runtime/task-runner.js';
 import { recoverAfterRestart, recoverOrphanedWork } from './runtime/startup-recovery.js';
-import { AdvisorySessionLock } from './coordination/advisory-session-lock.js';
+import type { AdvisorySessionLock } from './coordination/advisory-session-lock.js';
 import { InstanceHeartbeat } from './coordination/instance-heartbeat.js';
-import { SharedEventFeed } from './coordination/shared-event-feed.js';
+import type { SharedEventFeed } from './coordination/shared-event-feed.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
 import { mcpRoutes } from './http/routes/mcp.js';
@@ -136,10 +135,13 @@ function createEndpoint(role: ModelRoleSettings, logger: ModelLogger): ModelClie
     case 'offline':
       return new OfflineModel(role.contextWindow);
     case 'anthropic':
-      return new AnthropicModel({
-        role,
-        logger,
-        cacheHints: { isSummary: isSummaryMessage, isPerCall: isRecallBlock },
+      return lazyModel(role.model, role.contextWindow, async () => {
+        const { AnthropicModel } = await import('./llm/anthropic-model.js');
+        return new AnthropicModel({
+          role,
+          logger,
+          cacheHints: { isSummary: isSummaryMessage, isPerCall: isRecallBlock },
+        });
       });
     case 'openai':
       return new OpenAIModel({ role, logger });
@@ -179,7 +181,11 @@ export async function openStore(
 ): Promise<Store> {
   const { url, poolSize, path, cacheMb } = settings.database;
   const owner = instanceId === undefined ? {} : { instanceId };
-  if (url !== null) return PgStore.open(url, { poolSize, ...owner });
+  if (url !== null) {
+    // Loaded only for Postgres: the driver is ~16 MB resident that SQLite never needs.
+    const { PgStore } = await import('./store/postgres/pg-store.js');
+    return PgStore.open(url, { poolSize, ...owner });
+  }
   return new SqliteStore(path, {
     cacheMb,
     ...owner,
@@ -278,25 +284,26 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
   const store = await openStore(settings, instanceId, warn);
   const events = new EventBus(store);
   const databaseUrl = settings.database.url;
-  const shared: SharedDatabase | undefined =
-    databaseUrl === null
-      ? undefined
-      : {
-          lock: new AdvisorySessionLock({
-            connectionString: databaseUrl,
-            instanceId,
-            log: warn,
-          }),
-          heartbeat: new InstanceHeartbeat({ store, instanceId, log: warn }),
-          feed: new SharedEventFeed({
-            connectionString: databaseUrl,
-            instanceId,
-            store,
-            deliver: (delivered) => events.deliverShared(delivered),
-            listening: () => events.following,
-            log: warn,
-          }),
-        };
+  let shared: SharedDatabase | undefined;
+  if (databaseUrl !== null) {
+    // Their connections use the Postgres driver, loaded only for a shared database.
+    const [{ AdvisorySessionLock }, { SharedEventFeed }] = await Promise.all([
+      import('./coordination/advisory-session-lock.js'),
+      import('./coordination/shared-event-feed.js'),
+    ]);
+    shared = {
+      lock: new AdvisorySessionLock({ connectionString: databaseUrl, instanceId, log: warn }),
+      heartbeat: new InstanceHeartbeat({ store, instanceId, log: warn }),
+      feed: new SharedEventFeed({
+        connectionString: databaseUrl,
+        instanceId,
+        store,
+        deliver: (delivered) => events.deliverShared(delivered),
+        listening: () => events.following,
+        log: warn,
+      }),
+    };
+  }
   if (shared) events.useSharedFeed(shared.feed);
   // On a shared database the turn slot is shared by the instances too.
   const sessionLock: SessionLock = shared ? shared.lock : new KeyedQueue();

@@ -5,8 +5,10 @@
  * fails when one of the lazy packages is reachable by a static import again:
  * the MCP SDK (with zod, ~20 MB resident; loaded by the first MCP connection or
  * POST /mcp), the A2A SDK (~9 MB; loaded by the first A2A request), pino-pretty
- * (only for pretty log lines) and the OpenTelemetry SDK (only when an OTLP
- * endpoint is configured).
+ * (only for pretty log lines), the OpenTelemetry SDK (only when an OTLP
+ * endpoint is configured), the Anthropic SDK (~23 MB with the OpenTelemetry
+ * API it imports; loaded by a role's first call) and the Postgres driver
+ * (~16 MB; loaded only when `database.url` is set).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -20,6 +22,8 @@ const LAZY_PACKAGES = [
   '@a2a-js/sdk',
   'pino-pretty',
   '@opentelemetry/',
+  '@anthropic-ai/sdk',
+  'pg',
 ];
 
 /** Static value imports and re-exports of a module (`import type` and `import()` excluded). */
@@ -81,6 +85,11 @@ describe('start-up imports', () => {
     expect(lazy(reachablePackages('telemetry/otel-tracing.ts'))).toContain(
       '@opentelemetry/sdk-trace-base',
     );
+  });
+
+  it('would notice one: the Postgres store and the Anthropic model import theirs statically', () => {
+    expect(lazy(reachablePackages('store/postgres/pg-store.ts'))).toContain('pg');
+    expect(lazy(reachablePackages('llm/anthropic-model.ts'))).toContain('@anthropic-ai/sdk');
   });
 
   it('would notice one: the MCP stdio command imports the SDK statically', () => {
