@@ -131,19 +131,17 @@ export async function throughputRun(mode: Mode): Promise<RunFigures> {
     const { port } = JSON.parse(await server.line) as { port: number };
     const turn = (sessionId: string | undefined, message: string) =>
       post(agent, port, JSON.stringify(sessionId ? { message, sessionId } : { message }));
-    await Promise.all(
-      Array.from({ length: CLIENTS }, async (_, c) => {
-        const { sessionId } = await turn(undefined, `first words of client ${c}`);
-        for (let i = 0; i < PREWARM_TURNS; i++) await turn(sessionId, `pre-warm ${c}.${i}`);
-      }),
-    );
-    const sessions = await Promise.all(
-      Array.from({ length: CLIENTS }, async (_, c) => {
-        const { sessionId } = await turn(undefined, `hello from client ${c}`);
-        for (let i = 0; i < WARMUP_TURNS; i++) await turn(sessionId, `warm-up ${c}.${i}`);
-        return sessionId;
-      }),
-    );
+    /** Each client opens a session with `first(c)` and runs `turns` more on it, unmeasured. */
+    const openSessions = (first: (c: number) => string, word: string, turns: number) =>
+      Promise.all(
+        Array.from({ length: CLIENTS }, async (_, c) => {
+          const { sessionId } = await turn(undefined, first(c));
+          for (let i = 0; i < turns; i++) await turn(sessionId, `${word} ${c}.${i}`);
+          return sessionId;
+        }),
+      );
+    await openSessions((c) => `first words of client ${c}`, 'pre-warm', PREWARM_TURNS);
+    const sessions = await openSessions((c) => `hello from client ${c}`, 'warm-up', WARMUP_TURNS);
     let done = 0;
     const wanted = CLIENTS * TURNS_PER_CLIENT;
     const started = performance.now();

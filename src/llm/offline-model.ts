@@ -37,6 +37,8 @@ export const OFFLINE_DIRECTIVES_HINT =
  * constant's, tokenized once.
  */
 const CANNED_TAIL = ` This is a canned reply from Cairn's built-in offline model; set OPENAI_BASE_URL (and OPENAI_API_KEY, CAIRN_MODEL) to talk to a real model. ${OFFLINE_DIRECTIVES_HINT}`;
+/** How every canned reply ends: the quote's closing, then the tail. */
+const CANNED_END = `".${CANNED_TAIL}`;
 /** Ends every reply that reports tool results. */
 export const OFFLINE_TOOL_NOTE =
   "(Cairn's built-in offline model calls tools only when a message tells it to; a real model decides by itself.)";
@@ -87,7 +89,7 @@ export class OfflineModel implements ModelClient {
         prompt_tokens: this.tokens.count(request.messages, request.promptCacheKey),
         // Through the memo: the next call's prompt repeats this reply.
         completion_tokens:
-          calls.length === 0 && content.endsWith(`".${CANNED_TAIL}`)
+          calls.length === 0 && content.endsWith(CANNED_END)
             ? estimateJoinedTextTokens([content.slice(0, -CANNED_TAIL.length), CANNED_TAIL])
             : this.tokens.countText(
                 content + calls.map((c) => c.function.name + c.function.arguments).join(''),
@@ -117,7 +119,7 @@ export class OfflineModel implements ModelClient {
   private reply(request: ModelRequest): string {
     const lastUser = request.messages.findLast((m) => m.role === 'user');
     const said = clip(lastUser?.content ?? '', QUOTE_CHARS);
-    return `${OFFLINE_LABEL} You said: "${said}".${CANNED_TAIL}`;
+    return `${OFFLINE_LABEL} You said: "${said}${CANNED_END}`;
   }
 
   /**
