@@ -25,7 +25,7 @@
  */
 import { CairnError } from '../errors.js';
 import { KeyedQueue } from '../runtime/keyed-queue.js';
-import type { SessionLock } from '../runtime/session-lock.js';
+import type { SessionLock, SlotTenure } from '../runtime/session-lock.js';
 import { DedicatedConnection, type InstanceConnectionOptions } from './dedicated-connection.js';
 
 /** Channel a holder notifies on release, with the session id as payload. */
@@ -57,6 +57,8 @@ export class AdvisorySessionLock implements SessionLock {
   private readonly held = new Map<string, AbortController>();
   /** Sessions whose lock this instance keeps after their work, each with the timer that gives it back. */
   private readonly kept = new Map<string, NodeJS.Timeout>();
+  /** The unbroken hold of each session whose lock this instance holds or keeps. */
+  private readonly tenures = new Map<string, SlotTenure>();
   /** Held sessions another instance asked for: given back when their work ends. */
   private readonly wanted = new Set<string>();
   private readonly wakers = new Map<string, () => void>();
@@ -80,6 +82,7 @@ export class AdvisorySessionLock implements SessionLock {
         );
         for (const controller of this.held.values()) controller.abort(reason);
         this.held.clear();
+        this.tenures.clear();
         this.wanted.clear();
         this.forgetKept();
         this.options.log?.(
@@ -90,11 +93,14 @@ export class AdvisorySessionLock implements SessionLock {
     });
   }
 
-  run<T>(sessionId: string, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  run<T>(
+    sessionId: string,
+    work: (signal: AbortSignal, tenure: SlotTenure) => Promise<T>,
+  ): Promise<T> {
     return this.local.run(sessionId, async () => {
       const holding = await this.acquire(sessionId);
       try {
-        return await work(holding.signal);
+        return await work(holding.signal, this.tenures.get(sessionId)!);
       } finally {
         this.release(sessionId, holding);
       }
@@ -127,7 +133,7 @@ export class AdvisorySessionLock implements SessionLock {
     const deadline = Date.now() + waitMs;
     let wait = poll.first;
     for (;;) {
-      if (await this.tryLock(sessionId)) return this.hold(sessionId);
+      if (await this.tryLock(sessionId)) return this.hold(sessionId, true);
       // A holder that never lets go (paused, or stuck) must not hold this
       // instance's work on the session for good.
       if (Date.now() >= deadline) {
@@ -149,7 +155,9 @@ export class AdvisorySessionLock implements SessionLock {
     }
   }
 
-  private hold(sessionId: string): AbortController {
+  /** Notes the lock as held by this work; `taken` when it was just taken, not kept from work before. */
+  private hold(sessionId: string, taken = false): AbortController {
+    if (taken || !this.tenures.has(sessionId)) this.tenures.set(sessionId, { sessionId });
     const holding = new AbortController();
     this.held.set(sessionId, holding);
     return holding;
@@ -230,6 +238,7 @@ export class AdvisorySessionLock implements SessionLock {
     this.held.delete(sessionId);
     const keepMs = this.options.keepMs ?? SESSION_LOCK_KEEP_MS;
     if (this.wanted.delete(sessionId) || keepMs <= 0) {
+      this.tenures.delete(sessionId);
       void this.unlock(sessionId);
       return;
     }
@@ -244,8 +253,10 @@ export class AdvisorySessionLock implements SessionLock {
    * not hold is none of its business.
    */
   private giveUp(sessionId: string): void {
-    if (this.stopKeeping(sessionId)) void this.unlock(sessionId);
-    else if (this.held.has(sessionId)) this.wanted.add(sessionId);
+    if (this.stopKeeping(sessionId)) {
+      this.tenures.delete(sessionId);
+      void this.unlock(sessionId);
+    } else if (this.held.has(sessionId)) this.wanted.add(sessionId);
   }
 
   /** Whether this instance was keeping the session's lock; it no longer times it out. */
@@ -259,7 +270,10 @@ export class AdvisorySessionLock implements SessionLock {
 
   /** Drops every kept lock from the books (the connection that held them is gone or going). */
   private forgetKept(): void {
-    for (const timer of this.kept.values()) clearTimeout(timer);
+    for (const [sessionId, timer] of this.kept) {
+      clearTimeout(timer);
+      this.tenures.delete(sessionId);
+    }
     this.kept.clear();
   }
 

@@ -11,13 +11,29 @@ export interface SessionLock {
    * here. `signal` aborts (with a `SESSION_LOCK_LOST` error) when the slot is
    * lost while `work` runs, so another instance may run on the session now:
    * `work` must stop and write nothing more. A lock within one process is
-   * never lost.
+   * never lost. `tenure` is given by a lock shared between instances (see
+   * `SlotTenure`).
    */
-  run<T>(sessionId: string, work: (signal: AbortSignal) => Promise<T>): Promise<T>;
+  run<T>(
+    sessionId: string,
+    work: (signal: AbortSignal, tenure?: SlotTenure) => Promise<T>,
+  ): Promise<T>;
   /** True while something runs or waits on `sessionId` in this process. */
   isBusy(sessionId: string): boolean;
   /** Pieces of work running or waiting in this process (the metrics' queue depth). */
   readonly size: number;
   /** Resolves when every piece of work queued in this process has settled. */
   drain(): Promise<void>;
+}
+
+/**
+ * One unbroken hold of a session's lock by this process: the same object for
+ * every piece of work run while the lock is kept between them, a new one
+ * once it was given back or lost. No other instance ran slot work on the
+ * session during one tenure, so what this process's own slot work left on
+ * the session row is still there — except for what writers that take no
+ * lock changed (a title, a manual compaction), which a row's version shows.
+ */
+export interface SlotTenure {
+  readonly sessionId: string;
 }

@@ -14,7 +14,8 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import { joinSignals } from '../llm/abort-link.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
-import type { MemoryStore, SessionRow, Store } from '../store/store.js';
+import { SessionMovedError } from '../store/session-moved.js';
+import type { MemoryStore, SessionRow, Store, VersionedSession } from '../store/store.js';
 import { NO_TRACING, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { HistorySearch, RunBudget, Tool } from '../tools/tool.js';
 import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
@@ -27,7 +28,7 @@ import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent } from './loop.js';
 import { reportOutage } from './outage-report.js';
 import { refuseIfTaskWaiting, requireUsable } from './session-rules.js';
-import type { SessionLock } from './session-lock.js';
+import type { SessionLock, SlotTenure } from './session-lock.js';
 import { sessionTokens, TurnBudget } from './turn-budget.js';
 import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
 import { errorCodeOf, UNKNOWN_TOOL, type TurnObserver } from './turn-observer.js';
@@ -141,12 +142,28 @@ interface SlotTurn extends TurnRequest {
   agent: AgentConfig;
   /** Aborted when the session's slot is lost: the turn writes nothing more. */
   slot: AbortSignal;
+  /** How the slot checked the session, for a turn that must read it again. */
+  slotOptions: SlotOptions;
+  /** The remembered row's version, when `session` was not read (see `TurnDeps.ifVersion`). */
+  ifVersion?: string;
+}
+
+/** A turn's result inside the engine: with the row its last append left, for the next turn. */
+interface SlotTurnResult extends TurnResult {
+  written: VersionedSession | undefined;
 }
 
 const NO_USAGE: TokenUsage = { input_tokens: 0, output_tokens: 0 };
 
 export class TurnEngine {
   private readonly context: ContextBuilder;
+  /**
+   * The session row each unbroken hold of a shared lock was left with by its
+   * last turn: the next turn in that hold starts from it instead of reading
+   * the row (one round trip to Postgres fewer), its first write conditioned
+   * on the row's version. Gone with the hold.
+   */
+  private readonly remembered = new WeakMap<SlotTenure, VersionedSession>();
 
   constructor(private readonly deps: TurnEngineDeps) {
     this.context = new ContextBuilder({
@@ -162,6 +179,14 @@ export class TurnEngine {
    * asked), and the one way to run a turn on it.
    * A turn run that way stops, failing with `SESSION_LOCK_LOST`, when the
    * slot is lost.
+   *
+   * Where the lock has been held without a break since a turn left the row
+   * (Postgres, turns back to back), the row is not read but remembered: no
+   * other instance ran work on the session meanwhile, and no task can have
+   * started waiting. What a writer without the lock changed (a title, a
+   * manual compaction) shows in the row's version, which the turn's first
+   * write is conditioned on; when it changed, the turn reads the session
+   * again, checks it anew and starts over, having stored nothing.
    */
   async withTurnSlot<T>(
     sessionId: string,
@@ -169,20 +194,30 @@ export class TurnEngine {
     work: (session: SessionRow, runTurn: RunTurn) => Promise<T>,
     options: SlotOptions = {},
   ): Promise<T> {
-    const { store } = this.deps;
-    return this.deps.lock.run(sessionId, async (slot) => {
-      // Both in one read: on Postgres one round trip, not two.
-      const { session: row, waitingTask } =
-        options.refuseIfTaskWaiting === true
-          ? await store.findSessionWithWaitingTask(sessionId)
-          : { session: await store.findSession(sessionId), waitingTask: undefined };
-      const session = requireUsable(row, sessionId, agent);
-      refuseIfTaskWaiting(waitingTask);
+    return this.deps.lock.run(sessionId, async (slot, tenure) => {
+      const kept = tenure && this.remembered.get(tenure);
+      if (tenure) this.remembered.delete(tenure);
+      const session = kept
+        ? requireUsable(kept.row, sessionId, agent)
+        : await this.readUsable(sessionId, agent, options);
+      let ifVersion = kept ? kept.version : undefined;
       return work(session, async (request) => {
         // The turn stops when its caller gives up or the slot is lost.
         const stop = joinSignals(request.signal, slot);
         try {
-          return await this.runTurn({ ...request, session, agent, slot, signal: stop.signal });
+          const { written, ...result } = await this.runTurn({
+            ...request,
+            session,
+            agent,
+            slot,
+            signal: stop.signal,
+            slotOptions: options,
+            ...(ifVersion !== undefined ? { ifVersion } : {}),
+          });
+          // Only the slot's first turn starts from the remembered row.
+          ifVersion = undefined;
+          if (tenure) this.remember(tenure, result.outcome, written);
+          return result;
         } finally {
           stop.dispose();
         }
@@ -195,7 +230,43 @@ export class TurnEngine {
    * a turn. `work` gets the slot's signal and must write nothing once it is aborted.
    */
   async exclusive<T>(sessionId: string, work: (slot: AbortSignal) => Promise<T>): Promise<T> {
-    return this.deps.lock.run(sessionId, work);
+    return this.deps.lock.run(sessionId, (slot, tenure) => {
+      // It may change the row (a reset, a close, an answered call): the next turn reads it.
+      if (tenure) this.remembered.delete(tenure);
+      return work(slot);
+    });
+  }
+
+  /** The session under the slot, read and checked usable by `agent` (and free of a waiting task, when asked). */
+  private async readUsable(
+    sessionId: string,
+    agent: AgentConfig,
+    options: SlotOptions,
+  ): Promise<SessionRow> {
+    const { store } = this.deps;
+    // Both in one read: on Postgres one round trip, not two.
+    const { session: row, waitingTask } =
+      options.refuseIfTaskWaiting === true
+        ? await store.findSessionWithWaitingTask(sessionId)
+        : { session: await store.findSession(sessionId), waitingTask: undefined };
+    const session = requireUsable(row, sessionId, agent);
+    refuseIfTaskWaiting(waitingTask);
+    return session;
+  }
+
+  /**
+   * Keeps the row a turn left for the next turn in the same hold — only
+   * after a turn that ended with its reply: one that stopped, failed or left
+   * something waiting for a person has its next turn read the row.
+   */
+  private remember(
+    tenure: SlotTenure,
+    outcome: TurnOutcome,
+    written: VersionedSession | undefined,
+  ): void {
+    if (written !== undefined && (outcome.kind === 'reply' || outcome.kind === 'client-tools'))
+      this.remembered.set(tenure, written);
+    else this.remembered.delete(tenure);
   }
 
   /** True while a turn or other slot work runs or waits on `sessionId` in this process. */
@@ -265,7 +336,7 @@ export class TurnEngine {
    * turn's input, injects the summary, runs automatic compaction before each
    * model call, and resolves how the turn ended. Only under the slot.
    */
-  private async runTurn(input: SlotTurn): Promise<TurnResult> {
+  private async runTurn(input: SlotTurn): Promise<SlotTurnResult> {
     const { agent } = input;
     const tracing = this.deps.tracing ?? NO_TRACING;
     const span = tracing.startSpan(`invoke_agent ${agent.name}`, {
@@ -297,7 +368,7 @@ export class TurnEngine {
     input: SlotTurn,
     span: TraceSpan,
     tracing: Tracing,
-  ): Promise<TurnResult> {
+  ): Promise<SlotTurnResult> {
     const { agent } = input;
     const turn = new Turn(input.session, agent, {
       store: this.deps.store,
@@ -312,13 +383,15 @@ export class TurnEngine {
       ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
       ...(this.deps.records ? { records: this.deps.records } : {}),
       span,
+      ...(input.ifVersion !== undefined ? { ifVersion: input.ifVersion } : {}),
     });
-    const ended = (outcome: TurnOutcome, usage: TokenUsage): TurnResult => ({
+    const ended = (outcome: TurnOutcome, usage: TokenUsage): SlotTurnResult => ({
       outcome,
       usage,
       stored: turn.stored,
       compaction: turn.compaction,
       recall: turn.recall,
+      written: turn.written,
     });
     try {
       // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
@@ -380,15 +453,15 @@ export class TurnEngine {
   ) {
     const { agent } = input;
     const guard = this.deps.contextGuard;
+    const messages = await this.begin(turn, input);
+    input.onInputStored?.();
     const budget = new TurnBudget({
       agentName: agent.name,
       limits: agent.limits ?? {},
-      sessionTokensBefore: sessionTokens(input.session),
+      sessionTokensBefore: sessionTokens(turn.session),
       compactionTokens: () =>
         (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
     });
-    const messages = await turn.begin(input.input, input.pendingCallIds, input.opening);
-    input.onInputStored?.();
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
     // Tool calls the loop announced and has not finished: each has its span.
@@ -452,6 +525,22 @@ export class TurnEngine {
         toolSpan.setAttributes({ 'cairn.tool.outcome': 'not finished in this turn' });
         toolSpan.end();
       }
+    }
+  }
+
+  /**
+   * Begins `turn`. A turn started from a remembered row that changed since
+   * (its first write refused, nothing stored) reads the session, checks it
+   * as the slot would have, and begins again from it.
+   */
+  private async begin(turn: Turn, input: SlotTurn): Promise<ChatMessage[]> {
+    const start = () => turn.begin(input.input, input.pendingCallIds, input.opening);
+    try {
+      return await start();
+    } catch (err) {
+      if (!(err instanceof SessionMovedError)) throw err;
+      turn.restart(await this.readUsable(input.session.id, input.agent, input.slotOptions));
+      return start();
     }
   }
 

@@ -7,7 +7,7 @@
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
-import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
+import type { MessageLog, SessionRow, SessionStore, VersionedSession } from '../store/store.js';
 import type { ContextBuilder } from './context-builder.js';
 import type {
   CompactionDone,
@@ -62,6 +62,13 @@ export interface TurnDeps {
   records?: Pick<CallRecorder, 'takeFor'>;
   /** The turn's trace span: a compaction the turn runs is its child. */
   span?: unknown;
+  /**
+   * The version of the session row the turn starts from, when the row was
+   * remembered from the slot's work before rather than read: the turn's first
+   * write is conditioned on it, and fails with `SessionMovedError`, writing
+   * nothing, when the row changed since.
+   */
+  ifVersion?: string;
 }
 
 export class Turn implements LoopTurn, GuardedTurn {
@@ -84,6 +91,10 @@ export class Turn implements LoopTurn, GuardedTurn {
    * turn's appends since: the first model call needs no re-read.
    */
   private sessionFresh = true;
+  /** The version the next write is conditioned on: the remembered row's, until a write succeeds. */
+  private unverified: string | undefined;
+  /** The session row as this turn's last append left it (stores that version rows). */
+  private lastWritten: VersionedSession | undefined;
 
   constructor(
     session: SessionRow,
@@ -92,6 +103,7 @@ export class Turn implements LoopTurn, GuardedTurn {
   ) {
     this.current = session;
     this.builtAtSeq = session.compact_seq;
+    this.unverified = deps.ifVersion;
   }
 
   get session(): SessionRow {
@@ -108,6 +120,23 @@ export class Turn implements LoopTurn, GuardedTurn {
 
   get turnStartSeq(): number {
     return this.startSeq;
+  }
+
+  /** The session row as the turn's last append left it, with its version; undefined on SQLite. */
+  get written(): VersionedSession | undefined {
+    return this.lastWritten;
+  }
+
+  /**
+   * Starts the turn over from `session`, as read anew: its remembered row
+   * had changed, so its first write was refused and nothing was stored.
+   */
+  restart(session: SessionRow): void {
+    if (this.stored.length > 0) throw new Error('restart: the turn has stored messages already');
+    this.current = session;
+    this.builtAtSeq = session.compact_seq;
+    this.sessionFresh = true;
+    this.unverified = undefined;
   }
 
   /** What automatic compaction did during the turn; null if it did not run. */
@@ -165,6 +194,7 @@ export class Turn implements LoopTurn, GuardedTurn {
             ...(promptTokens !== undefined ? { promptTokens } : {}),
             ...(this.deps.runningTask !== undefined ? { runningTask: this.deps.runningTask } : {}),
             ...(records ? { modelCalls: records.calls } : {}),
+            ...(this.unverified !== undefined ? { ifVersion: this.unverified } : {}),
           },
         );
         records?.settle(true);
@@ -174,6 +204,11 @@ export class Turn implements LoopTurn, GuardedTurn {
         throw err;
       }
     });
+    if (written.messages.length > 0) {
+      // The row was as remembered: later writes need no condition beyond the head's.
+      this.unverified = undefined;
+      this.lastWritten = written.session;
+    }
     this.stored.push(...written.messages);
     this.deps.context.appended(this.current.id, written.messages);
     this.deps.events.publish(written.events);

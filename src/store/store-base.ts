@@ -12,7 +12,7 @@ import { plainTerms } from './records.js';
 import type {
   AppendOptions,
   CallRecordStore,
-  EventRow,
+  AppendedWithEvents,
   ImportedMessage,
   KeyRow,
   KeySpend,
@@ -63,7 +63,7 @@ export abstract class StoreBase implements KeyStore, CallRecordStore {
   protected abstract writeMessagesWithEvents(
     append: PendingAppend,
     eventType: string,
-  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }>;
+  ): Promise<AppendedWithEvents>;
 
   /** Writes a batch of imported messages; never called with none. */
   protected abstract writeImportedMessages(
@@ -88,7 +88,7 @@ export abstract class StoreBase implements KeyStore, CallRecordStore {
     messages: ChatMessage[],
     eventType: string,
     options: AppendOptions = {},
-  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }> {
+  ): Promise<AppendedWithEvents> {
     const tokens = messages.map(estimateMessageTokens);
     return this.writeMessagesWithEvents({ sessionId, messages, tokens, options }, eventType);
   }

@@ -167,6 +167,28 @@ export interface AppendOptions {
    * Every call must belong to the session appended to.
    */
   modelCalls?: readonly NewModelCall[];
+  /**
+   * Write only if the session row is still at this version (one an earlier
+   * append returned with the row): when anything changed the row since — a
+   * peer's turn, a manual compaction, a new title — nothing is written and
+   * the append fails with `SessionMovedError`. Only a store that returns
+   * versions (Postgres) is ever given one.
+   */
+  ifVersion?: string;
+}
+
+/** A session row as a write left it, with the version a later write can be conditioned on. */
+export interface VersionedSession {
+  row: SessionRow;
+  version: string;
+}
+
+/** What `appendMessagesWithEvents` stored. */
+export interface AppendedWithEvents {
+  messages: StoredMessage[];
+  events: EventRow[];
+  /** The session row after the append; only from a store that versions rows. */
+  session?: VersionedSession;
 }
 
 export interface EventRow {
@@ -378,14 +400,16 @@ export interface MessageLog {
   ): Promise<StoredMessage[]>;
   /**
    * `appendMessages` plus one `eventType` event per stored message (data:
-   * seq, role, sessionId), committed in the same transaction.
+   * seq, role, sessionId), committed in the same transaction; with the
+   * session row as the append left it, where the store versions rows
+   * (Postgres: a caller that keeps it needs no read before its next append).
    */
   appendMessagesWithEvents(
     sessionId: string,
     messages: ChatMessage[],
     eventType: string,
     options?: AppendOptions,
-  ): Promise<{ messages: StoredMessage[]; events: EventRow[] }>;
+  ): Promise<AppendedWithEvents>;
   /** Page through a session's messages by seq (keyset, never OFFSET). */
   listMessages(
     sessionId: string,

@@ -92,6 +92,8 @@ export interface Appended {
   events: store.EventRow[];
   /** The session's head after the append. */
   head: SessionHead;
+  /** The session row after the append, with its version (the row's `xmin`). */
+  session: store.VersionedSession;
 }
 
 /**
@@ -242,9 +244,10 @@ function withPgContent(row: decide.MessageInsert): decide.MessageInsert {
 }
 
 /**
- * Appends `write` if the session's head is still `head`, in one statement on
- * `c` (the pool: committed on its own; or a transaction's client). Undefined
- * when the head moved: nothing was written.
+ * Appends `write` if the session's head is still `head` (and the row still
+ * at the write's `ifVersion`, when it names one), in one statement on `c`
+ * (the pool: committed on its own; or a transaction's client). Undefined
+ * when the row moved: nothing was written.
  */
 export async function appendAt(
   c: Queryable,
@@ -261,6 +264,8 @@ export async function appendAt(
   const calls = options.modelCalls ?? [];
   const p = new Params();
   const id = p.add(sessionId, 'text');
+  // Any write to the row since makes a new row version, with a new xmin.
+  const version = p.add(options.ifVersion ?? null, 'xid');
   const ctes = [
     `session AS (
       UPDATE sessions SET${calls.length > 0 ? `\n        cost = cost + ${p.add(callsCost(calls), 'float8')},` : ''}
@@ -277,7 +282,8 @@ export async function appendAt(
         cache_write_tokens = cache_write_tokens + ${p.add(counters.cache_write_tokens, 'bigint')}
       WHERE id = ${id} AND last_seq = ${p.add(head.last_seq, 'int')}
         AND transcript_hash IS NOT DISTINCT FROM ${p.add(head.transcript_hash, 'text')}
-      RETURNING owner_key)`,
+        AND (${version} IS NULL OR xmin = ${version})
+      RETURNING owner_key, xmin::text AS version, row_to_json(sessions) AS row)`,
     `inserted AS (${insertMessagesSql(p, rows, 'session')})`,
   ];
   if (counters.charged > 0)
@@ -288,18 +294,24 @@ export async function appendAt(
   if (calls.length > 0) ctes.push(...insertCallsSql(p, id, calls));
   // The text depends only on which CTEs are present (the rows are arrays), so
   // it is one of four: named, it is parsed once per connection.
-  const { rows: result } = await c.query<{ written: number; ids: (number | string)[] }>(
+  const { rows: result } = await c.query<{
+    row: store.SessionRow | null;
+    version: string | null;
+    ids: (number | string)[];
+  }>(
     prepared(
       `WITH ${ctes.join(',\n')}
-     SELECT (SELECT count(*) FROM session)::int AS written,
+     SELECT (SELECT row FROM session) AS row, (SELECT version FROM session) AS version,
        ${events.length > 0 ? 'ARRAY(SELECT id FROM events)' : "'{}'::bigint[]"} AS ids`,
       p.values,
     ),
   );
-  if (result[0]?.written !== 1) return undefined;
+  const written = result[0];
+  if (written?.row == null || written.version === null) return undefined;
   return {
     messages: rows.map(records.toStoredMessage),
-    events: storedEvents(events, result[0].ids, createdAt),
+    events: storedEvents(events, written.ids, createdAt),
     head: { last_seq: counters.last_seq, transcript_hash: chain.transcript },
+    session: { row: written.row, version: written.version },
   };
 }

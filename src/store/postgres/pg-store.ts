@@ -27,6 +27,7 @@ import {
   type RecallSearch,
 } from '../store-base.js';
 import { sessionNotFound } from '../session-not-found.js';
+import { SessionMovedError } from '../session-moved.js';
 import { requireRunningTask } from '../task-taken-over.js';
 import * as decide from '../decisions.js';
 import { newId, now } from '../records.js';
@@ -49,6 +50,7 @@ import {
   SessionHeads,
   type Appended,
   type AppendWrite,
+  type SessionHead,
 } from './pg-append.js';
 
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
@@ -383,28 +385,37 @@ export class PgStore extends StoreBase implements store.Store {
     return (await this.append({ ...append, createdAt: now() })).messages;
   }
 
-  protected writeMessagesWithEvents(
+  protected async writeMessagesWithEvents(
     append: PendingAppend,
     eventType: string,
-  ): Promise<{ messages: StoredMessage[]; events: store.EventRow[] }> {
-    return this.append({ ...append, createdAt: now(), eventType });
+  ): Promise<store.AppendedWithEvents> {
+    const { messages, events, session } = await this.append({
+      ...append,
+      createdAt: now(),
+      eventType,
+    });
+    return { messages, events, session };
   }
 
   /**
    * One append. Where the session's head is known it is one statement,
    * committed on its own; a task's append, an unknown head, or a head that
    * moved meanwhile (another instance, a reset) take a transaction that
-   * locks the row first.
+   * locks the row first. An append conditioned on a row version that finds
+   * the row changed writes nothing and throws `SessionMovedError`.
    */
   private async append(
     write: AppendWrite,
-  ): Promise<{ messages: StoredMessage[]; events: store.EventRow[] }> {
+  ): Promise<{ messages: StoredMessage[]; events: store.EventRow[]; session?: store.VersionedSession }> {
     const { sessionId, options } = write;
     if (write.messages.length === 0) return { messages: [], events: [] };
     const head = options.runningTask === undefined ? this.heads.get(sessionId) : undefined;
     let done: Appended | undefined;
     try {
       if (head !== undefined) done = await this.statement((c) => appendAt(c, head, write));
+      // Moved, or not as remembered: which of the two, the caller's read finds out.
+      if (done === undefined && options.ifVersion !== undefined)
+        throw new SessionMovedError(sessionId);
       done ??= await this.tx(async (c) => {
         if (options.runningTask !== undefined)
           await this.assertStillRunning(c, options.runningTask);
@@ -416,7 +427,7 @@ export class PgStore extends StoreBase implements store.Store {
       throw err;
     }
     this.heads.set(sessionId, done.head);
-    return { messages: done.messages, events: done.events };
+    return done;
   }
 
   /**
@@ -435,6 +446,9 @@ export class PgStore extends StoreBase implements store.Store {
   private async appendLocked(c: Queryable, write: AppendWrite): Promise<Appended> {
     const head = await lockSession(c, write.sessionId);
     if (head === undefined) throw sessionNotFound(write.sessionId);
+    const { ifVersion } = write.options;
+    if (ifVersion !== undefined && head.version !== ifVersion)
+      throw new SessionMovedError(write.sessionId);
     const done = await appendAt(c, head, write);
     if (done === undefined) throw new Error(`append: the locked session ${write.sessionId} moved`);
     return done;
@@ -1002,15 +1016,17 @@ async function getSession(c: Queryable, id: string): Promise<store.SessionRow | 
 }
 
 /** Locks the session row for the rest of the transaction; undefined when there is none. */
-async function lockSession(
-  c: Queryable,
-  id: string,
-): Promise<{ last_seq: number; transcript_hash: string | null } | undefined> {
-  const result = await c.query<{ last_seq: number; transcript_hash: string | null }>(
-    'SELECT last_seq, transcript_hash FROM sessions WHERE id = $1 FOR UPDATE',
+async function lockSession(c: Queryable, id: string): Promise<LockedHead | undefined> {
+  const result = await c.query<LockedHead>(
+    'SELECT last_seq, transcript_hash, xmin::text AS version FROM sessions WHERE id = $1 FOR UPDATE',
     [id],
   );
   return result.rows[0];
+}
+
+/** A locked session's head, with the row's version. */
+interface LockedHead extends SessionHead {
+  version: string;
 }
 
 async function ensureDaemon(c: Queryable, agentName: string): Promise<void> {
