@@ -6,7 +6,9 @@
  */
 export class SessionMovedError extends Error {
   constructor(readonly sessionId: string) {
-    super(`Session "${sessionId}" changed since the version the append expected; nothing was written.`);
+    super(
+      `Session "${sessionId}" changed since the version the append expected; nothing was written.`,
+    );
     this.name = 'SessionMovedError';
   }
 }

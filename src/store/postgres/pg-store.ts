@@ -406,7 +406,11 @@ export class PgStore extends StoreBase implements store.Store {
    */
   private async append(
     write: AppendWrite,
-  ): Promise<{ messages: StoredMessage[]; events: store.EventRow[]; session?: store.VersionedSession }> {
+  ): Promise<{
+    messages: StoredMessage[];
+    events: store.EventRow[];
+    session?: store.VersionedSession;
+  }> {
     const { sessionId, options } = write;
     if (write.messages.length === 0) return { messages: [], events: [] };
     const head = options.runningTask === undefined ? this.heads.get(sessionId) : undefined;
