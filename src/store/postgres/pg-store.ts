@@ -404,9 +404,7 @@ export class PgStore extends StoreBase implements store.Store {
    * locks the row first. An append conditioned on a row version that finds
    * the row changed writes nothing and throws `SessionMovedError`.
    */
-  private async append(
-    write: AppendWrite,
-  ): Promise<{
+  private async append(write: AppendWrite): Promise<{
     messages: StoredMessage[];
     events: store.EventRow[];
     session?: store.VersionedSession;
