@@ -263,6 +263,43 @@ describe('AdvisorySessionLock', () => {
     await expectRunsAfter(onB, a, 'sess_forgot');
   });
 
+  it('hands the work one tenure per unbroken hold: the same while kept, a new one once given back, asked for or lost', async () => {
+    const a = instance('a', undefined, 600_000);
+    const b = instance('b', undefined, 600_000);
+    const tenureOn = (lock: AdvisorySessionLock, sessionId: string) =>
+      lock.run(sessionId, async (_signal, tenure) => tenure);
+
+    const first = await tenureOn(a, 'sess_tenure');
+    expect(first).toEqual({ sessionId: 'sess_tenure' });
+    // Kept between the works: one hold.
+    expect(await tenureOn(a, 'sess_tenure')).toBe(first);
+    // Another session is another hold.
+    expect(await tenureOn(a, 'sess_other')).not.toBe(first);
+
+    // B asked for it: A gave it back, and its next hold is a new one.
+    const onB = await tenureOn(b, 'sess_tenure');
+    expect(onB).not.toBe(first);
+    const again = await tenureOn(a, 'sess_tenure');
+    expect(again).not.toBe(first);
+    expect(await tenureOn(a, 'sess_tenure')).toBe(again);
+
+    // The lock connection broke: what A kept went with it.
+    await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cairn a locks'`,
+    );
+    await vi.waitFor(async () => expect(await advisoryHolders()).toEqual([]), { timeout: 5_000 });
+    await vi.waitFor(async () => expect(await tenureOn(a, 'sess_tenure')).not.toBe(again), {
+      timeout: 5_000,
+    });
+  });
+
+  it('starts a new tenure after keepMs gave the lock back', async () => {
+    const a = instance('a', undefined, 100);
+    const first = await a.run('sess_expired', async (_signal, tenure) => tenure);
+    await vi.waitFor(async () => expect(await advisoryHolders()).toEqual([]), { timeout: 5_000 });
+    expect(await a.run('sess_expired', async (_signal, tenure) => tenure)).not.toBe(first);
+  });
+
   it('fails the work with DATABASE_UNAVAILABLE when the database cannot be reached, without running it', async () => {
     const lock = new AdvisorySessionLock({
       connectionString: 'postgres://postgres@127.0.0.1:1/nowhere',
