@@ -38,6 +38,8 @@ export class DedicatedConnection {
   private current: Promise<pg.Client> | undefined;
   private closed = false;
   private connected: pg.Client | undefined;
+  /** The last statement handed to a connection: the next one on it waits for it to settle. */
+  private queue: { client: pg.Client; last: Promise<unknown> } | undefined;
 
   constructor(
     private readonly instance: InstanceConnectionOptions,
@@ -53,9 +55,14 @@ export class DedicatedConnection {
 
   /**
    * Runs `text` (a named statement: these texts are few and fixed) on the
-   * live connection, waiting for one first. A query whose
-   * `abandoned` signal aborted while it waited is never sent: its caller has
-   * given up on it, and it must not take effect behind the caller's back.
+   * live connection, waiting for one first. Statements go out one at a time,
+   * in the order asked — the owners rely on it (a lock is given back without
+   * waiting, and this instance's next attempt on the session must come
+   * after) — queued here rather than in the driver, which no longer takes a
+   * query while another waits. One queued on a connection that breaks fails
+   * with it; it is never sent on the next. A query whose `abandoned` signal
+   * aborted while it waited is never sent: its caller has given up on it,
+   * and it must not take effect behind the caller's back.
    */
   async query<R extends pg.QueryResultRow>(
     text: string,
@@ -63,8 +70,14 @@ export class DedicatedConnection {
     abandoned?: AbortSignal,
   ): Promise<pg.QueryResult<R>> {
     const client = await this.client();
-    if (abandoned?.aborted) throw new Error('query abandoned before it was sent');
-    return client.query<R>(prepared(text, values));
+    const send = (): Promise<pg.QueryResult<R>> => {
+      if (abandoned?.aborted) throw new Error('query abandoned before it was sent');
+      return client.query<R>(prepared(text, values));
+    };
+    const before = this.queue?.client === client ? this.queue.last : undefined;
+    const run = before === undefined ? Promise.resolve().then(send) : before.then(send);
+    this.queue = { client, last: run.catch(() => undefined) };
+    return run;
   }
 
   async close(): Promise<void> {
