@@ -27,12 +27,12 @@ afterAll(async () => {
 });
 
 function connection(): DedicatedConnection {
-  const opened_ = new DedicatedConnection(
+  const made = new DedicatedConnection(
     { connectionString: db.url, instanceId: 'queue-test', retryMs: { first: 20, max: 100 } },
     { purpose: 'queue' },
   );
-  opened.push(opened_);
-  return opened_;
+  opened.push(made);
+  return made;
 }
 
 describe('DedicatedConnection', () => {
