@@ -5,6 +5,8 @@
  * `turns` chat turns over HTTP (default 2 000) against the fake model, and
  * measures again; prints process.memoryUsage() at each point, and what the
  * tokenizer's tables add on their own (loaded by the first token estimate).
+ * After start and after the turns it also waits for V8's memory reducer
+ * (bench/idle-memory.ts) and prints what the idle process holds then.
  * Try `node --expose-gc --max-semi-space-size=1 …` to see how much of the
  * heap is V8's young generation grown during start-up (a flag the process
  * must start with: v8.setFlagsFromString has no effect on it later).
@@ -18,6 +20,7 @@ import type * as AppModule from '../src/app.js';
 import type * as SettingsModule from '../src/config/settings.js';
 import { writeDemoHome } from './bench-app.js';
 import { startScript } from './child-script.js';
+import { usageWhenIdle } from './idle-memory.js';
 
 const DIST = new URL('../../dist/', import.meta.url);
 const TURNS = Number(process.argv[2] ?? 2_000);
@@ -35,6 +38,16 @@ async function settle(): Promise<NodeJS.MemoryUsage> {
 }
 
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+/** The memory once V8's memory reducer has run on the idle process, as a line. */
+async function idleLine(label: string): Promise<string> {
+  const { usage, reducedAfterS } = await usageWhenIdle();
+  const when =
+    reducedAfterS === null
+      ? 'the memory reducer did not run in time'
+      : `the memory reducer ran after ${reducedAfterS.toFixed(1)} s`;
+  return line(`${label}, idle (${when})`, usage);
+}
 function line(label: string, m: NodeJS.MemoryUsage): string {
   return `${label}: rss ${mb(m.rss)} | heapTotal ${mb(m.heapTotal)} heapUsed ${mb(m.heapUsed)} | external ${mb(m.external)} (arrayBuffers ${mb(m.arrayBuffers)})`;
 }
@@ -78,6 +91,7 @@ async function main(): Promise<void> {
     const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
     await app.server.listen({ host: '127.0.0.1', port: 0 });
     console.log(line('after start', await settle()));
+    console.log(await idleLine('after start'));
     // What the first estimate costs (the tokenizer's tables), apart from the turns.
     const { estimateTextTokens } = (await import(new URL('llm/tokens.js', DIST).href)) as {
       estimateTextTokens: (text: string) => number;
@@ -94,6 +108,7 @@ async function main(): Promise<void> {
       if (sessionId === undefined) sessions.push(reply.sessionId);
     }
     console.log(line(`after ${TURNS} turns`, await settle()));
+    console.log(await idleLine(`after ${TURNS} turns`));
     await app.close();
   } finally {
     keepAlive.destroy();

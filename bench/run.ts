@@ -70,7 +70,6 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import v8 from 'node:v8';
 import type * as AppModule from '../src/app.js';
 import type * as SettingsModule from '../src/config/settings.js';
 import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
@@ -86,6 +85,7 @@ import { openaiApiRows } from './openai-api.js';
 import { callRecordRows } from './call-records.js';
 import { promptCacheRows } from './prompt-cache.js';
 import { throughputRows } from './throughput.js';
+import { IDLE_WAIT_MS, usageWhenIdle } from './idle-memory.js';
 
 const TAIL_MESSAGES = 20;
 const WARMUP_TURNS = 300;
@@ -131,37 +131,14 @@ async function idleMemory(): Promise<Memory> {
   return { rssMb: usage.rss / 1024 / 1024, heapUsedMb: usage.heapUsed / 1024 / 1024 };
 }
 
-/** How long to wait for V8's memory reducer on the idle process (it ran 15–17 s after the last activity here). */
-const IDLE_WAIT_MS = 40_000;
-/** The young generation's resident size once the memory reducer has shrunk it (it was 0.5–1 MB). */
-const REDUCED_YOUNG_BYTES = 2 * 1024 * 1024;
-
 interface IdleMemory extends Memory {
-  /** Seconds of idleness before V8's memory reducer ran; null when it did not within IDLE_WAIT_MS. */
+  /** Seconds of idleness before V8's memory reducer ran; null when it did not in time. */
   reducedAfterS: number | null;
 }
 
-/**
- * The resident set once the process has been idle long enough for V8's
- * memory reducer to run: a collection that also gives back the young
- * generation, which start-up and load grow to its maximum (some 25–30 MB
- * resident) and a forced GC leaves as it is. That is what an idle server
- * holds. Polled, not slept for a fixed time: the reducer runs on V8's timer.
- */
+/** The resident set once V8's memory reducer has run on the idle process (bench/idle-memory.ts). */
 async function memoryWhenIdle(): Promise<IdleMemory> {
-  const began = performance.now();
-  const young = () =>
-    v8.getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')
-      ?.physical_space_size ?? 0;
-  let reducedAfterS: number | null = null;
-  while (performance.now() - began < IDLE_WAIT_MS) {
-    await sleep(250);
-    if (young() < REDUCED_YOUNG_BYTES) {
-      reducedAfterS = (performance.now() - began) / 1000;
-      break;
-    }
-  }
-  const usage = process.memoryUsage();
+  const { usage, reducedAfterS } = await usageWhenIdle();
   return {
     rssMb: usage.rss / 1024 / 1024,
     heapUsedMb: usage.heapUsed / 1024 / 1024,
