@@ -404,20 +404,18 @@ export class PgStore extends StoreBase implements store.Store {
    * locks the row first. An append conditioned on a row version that finds
    * the row changed writes nothing and throws `SessionMovedError`.
    */
-  private async append(write: AppendWrite): Promise<{
-    messages: StoredMessage[];
-    events: store.EventRow[];
-    session?: store.VersionedSession;
-  }> {
+  private async append(write: AppendWrite): Promise<store.AppendedWithEvents> {
     const { sessionId, options } = write;
     if (write.messages.length === 0) return { messages: [], events: [] };
     const head = options.runningTask === undefined ? this.heads.get(sessionId) : undefined;
     let done: Appended | undefined;
     try {
-      if (head !== undefined) done = await this.statement((c) => appendAt(c, head, write));
-      // Moved, or not as remembered: which of the two, the caller's read finds out.
-      if (done === undefined && options.ifVersion !== undefined)
-        throw new SessionMovedError(sessionId);
+      if (head !== undefined) {
+        done = await this.statement((c) => appendAt(c, head, write));
+        // Moved, or not as remembered: which of the two, the caller's read finds out.
+        if (done === undefined && options.ifVersion !== undefined)
+          throw new SessionMovedError(sessionId);
+      }
       done ??= await this.tx(async (c) => {
         if (options.runningTask !== undefined)
           await this.assertStillRunning(c, options.runningTask);
