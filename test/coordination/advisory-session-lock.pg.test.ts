@@ -230,10 +230,12 @@ describe('AdvisorySessionLock', () => {
     await inside.promise;
     expect(seen!.aborted).toBe(false);
     expect(await advisoryHolders()).toEqual(['cairn a locks']);
+    // Watched before the cut: the work may fail before the statement that cuts it has answered.
+    const stopped = expect(running).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
     await db.pool.query(
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cairn a locks'`,
     );
-    await expect(running).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
+    await stopped;
     expect(notes).toContain(
       'session lock connection lost; work holding a session lock was stopped',
     );
