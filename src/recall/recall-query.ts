@@ -19,6 +19,8 @@
  * recalls nothing; that is the honest answer of a keyword search.
  */
 
+import { matchesTerm, wordsOf } from '../store/records.js';
+
 /** Terms of one recall query, at most. */
 export const MAX_QUERY_TERMS = 24;
 /** Of those, at most this many come from a tool result (tool output is long and noisy). */
@@ -66,16 +68,6 @@ const STOP_WORDS = new Set(
     .filter((word) => word !== ''),
 );
 
-/** Lower case, accents removed: how both indexes compare words. */
-export function foldWord(word: string): string {
-  return word.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
-}
-
-/** The folded words of a text, in order (letters, digits, underscore). */
-export function wordsOf(text: string): string[] {
-  return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).map(foldWord);
-}
-
 function termOf(word: string): RecallTerm | undefined {
   if (word.length < 2 || STOP_WORDS.has(word)) return undefined;
   if (/^\p{N}+$/u.test(word)) return { text: word, prefix: false };
@@ -107,10 +99,6 @@ export function recallTerms(userText: string, toolResult?: string): RecallTerm[]
   return terms;
 }
 
-function matches(term: RecallTerm, word: string): boolean {
-  return term.prefix ? word.startsWith(term.text) : word === term.text;
-}
-
 /**
  * How well `content` matches the query, from 0 to 1: the number of distinct
  * query terms it contains, over FULL_MATCH_TERMS (or over the number of terms,
@@ -122,7 +110,7 @@ export function recallScore(terms: readonly RecallTerm[], content: string): numb
   let found = 0;
   for (const term of terms) {
     for (const word of words) {
-      if (matches(term, word)) {
+      if (matchesTerm(term, word)) {
         found += 1;
         break;
       }

@@ -148,6 +148,21 @@ export function plainTerms<T extends { text: string }>(terms: readonly T[]): T[]
   return terms.filter((term) => /^[\p{L}\p{N}_]+$/u.test(term.text));
 }
 
+/** Lower case, accents removed: how both indexes compare words. */
+export function foldWord(word: string): string {
+  return word.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
+}
+
+/** The folded words of a text, in order (letters, digits, underscore). */
+export function wordsOf(text: string): string[] {
+  return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).map(foldWord);
+}
+
+/** Whether `word` (folded) is one `term` finds: the same word, or for a prefix term one starting with it. */
+export function matchesTerm(term: { text: string; prefix: boolean }, word: string): boolean {
+  return term.prefix ? word.startsWith(term.text) : word === term.text;
+}
+
 /** The words of free text that a search looks for (at most 32), so no input is a syntax error. */
 export function searchWords(text: string): string[] {
   return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32);

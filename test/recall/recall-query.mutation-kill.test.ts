@@ -28,14 +28,13 @@ import {
 import { MAX_LEDGER_SESSIONS, RecallLedger } from '../../src/recall/recall-ledger.js';
 import {
   FULL_MATCH_TERMS,
-  foldWord,
   MAX_QUERY_TERMS,
   MAX_TOOL_RESULT_TERMS,
   PREFIX_MIN_CHARS,
   recallScore,
   recallTerms,
-  wordsOf,
 } from '../../src/recall/recall-query.js';
+import { foldWord, wordsOf } from '../../src/store/records.js';
 import { SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 
 const texts = (text: string, tool?: string) => recallTerms(text, tool).map((t) => t.text);

@@ -186,6 +186,32 @@ describe('SqliteStore on SQLite', () => {
     expect(await recalled(openStore())).toEqual(before);
   });
 
+  it("weighs recall's words by this session's messages, whatever other sessions hold", async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    const other = await newSession(store);
+    // In this session "alpha" is common and "beta" rare; across the index, the other way round.
+    await store.appendMessages(session.id, [
+      { role: 'user', content: 'alpha filler words' }, // 2
+      { role: 'user', content: 'beta filler words.' }, // 3
+      ...Array.from({ length: 8 }, (_, i) => ({
+        role: 'assistant' as const,
+        content: `alpha reply number ${i}`,
+      })),
+    ]);
+    await store.appendMessages(
+      other.id,
+      Array.from({ length: 200 }, () => ({ role: 'user' as const, content: 'beta beta' })),
+    );
+    const terms = [
+      { text: 'alpha', prefix: false },
+      { text: 'beta', prefix: false },
+    ];
+    const hits = await store.recallMessages(session.id, terms, 11, 3);
+    expect(hits.map((h) => h.seq)).toEqual([3, 2, 4]);
+    expect(hits[0]!.content).toBe('beta filler words.');
+  });
+
   it('opens with WAL, foreign keys, busy_timeout and synchronous=NORMAL', () => {
     const { db } = openStore();
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
@@ -243,13 +269,33 @@ describe('SqliteStore on SQLite', () => {
       const match = sessionMatch(session.id, '"question" OR "answer"');
       const searches = {
         searchHistory: planOf('searchHistory', match, session.id, 10),
-        recallMessages: planOf('recallMessages', match, session.id, 100, 10),
       };
       for (const [name, plan] of Object.entries(searches)) {
         expect(plan[0], name).toMatch(/^SCAN messages_fts VIRTUAL TABLE INDEX \d+:M/);
         const text = plan.join('\n');
         expect(text, name).not.toMatch(/SCAN m\b/);
         expect(text, name).toMatch(/SEARCH m USING INTEGER PRIMARY KEY/);
+      }
+      // Recall's reads: a word's rows from the index alone, the rows found by id,
+      // the session's bound and system messages from its indexes.
+      expect(planOf('wordRows', match, 100)).toEqual([
+        expect.stringMatching(/^SCAN messages_fts VIRTUAL TABLE INDEX \d+:M/),
+      ]);
+      for (const [name, params] of [
+        ['searchableOf', ['[1,2]', session.id, 100]],
+        ['recallRows', ['[1,2]', session.id, 100]],
+      ] as const) {
+        const text = planOf(name, ...params).join('\n');
+        expect(text, name).not.toMatch(/SCAN m\b/);
+        expect(text, name).toMatch(/SEARCH m USING INTEGER PRIMARY KEY/);
+      }
+      for (const [name, params] of [
+        ['recallBound', [session.id, 100]],
+        ['systemIds', [session.id]],
+      ] as const) {
+        const text = planOf(name, ...params).join('\n');
+        expect(text, name).toMatch(/SEARCH messages USING COVERING INDEX/);
+        expect(text, name).not.toMatch(/TEMP B-TREE/);
       }
       // Before a recall: the short history-index queue first, each queued row by id.
       const queuedUpTo = planOf('queuedUpTo', session.id, 100).join('\n');

@@ -66,6 +66,7 @@ import {
 import { requireRunningTask } from '../task-taken-over.js';
 import { BackgroundCheckpoints } from './background-checkpoints.js';
 import { RecallPlanner } from './recall-plan.js';
+import { MAX_RANKED_TERMS, rankShortlist, shortlist, SHORTLIST_PER_HIT } from './recall-rank.js';
 import { GroupCommit, retryWhileBusy } from './group-commit.js';
 import * as decide from '../decisions.js';
 import {
@@ -128,6 +129,9 @@ function orphanParams(scope: OrphanScope): { now: string; self: string; live_sin
   const liveSince = new Date(Date.now() - scope.staleAfterMs).toISOString();
   return { now: now(), self: scope.self, live_since: liveSince };
 }
+
+/** A recall candidate as read: the hit, its id and its whole length. */
+type RecallRow = RecallHit & { id: number; chars: number };
 
 /** The parameters of `sessionByTranscript`. */
 interface TranscriptLookup {
@@ -252,16 +256,36 @@ function prepareStatements(db: SqliteDatabase) {
       FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
       WHERE messages_fts MATCH ? AND m.session_id = ?
       ORDER BY rank LIMIT ?`),
-    // bm25 over the session's part of the index (the MATCH names the session),
-    // the compacted range from the row; CROSS JOIN as in searchHistory.
-    recallMessages: db.prepare<
-      [string, string, number, number],
-      RecallHit
-    >(`SELECT m.seq AS seq, m.role AS role,
-        substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content, m.created_at AS created_at
-      FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
-      WHERE messages_fts MATCH ? AND m.session_id = ? AND m.seq <= ? AND m.role <> 'system'
-      ORDER BY rank, m.seq LIMIT ?`),
+    // Recall (recall-rank.ts). The id of the session's last message at or
+    // below the pointer: ids grow with seq, so no searchable row is above it.
+    recallBound: db
+      .prepare<[string, number], number>(
+        'SELECT id FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1',
+      )
+      .pluck(),
+    // The session's system messages (index messages_system), which recall never returns.
+    systemIds: db
+      .prepare<[string], number>("SELECT id FROM messages WHERE session_id = ? AND role = 'system'")
+      .pluck(),
+    // The rows holding one word, up to an id, from the index alone.
+    wordRows: db
+      .prepare<[string, number], number>(
+        'SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid <= ?',
+      )
+      .pluck(),
+    // Of some rows (a JSON array of ids), the session's searchable ones.
+    searchableOf: db
+      .prepare<[string, string, number], number>(
+        `SELECT m.id FROM json_each(?) j CROSS JOIN messages m ON m.id = j.value
+        WHERE m.session_id = ? AND m.seq <= ? AND m.role <> 'system'`,
+      )
+      .pluck(),
+    // The shortlist's rows, read by id (a JSON array), checked like searchableOf.
+    recallRows: db.prepare<[string, string, number], RecallRow>(`SELECT m.id AS id, m.seq AS seq,
+        m.role AS role, substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content,
+        m.created_at AS created_at, length(m.content) AS chars
+      FROM json_each(?) j CROSS JOIN messages m ON m.id = j.value
+      WHERE m.session_id = ? AND m.seq <= ? AND m.role <> 'system'`),
     resetSession: db.prepare(`UPDATE sessions SET
         message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
         input_tokens = 0, output_tokens = 0, cache_read_tokens = 0, cache_write_tokens = 0,
@@ -819,11 +843,8 @@ export class SqliteStore extends StoreBase implements Store {
     if (words.length === 0) return [];
     await this.indexHistory();
     const length = this.stmt.appendState.get(sessionId)?.last_seq ?? 0;
-    const match = this.sessionSearch(
-      sessionId,
-      words.map((w) => `"${w}"`),
-      length,
-    );
+    const terms = words.map((w) => `"${w}"`);
+    const match = this.sessionSearch(sessionId, terms, length);
     return this.stmt.searchHistory.all(match, sessionId, limit);
   }
 
@@ -833,9 +854,49 @@ export class SqliteStore extends StoreBase implements Store {
     // call would add a write transaction to the turn for rows the search
     // cannot return; index first only when a searchable row is still queued.
     if (this.stmt.queuedUpTo.get(sessionId, maxSeq)) await this.indexHistory();
-    const terms = words.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`);
-    const match = this.sessionSearch(sessionId, terms, maxSeq);
-    return this.stmt.recallMessages.all(match, sessionId, maxSeq, limit);
+    const ranked = words.slice(0, MAX_RANKED_TERMS);
+    const terms = ranked.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`);
+    const bound = this.stmt.recallBound.get(sessionId, maxSeq);
+    if (bound === undefined) return [];
+    const holding = this.rowsHolding(sessionId, terms, maxSeq, bound);
+    const { weights, picked } = shortlist(holding, maxSeq, limit * SHORTLIST_PER_HIT);
+    if (picked.length === 0) return [];
+    const held = new Map(picked.map((p) => [p.id, p.held]));
+    const rows = this.stmt.recallRows
+      .all(JSON.stringify(picked.map((p) => p.id)), sessionId, maxSeq)
+      .map((row) => ({ ...row, held: held.get(row.id) ?? 0 }));
+    return rankShortlist(rows, ranked, weights, limit).map(
+      ({ seq, role, content, created_at }) => ({ seq, role, content, created_at }),
+    );
+  }
+
+  /**
+   * Each of `terms`' (quoted FTS terms) rows among the session's searchable
+   * ones (seq <= maxSeq, not system; `bound` the last one's id), one read of
+   * the index a word — FTS5 reads a prefix word's rows in every session
+   * whatever else the MATCH says, so a query over all the words as well
+   * would read them twice. The plan (recall-plan.ts) names the session in the
+   * MATCH, or reads the words alone when they are rarer than the session is
+   * long and checks each row found.
+   */
+  private rowsHolding(
+    sessionId: string,
+    terms: readonly string[],
+    maxSeq: number,
+    bound: number,
+  ): number[][] {
+    if (this.recallPlanner.plan(terms, maxSeq) === 'session') {
+      const system = new Set(this.stmt.systemIds.all(sessionId));
+      return terms.map((term) =>
+        this.stmt.wordRows
+          .all(sessionMatch(sessionId, term), bound)
+          .filter((id) => !system.has(id)),
+      );
+    }
+    const holding = terms.map((term) => this.stmt.wordRows.all(`content : ${term}`, bound));
+    const found = JSON.stringify([...new Set(holding.flat())]);
+    const searchable = new Set(this.stmt.searchableOf.all(found, sessionId, maxSeq));
+    return holding.map((rows) => rows.filter((id) => searchable.has(id)));
   }
 
   /**

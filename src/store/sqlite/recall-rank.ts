@@ -1,0 +1,160 @@
+/**
+ * How the SQLite store ranks recall's matches: BM25 over the searched part of
+ * the session, computed here rather than by FTS5's bm25().
+ *
+ * FTS5's bm25() takes each word's document frequency from the whole index —
+ * every session's messages — and counts it afresh on every query by reading
+ * the word's rows in every session; a prefix word ("deploy"*) is read in
+ * every session anyway, so the ranked query read each word twice. At 100 000
+ * stored messages that was most of a model call's recall, growing with the
+ * database. The session is what recall searches, so its own messages are the
+ * collection that says whether a word is rare: a word every message of this
+ * conversation holds tells nothing here, whatever other sessions say. So:
+ *
+ * 1. The store reads, once a word, the session's searchable rows that hold
+ *    it (index only): the word's document frequency in the session, and the
+ *    rows' first score, the sum of the weights of the words each holds.
+ * 2. The best SHORTLIST_PER_HIT × `limit` are read, and scored again by full
+ *    BM25: each word's count in the text, the row's length against the
+ *    shortlist's average. The best `limit` of those come back.
+ *
+ * BM25's constants are FTS5's (k1 1.2, b 0.75); the idf is Lucene's,
+ * ln(1 + (N − df + 0.5) / (df + 0.5)), so a word every searched message holds
+ * still counts for a little rather than nothing. Pure: the store runs the
+ * queries.
+ */
+import { matchesTerm, wordsOf } from '../records.js';
+import type { SearchTerm } from '../store.js';
+
+const K1 = 1.2;
+const B = 0.75;
+/** Rows read and scored with word counts, per hit wanted. */
+export const SHORTLIST_PER_HIT = 2;
+/** The words a search ranks by, at most: each row keeps which it holds in one 32-bit mask. */
+export const MAX_RANKED_TERMS = 30;
+
+/** BM25's weight of a word held by `df` of `searched` rows. */
+export function inverseFrequency(searched: number, df: number): number {
+  const n = Math.max(searched, df);
+  return Math.log(1 + (n - df + 0.5) / (df + 0.5));
+}
+
+/** BM25's share of one word `count` times in a row `chars` long, before its idf. */
+export function saturation(count: number, chars: number, averageChars: number): number {
+  const norm = 1 - B + (B * chars) / Math.max(averageChars, 1);
+  return (count * (K1 + 1)) / (count + K1 * norm);
+}
+
+/** A row picked for reading, and which of the words the index found in it (bit i: word i). */
+export interface Picked {
+  id: number;
+  held: number;
+}
+
+/**
+ * The words' weights, and the rows to read: the best `size` by the sum of
+ * the weights of the words they hold. `holding[i]` lists the searchable rows
+ * (ids) that hold word i, of `searched` rows in all. Ties go to the earlier
+ * message (the smaller id: a session's ids grow with its seq). At most
+ * MAX_RANKED_TERMS words.
+ */
+export function shortlist(
+  holding: readonly (readonly number[])[],
+  searched: number,
+  size: number,
+): { weights: number[]; picked: Picked[] } {
+  if (holding.length > MAX_RANKED_TERMS) throw new RangeError('too many words to rank');
+  const slotOf = new Map<number, number>();
+  const ids: number[] = [];
+  const sums: number[] = [];
+  const held: number[] = [];
+  const weights = holding.map((rows, word) => {
+    const weight = inverseFrequency(searched, rows.length);
+    for (const id of rows) {
+      let slot = slotOf.get(id);
+      if (slot === undefined) {
+        slot = ids.length;
+        slotOf.set(id, slot);
+        ids.push(id);
+        sums.push(0);
+        held.push(0);
+      }
+      sums[slot]! += weight;
+      held[slot]! |= 1 << word;
+    }
+    return weight;
+  });
+  const better = (a: number, b: number): boolean =>
+    sums[a]! > sums[b]! || (sums[a] === sums[b] && ids[a]! < ids[b]!);
+  const picked = best(ids.length, size, better).map((slot) => ({
+    id: ids[slot]!,
+    held: held[slot]!,
+  }));
+  return { weights, picked };
+}
+
+/**
+ * The `size` best of slots 0 … `count` − 1, best first: one pass keeping the
+ * best so far in order, so a long session's thousands of matches are never
+ * sorted to take a few dozen.
+ */
+function best(count: number, size: number, better: (a: number, b: number) => boolean): number[] {
+  const kept: number[] = [];
+  if (size <= 0) return kept;
+  for (let slot = 0; slot < count; slot++) {
+    const full = kept.length === size;
+    if (full && !better(slot, kept[size - 1]!)) continue;
+    let at = full ? size - 1 : kept.length;
+    while (at > 0 && better(slot, kept[at - 1]!)) {
+      kept[at] = kept[at - 1]!;
+      at -= 1;
+    }
+    kept[at] = slot;
+  }
+  return kept;
+}
+
+/** How many times each of `terms` occurs in `text`, as recall's words are split and folded. */
+export function termCounts(terms: readonly SearchTerm[], text: string): number[] {
+  const counts = terms.map(() => 0);
+  for (const word of wordsOf(text)) {
+    terms.forEach((term, i) => {
+      if (matchesTerm(term, word)) counts[i]! += 1;
+    });
+  }
+  return counts;
+}
+
+/** A shortlisted row as read: `chars` is the whole message's length, `content` maybe clipped. */
+export interface ReadRow {
+  seq: number;
+  content: string;
+  chars: number;
+  held: number;
+}
+
+/**
+ * `rows` (the shortlist, read) best first by full BM25, at most `limit`:
+ * each word's count in the row's text, the row's length against the rows'
+ * average. A word the index found in the row counts at least once, though
+ * the text read may not show it (a long message is clipped; the index splits
+ * a word at `_`). Ties go to the earlier message.
+ */
+export function rankShortlist<R extends ReadRow>(
+  rows: readonly R[],
+  terms: readonly SearchTerm[],
+  weights: readonly number[],
+  limit: number,
+): R[] {
+  const average = rows.reduce((sum, row) => sum + row.chars, 0) / Math.max(rows.length, 1);
+  const scored = rows.map((row) => {
+    let score = 0;
+    termCounts(terms, row.content).forEach((count, i) => {
+      const seen = Math.max(count, (row.held >>> i) & 1);
+      if (seen > 0) score += weights[i]! * saturation(seen, row.chars, average);
+    });
+    return { row, score };
+  });
+  scored.sort((a, b) => b.score - a.score || a.row.seq - b.row.seq);
+  return scored.slice(0, limit).map((s) => s.row);
+}

@@ -1,0 +1,123 @@
+/**
+ * The SQLite store's recall ranking (BM25 over the session's own matches):
+ * the weights, the shortlist from each word's rows, and the final order from
+ * each word's count in the shortlisted text.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  inverseFrequency,
+  MAX_RANKED_TERMS,
+  rankShortlist,
+  saturation,
+  shortlist,
+  termCounts,
+} from '../../src/store/sqlite/recall-rank.js';
+
+const word = (text: string, prefix = false) => ({ text, prefix });
+
+describe('BM25 parts', () => {
+  it('weighs a word by how few of the searched rows hold it, never at zero', () => {
+    expect(inverseFrequency(100, 1)).toBeGreaterThan(inverseFrequency(100, 10));
+    expect(inverseFrequency(100, 10)).toBeGreaterThan(inverseFrequency(100, 100));
+    expect(inverseFrequency(100, 100)).toBeGreaterThan(0);
+    // More rows holding it than the pointer counts (a stale count) is still a weight.
+    expect(inverseFrequency(10, 50)).toBeGreaterThan(0);
+    expect(inverseFrequency(100, 1)).toBeCloseTo(Math.log(1 + 99.5 / 1.5), 10);
+  });
+
+  it('grows with the count and saturates, and favours the shorter row', () => {
+    const once = saturation(1, 100, 100);
+    const twice = saturation(2, 100, 100);
+    expect(once).toBeCloseTo(1, 10);
+    expect(twice).toBeGreaterThan(once);
+    expect(saturation(50, 100, 100)).toBeLessThan(2.2);
+    expect(saturation(1, 50, 100)).toBeGreaterThan(once);
+    expect(saturation(1, 400, 100)).toBeLessThan(once);
+    expect(saturation(0, 100, 100)).toBe(0);
+  });
+
+  it('counts each word as recall splits and folds them, prefix words by their start', () => {
+    expect(
+      termCounts(
+        [word('deploy', true), word('deploy'), word('4812')],
+        'Deploy the DEPLOYMENT; deployed 4812 and 48120.',
+      ),
+    ).toEqual([3, 1, 1]);
+    expect(termCounts([word('heron')], '')).toEqual([0]);
+  });
+});
+
+describe('shortlist', () => {
+  it('puts the row with the rarer word first, and keeps which words each row holds', () => {
+    // Word 0 is in every row; word 1 only in row 3.
+    const { weights, picked } = shortlist([[1, 2, 3, 4], [3]], 4, 4);
+    expect(weights[1]).toBeGreaterThan(weights[0]!);
+    expect(picked.map((p) => p.id)).toEqual([3, 1, 2, 4]);
+    expect(picked[0]!.held).toBe(0b11);
+    expect(picked[1]!.held).toBe(0b01);
+  });
+
+  it('sums the weights of the words a row holds', () => {
+    // Row 7 holds two common words, row 8 one rarer: 2 × ln(1 + 7.5/3.5) > ln(1 + 9.5/1.5).
+    const { picked } = shortlist([[5, 6, 7], [7, 9, 10], [8]], 10, 5);
+    expect(picked.map((p) => p.id)).toEqual([7, 8, 5, 6, 9]);
+  });
+
+  it('reads no more than asked, the best whatever order the rows came in, ties to the earlier', () => {
+    const rows = [40, 3, 17, 8, 25, 1, 33];
+    const rare = [17, 33];
+    const { picked } = shortlist([rows, rare], 100, 3);
+    expect(picked.map((p) => p.id)).toEqual([17, 33, 1]);
+    expect(shortlist([rows], 100, 0).picked).toEqual([]);
+    expect(shortlist([[], []], 100, 5).picked).toEqual([]);
+    expect(shortlist([rows], 100, 50).picked.map((p) => p.id)).toEqual([1, 3, 8, 17, 25, 33, 40]);
+  });
+
+  it('refuses more words than one mask holds', () => {
+    const words = Array.from({ length: MAX_RANKED_TERMS + 1 }, () => [1]);
+    expect(() => shortlist(words, 1, 1)).toThrow(RangeError);
+    const most = shortlist(words.slice(1), 1, 1);
+    expect(most.picked[0]!.held).toBe(2 ** MAX_RANKED_TERMS - 1);
+  });
+});
+
+describe('rankShortlist', () => {
+  const row = (seq: number, content: string, held = 1) => ({
+    seq,
+    content,
+    chars: content.length,
+    held,
+  });
+
+  it('orders by how often the words occur, at equal lengths', () => {
+    const rows = [
+      row(2, 'heron walk walk walk'),
+      row(3, 'heron heron heron walk'),
+      row(5, 'heron heron walk walk'),
+    ];
+    const ranked = rankShortlist(rows, [word('heron')], [1], 10);
+    expect(ranked.map((r) => r.seq)).toEqual([3, 5, 2]);
+    expect(rankShortlist(rows, [word('heron')], [1], 2).map((r) => r.seq)).toEqual([3, 5]);
+  });
+
+  it('weighs each word by its weight', () => {
+    const rows = [row(2, 'common rare', 0b11), row(3, 'common common', 0b01)];
+    expect(
+      rankShortlist(rows, [word('common'), word('rare')], [0.1, 5], 10).map((r) => r.seq),
+    ).toEqual([2, 3]);
+    expect(
+      rankShortlist(rows, [word('common'), word('rare')], [5, 0.1], 10).map((r) => r.seq),
+    ).toEqual([3, 2]);
+  });
+
+  it('favours the shorter row against the rows read', () => {
+    const rows = [row(2, 'heron and a long tail of other words'), row(3, 'heron here')];
+    expect(rankShortlist(rows, [word('heron')], [1], 10).map((r) => r.seq)).toEqual([3, 2]);
+  });
+
+  it('counts a word the index found once, though the text read does not show it', () => {
+    // Row 3's text was clipped before its word; the index said it holds it.
+    const rows = [row(2, 'nothing here', 0), row(3, 'clipped', 1)];
+    expect(rankShortlist(rows, [word('walrus')], [1], 10).map((r) => r.seq)).toEqual([3, 2]);
+  });
+});
