@@ -273,11 +273,13 @@ function prepareStatements(db: SqliteDatabase) {
         'SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid <= ?',
       )
       .pluck(),
-    // Of some rows (a JSON array of ids), the session's searchable ones.
-    searchableOf: db
-      .prepare<[string, string, number], number>(
-        `SELECT m.id FROM json_each(?) j CROSS JOIN messages m ON m.id = j.value
-        WHERE m.session_id = ? AND m.seq <= ? AND m.role <> 'system'`,
+    // The session's searchable rows holding one word, from the word's rows
+    // in every session (CROSS JOIN as in searchHistory): for the words-alone plan.
+    searchableWordRows: db
+      .prepare<[string, number, string, number], number>(
+        `SELECT m.id FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid
+        WHERE messages_fts MATCH ? AND messages_fts.rowid <= ?
+          AND m.session_id = ? AND m.seq <= ? AND m.role <> 'system'`,
       )
       .pluck(),
     // The shortlist's rows, read by id (a JSON array), checked like searchableOf.
@@ -877,7 +879,8 @@ export class SqliteStore extends StoreBase implements Store {
    * whatever else the MATCH says, so a query over all the words as well
    * would read them twice. The plan (recall-plan.ts) names the session in the
    * MATCH, or reads the words alone when they are rarer than the session is
-   * long and checks each row found.
+   * long and checks each row found (a row holding two words is checked
+   * twice: fewer than WORD_MATCHES_CAP rows in all).
    */
   private rowsHolding(
     sessionId: string,
@@ -893,10 +896,9 @@ export class SqliteStore extends StoreBase implements Store {
           .filter((id) => !system.has(id)),
       );
     }
-    const holding = terms.map((term) => this.stmt.wordRows.all(`content : ${term}`, bound));
-    const found = JSON.stringify([...new Set(holding.flat())]);
-    const searchable = new Set(this.stmt.searchableOf.all(found, sessionId, maxSeq));
-    return holding.map((rows) => rows.filter((id) => searchable.has(id)));
+    return terms.map((term) =>
+      this.stmt.searchableWordRows.all(`content : ${term}`, bound, sessionId, maxSeq),
+    );
   }
 
   /**
