@@ -66,6 +66,12 @@ export const TESTS_BY_MODULE = {
     'test/recall/recall-query.mutation-kill.test.ts',
     'test/recall/automatic-recall.mutation-kill.test.ts',
   ],
+  // SQLite recall's ranking: its own tests, and the store's recall tests
+  // (the contract's order by word counts, session-local weights, both plans).
+  'src/store/sqlite/recall-rank.ts': [
+    'test/store/recall-rank.test.ts',
+    'test/store/sqlite-store.test.ts',
+  ],
   'src/http/ownership.ts': [
     'test/http/principals.test.ts',
     'test/subagents/subagent-owner.test.ts',

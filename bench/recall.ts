@@ -28,15 +28,24 @@
  *   Postgres  20 000       120 000                      —    63.2 / 120 ms
  *   (before: 10 queries; after: 50. Postgres needed no change.)
  *
+ * Then SQLite's ranking (50 queries, the same hour, the ranked query against
+ * src/store/sqlite/recall-rank.ts):
+ *
+ *   store     session   whole index    FTS5 bm25()            BM25 over the session's matches
+ *   SQLite     1 000       101 000      11.6–13.9 / 18–23 ms    5.9 / 9.6 ms
+ *   SQLite    20 000       120 000      33.4 / 58 ms            13.6 / 20.8 ms
+ *
  * Before, SQLite's planner walked the session's rows by the (session_id, seq)
  * index and ran the whole MATCH once per row by rowid, so each call cost
  * (session rows) x (the words' posting lists over the whole database). Now the
  * index holds each message's session and the query runs one MATCH naming it,
- * first (CROSS JOIN), so FTS5 intersects posting lists. What still grows with
- * the database is bm25's document frequency of each word, which FTS5 counts
- * over the whole index once per query (the same query ordered by seq instead
- * of rank takes 1.4 ms at 101 000 rows): tens of milliseconds at 100 000
- * messages. Postgres starts from the session either way: the (session_id, seq)
+ * first (CROSS JOIN), so FTS5 intersects posting lists. What still grew with
+ * the database was bm25's document frequency of each word, which FTS5 counts
+ * over the whole index once per query, and prefix words, which FTS5 reads in
+ * every session however the query is limited, so the ranked query read them
+ * twice. The store now reads each word once and ranks over the session's own
+ * rows (the table above); the prefix words are what is left. Postgres starts
+ * from the session either way: the (session_id, seq)
  * index with common words, a BitmapAnd with the GIN index with rare ones.
  *
  * Run: npm run build && npx tsc -p tsconfig.bench.json && node dist-bench/bench/recall.js

@@ -73,9 +73,13 @@ describe('shortlist', () => {
     expect(shortlist([rows], 100, 50).picked.map((p) => p.id)).toEqual([1, 3, 8, 17, 25, 33, 40]);
   });
 
+  it('never lets a worse row that comes last take the place of a better one', () => {
+    expect(shortlist([[5, 1, 2, 9]], 100, 2).picked.map((p) => p.id)).toEqual([1, 2]);
+  });
+
   it('refuses more words than one mask holds', () => {
     const words = Array.from({ length: MAX_RANKED_TERMS + 1 }, () => [1]);
-    expect(() => shortlist(words, 1, 1)).toThrow(RangeError);
+    expect(() => shortlist(words, 1, 1)).toThrow(new RangeError('too many words to rank'));
     const most = shortlist(words.slice(1), 1, 1);
     expect(most.picked[0]!.held).toBe(2 ** MAX_RANKED_TERMS - 1);
   });
@@ -113,6 +117,29 @@ describe('rankShortlist', () => {
   it('favours the shorter row against the rows read', () => {
     const rows = [row(2, 'heron and a long tail of other words'), row(3, 'heron here')];
     expect(rankShortlist(rows, [word('heron')], [1], 10).map((r) => r.seq)).toEqual([3, 2]);
+  });
+
+  it("weighs a row's length against the average of the rows read", () => {
+    // Against their average (102.5), the long row's three mentions lose to the short row's one.
+    const rows = [row(2, `heron heron heron ${'x'.repeat(182)}`), row(3, 'heron')];
+    expect(rows[0]!.chars).toBe(200);
+    expect(rankShortlist(rows, [word('heron')], [1], 10).map((r) => r.seq)).toEqual([3, 2]);
+  });
+
+  it('takes the average over the rows read, not their total or a floor of one', () => {
+    // Average 17.5: one mention in 5 characters beats three in 30 (1.41 against 1.36).
+    const short = [row(2, 'heron'), row(3, `heron heron heron ${'x'.repeat(12)}`)];
+    expect(short.map((r) => r.chars)).toEqual([5, 30]);
+    expect(rankShortlist(short, [word('heron')], [1], 10).map((r) => r.seq)).toEqual([2, 3]);
+    // Average 25: three mentions in 40 characters beat one in 10 (1.39 against 1.33).
+    const long = [row(2, 'heron xxxx'), row(3, `heron heron heron ${'x'.repeat(22)}`)];
+    expect(long.map((r) => r.chars)).toEqual([10, 40]);
+    expect(rankShortlist(long, [word('heron')], [1], 10).map((r) => r.seq)).toEqual([3, 2]);
+  });
+
+  it('gives equal scores to the earlier message first', () => {
+    const rows = [row(7, 'heron'), row(5, 'heron'), row(3, 'heron'), row(4, 'heron')];
+    expect(rankShortlist(rows, [word('heron')], [1], 10).map((r) => r.seq)).toEqual([3, 4, 5, 7]);
   });
 
   it('counts a word the index found once, though the text read does not show it', () => {

@@ -151,7 +151,7 @@ export function rankShortlist<R extends ReadRow>(
     let score = 0;
     termCounts(terms, row.content).forEach((count, i) => {
       const seen = Math.max(count, (row.held >>> i) & 1);
-      if (seen > 0) score += weights[i]! * saturation(seen, row.chars, average);
+      score += weights[i]! * saturation(seen, row.chars, average);
     });
     return { row, score };
   });
