@@ -186,6 +186,38 @@ describe('SqliteStore on SQLite', () => {
     expect(await recalled(openStore())).toEqual(before);
   });
 
+  it("keeps a session's message ids growing with its seq, which recall's bound relies on", async () => {
+    const store = openStore();
+    const a = await newSession(store);
+    const b = await newSession(store);
+    // Interleaved sessions, a reset, an import and a fork: every way messages are written.
+    for (let i = 0; i < 3; i++) {
+      await store.appendMessages(a.id, [{ role: 'user', content: `a ${i}` }]);
+      await store.appendMessages(b.id, [{ role: 'user', content: `b ${i}` }]);
+    }
+    await store.resetSession(b.id);
+    await store.appendMessages(b.id, [{ role: 'user', content: 'b after the reset' }]);
+    const imported = await newSession(store);
+    await store.appendImportedMessages(imported.id, [
+      { role: 'user', content: 'first', seq: 2, created_at: '2026-01-01T00:00:00.000Z' },
+      { role: 'assistant', content: 'second', seq: 5, created_at: '2026-01-01T00:00:01.000Z' },
+    ]);
+    const fork = await store.forkSession(a.id, 3);
+    expect(fork.kind).toBe('forked');
+    await store.appendMessages(a.id, [{ role: 'user', content: 'a later' }]);
+    const sessions = [a.id, b.id, imported.id, fork.kind === 'forked' ? fork.session.id : ''];
+    for (const id of sessions) {
+      const rows = store.db
+        .prepare<[string], { id: number; seq: number }>(
+          'SELECT id, seq FROM messages WHERE session_id = ? ORDER BY seq',
+        )
+        .all(id);
+      expect(rows.length, id).toBeGreaterThan(1);
+      const ids = rows.map((r) => r.id);
+      expect(ids, id).toEqual([...ids].sort((x, y) => x - y));
+    }
+  });
+
   it("weighs recall's words by this session's messages, whatever other sessions hold", async () => {
     const store = openStore();
     const session = await newSession(store);

@@ -282,7 +282,7 @@ function prepareStatements(db: SqliteDatabase) {
           AND m.session_id = ? AND m.seq <= ? AND m.role <> 'system'`,
       )
       .pluck(),
-    // The shortlist's rows, read by id (a JSON array), checked like searchableOf.
+    // The shortlist's rows, read by id (a JSON array), checked like searchableWordRows.
     recallRows: db.prepare<[string, string, number], RecallRow>(`SELECT m.id AS id, m.seq AS seq,
         m.role AS role, substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content,
         m.created_at AS created_at, length(m.content) AS chars
