@@ -8,7 +8,15 @@ import { randomBytes } from 'node:crypto';
 import { CairnError } from '../errors.js';
 import { messageChars } from '../llm/messages.js';
 import type { ChatMessage, StoredMessage, ToolCall } from '../llm/messages.js';
-import type { EventRow, KeyAgents, KeyLimits, KeyRow, MessageMeta, ResponseRow } from './store.js';
+import type {
+  EventRow,
+  KeyAgents,
+  KeyLimits,
+  KeyRow,
+  MessageMeta,
+  ResponseRow,
+  SearchTerm,
+} from './store.js';
 
 /** A message row as selected with MESSAGE_COLUMNS (or CONTEXT_COLUMNS). */
 export interface MessageRecord {
@@ -153,19 +161,24 @@ export function foldWord(word: string): string {
   return word.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
 }
 
-/** The folded words of a text, in order (letters, digits, underscore). */
+/** The words of a text as both full-text indexes split them: letters, digits, underscore. */
+function splitWords(text: string): string[] {
+  return text.match(/[\p{L}\p{N}_]+/gu) ?? [];
+}
+
+/** The folded words of a text, in order. */
 export function wordsOf(text: string): string[] {
-  return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).map(foldWord);
+  return splitWords(text).map(foldWord);
 }
 
 /** Whether `word` (folded) is one `term` finds: the same word, or for a prefix term one starting with it. */
-export function matchesTerm(term: { text: string; prefix: boolean }, word: string): boolean {
+export function matchesTerm(term: SearchTerm, word: string): boolean {
   return term.prefix ? word.startsWith(term.text) : word === term.text;
 }
 
 /** The words of free text that a search looks for (at most 32), so no input is a syntax error. */
 export function searchWords(text: string): string[] {
-  return (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32);
+  return splitWords(text).slice(0, 32);
 }
 
 /** A `keys` row as selected (agents and limits as JSON text). */
