@@ -25,6 +25,17 @@ function lines(output: string): LogLine[] {
     .map((l) => JSON.parse(l) as LogLine);
 }
 
+/**
+ * The ready line. It is logged once the port is bound, which can be a moment
+ * after /health first answers (and the pipe may deliver it later still on a
+ * busy machine): wait for it rather than read the output once.
+ */
+async function readyLine(output: () => string): Promise<LogLine> {
+  const find = () => lines(output()).find((l) => l.msg.startsWith('cairn ready'));
+  await expect.poll(find, { timeout: 10_000 }).toBeDefined();
+  return find()!;
+}
+
 describe('the start-up and request log', () => {
   it('says which daemons are scheduled and where the console is, and logs no request at info', async () => {
     const home = makeHome(
@@ -40,8 +51,8 @@ describe('the start-up and request log', () => {
     try {
       for (let i = 0; i < 3; i++) await (await fetch(`${server.url}/health`)).text();
       await (await fetch(`${server.url}/agents`)).text();
+      const ready = await readyLine(server.output);
       const log = lines(server.output());
-      const ready = log.find((l) => l.msg.startsWith('cairn ready'))!;
       expect(ready).toMatchObject({
         agents: ['assistant', 'ticker'],
         daemons: ['ticker'],
@@ -96,7 +107,7 @@ describe('the start-up and request log', () => {
     );
     const server = await spawnServer({ home, env: { CAIRN_LOG_LEVEL: 'info' } });
     try {
-      const ready = lines(server.output()).find((l) => l.msg.startsWith('cairn ready'))!;
+      const ready = await readyLine(server.output);
       expect(ready.daemons).toBe('off');
     } finally {
       await server.stop('SIGTERM');
