@@ -96,6 +96,11 @@ export interface AppOptions {
   watchAgents?: boolean;
   /** Shown every model call with its request and response (`cairn eval compaction` reads them). */
   observeModelCall?: ModelCallObserver;
+  /**
+   * Wraps the sessions' lock (tests hold a slot's release, to see what work
+   * in the slot wrote before it let the next work in).
+   */
+  decorateSessionLock?: (lock: SessionLock) => SessionLock;
 }
 
 export interface CairnApp {
@@ -278,7 +283,11 @@ function loadAgentRegistry(settings: Settings): LoadedAgents {
 }
 
 /** Opens the database `settings.database` selects, with the event bus and the turn slots on it. */
-async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
+async function openStorage(
+  settings: Settings,
+  logger: Logger,
+  decorateLock: AppOptions['decorateSessionLock'],
+): Promise<Storage> {
   const { warn } = logLines(logger);
   const instanceId = newInstanceId();
   const store = await openStore(settings, instanceId, warn);
@@ -306,7 +315,8 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
   }
   if (shared) events.useSharedFeed(shared.feed);
   // On a shared database the turn slot is shared by the instances too.
-  const sessionLock: SessionLock = shared ? shared.lock : new KeyedQueue();
+  const lock: SessionLock = shared ? shared.lock : new KeyedQueue();
+  const sessionLock = decorateLock ? decorateLock(lock) : lock;
   return { instanceId, store, events, sessionLock, shared };
 }
 
@@ -688,7 +698,7 @@ async function close(built: BuiltApp): Promise<void> {
 export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
   const logger = createLogger(options.logger ?? false);
   const agents = loadAgentRegistry(settings);
-  const storage = await openStorage(settings, logger);
+  const storage = await openStorage(settings, logger, options.decorateSessionLock);
   const observers = await buildObservers(settings, storage, logger);
   const models = buildModels(settings, observers, logger, options.observeModelCall);
   const tools = buildTools(settings, logger, options.mcpBackoff);

@@ -30,7 +30,7 @@ export function approvalInSubagentResult(agentName: string, call: ToolCall): str
   return `The subagent "${agentName}" stopped: its call to the tool "${call.function.name}" needs a person's approval, which is not available inside a subagent. Nothing was run.`;
 }
 
-/** Moves a running task to `waiting` on `call`; returns the row, or undefined if it was no longer running. */
+/** Moves a running task to `waiting` on `call` and announces it; returns the row, or undefined if it was no longer running. */
 export async function waitForApproval(
   deps: {
     store: Pick<TaskStore, 'transitionTask'>;
@@ -40,6 +40,26 @@ export async function waitForApproval(
   task: TaskRow,
   call: ToolCall,
   /** The tool's approvalTimeout ("30m"): the wait ends in a denial then. */
+  approvalTimeout?: string,
+): Promise<TaskRow | undefined> {
+  const row = await recordApprovalWait(deps, task, call, approvalTimeout);
+  if (row) await announceApprovalWait(deps, row, call);
+  return row;
+}
+
+/**
+ * The one transition into a wait for approval: moves a running task to
+ * `waiting` on `call` (and arms its deadline); returns the row, or undefined
+ * if it was no longer running. A task's own run records it in its session's
+ * slot and announces it once the slot is released (`announceApprovalWait`).
+ */
+export async function recordApprovalWait(
+  deps: {
+    store: Pick<TaskStore, 'transitionTask'>;
+    approvalTimer?: ApprovalTimer | undefined;
+  },
+  task: TaskRow,
+  call: ToolCall,
   approvalTimeout?: string,
 ): Promise<TaskRow | undefined> {
   const question = approvalQuestion(task.id, call);
@@ -54,14 +74,20 @@ export async function waitForApproval(
     approval_expires_at: expiresAt?.toISOString() ?? null,
   });
   if (row && expiresAt) deps.approvalTimer?.arm(row.id, expiresAt);
-  if (row) {
-    await deps.events.emit('task.waiting', task.session_id, {
-      taskId: task.id,
-      question,
-      approval: { tool: call.function.name, arguments: call.function.arguments },
-    });
-  }
   return row;
+}
+
+/** The `task.waiting` event of a task `recordApprovalWait` moved to waiting on `call`. */
+export async function announceApprovalWait(
+  deps: { events: EventBus },
+  waiting: TaskRow,
+  call: ToolCall,
+): Promise<void> {
+  await deps.events.emit('task.waiting', waiting.session_id, {
+    taskId: waiting.id,
+    question: waiting.question ?? approvalQuestion(waiting.id, call),
+    approval: { tool: call.function.name, arguments: call.function.arguments },
+  });
 }
 
 /** The call a task waits on for approval, rebuilt from its row; undefined if it does not. */

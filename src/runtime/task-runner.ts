@@ -11,14 +11,26 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type { MessageLog, Owner, SessionRow, TaskRow, TaskStore } from '../store/store.js';
+import type {
+  MessageLog,
+  Owner,
+  SessionRow,
+  TaskPatch,
+  TaskRow,
+  TaskStore,
+} from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
-import { deniedResult, pendingApprovalCall, waitForApproval } from './approvals.js';
+import {
+  announceApprovalWait,
+  deniedResult,
+  pendingApprovalCall,
+  recordApprovalWait,
+} from './approvals.js';
 import { APPROVAL_TIMED_OUT_RESULT, type ApprovalTimer } from './approval-timeouts.js';
 import type { EventBus } from './event-bus.js';
 import type { Sessions } from './sessions.js';
 import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
-import { unreachableOutcome } from './turn-outcome.js';
+import { outcomeOfError, unreachableOutcome, type TurnOutcome } from './turn-outcome.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { isOutage } from './outage-report.js';
 
@@ -62,6 +74,16 @@ export interface TaskRunnerDeps {
   log?: (details: Record<string, unknown>, message: string) => void;
   /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
   approvalTimer?: ApprovalTimer;
+}
+
+/**
+ * How a task's run is settled: the write of its status (a compare-and-set
+ * from `running`, made in the session's slot, or late when that failed) and
+ * the event that announces it once it landed.
+ */
+interface Settlement {
+  record(): Promise<TaskRow | undefined>;
+  announce(row: TaskRow): Promise<void>;
 }
 
 /** How many times a cancel aborts a run that keeps settling as `waiting` before it gives up. */
@@ -324,24 +346,35 @@ export class TaskRunner {
       running.controller.abort(new Error('server shutting down'));
   }
 
-  /** Runs `turn` in the background, in the task's session slot, and settles the task's row. */
+  /**
+   * Runs `turn` in the background, in the task's session slot, and settles
+   * the task's row by how it ended — in the slot, before it is released: a
+   * chat queued behind the task then finds it waiting (409 `TASK_WAITING`)
+   * instead of slipping in between and answering the call the task waits on.
+   * When that write cannot land (the database is away, the slot lost), the
+   * task is settled once the database is back, as `interrupted` (resumable),
+   * so it never stays `running` with nobody to settle it.
+   */
   private start(
     task: TaskRow,
     agent: AgentConfig,
     turn: (signal: AbortSignal, session: SessionRow, runTurn: RunTurn) => Promise<TurnResult>,
   ): void {
     const controller = new AbortController();
+    const cancelled = (): boolean => controller.signal.aborted;
     const done = this.deps.engine
-      .withTurnSlot(task.session_id, agent, (session, runTurn) =>
-        // Every append of the run checks the task is still this instance's:
-        // a peer may declare it dead (paused past the stale limit) meanwhile.
-        turn(controller.signal, session, (request) =>
+      .withTurnSlot(task.session_id, agent, async (session, runTurn, door) => {
+        const outcome = await turn(controller.signal, session, (request) =>
+          // Every append of the run checks the task is still this instance's:
+          // a peer may declare it dead (paused past the stale limit) meanwhile.
           runTurn({ ...request, runningTask: task.id }),
-        ),
-      )
+        ).then((result) => result.outcome, outcomeOfError);
+        const settlement = this.settlementOf(task, outcome, cancelled());
+        return { settlement, row: await door.write(settlement.record) };
+      })
       .then(
-        (outcome) => this.settle(task, outcome, controller.signal.aborted),
-        (err: unknown) => this.fail(task, err, controller.signal.aborted),
+        ({ settlement, row }) => this.announce(task, settlement, row),
+        (err: unknown) => this.settleLate(task, this.failure(task, err, cancelled())),
       )
       .catch((err: unknown) =>
         this.deps.log?.(
@@ -354,60 +387,49 @@ export class TaskRunner {
   }
 
   /** The task's row after its turn, by how the turn ended. */
-  private async settle(task: TaskRow, turn: TurnResult, cancelled: boolean): Promise<void> {
-    const { store, events } = this.deps;
-    const { outcome } = turn;
+  private settlementOf(task: TaskRow, outcome: TurnOutcome, cancelled: boolean): Settlement {
     switch (outcome.kind) {
-      case 'approval':
-        await waitForApproval(this.deps, task, outcome.call, outcome.approvalTimeout);
-        return;
+      case 'approval': {
+        const { call, approvalTimeout } = outcome;
+        return {
+          record: () => recordApprovalWait(this.deps, task, call, approvalTimeout),
+          announce: (waiting) => announceApprovalWait(this.deps, waiting, call),
+        };
+      }
       case 'question': {
         const { question, callId } = outcome;
-        await this.untilStored(task, () =>
-          store.transitionTask(task.id, ['running'], {
-            status: 'waiting',
-            question,
-            pending_call_id: callId,
-          }),
+        return this.transition(
+          task,
+          { status: 'waiting', question, pending_call_id: callId },
+          'task.waiting',
+          { question },
         );
-        await this.untilStored(task, () =>
-          events.emit('task.waiting', task.session_id, { taskId: task.id, question }),
-        );
-        return;
       }
       case 'reply':
-      case 'client-tools': {
-        const reply = outcome.reply;
-        await this.untilStored(task, () =>
-          store.transitionTask(task.id, ['running'], { status: 'completed', result: reply }),
+      case 'client-tools':
+        return this.transition(
+          task,
+          { status: 'completed', result: outcome.reply },
+          'task.completed',
+          {},
         );
-        await this.untilStored(task, () =>
-          events.emit('task.completed', task.session_id, { taskId: task.id }),
-        );
-        return;
-      }
       case 'limit':
       case 'failed':
-        await this.fail(task, outcome.error, cancelled);
-        return;
+        return this.failure(task, outcome.error, cancelled);
       default:
-        unreachableOutcome(outcome);
+        return unreachableOutcome(outcome);
     }
   }
 
-  private async fail(task: TaskRow, err: unknown, cancelled: boolean): Promise<void> {
-    const { store, events } = this.deps;
+  /** A run that stopped on `err` (or was cancelled): its status and event. */
+  private failure(task: TaskRow, err: unknown, cancelled: boolean): Settlement {
     if (cancelled) {
-      await this.untilStored(task, () =>
-        store.transitionTask(task.id, ['running'], {
-          status: 'cancelled',
-          error: 'Cancelled by request.',
-        }),
+      return this.transition(
+        task,
+        { status: 'cancelled', error: 'Cancelled by request.' },
+        'task.cancelled',
+        {},
       );
-      await this.untilStored(task, () =>
-        events.emit('task.cancelled', task.session_id, { taskId: task.id }),
-      );
-      return;
     }
     // Unknown errors may carry internals: the row gets a generic text, the log the detail.
     const message =
@@ -420,19 +442,47 @@ export class TaskRunner {
     // connection) did nothing wrong: it ends `interrupted`, as after a crash,
     // so it can be resumed once the database is back.
     const outage = isOutage(err);
-    const status = outage ? 'interrupted' : 'failed';
-    const settled = await this.untilStored(task, () =>
-      store.transitionTask(task.id, ['running'], { status, error: message }),
+    return this.transition(
+      task,
+      { status: outage ? 'interrupted' : 'failed', error: message },
+      outage ? 'task.interrupted' : 'task.failed',
+      { error: message },
     );
-    // A run a peer took over (it marked the task interrupted, or runs it now)
-    // has nothing to announce: the task is not this run's any more.
-    if (outage && !settled) return;
-    await this.untilStored(task, () =>
-      events.emit(outage ? 'task.interrupted' : 'task.failed', task.session_id, {
-        taskId: task.id,
-        error: message,
-      }),
-    );
+  }
+
+  /** A move of the running task to `patch`, announced by `event`. */
+  private transition(
+    task: TaskRow,
+    patch: TaskPatch,
+    event: string,
+    data: Record<string, unknown>,
+  ): Settlement {
+    const { store, events } = this.deps;
+    return {
+      record: () => store.transitionTask(task.id, ['running'], patch),
+      announce: async () => {
+        await events.emit(event, task.session_id, { taskId: task.id, ...data });
+      },
+    };
+  }
+
+  /**
+   * Announces a settled task. Nothing to announce when its row was no longer
+   * `running`: a peer took it over (or recovery interrupted it), so the task
+   * is not this run's any more.
+   */
+  private async announce(
+    task: TaskRow,
+    settlement: Settlement,
+    row: TaskRow | undefined,
+  ): Promise<void> {
+    if (row) await this.untilStored(task, () => settlement.announce(row));
+  }
+
+  /** Settles a task whose status could not be written in its slot, once the database takes it. */
+  private async settleLate(task: TaskRow, settlement: Settlement): Promise<void> {
+    const row = await this.untilStored(task, settlement.record);
+    await this.announce(task, settlement, row);
   }
 
   /**

@@ -137,6 +137,16 @@ export interface SlotOptions {
 /** Runs one turn on the session whose slot is held; handed out by `withTurnSlot` only. */
 export type RunTurn = (request: TurnRequest) => Promise<TurnResult>;
 
+/**
+ * The door for what slot work writes besides its turns' messages (a task's
+ * status after its turn): `write` runs only while the slot is held, and is
+ * refused with `SESSION_LOCK_LOST` once it is lost. Handed out with the slot,
+ * so such a write lands before the slot is released, never after.
+ */
+export interface SlotDoor {
+  write<T>(work: () => Promise<T>): Promise<T>;
+}
+
 interface SlotTurn extends TurnRequest {
   session: SessionRow;
   agent: AgentConfig;
@@ -191,7 +201,7 @@ export class TurnEngine {
   async withTurnSlot<T>(
     sessionId: string,
     agent: AgentConfig,
-    work: (session: SessionRow, runTurn: RunTurn) => Promise<T>,
+    work: (session: SessionRow, runTurn: RunTurn, door: SlotDoor) => Promise<T>,
     options: SlotOptions = {},
   ): Promise<T> {
     return this.deps.lock.run(sessionId, async (slot, tenure) => {
@@ -201,7 +211,13 @@ export class TurnEngine {
         ? requireUsable(kept.row, sessionId, agent)
         : await this.readUsable(sessionId, agent, options);
       let ifVersion = kept ? kept.version : undefined;
-      return work(session, async (request) => {
+      const door: SlotDoor = {
+        write: (write) => {
+          slot.throwIfAborted();
+          return write();
+        },
+      };
+      const runTurn: RunTurn = async (request) => {
         // The turn stops when its caller gives up or the slot is lost.
         const stop = joinSignals(request.signal, slot);
         try {
@@ -221,7 +237,8 @@ export class TurnEngine {
         } finally {
           stop.dispose();
         }
-      });
+      };
+      return work(session, runTurn, door);
     });
   }
 
