@@ -27,6 +27,8 @@ export const ERROR_STATUS = {
   COMPACTION_CONFLICT: 409,
   TASK_NOT_WAITING: 409,
   TASK_WAITING: 409,
+  /** A tool call of that assistant message already has its result; the store keeps one per call. */
+  TOOL_RESULT_EXISTS: 409,
   PAYLOAD_TOO_LARGE: 413,
   /** One line of a session import is longer than the import line limit (16 MiB); nothing was imported. */
   IMPORT_LINE_TOO_LONG: 413,

@@ -30,7 +30,7 @@ import { APPROVAL_TIMED_OUT_RESULT, type ApprovalTimer } from './approval-timeou
 import type { EventBus } from './event-bus.js';
 import type { Sessions } from './sessions.js';
 import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
-import { outcomeOfError, unreachableOutcome, type TurnOutcome } from './turn-outcome.js';
+import { outcomeOfError, stopError, unreachableOutcome, type TurnOutcome } from './turn-outcome.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { isOutage } from './outage-report.js';
 
@@ -82,8 +82,8 @@ export interface TaskRunnerDeps {
  * the event that announces it once it landed.
  */
 interface Settlement {
-  record(): Promise<TaskRow | undefined>;
-  announce(row: TaskRow): Promise<void>;
+  readonly record: () => Promise<TaskRow | undefined>;
+  readonly announce: (row: TaskRow) => Promise<void>;
 }
 
 /** How many times a cancel aborts a run that keeps settling as `waiting` before it gives up. */
@@ -370,10 +370,23 @@ export class TaskRunner {
           runTurn({ ...request, runningTask: task.id }),
         ).then((result) => result.outcome, outcomeOfError);
         const settlement = this.settlementOf(task, outcome, cancelled());
-        return { settlement, row: await door.write(settlement.record) };
+        try {
+          return { settlement, row: await door.write(settlement.record), late: false };
+        } catch (err) {
+          // A run that stopped keeps its own account of why; a result that
+          // could not be recorded leaves the task interrupted by what
+          // stopped the write (the database, the lock), to be resumed.
+          const late =
+            stopError(outcome) !== undefined || cancelled()
+              ? settlement
+              : this.failure(task, err, false);
+          return { settlement: late, row: undefined, late: true };
+        }
       })
       .then(
-        ({ settlement, row }) => this.announce(task, settlement, row),
+        ({ settlement, row, late }) =>
+          late ? this.settleLate(task, settlement) : this.announce(task, settlement, row),
+        // The slot could not be taken (the session closed, the database away).
         (err: unknown) => this.settleLate(task, this.failure(task, err, cancelled())),
       )
       .catch((err: unknown) =>

@@ -98,7 +98,25 @@ export interface MessageInsert extends MessageRecord {
   chars: number;
   /** The chain hash after this message; null when it is not visible. */
   transcript_hash: string | null;
+  /**
+   * A tool message: the seq of the assistant message whose call it answers,
+   * so the store holds one result per call of a message (migration 015);
+   * `ANSWERS_NEWEST_ASSISTANT` when that message was written before this
+   * batch (the insert looks it up); null when unconstrained.
+   */
+  answers_seq: number | null;
 }
+
+/** `answers_seq` of a result whose assistant message is already stored: the insert finds its seq. */
+export const ANSWERS_NEWEST_ASSISTANT = -1;
+
+/**
+ * How tool results are tied to their assistant message: an append ties every
+ * one (a second result for a call is refused); an import copies a history as
+ * it was written, so a duplicate it carries (or a result whose call is in an
+ * earlier batch) is left unconstrained rather than failing the import.
+ */
+export type ResultBinding = 'append' | 'import';
 
 /** Appended messages numbered after `lastSeq`, all stamped `createdAt`. */
 export function numberMessages(
@@ -124,12 +142,25 @@ export function chainMessages(
   messages: readonly ImportedMessage[],
   tokens: readonly number[],
   transcript: string | null,
+  binding: ResultBinding,
 ): { rows: MessageInsert[]; transcript: string | null } {
   let head = transcript;
+  let assistantSeq: number | undefined;
+  const bound = new Set<string>();
+  const answers = (message: ImportedMessage): number | null => {
+    if (message.role === 'assistant') assistantSeq = message.seq;
+    if (message.role !== 'tool') return null;
+    if (assistantSeq === undefined) return binding === 'append' ? ANSWERS_NEWEST_ASSISTANT : null;
+    const key = `${assistantSeq}\u0000${message.tool_call_id ?? ''}`;
+    if (binding === 'import' && bound.has(key)) return null;
+    bound.add(key);
+    return assistantSeq;
+  };
   const rows = messages.map((message, i): MessageInsert => {
     const visible = isVisible(message);
     if (visible) head = nextTranscriptHash(head, message);
     return {
+      answers_seq: answers(message),
       session_id: sessionId,
       seq: message.seq,
       role: message.role,

@@ -46,6 +46,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     12: '2a18e63212400047ecd0639e5f23b8dd1d4a0848d82b7465984fe3986b38406e',
     13: '47da494d99c13800fb89231e68d9cd877f5199cb20d4f9307e700bdfd9c8a4a7',
     14: '899297c0cb39e97b75d3a3505d50f094a6e21d3b95420bc49bb96284bdf24e43',
+    15: '200b3d966f02978b6eec5ac691c3fbdaf9a84e581dc16833d9679724fabaa78a',
   },
   postgres: {
     1: 'ff003a5fa1c92e49828c42590bfefec4a9118d524622d8b7a093545db494e480',
@@ -61,6 +62,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     12: 'cd8ebe96876bca1daece7a3894c46f2ef496aea514a61fddbc4725812fad9211',
     13: '60b96b71bf263df6e508d616a7a657aaa6645c077b28fe7f54c7fc64100fe724',
     14: '17db4fd369edb9244b9f91d9aeed145c3d04ad8ba6e95d06247f07a63527d11a',
+    15: '200b3d966f02978b6eec5ac691c3fbdaf9a84e581dc16833d9679724fabaa78a',
   },
 };
 
@@ -297,6 +299,57 @@ describe('migrate', () => {
           (h) => h.seq,
         ),
       ).toEqual([1]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('015 keeps the duplicate results an old database holds, and refuses a new one', async () => {
+    const db = openRaw();
+    migrate(
+      db,
+      SQLITE_MIGRATIONS.filter((m) => m.version < 15),
+    );
+    const now = new Date().toISOString();
+    db.prepare(
+      `INSERT INTO sessions (id, agent_name, mode, status, created_at, updated_at, last_seq)
+       VALUES ('sess_0a1b', 'a', 'chat', 'active', ?, ?, 4)`,
+    ).run(now, now);
+    const message = db.prepare(
+      `INSERT INTO messages (session_id, seq, role, content, tool_calls, tool_call_id, created_at)
+       VALUES ('sess_0a1b', ?, ?, ?, ?, ?, ?)`,
+    );
+    const call = JSON.stringify([
+      { id: 'call_0', type: 'function', function: { name: 'current_time', arguments: '{}' } },
+    ]);
+    message.run(1, 'user', 'What time is it?', null, null, now);
+    message.run(2, 'assistant', null, call, null, now);
+    // What the approval race of older builds left: two results for one call.
+    message.run(3, 'tool', 'interrupted', null, 'call_0', now);
+    message.run(4, 'tool', '12:00', null, 'call_0', now);
+
+    expect(migrate(db)).toEqual([15]);
+    expect(
+      db.prepare("SELECT COUNT(*) FROM messages WHERE tool_call_id = 'call_0'").pluck().get(),
+    ).toBe(2);
+    db.close();
+
+    const store = new SqliteStore(dbPath);
+    try {
+      // The next turn reuses the call id (as some servers do): its call is answered once.
+      await store.appendMessages('sess_0a1b', [
+        { role: 'user', content: 'And now?' },
+        { role: 'assistant', content: null, tool_calls: JSON.parse(call) },
+        { role: 'tool', tool_call_id: 'call_0', name: 'current_time', content: '12:01' },
+      ]);
+      await expect(
+        store.appendMessages('sess_0a1b', [
+          { role: 'tool', tool_call_id: 'call_0', name: 'current_time', content: 'again' },
+        ]),
+      ).rejects.toMatchObject({ code: 'TOOL_RESULT_EXISTS' });
+      expect(
+        (await store.listMessages('sess_0a1b', { afterSeq: 0, limit: 20 })).map((m) => m.seq),
+      ).toEqual([1, 2, 3, 4, 5, 6, 7]);
     } finally {
       await store.close();
     }

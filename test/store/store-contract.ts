@@ -613,6 +613,108 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           for (const m of await allMessages(session.id)) expect(m).not.toHaveProperty('tokens');
         });
 
+        describe('one result per tool call of an assistant message', () => {
+          const callOf = (id: string): ChatMessage => ({
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id, type: 'function', function: { name: 'lookup', arguments: '{}' } }],
+          });
+          const resultOf = (id: string, content: string): ChatMessage => ({
+            role: 'tool',
+            tool_call_id: id,
+            name: 'lookup',
+            content,
+          });
+
+          it('refuses a second result for a call answered in an earlier append, writing nothing', async () => {
+            const session = await newSession();
+            await store.appendMessages(session.id, [{ role: 'user', content: 'Look it up' }]);
+            await store.appendMessages(session.id, [callOf('call_0')]);
+            await store.appendMessages(session.id, [resultOf('call_0', 'found')]);
+            const before = await store.findSession(session.id);
+            await expect(
+              store.appendMessagesWithEvents(
+                session.id,
+                [resultOf('call_0', 'interrupted'), { role: 'assistant', content: 'Done.' }],
+                'message.created',
+              ),
+            ).rejects.toMatchObject({ code: 'TOOL_RESULT_EXISTS', status: 409 });
+            expect((await allMessages(session.id)).map((m) => m.content)).toEqual([
+              'You are a test assistant.',
+              'Look it up',
+              null,
+              'found',
+            ]);
+            expect(await store.findSession(session.id)).toMatchObject({
+              last_seq: before!.last_seq,
+              message_count: before!.message_count,
+            });
+            // No event of the refused append was written.
+            const events = await store.listEvents({ sessionId: session.id, afterId: 0, limit: 50 });
+            expect(events.filter((e) => e.type === 'message.created')).toEqual([]);
+          });
+
+          it('refuses two results for one call in the same append', async () => {
+            const session = await newSession();
+            await expect(
+              store.appendMessages(session.id, [
+                callOf('call_1'),
+                resultOf('call_1', 'one'),
+                resultOf('call_1', 'two'),
+              ]),
+            ).rejects.toMatchObject({ code: 'TOOL_RESULT_EXISTS' });
+            expect(await allMessages(session.id)).toHaveLength(1);
+          });
+
+          it('answers a reused call id once per assistant message', async () => {
+            const session = await newSession();
+            // Some servers number calls afresh every turn.
+            for (const answer of ['first', 'second']) {
+              await store.appendMessages(session.id, [callOf('call_0')]);
+              await store.appendMessages(session.id, [resultOf('call_0', answer)]);
+            }
+            expect(
+              (await allMessages(session.id))
+                .filter((m) => m.role === 'tool')
+                .map((m) => m.content),
+            ).toEqual(['first', 'second']);
+          });
+
+          it('holds in a fork, whose messages keep the calls they answer', async () => {
+            const parent = await newSession();
+            await store.appendMessages(parent.id, [
+              { role: 'user', content: 'Look it up' },
+              callOf('call_2'),
+              resultOf('call_2', 'found'),
+            ]);
+            const fork = await store.forkSession(parent.id);
+            if (fork.kind !== 'forked') throw new Error(`fork: ${fork.kind}`);
+            await expect(
+              store.appendMessages(fork.session.id, [resultOf('call_2', 'again')]),
+            ).rejects.toMatchObject({ code: 'TOOL_RESULT_EXISTS' });
+          });
+
+          it('imports a history that already holds a duplicate result, as it was', async () => {
+            const original = await newSession();
+            const id = await store.createImportedSession(original);
+            const at = '2026-01-01T00:00:00.000Z';
+            await store.appendImportedMessages(id, [
+              { seq: 1, role: 'system', content: 'sys', created_at: at },
+              { seq: 2, role: 'user', content: 'Look it up', created_at: at },
+              { ...callOf('call_3'), seq: 3, created_at: at },
+              { ...resultOf('call_3', 'interrupted'), seq: 4, created_at: at },
+              { ...resultOf('call_3', 'found'), seq: 5, created_at: at },
+            ]);
+            expect((await allMessages(id)).map((m) => m.content)).toEqual([
+              'sys',
+              'Look it up',
+              null,
+              'interrupted',
+              'found',
+            ]);
+          });
+        });
+
         it('keeps seq per session', async () => {
           const a = await newSession();
           const b = await newSession();

@@ -16,6 +16,7 @@ import * as m010 from './010-model-call-records.js';
 import * as m012 from './012-prompt-cache-and-approval-timeouts.js';
 import * as m013 from './013-responses.js';
 import * as m014 from './014-session-scoped-history-index.js';
+import * as m015 from './015-one-result-per-call.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -45,6 +46,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m012,
   m013,
   m014,
+  m015,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import { CairnError } from '../../errors.js';
+import { secondResultError } from '../second-result.js';
 import { POSTGRES_MIGRATIONS, type Migration } from '../migrations/index.js';
 import { prepared } from './prepared.js';
 
@@ -108,6 +109,8 @@ function isPoolTimeout(err: unknown): boolean {
  */
 export function translateError(err: unknown, poolSize: number): unknown {
   if (err instanceof CairnError) return err;
+  const secondResult = secondResultError(err);
+  if (secondResult) return secondResult;
   if (isPoolTimeout(err)) {
     return new CairnError(
       'SERVICE_UNAVAILABLE',

@@ -118,7 +118,20 @@ const MESSAGE_INSERT: readonly (readonly [keyof decide.MessageInsert, string])[]
   ['chars', 'int'],
   ['tokens', 'int'],
   ['transcript_hash', 'text'],
+  ['answers_seq', 'int'],
 ];
+
+/**
+ * The `answers_seq` of an inserted message (migration 015): as computed, or
+ * for a result whose assistant message was stored before this append, the
+ * session's newest assistant message. The subquery sees the table as the
+ * statement started, so a batch's own assistant message is computed, not
+ * looked up.
+ */
+const NEWEST_ASSISTANT_OR_GIVEN = `CASE WHEN m.answers_seq = ${decide.ANSWERS_NEWEST_ASSISTANT}
+      THEN (SELECT a.seq FROM messages a WHERE a.session_id = m.session_id AND a.role = 'assistant'
+        ORDER BY a.seq DESC LIMIT 1)
+      ELSE m.answers_seq END`;
 
 /** Numbered parameters of one statement. */
 class Params {
@@ -143,8 +156,13 @@ function insertMessagesSql(
       `${type}[]`,
     ),
   );
-  return `INSERT INTO messages (${MESSAGE_INSERT.map(([column]) => column).join(', ')})
-    SELECT m.* FROM ${from === undefined ? '' : `${from}, `}UNNEST(${arrays.join(', ')}) AS m`;
+  const columns = MESSAGE_INSERT.map(([column]) => column);
+  // A result whose assistant message is already stored gets that message's seq here.
+  const values = columns.map((column) =>
+    column === 'answers_seq' ? NEWEST_ASSISTANT_OR_GIVEN : `m.${column}`,
+  );
+  return `INSERT INTO messages (${columns.join(', ')})
+    SELECT ${values.join(', ')} FROM ${from === undefined ? '' : `${from}, `}UNNEST(${arrays.join(', ')}) AS m(${columns.join(', ')})`;
 }
 
 /** Inserts message rows in one statement: a turn's messages (or an import batch) cost one round trip. */
@@ -256,7 +274,7 @@ export async function appendAt(
 ): Promise<Appended | undefined> {
   const { sessionId, messages, tokens, options, createdAt, eventType } = write;
   const numbered = decide.numberMessages(messages, head.last_seq, createdAt);
-  const chain = decide.chainMessages(sessionId, numbered, tokens, head.transcript_hash);
+  const chain = decide.chainMessages(sessionId, numbered, tokens, head.transcript_hash, 'append');
   const rows = chain.rows.map(withPgContent);
   const counters = decide.appendCounters(options, messages.length, head.last_seq + messages.length);
   const events =

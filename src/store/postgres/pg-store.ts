@@ -335,8 +335,8 @@ export class PgStore extends StoreBase implements store.Store {
       );
       await c.query(
         `INSERT INTO messages
-           (session_id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash)
-         SELECT $1::text, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash
+           (session_id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash, answers_seq)
+         SELECT $1::text, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash, answers_seq
          FROM messages WHERE session_id = $2 AND seq <= $3 ORDER BY seq`,
         [forkId, id, at],
       );
@@ -463,7 +463,13 @@ export class PgStore extends StoreBase implements store.Store {
       // The visible-transcript chain is rebuilt as the messages go in, so a
       // client resending the imported history lands in the imported session.
       const head = (await lockSession(c, sessionId))?.transcript_hash ?? null;
-      const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
+      const { rows, transcript } = decide.chainMessages(
+        sessionId,
+        messages,
+        tokens,
+        head,
+        'import',
+      );
       await insertMessageRows(c, rows);
       await c.query(
         `UPDATE sessions SET message_count = message_count + $2, last_seq = GREATEST(last_seq, $3),

@@ -69,6 +69,7 @@ import { RecallPlanner } from './recall-plan.js';
 import { MAX_RANKED_TERMS, rankShortlist, shortlist, SHORTLIST_PER_HIT } from './recall-rank.js';
 import { GroupCommit, retryWhileBusy } from './group-commit.js';
 import * as decide from '../decisions.js';
+import { secondResultError } from '../second-result.js';
 import {
   CONTEXT_COLUMNS,
   INTERRUPTED_ERROR,
@@ -161,8 +162,9 @@ function prepareStatements(db: SqliteDatabase) {
       'SELECT last_seq, transcript_hash FROM sessions WHERE id = ?',
     ),
     insertMessage: db.prepare<decide.MessageInsert>(
-      `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, tokens, transcript_hash)
-      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @tokens, @transcript_hash)`,
+      `INSERT INTO messages (${MESSAGE_COLUMNS}, chars, tokens, transcript_hash, answers_seq)
+      VALUES (@session_id, @seq, @role, @content, @tool_calls, @tool_call_id, @name, @created_at, @chars, @tokens, @transcript_hash,
+        ${NEWEST_ASSISTANT_OR_GIVEN})`,
     ),
     updateSession: db.prepare(`UPDATE sessions SET
         title = CASE WHEN @set_title THEN @title ELSE title END,
@@ -441,8 +443,8 @@ function prepareStatements(db: SqliteDatabase) {
         @at_seq, owner_key, end_user
       FROM sessions WHERE id = @source`),
     copyForkMessages: db.prepare(`INSERT INTO messages
-      (session_id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash)
-      SELECT @id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash
+      (session_id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash, answers_seq)
+      SELECT @id, seq, role, content, tool_calls, tool_call_id, name, created_at, chars, tokens, transcript_hash, answers_seq
       FROM messages WHERE session_id = @source AND seq <= @at_seq ORDER BY seq`),
     copyForkCompactions: db.prepare(`INSERT INTO compactions
       (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
@@ -480,6 +482,17 @@ export interface SqliteStoreOptions {
   /** Told when background checkpoints fail and the connection checkpoints itself again. */
   onCheckpointFallback?: (reason: string) => void;
 }
+
+/**
+ * The `answers_seq` of an inserted message (migration 015): as computed, or
+ * for a result whose assistant message was stored before this append, the
+ * session's newest assistant message (a backward walk of the (session_id,
+ * seq) index that stops at the first one).
+ */
+const NEWEST_ASSISTANT_OR_GIVEN = `CASE WHEN @answers_seq = ${decide.ANSWERS_NEWEST_ASSISTANT}
+  THEN (SELECT a.seq FROM messages a WHERE a.session_id = @session_id AND a.role = 'assistant'
+    ORDER BY a.seq DESC LIMIT 1)
+  ELSE @answers_seq END`;
 
 export class SqliteStore extends StoreBase implements Store {
   readonly kind = 'sqlite' as const;
@@ -628,7 +641,13 @@ export class SqliteStore extends StoreBase implements Store {
       // The visible-transcript chain is rebuilt as the messages go in, so a
       // client resending the imported history lands in the imported session.
       const head = this.stmt.appendState.get(sessionId)?.transcript_hash ?? null;
-      const { rows, transcript } = decide.chainMessages(sessionId, messages, tokens, head);
+      const { rows, transcript } = decide.chainMessages(
+        sessionId,
+        messages,
+        tokens,
+        head,
+        'import',
+      );
       for (const row of rows) this.stmt.insertMessage.run(row);
       this.scheduleHistoryIndex();
       this.stmt.bumpImported.run({
@@ -781,9 +800,13 @@ export class SqliteStore extends StoreBase implements Store {
     const lastSeq = state?.last_seq ?? 0;
     const numbered = decide.numberMessages(messages, lastSeq, createdAt);
     const head = state?.transcript_hash ?? null;
-    const { rows, transcript } = decide.chainMessages(sessionId, numbered, tokens, head);
+    const { rows, transcript } = decide.chainMessages(sessionId, numbered, tokens, head, 'append');
     // Each row carries its token estimate: context reads return it instead of re-encoding.
-    for (const row of rows) this.stmt.insertMessage.run(row);
+    try {
+      for (const row of rows) this.stmt.insertMessage.run(row);
+    } catch (err) {
+      throw secondResultError(err) ?? err;
+    }
     this.scheduleHistoryIndex();
     const counters = decide.appendCounters(options, messages.length, lastSeq + messages.length);
     const owner = this.stmt.bumpSession.get({
