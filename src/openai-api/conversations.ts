@@ -11,7 +11,7 @@ import { missingTrailingResults } from '../llm/normalize-request.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { Sessions } from '../runtime/sessions.js';
 import type { RunTurn, TurnEngine } from '../runtime/turn-engine.js';
-import { heldTask, throwIfStopped, unreachableOutcome } from '../runtime/turn-outcome.js';
+import { impossibleOutcome, throwIfStopped, unreachableOutcome } from '../runtime/turn-outcome.js';
 import type { MessageLog, SessionRow, SessionStore } from '../store/store.js';
 import { sessionNotFound } from '../store/session-not-found.js';
 import { transcriptHash, transcriptSeed } from '../store/transcript-hash.js';
@@ -350,11 +350,15 @@ export class Conversations {
         return { ...base, finish: 'tool_calls', reply: outcome.reply, calls: outcome.calls };
       case 'reply':
         return { ...base, finish: 'stop', reply: outcome.reply, calls: [] };
-      case 'question':
+      case 'held-question':
         options.onDelta?.(outcome.question);
         return { ...base, finish: 'stop', reply: outcome.question, calls: [] };
-      case 'approval': {
-        const { question } = heldTask(outcome);
+      case 'question':
+      case 'approval':
+        // The turn holds both (holdInChat).
+        return impossibleOutcome(outcome);
+      case 'held-approval': {
+        const { question } = outcome.task;
         options.onDelta?.(question);
         return { ...base, finish: 'stop', reply: question, calls: [] };
       }

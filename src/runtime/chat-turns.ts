@@ -14,7 +14,7 @@ import type { Sessions } from './sessions.js';
 import type { TurnCompactionReport, TurnRecallReport } from './turn.js';
 import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
 import { errorCodeOf, type ChatTurnNote, type TurnObserver } from './turn-observer.js';
-import { heldTask, throwIfStopped, unreachableOutcome } from './turn-outcome.js';
+import { impossibleOutcome, throwIfStopped, unreachableOutcome } from './turn-outcome.js';
 
 export interface ChatInput {
   agentName: string;
@@ -161,13 +161,12 @@ export class ChatTurns {
           this.deps.titler?.titleLater(session.id, userSeq, input.message, outcome.reply);
         return envelope(session.id, turn, outcome.reply);
       }
-      case 'question':
+      case 'held-question':
         seen.outcome = 'waiting';
         return envelope(session.id, turn, outcome.question);
-      case 'approval': {
+      case 'held-approval': {
         seen.outcome = 'pending';
-        const { call } = outcome;
-        const task = heldTask(outcome);
+        const { call, task } = outcome;
         return {
           ...envelope(session.id, turn, task.question),
           pendingApproval: {
@@ -182,6 +181,10 @@ export class ChatTurns {
         // A chat offers no client tools: a reply that still names some is its text.
         seen.outcome = 'answer';
         return envelope(session.id, turn, outcome.reply);
+      case 'question':
+      case 'approval':
+        // The turn holds both (holdInChat).
+        return impossibleOutcome(outcome);
       default:
         return unreachableOutcome(outcome);
     }

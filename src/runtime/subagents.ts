@@ -11,7 +11,7 @@ import { CairnError } from '../errors.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { Sessions } from './sessions.js';
 import { SUBAGENTS_PER_RUN, type TurnEngine } from './turn-engine.js';
-import { throwIfStopped, unreachableOutcome } from './turn-outcome.js';
+import { impossibleOutcome, throwIfStopped, unreachableOutcome } from './turn-outcome.js';
 
 /** How many subagent levels may sit below a top-level session. */
 export const SUBAGENT_MAX_DEPTH = 3;
@@ -68,6 +68,10 @@ export class Subagents {
           return `The subagent "${agent.name}" needs more information before it can answer: ${outcome.question}`;
         case 'approval':
           return approvalInSubagentResult(agent.name, outcome.call);
+        case 'held-question':
+        case 'held-approval':
+          // A subagent's turn holds nothing: nobody waits on it.
+          return impossibleOutcome(outcome);
         default:
           return unreachableOutcome(outcome);
       }

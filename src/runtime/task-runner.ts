@@ -30,7 +30,13 @@ import { APPROVAL_TIMED_OUT_RESULT, type ApprovalTimer } from './approval-timeou
 import type { EventBus } from './event-bus.js';
 import type { Sessions } from './sessions.js';
 import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
-import { outcomeOfError, stopError, unreachableOutcome, type TurnOutcome } from './turn-outcome.js';
+import {
+  impossibleOutcome,
+  outcomeOfError,
+  stopError,
+  unreachableOutcome,
+  type TurnOutcome,
+} from './turn-outcome.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { isOutage } from './outage-report.js';
 
@@ -429,6 +435,10 @@ export class TaskRunner {
       case 'limit':
       case 'failed':
         return this.failure(task, outcome.error, cancelled);
+      case 'held-question':
+      case 'held-approval':
+        // A task's turn holds nothing: the task itself waits.
+        return impossibleOutcome(outcome);
       default:
         return unreachableOutcome(outcome);
     }

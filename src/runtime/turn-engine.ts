@@ -32,7 +32,13 @@ import type { SessionLock, SlotTenure } from './session-lock.js';
 import { sessionTokens, TurnBudget } from './turn-budget.js';
 import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
 import { errorCodeOf, UNKNOWN_TOOL, type TurnObserver } from './turn-observer.js';
-import { outcomeOf, outcomeOfError, stopError, type TurnOutcome } from './turn-outcome.js';
+import {
+  outcomeOf,
+  outcomeOfError,
+  publicOutcome,
+  stopError,
+  type TurnOutcome,
+} from './turn-outcome.js';
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -369,7 +375,7 @@ export class TurnEngine {
       span.setAttributes({
         'gen_ai.usage.input_tokens': turn.usage.input_tokens,
         'gen_ai.usage.output_tokens': turn.usage.output_tokens,
-        'cairn.turn.outcome': turn.outcome.kind,
+        'cairn.turn.outcome': publicOutcome(turn.outcome),
       });
       const err = stopError(turn.outcome);
       if (err !== undefined)
@@ -438,7 +444,7 @@ export class TurnEngine {
           ? [{ role: 'assistant' as const, content: outcome.question }]
           : []),
       ]);
-      return { ...outcome, answered: true };
+      return { kind: 'held-question', question: outcome.question, callId: outcome.callId };
     }
     if (outcome.kind !== 'approval') return outcome;
     const { store, events, approvalTimer } = this.deps;
@@ -458,7 +464,11 @@ export class TurnEngine {
         outcome.approvalTimeout,
       ),
     );
-    return { ...outcome, task: { id: task.id, question: waiting?.question ?? '' } };
+    return {
+      kind: 'held-approval',
+      call: outcome.call,
+      task: { id: task.id, question: waiting?.question ?? '' },
+    };
   }
 
   private async loopOver(

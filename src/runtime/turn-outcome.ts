@@ -14,21 +14,21 @@ const LIMIT_CODES: ReadonlySet<string> = new Set(['BUDGET_EXCEEDED', 'MAX_ITERAT
 export type TurnOutcome =
   /** The model answered in text. */
   | { kind: 'reply'; reply: string }
+  /** The model asked the user (`ask_user`); the call waits for the answer (a task's wait). */
+  | { kind: 'question'; question: string; callId: string }
   /**
-   * The model asked the user (`ask_user`). `answered` is true when the turn
-   * held it chat-style: the call got its result and the question is the reply.
+   * The model asked the user in a turn a person waits on (a chat): the call
+   * got its result and the question is the reply; the answer comes as the
+   * next message.
    */
-  | { kind: 'question'; question: string; callId: string; answered: boolean }
+  | { kind: 'held-question'; question: string; callId: string }
+  /** A call to a tool marked `approval: "required"` waits for a person. */
+  | { kind: 'approval'; call: ToolCall; approvalTimeout?: string }
   /**
-   * A call to a tool marked `approval: "required"` waits for a person. `task`
-   * is the waiting task a chat-style hold created for it.
+   * Such a call in a turn a person waits on (a chat): it became the waiting
+   * `task`, whose question is the reply.
    */
-  | {
-      kind: 'approval';
-      call: ToolCall;
-      approvalTimeout?: string;
-      task?: { id: string; question: string };
-    }
+  | { kind: 'held-approval'; call: ToolCall; task: { id: string; question: string } }
   /** Calls whose results come from the API client that offered the tools; the turn's other calls ran. */
   | { kind: 'client-tools'; reply: string; calls: ToolCall[] }
   /** An agent limit stopped the turn (`BUDGET_EXCEEDED`, `MAX_ITERATIONS`). */
@@ -48,7 +48,6 @@ export function outcomeOf(result: LoopResult): TurnOutcome {
         kind: 'question',
         question: result.question,
         callId: result.callId,
-        answered: false,
       };
     case 'pending':
       return {
@@ -82,13 +81,28 @@ export function throwIfStopped(
   if (outcome.kind === 'limit' || outcome.kind === 'failed') throw outcome.error;
 }
 
-/** The waiting task of an approval a chat held (`holdInChat` always creates one). */
-export function heldTask(outcome: Extract<TurnOutcome, { kind: 'approval' }>): {
-  id: string;
-  question: string;
-} {
-  if (!outcome.task) throw new Error('an approval held in a chat has no waiting task');
-  return outcome.task;
+/**
+ * The outcome as the span attribute `cairn.turn.outcome` spells it: a held
+ * question or approval is still a question or an approval there.
+ */
+export function publicOutcome(outcome: TurnOutcome): string {
+  switch (outcome.kind) {
+    case 'held-question':
+      return 'question';
+    case 'held-approval':
+      return 'approval';
+    default:
+      return outcome.kind;
+  }
+}
+
+/**
+ * For an outcome its caller's request rules out (a held question in a turn
+ * run without `holdInChat`, or an unheld one in a turn run with it): an
+ * internal error naming it.
+ */
+export function impossibleOutcome(outcome: TurnOutcome): never {
+  throw new Error(`turn outcome "${outcome.kind}" cannot end a turn run this way`);
 }
 
 /** For an exhaustive `switch` over outcomes: the compiler proves this is never reached. */

@@ -3,9 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import type { ToolCall } from '../../src/llm/messages.js';
 import {
-  heldTask,
+  impossibleOutcome,
   outcomeOf,
   outcomeOfError,
+  publicOutcome,
   stopError,
   throwIfStopped,
   unreachableOutcome,
@@ -29,7 +30,6 @@ describe('outcomeOf', () => {
       kind: 'question',
       question: 'Which?',
       callId: 'c0',
-      answered: false,
     });
     expect(
       outcomeOf({ kind: 'pending', reason: 'approval', call, usage, approvalTimeout: '5m' }),
@@ -68,8 +68,10 @@ describe('outcomeOfError', () => {
     expect(stopError({ kind: 'limit', error: budget })).toBe(budget);
     const passing: TurnOutcome[] = [
       { kind: 'reply', reply: 'ok' },
-      { kind: 'question', question: 'q', callId: 'c', answered: true },
+      { kind: 'question', question: 'q', callId: 'c' },
+      { kind: 'held-question', question: 'q', callId: 'c' },
       { kind: 'approval', call },
+      { kind: 'held-approval', call, task: { id: 'task_1', question: 'Approve?' } },
       { kind: 'client-tools', reply: '', calls: [call] },
     ];
     for (const outcome of passing) {
@@ -85,10 +87,22 @@ describe('outcomeOfError', () => {
   });
 });
 
-describe('heldTask', () => {
-  it('is the task a chat hold created, and an internal error without one', () => {
+describe('publicOutcome', () => {
+  it('spells a held question or approval as the documented question or approval', () => {
     const task = { id: 'task_1', question: 'Approve?' };
-    expect(heldTask({ kind: 'approval', call, task })).toBe(task);
-    expect(() => heldTask({ kind: 'approval', call })).toThrow(/no waiting task/);
+    expect(publicOutcome({ kind: 'held-question', question: 'q', callId: 'c' })).toBe('question');
+    expect(publicOutcome({ kind: 'held-approval', call, task })).toBe('approval');
+    expect(publicOutcome({ kind: 'question', question: 'q', callId: 'c' })).toBe('question');
+    expect(publicOutcome({ kind: 'approval', call })).toBe('approval');
+    expect(publicOutcome({ kind: 'reply', reply: 'ok' })).toBe('reply');
+    expect(publicOutcome({ kind: 'client-tools', reply: '', calls: [] })).toBe('client-tools');
+  });
+});
+
+describe('impossibleOutcome', () => {
+  it('is an internal error naming the outcome', () => {
+    expect(() => impossibleOutcome({ kind: 'approval', call })).toThrow(
+      'turn outcome "approval" cannot end a turn run this way',
+    );
   });
 });
