@@ -43,7 +43,8 @@ export interface AgentConfig {
     readonly write: boolean;
   };
   readonly defaultCompaction: {
-    readonly compactionCount: number;
+    /** Percent of the uncompacted history each compaction folds (agent.json's `compactCount`). */
+    readonly compactCount: number;
     readonly autoThreshold?: number;
     readonly maxSummaryChars: number;
     /** Fixed sections edited in place by each compaction, or free prose. */
@@ -71,7 +72,7 @@ export interface AgentLimits {
 export interface AgentProblem {
   /** Path of the agent.json the problem is in. */
   file: string;
-  /** JSON pointer into that file, e.g. `/defaultCompaction/compactionCount`; '' for the root. */
+  /** JSON pointer into that file, e.g. `/defaultCompaction/compactCount`; '' for the root. */
   pointer: string;
   /** The ajv keyword that failed, or 'name-mismatch' | 'json-parse' | 'path-escape' | 'system-file'. */
   rule: string;

@@ -37,6 +37,8 @@ interface AgentFile {
   autoTitle?: boolean;
   memory?: { enabled?: boolean; maxChars?: number; write?: boolean };
   defaultCompaction?: {
+    compactCount?: number;
+    /** The older spelling of `compactCount`, still accepted. */
     compactionCount?: number;
     autoThreshold?: number;
     maxSummaryChars?: number;
@@ -143,6 +145,16 @@ function loadAgent(folderPath: string, folderName: string): LoadResult {
   }
   if (problems.length > 0 || !valid) return { problems };
 
+  const compaction = data.defaultCompaction;
+  if (compaction?.compactCount !== undefined && compaction.compactionCount !== undefined) {
+    problems.push(
+      problem(
+        '/defaultCompaction/compactionCount',
+        'alias',
+        'is the older spelling of compactCount, which is also given: keep compactCount only',
+      ),
+    );
+  }
   const dir = fs.realpathSync(folderPath);
   const seen = new Set<string>();
   data.tools?.map(toolSpecOf).forEach((tool, i) => {
@@ -223,7 +235,7 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
       write: data.memory?.write ?? true,
     },
     defaultCompaction: {
-      compactionCount: compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,
+      compactCount: compaction.compactCount ?? compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,
       ...(compaction.autoThreshold !== undefined && { autoThreshold: compaction.autoThreshold }),
       maxSummaryChars: compaction.maxSummaryChars ?? DEFAULT_MAX_SUMMARY_CHARS,
       summaryFormat: compaction.summaryFormat ?? 'sections',

@@ -23,7 +23,7 @@ const DEMO_AGENT = {
   system: 'You are a helpful assistant. Answer clearly and briefly.',
   tools: ['current_time', 'history_search'],
   maxIterations: 10,
-  defaultCompaction: { compactionCount: 50, autoThreshold: 80 },
+  defaultCompaction: { compactCount: 50, autoThreshold: 80 },
 };
 
 /** The schema shipped with Cairn (src/cli/ and dist/cli/ are both two levels below the root). */

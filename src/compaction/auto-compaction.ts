@@ -1,6 +1,6 @@
 /**
  * Automatic compaction and context-overflow recovery, plugged
- * into the router as its `ContextGuard`:
+ * into the turn engine as its `ContextGuard`:
  * - before every model call, estimate the prompt (last reported usage + a
  *   tokenizer estimate of what was added since) and run defaultCompaction at
  *   or above `autoThreshold`% of the context window, never covering the

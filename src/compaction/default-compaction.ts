@@ -1,5 +1,5 @@
 /**
- * `runDefaultCompaction`: plan the cut (pure), ask the
+ * `DefaultCompaction.run`: plan the cut (pure), ask the
  * `compact` model for the updated summary, then one compare-and-set write.
  * No lock is held while the model writes, so chats go on meanwhile; a
  * compaction that lost a race fails with COMPACTION_CONFLICT and changes

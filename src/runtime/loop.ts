@@ -36,7 +36,7 @@ export type LoopEvent =
   /** Automatic recall put these compacted messages into the next model call. */
   | { type: 'recall'; seqs: number[]; tokens: number };
 
-/** What the loop sees of the turn it runs (the router's `Turn`). */
+/** What the loop sees of the turn it runs (`Turn`, made by the turn engine). */
 export interface LoopTurn {
   /** Called before every model call; may return a rebuilt context (auto-compaction). */
   prepare(messages: ChatMessage[]): Promise<ChatMessage[]>;

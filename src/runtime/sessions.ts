@@ -61,7 +61,7 @@ export class Sessions {
       mode: input.mode ?? 'chat',
       title: input.title ?? null,
       parentSessionId: input.parentSessionId ?? null,
-      compactCount: input.compactCount ?? agent.defaultCompaction.compactionCount,
+      compactCount: input.compactCount ?? agent.defaultCompaction.compactCount,
       systemPrompt: agent.system,
       ...(owner ? { owner } : {}),
       ...(input.transcriptSeed != null ? { transcriptSeed: input.transcriptSeed } : {}),

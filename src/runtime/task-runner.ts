@@ -3,7 +3,7 @@
  * background in its session's slot; it stops in `waiting` when the agent calls
  * `ask_user` and continues when `resumeTask` supplies the answer as that call's
  * result, or when a call needs a person's approval and continues on
- * `approveTask` / `denyTask`. The task row is the source of truth, so a waiting
+ * `decideApproval` (approve or deny). The task row is the source of truth, so a waiting
  * task survives a restart, and a task that was running when the server died is
  * `interrupted` and resumable.
  */

@@ -1,7 +1,7 @@
 /**
  * What the runtime reports about its own work beside the event log: each
  * tool result and each finished chat turn. Metrics and the info log listen
- * here, so the loop and the router carry no metrics or logging code.
+ * here, so the loop and the turn engine carry no metrics or logging code.
  */
 import { CairnError } from '../errors.js';
 import type { InfoLogger } from './event-log.js';

@@ -55,7 +55,7 @@ describe('loadAgents', () => {
     expect(assistant).toMatchObject({
       tools: ['current_time'],
       maxIterations: 10,
-      defaultCompaction: { compactionCount: 50, autoThreshold: 80, maxSummaryChars: 12_000 },
+      defaultCompaction: { compactCount: 50, autoThreshold: 80, maxSummaryChars: 12_000 },
     });
     expect(assistant?.system).toMatch(/helpful assistant/);
   });
@@ -73,7 +73,7 @@ describe('loadAgents', () => {
       autoTitle: false,
       memory: { enabled: false, maxChars: 4000, write: true },
       defaultCompaction: {
-        compactionCount: DEFAULT_COMPACT_COUNT,
+        compactCount: DEFAULT_COMPACT_COUNT,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
         summaryFormat: 'sections',
         recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
@@ -97,7 +97,7 @@ describe('loadAgents', () => {
         maxIterations: 100,
         temperature: 0.2,
         memory: { enabled: true, maxChars: 100, write: false },
-        defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
+        defaultCompaction: { compactCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
         daemon: { every: '10m', prompt: 'Check.' },
       }),
     );
@@ -107,7 +107,7 @@ describe('loadAgents', () => {
       model: 'gpt-4o-mini',
       temperature: 0.2,
       memory: { enabled: true, maxChars: 100, write: false },
-      defaultCompaction: { compactionCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
+      defaultCompaction: { compactCount: 33.3, autoThreshold: 80, maxSummaryChars: 500 },
       daemon: { every: '10m', prompt: 'Check.' },
     });
     expect(Object.isFrozen(agents[0]?.daemon)).toBe(true);
@@ -367,6 +367,22 @@ describe('agent.json rules', () => {
     ],
   ])('rejects %s', (_label, extra, expected) => {
     expect(problemsOf(extra)).toEqual(expected);
+  });
+
+  it('takes compactCount, and compactionCount as its older spelling, but not both', () => {
+    const percentOf = (defaultCompaction: object) => {
+      writeAgent('a', { name: 'a', system: 'x', defaultCompaction });
+      return loadAgents(agentsDir).agents[0]?.defaultCompaction.compactCount;
+    };
+    expect(percentOf({ compactCount: 25 })).toBe(25);
+    expect(percentOf({ compactionCount: 35 })).toBe(35);
+    expect(percentOf({})).toBe(DEFAULT_COMPACT_COUNT);
+    expect(
+      problemsOf({ system: 'x', defaultCompaction: { compactCount: 25, compactionCount: 25 } }),
+    ).toEqual([['/defaultCompaction/compactionCount', 'alias']]);
+    expect(problemsOf({ system: 'x', defaultCompaction: { compactCount: 0 } })).toEqual([
+      ['/defaultCompaction/compactCount', 'minimum'],
+    ]);
   });
 
   it('accepts a fractional compactionCount and the range ends', () => {

@@ -19,7 +19,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     autoTitle: false,
     memory: { enabled: false, maxChars: 4000, write: true },
     defaultCompaction: {
-      compactionCount: 50,
+      compactCount: 50,
       maxSummaryChars: 12_000,
       summaryFormat: 'sections',
       recall: { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 },

@@ -24,7 +24,7 @@ interface AgentView {
   toolsNeedingApproval: string[];
   temperature?: number;
   maxIterations: number;
-  defaultCompaction: { compactionCount: number };
+  defaultCompaction: { compactCount: number; compactionCount: number };
   resolvedModel: { provider: string; model: string; contextWindow: number };
 }
 
@@ -69,7 +69,8 @@ describe('the model of an agent over HTTP', () => {
       toolsNeedingApproval: ['current_time'],
       temperature: 0.2,
       maxIterations: 3,
-      defaultCompaction: { compactionCount: 50 },
+      // The canonical name, and the older spelling for clients that read it.
+      defaultCompaction: { compactCount: 50, compactionCount: 50 },
     });
     expect(agent).not.toHaveProperty('dir');
     expect(res.body).not.toContain(t.fake!.baseURL);

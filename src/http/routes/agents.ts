@@ -19,13 +19,20 @@ export interface ResolvedModel {
   contextWindow: number;
 }
 
-export type PublicAgent = Omit<AgentConfig, 'dir'> & { resolvedModel: ResolvedModel };
+export type PublicAgent = Omit<AgentConfig, 'dir' | 'defaultCompaction'> & {
+  defaultCompaction: AgentConfig['defaultCompaction'] & {
+    /** The older spelling of `compactCount`, still sent: clients written before the rename read it. */
+    compactionCount: number;
+  };
+  resolvedModel: ResolvedModel;
+};
 
 /** The API view of an agent: its configuration minus where it lives on disk, plus its model. */
 export function publicAgent(agent: AgentConfig, main: MainModel): PublicAgent {
-  const { dir: _dir, ...rest } = agent;
+  const { dir: _dir, defaultCompaction, ...rest } = agent;
   return {
     ...rest,
+    defaultCompaction: { ...defaultCompaction, compactionCount: defaultCompaction.compactCount },
     resolvedModel: {
       provider: main.provider,
       // The offline model has one name; an agent's `model` only renames an online one.
