@@ -15,6 +15,7 @@ import { ToolCatalog } from '../tools/tool-catalog.js';
 import { migrate, openDatabase } from '../store/sqlite/open-database.js';
 import { migratePostgres, openPool } from '../store/postgres/open-pool.js';
 import { CliUsageError, request, type ClientOptions } from './client.js';
+import { describeCompaction, requestCompaction, type CompactRequest } from './compaction-report.js';
 
 const DEMO_AGENT = {
   $schema: '../../schemas/agent.json',
@@ -223,23 +224,19 @@ export async function listSessions(
   for (const s of body.sessions) console.log(row(columns(s)));
 }
 
-/** `cairn compact <sessionId> [--dry-run] [--undo]`. */
+/**
+ * `cairn compact <sessionId> [--dry-run] [--undo] [--instructions] [--json]`:
+ * one line saying what happened, or the whole result with `--json`.
+ */
 export async function compact(
   sessionId: string,
-  options: ClientOptions & { dryRun?: boolean; undo?: boolean; instructions?: string },
+  options: ClientOptions & CompactRequest & { json?: boolean },
 ): Promise<void> {
   if (options.undo && (options.dryRun || options.instructions !== undefined)) {
     throw new CliUsageError(
       `--undo cannot be combined with ${options.dryRun ? '--dry-run' : '--instructions'}: undo restores the previous summary; run either \`cairn compact <id> --undo\` or \`cairn compact <id> --dry-run\`.`,
     );
   }
-  const path = `/sessions/${encodeURIComponent(sessionId)}/compact${options.undo ? '/undo' : ''}`;
-  const body = options.undo
-    ? undefined
-    : {
-        ...(options.dryRun ? { dryRun: true } : {}),
-        ...(options.instructions ? { instructions: options.instructions } : {}),
-      };
-  const result = await request(options, 'POST', path, body);
-  console.log(JSON.stringify(result, null, 2));
+  const result = await requestCompaction(options, sessionId, options);
+  console.log(options.json ? JSON.stringify(result, null, 2) : describeCompaction(result));
 }
