@@ -70,14 +70,23 @@ export function nextSteps(dir = '.'): string {
   ].join('\n');
 }
 
+/** What `cairn agents validate` (and `cairn doctor`) found in the agents folder. */
+export interface AgentCheck {
+  /** Agents that load and whose tools all resolve, by name. */
+  valid: string[];
+  /** One line per problem (`<file>: <pointer> <rule>`, or an MCP entry's). */
+  errors: string[];
+  warnings: string[];
+  /** How many agent folders were found, loadable or not. */
+  found: number;
+}
+
 /**
- * `cairn agents validate`: the server's start-up checks (schema, paths, the
- * MCP servers and tools named, and every tool resolving), each problem
- * printed; returns the exit code. When an agent names MCP tools, the
- * configured servers are started (once, no retry).
+ * The server's start-up checks of the agents (schema, paths, the MCP servers
+ * and tools named, and every tool resolving). When an agent names MCP tools,
+ * the configured servers are started (once, no retry).
  */
-export async function validateAgents(): Promise<number> {
-  const settings = loadSettings();
+export async function checkAgents(settings: Settings): Promise<AgentCheck> {
   const { agents, problems: fileProblems } = loadAgents(settings.agentsDir);
   const { mcpProblems, toolProblems } = await withMcp(settings.mcpServers, agents, async (mcp) => {
     const catalog = new ToolCatalog({ builtins: builtinTools(), ...(mcp ? { mcp } : {}) });
@@ -103,15 +112,25 @@ export async function validateAgents(): Promise<number> {
       )
     );
   });
-  for (const agent of agents)
-    if (!broken.has(join(agent.dir, 'agent.json')) && !mcpBroken.has(agent.name))
-      console.log(`ok    ${agent.name}`);
-  for (const problem of problems) console.error(`error ${formatProblem(problem)}`);
-  for (const error of mcpErrors) console.error(`error ${error}`);
-  for (const warning of mcpProblems.warnings) console.error(`warn  ${warning}`);
-  if (agents.length === 0 && problems.length === 0)
-    console.log(`no agents in ${settings.agentsDir}`);
-  return problems.length > 0 || mcpProblems.errors.length > 0 ? 1 : 0;
+  return {
+    valid: agents
+      .filter((a) => !broken.has(join(a.dir, 'agent.json')) && !mcpBroken.has(a.name))
+      .map((a) => a.name),
+    errors: [...problems.map(formatProblem), ...mcpErrors],
+    warnings: mcpProblems.warnings,
+    found: agents.length + fileProblems.length,
+  };
+}
+
+/** `cairn agents validate`: prints `checkAgents`' findings; returns the exit code. */
+export async function validateAgents(): Promise<number> {
+  const settings = loadSettings();
+  const { valid, errors, warnings, found } = await checkAgents(settings);
+  for (const name of valid) console.log(`ok    ${name}`);
+  for (const error of errors) console.error(`error ${error}`);
+  for (const warning of warnings) console.error(`warn  ${warning}`);
+  if (found === 0 && errors.length === 0) console.log(`no agents in ${settings.agentsDir}`);
+  return errors.length > 0 ? 1 : 0;
 }
 
 /** Runs `check` with the MCP servers started when an agent names MCP tools (none otherwise). */
@@ -166,7 +185,7 @@ export async function runMigrations(): Promise<void> {
 }
 
 /** A Postgres URL for people: database and host, never the user or password. */
-function describePostgresUrl(url: string): string {
+export function describePostgresUrl(url: string): string {
   try {
     const parsed = new URL(url);
     return `Postgres database ${parsed.pathname.replace(/^\//, '') || '(default)'} on ${parsed.host || 'the local socket'}`;

@@ -20,6 +20,7 @@ import {
   runMigrations,
   validateAgents,
 } from './commands.js';
+import { doctor } from './doctor.js';
 import { evalCompaction, type EvalCompactionOptions } from './eval-compaction.js';
 import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
@@ -107,6 +108,18 @@ program
   )
   .action(async () => {
     process.exitCode = await validateAgents().catch(fail);
+  });
+
+program
+  .command('doctor')
+  .description(
+    'check the settings, the database, that each model role answers a tiny request, and the agents; exit 1 on any failure',
+  )
+  .option('--timeout <ms>', 'how long each model may take to answer (default 15000)')
+  .action(async (options: { timeout?: string }) => {
+    await run(async () => {
+      process.exitCode = await doctor(options);
+    });
   });
 
 program
