@@ -1,5 +1,5 @@
 /**
- * Which server a client command talks to, and what it says about it (issue 38):
+ * Which server a client command talks to, and what it says about it:
  * `cairn serve` records its address in its home, and `chat`, `sessions` and
  * `compact` started in that home use it when neither `--url` nor `CAIRN_URL`
  * names one (a record whose process is gone is ignored); `serve --port /
