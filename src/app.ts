@@ -135,7 +135,11 @@ const isSummaryMessage = (message: ChatMessage): boolean =>
 const isRecallBlock = (message: ChatMessage): boolean =>
   message.role === 'user' && (message.content ?? '').startsWith(RECALL_OPEN);
 
-function createEndpoint(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
+/**
+ * The client of one model endpoint of a role (no fallbacks, no decorators):
+ * what the server calls, and what `cairn doctor` sends its test request through.
+ */
+export function createEndpoint(role: ModelRoleSettings, logger: ModelLogger): ModelClient {
   switch (role.provider) {
     case 'offline':
       return new OfflineModel(role.contextWindow);

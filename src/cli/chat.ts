@@ -2,7 +2,9 @@
  * `cairn chat <agent>`: an interactive, streamed chat against a running server.
  * Every line typed or piped is queued and sent in order, one turn at a time,
  * so nothing typed while a reply streams is lost; end of input ends the chat
- * with exit code 0.
+ * with exit code 0. A few lines are the CLI's own commands (`/help`,
+ * `/session`, `/compact`, `/quit`), answered here and never sent to the model;
+ * any other line, `/tool …` included, is a message.
  */
 import { createInterface } from 'node:readline';
 import { forTheTerminal } from './cli-hints.js';
@@ -15,10 +17,22 @@ import {
   streamEvents,
   type ClientOptions,
 } from './client.js';
+import { describeCompaction, requestCompaction } from './compaction-report.js';
 
 /** Tool results longer than this are clipped on screen (the server keeps them whole). */
 const TOOL_RESULT_PREVIEW_CHARS = 200;
 const QUIT_COMMAND = '/quit';
+
+/** The chat's own commands, as `/help` lists them. */
+const LOCAL_COMMANDS = [
+  ['/help', 'list these commands'],
+  ['/session', 'show the session id, the server and how much of the session is compacted'],
+  ['/compact [instructions]', 'compact the session now (instructions for the summary optional)'],
+  [QUIT_COMMAND, 'end the chat (as Ctrl-D does)'],
+] as const;
+
+/** `/help` and friends; any other line, one starting with a slash too, goes to the model. */
+const LOCAL_COMMAND = /^\/(help|session|compact)(?:\s+(.*))?$/;
 
 interface DoneEnvelope {
   reply?: string;
@@ -116,19 +130,72 @@ export async function chat(
 
   let sessionId = options.session;
   console.log(
-    `chatting with ${agent}${sessionId ? ` in ${sessionId}` : ''} — Ctrl-D or ${QUIT_COMMAND} to quit`,
+    `chatting with ${agent}${sessionId ? ` in ${sessionId}` : ''} on ${serverUrl(options)} — Ctrl-D or ${QUIT_COMMAND} to quit, /help for commands`,
   );
   try {
     prompt();
     for (let line = await queue.next(); line !== undefined; line = await queue.next()) {
       if (line.trim() === QUIT_COMMAND) break;
+      const local = LOCAL_COMMAND.exec(line.trim());
+      if (local) await runLocalCommand(local[1]!, local[2], sessionId, options);
       // A blank line is not a message (the server would refuse it); skip it.
-      if (line.trim() !== '') sessionId = await turn(agent, line, sessionId, options);
+      else if (line.trim() !== '') sessionId = await turn(agent, line, sessionId, options);
       prompt();
     }
   } finally {
     rl.close();
     if (sessionId) console.log(`session: ${sessionId}`);
+  }
+}
+
+/**
+ * Answers one of the chat's own commands. A server error is printed and the
+ * chat goes on, as after a failed turn.
+ */
+async function runLocalCommand(
+  command: string,
+  argument: string | undefined,
+  sessionId: string | undefined,
+  options: ClientOptions,
+): Promise<void> {
+  const say = (text: string): void => console.log(text);
+  if (command === 'help') {
+    const width = Math.max(...LOCAL_COMMANDS.map(([name]) => name.length));
+    say('commands (anything else you type is sent to the agent):');
+    for (const [name, what] of LOCAL_COMMANDS) say(`  ${name.padEnd(width)}  ${what}`);
+    return;
+  }
+  if (sessionId === undefined) {
+    say(
+      command === 'session'
+        ? `no session yet on ${serverUrl(options)}: your first message starts one.`
+        : 'nothing to compact yet: there is no session until your first message.',
+    );
+    return;
+  }
+  try {
+    if (command === 'session') {
+      const { session } = (await request(
+        options,
+        'GET',
+        `/sessions/${encodeURIComponent(sessionId)}`,
+      )) as {
+        session: { message_count: number; compact_size: number; compaction_count: number };
+      };
+      say(
+        `session ${sessionId} on ${serverUrl(options)}: ${session.message_count} messages, ${session.compact_size} of them in the summary (${session.compaction_count} compactions). Continue it later with --session ${sessionId}.`,
+      );
+      return;
+    }
+    const instructions = argument?.trim();
+    say(
+      describeCompaction(
+        await requestCompaction(options, sessionId, instructions ? { instructions } : {}),
+      ),
+    );
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    say(`error ${err.code}: ${forTheTerminal(err.message, err.server)}`);
   }
 }
 
@@ -167,7 +234,7 @@ async function turn(
       const done = payload as DoneEnvelope;
       // A reply that was not streamed as text (e.g. a question asked with ask_user).
       if (!printedText && done.reply && done.reply !== question) out(done.reply);
-      if (done.compaction) out(`\n${describeCompaction(done.compaction)}`);
+      if (done.compaction) out(`\n${describeAutoCompaction(done.compaction)}`);
     } else if (event === 'error') {
       const error = payload.error as { code: string; message: string };
       out(`\nerror ${error.code}: ${forTheTerminal(error.message, serverUrl(options))}`);
@@ -206,7 +273,7 @@ function askedQuestion(args: unknown): string {
   return String(args);
 }
 
-function describeCompaction(c: NonNullable<DoneEnvelope['compaction']>): string {
+function describeAutoCompaction(c: NonNullable<DoneEnvelope['compaction']>): string {
   const cost =
     c.input_tokens !== undefined && c.output_tokens !== undefined
       ? `, ${c.input_tokens} in / ${c.output_tokens} out tokens`

@@ -1,21 +1,49 @@
 /** A small HTTP client for the CLI commands that talk to a running server. */
 import { loadSettings } from '../config/settings.js';
+import { findServerAddress, localUrlOf, serverAddressPath } from './server-address.js';
 
 export interface ClientOptions {
   url?: string;
+  /** Where `url` came from, for the error that says it could not be reached. */
+  urlSource?: string;
+}
+
+/** A server's base URL and, for people, where it came from. */
+export interface ServerTarget {
+  url: string;
+  urlSource: string;
 }
 
 /**
- * The server's base URL from `--url`, then CAIRN_URL, then cairn.json. A URL
- * given without a scheme (`127.0.0.1:5300`) means http://; anything else that
- * is not an http(s) URL is refused with what to type instead.
+ * The server a client command talks to: `--url`, then CAIRN_URL, then the
+ * address a running `cairn serve` recorded in the home (CAIRN_HOME or the
+ * working directory), then the host and port of the settings. A URL given
+ * without a scheme (`127.0.0.1:5300`) means http://; anything else that is
+ * not an http(s) URL is refused with what to type instead. Resolved once per
+ * command, so every request of it goes to the same server.
  */
-export function serverUrl(options: ClientOptions): string {
-  const given = options.url ?? process.env.CAIRN_URL;
-  if (given !== undefined && given !== '') return normalizeServerUrl(given);
+export function resolveServer(options: ClientOptions): ServerTarget {
+  if (options.url !== undefined && options.url !== '')
+    return { url: normalizeServerUrl(options.url), urlSource: options.urlSource ?? '--url' };
+  const fromEnv = process.env.CAIRN_URL;
+  if (fromEnv !== undefined && fromEnv !== '')
+    return { url: normalizeServerUrl(fromEnv), urlSource: 'CAIRN_URL' };
   const settings = loadSettings();
-  const host = settings.server.host === '0.0.0.0' ? '127.0.0.1' : settings.server.host;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${settings.server.port}`;
+  const recorded = findServerAddress(settings.home);
+  if (recorded !== undefined)
+    return {
+      url: recorded.url,
+      urlSource: `recorded by cairn serve (pid ${recorded.pid}) in ${serverAddressPath(settings.home)}`,
+    };
+  return {
+    url: localUrlOf(settings.server.host, settings.server.port),
+    urlSource: `server.host and server.port of ${settings.home}/cairn.json, CAIRN_HOST or CAIRN_PORT; no cairn serve is running in that home`,
+  };
+}
+
+/** The server's base URL (see `resolveServer`). */
+export function serverUrl(options: ClientOptions): string {
+  return resolveServer(options).url;
 }
 
 /** `127.0.0.1:5300` → `http://127.0.0.1:5300`; trailing slashes dropped; a bad URL throws. */
@@ -46,10 +74,12 @@ export class UnreachableError extends Error {
   constructor(
     readonly url: string,
     cause: unknown,
+    /** Where the server's address came from (`--url`, CAIRN_URL, the record, the settings). */
+    source?: string,
   ) {
     const reason = (cause as { cause?: { code?: string } }).cause?.code;
     super(
-      `could not reach the Cairn server at ${url}${reason ? ` (${reason})` : ''}. Is \`cairn serve\` running there? (set CAIRN_URL or --url)`,
+      `could not reach the Cairn server at ${url}${reason ? ` (${reason})` : ''}${source ? `, the address from ${source}` : ''}. Is \`cairn serve\` running there? (set CAIRN_URL or --url)`,
     );
   }
 }
@@ -92,12 +122,18 @@ async function parse(response: Response): Promise<unknown> {
 }
 
 /** fetch, with a network failure turned into an error naming the URL tried. */
-export async function send(url: string, init: RequestInit): Promise<Response> {
+export async function send(url: string, init: RequestInit, source?: string): Promise<Response> {
   try {
     return await fetch(url, init);
   } catch (err) {
-    throw new UnreachableError(url, err);
+    throw new UnreachableError(url, err, source);
   }
+}
+
+/** fetch of `path` on the server of `options`; a network failure names the URL and where it came from. */
+function sendTo(options: ClientOptions, path: string, init: RequestInit): Promise<Response> {
+  const { url, urlSource } = resolveServer(options);
+  return send(`${url}${path}`, init, urlSource);
 }
 
 export async function request(
@@ -106,7 +142,7 @@ export async function request(
   path: string,
   body?: unknown,
 ): Promise<unknown> {
-  const response = await send(`${serverUrl(options)}${path}`, {
+  const response = await sendTo(options, path, {
     method,
     headers: headers(body !== undefined ? { 'content-type': 'application/json' } : {}),
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
@@ -116,7 +152,7 @@ export async function request(
 
 /** GET that hands back the raw response (for streamed downloads); errors as `request`. */
 export async function download(options: ClientOptions, path: string): Promise<Response> {
-  const response = await send(`${serverUrl(options)}${path}`, { headers: headers() });
+  const response = await sendTo(options, path, { headers: headers() });
   if (!response.ok) await parse(response);
   return response;
 }
@@ -128,7 +164,7 @@ export async function upload(
   contentType: string,
   body: ReadableStream<Uint8Array> | string,
 ): Promise<unknown> {
-  const response = await send(`${serverUrl(options)}${path}`, {
+  const response = await sendTo(options, path, {
     method: 'POST',
     headers: headers({ 'content-type': contentType }),
     body,
@@ -143,7 +179,7 @@ export async function* streamEvents(
   path: string,
   body: unknown,
 ): AsyncGenerator<{ event: string; data: unknown }> {
-  const response = await send(`${serverUrl(options)}${path}`, {
+  const response = await sendTo(options, path, {
     method: 'POST',
     headers: headers({ 'content-type': 'application/json', accept: 'text/event-stream' }),
     body: JSON.stringify(body),

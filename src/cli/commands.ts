@@ -15,6 +15,7 @@ import { ToolCatalog } from '../tools/tool-catalog.js';
 import { migrate, openDatabase } from '../store/sqlite/open-database.js';
 import { migratePostgres, openPool } from '../store/postgres/open-pool.js';
 import { CliUsageError, request, type ClientOptions } from './client.js';
+import { describeCompaction, requestCompaction, type CompactRequest } from './compaction-report.js';
 
 const DEMO_AGENT = {
   $schema: '../../schemas/agent.json',
@@ -69,14 +70,23 @@ export function nextSteps(dir = '.'): string {
   ].join('\n');
 }
 
+/** What `cairn agents validate` (and `cairn doctor`) found in the agents folder. */
+export interface AgentCheck {
+  /** Agents that load and whose tools all resolve, by name. */
+  valid: string[];
+  /** One line per problem (`<file>: <pointer> <rule>`, or an MCP entry's). */
+  errors: string[];
+  warnings: string[];
+  /** How many agent folders were found, loadable or not. */
+  found: number;
+}
+
 /**
- * `cairn agents validate`: the server's start-up checks (schema, paths, the
- * MCP servers and tools named, and every tool resolving), each problem
- * printed; returns the exit code. When an agent names MCP tools, the
- * configured servers are started (once, no retry).
+ * The server's start-up checks of the agents (schema, paths, the MCP servers
+ * and tools named, and every tool resolving). When an agent names MCP tools,
+ * the configured servers are started (once, no retry).
  */
-export async function validateAgents(): Promise<number> {
-  const settings = loadSettings();
+export async function checkAgents(settings: Settings): Promise<AgentCheck> {
   const { agents, problems: fileProblems } = loadAgents(settings.agentsDir);
   const { mcpProblems, toolProblems } = await withMcp(settings.mcpServers, agents, async (mcp) => {
     const catalog = new ToolCatalog({ builtins: builtinTools(), ...(mcp ? { mcp } : {}) });
@@ -102,15 +112,25 @@ export async function validateAgents(): Promise<number> {
       )
     );
   });
-  for (const agent of agents)
-    if (!broken.has(join(agent.dir, 'agent.json')) && !mcpBroken.has(agent.name))
-      console.log(`ok    ${agent.name}`);
-  for (const problem of problems) console.error(`error ${formatProblem(problem)}`);
-  for (const error of mcpErrors) console.error(`error ${error}`);
-  for (const warning of mcpProblems.warnings) console.error(`warn  ${warning}`);
-  if (agents.length === 0 && problems.length === 0)
-    console.log(`no agents in ${settings.agentsDir}`);
-  return problems.length > 0 || mcpProblems.errors.length > 0 ? 1 : 0;
+  return {
+    valid: agents
+      .filter((a) => !broken.has(join(a.dir, 'agent.json')) && !mcpBroken.has(a.name))
+      .map((a) => a.name),
+    errors: [...problems.map(formatProblem), ...mcpErrors],
+    warnings: mcpProblems.warnings,
+    found: agents.length + fileProblems.length,
+  };
+}
+
+/** `cairn agents validate`: prints `checkAgents`' findings; returns the exit code. */
+export async function validateAgents(): Promise<number> {
+  const settings = loadSettings();
+  const { valid, errors, warnings, found } = await checkAgents(settings);
+  for (const name of valid) console.log(`ok    ${name}`);
+  for (const error of errors) console.error(`error ${error}`);
+  for (const warning of warnings) console.error(`warn  ${warning}`);
+  if (found === 0 && errors.length === 0) console.log(`no agents in ${settings.agentsDir}`);
+  return errors.length > 0 ? 1 : 0;
 }
 
 /** Runs `check` with the MCP servers started when an agent names MCP tools (none otherwise). */
@@ -165,7 +185,7 @@ export async function runMigrations(): Promise<void> {
 }
 
 /** A Postgres URL for people: database and host, never the user or password. */
-function describePostgresUrl(url: string): string {
+export function describePostgresUrl(url: string): string {
   try {
     const parsed = new URL(url);
     return `Postgres database ${parsed.pathname.replace(/^\//, '') || '(default)'} on ${parsed.host || 'the local socket'}`;
@@ -223,23 +243,19 @@ export async function listSessions(
   for (const s of body.sessions) console.log(row(columns(s)));
 }
 
-/** `cairn compact <sessionId> [--dry-run] [--undo]`. */
+/**
+ * `cairn compact <sessionId> [--dry-run] [--undo] [--instructions] [--json]`:
+ * one line saying what happened, or the whole result with `--json`.
+ */
 export async function compact(
   sessionId: string,
-  options: ClientOptions & { dryRun?: boolean; undo?: boolean; instructions?: string },
+  options: ClientOptions & CompactRequest & { json?: boolean },
 ): Promise<void> {
   if (options.undo && (options.dryRun || options.instructions !== undefined)) {
     throw new CliUsageError(
       `--undo cannot be combined with ${options.dryRun ? '--dry-run' : '--instructions'}: undo restores the previous summary; run either \`cairn compact <id> --undo\` or \`cairn compact <id> --dry-run\`.`,
     );
   }
-  const path = `/sessions/${encodeURIComponent(sessionId)}/compact${options.undo ? '/undo' : ''}`;
-  const body = options.undo
-    ? undefined
-    : {
-        ...(options.dryRun ? { dryRun: true } : {}),
-        ...(options.instructions ? { instructions: options.instructions } : {}),
-      };
-  const result = await request(options, 'POST', path, body);
-  console.log(JSON.stringify(result, null, 2));
+  const result = await requestCompaction(options, sessionId, options);
+  console.log(options.json ? JSON.stringify(result, null, 2) : describeCompaction(result));
 }

@@ -5,7 +5,13 @@ import { CairnError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { chat } from './chat.js';
 import { forTheTerminal } from './cli-hints.js';
-import { ApiError, CliUsageError, UnreachableError } from './client.js';
+import {
+  ApiError,
+  CliUsageError,
+  resolveServer,
+  UnreachableError,
+  type ClientOptions,
+} from './client.js';
 import {
   compact,
   init,
@@ -14,6 +20,7 @@ import {
   runMigrations,
   validateAgents,
 } from './commands.js';
+import { doctor } from './doctor.js';
 import { evalCompaction, type EvalCompactionOptions } from './eval-compaction.js';
 import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
@@ -30,14 +37,38 @@ function fail(err: unknown): never {
   process.exit(1);
 }
 
-/**
- * A subcommand's options plus its parent's --url: commander gives the parent's
- * option to the subcommand wherever on the line it is typed.
- */
-function withParentUrl<T extends object>(options: T, command: Command): T & { url?: string } {
-  const { url } = command.optsWithGlobals<{ url?: string }>();
-  return { ...options, ...(url ? { url } : {}) };
+/** Runs a command's work; any failure is one line on stderr and exit 1, never a stack trace. */
+async function run(work: () => Promise<unknown>): Promise<void> {
+  try {
+    await work();
+  } catch (err) {
+    fail(err);
+  }
 }
+
+/**
+ * A client command's options with its server resolved once (--url, CAIRN_URL,
+ * the address recorded by `cairn serve` in the home, the settings), so every
+ * request of the command reaches the same server.
+ */
+function client<T extends ClientOptions>(options: T): T & Required<ClientOptions> {
+  return { ...options, ...resolveServer(options) };
+}
+
+/**
+ * A subcommand's options plus its parent's --url, server resolved: commander
+ * gives the parent's option to the subcommand wherever on the line it is typed.
+ */
+function withParentUrl<T extends object>(
+  options: T,
+  command: Command,
+): T & Required<ClientOptions> {
+  const { url } = command.optsWithGlobals<{ url?: string }>();
+  return client({ ...options, ...(url ? { url } : {}) });
+}
+
+const URL_HELP =
+  'server URL (default: CAIRN_URL, else the address `cairn serve` recorded in this home, else cairn.json host/port)';
 
 const program = new Command()
   .name('cairn')
@@ -48,8 +79,13 @@ program
   .command('serve')
   .description('run the HTTP server (what npm start runs)')
   .option('--no-daemons', 'do not run scheduled daemon agents')
-  .action(async (options: { daemons: boolean }) => {
-    await serve(options).catch(fail);
+  .option(
+    '--port <n>',
+    'port to listen on (overrides CAIRN_PORT and server.port; 0: any free port)',
+  )
+  .option('--host <host>', 'address to listen on (overrides CAIRN_HOST and server.host)')
+  .action(async (options: { daemons: boolean; port?: string; host?: string }) => {
+    await run(() => serve(options));
   });
 
 program
@@ -75,6 +111,18 @@ program
   });
 
 program
+  .command('doctor')
+  .description(
+    'check the settings, the database, that each model role answers a tiny request, and the agents; exit 1 on any failure',
+  )
+  .option('--timeout <ms>', 'how long each model may take to answer (default 15000)')
+  .action(async (options: { timeout?: string }) => {
+    await run(async () => {
+      process.exitCode = await doctor(options);
+    });
+  });
+
+program
   .command('mcp')
   .description('serve the agents as MCP tools (chat_with_<agent>) on stdin/stdout')
   .action(async () => {
@@ -85,9 +133,9 @@ program
   .command('chat <agent>')
   .description('chat with an agent on a running server (streamed)')
   .option('--session <id>', 'continue this session')
-  .option('--url <url>', 'server URL (default: CAIRN_URL or cairn.json host/port)')
+  .option('--url <url>', URL_HELP)
   .action(async (agent: string, options: { session?: string; url?: string }) => {
-    await chat(agent, options).catch(fail);
+    await run(() => chat(agent, client(options)));
   });
 
 const sessions = program
@@ -95,9 +143,9 @@ const sessions = program
   .description('list recent sessions on a running server (or export / import one)')
   .option('--agent <name>', 'only this agent')
   .option('--limit <n>', 'how many', '20')
-  .option('--url <url>', 'server URL')
+  .option('--url <url>', URL_HELP)
   .action(async (options: { agent?: string; limit?: string; url?: string }) => {
-    await listSessions(options).catch(fail);
+    await run(() => listSessions(client(options)));
   });
 
 sessions
@@ -105,20 +153,20 @@ sessions
   .description('write a session as NDJSON (messages, summary, compaction history)')
   .option('-o, --output <file>', 'write to this file instead of stdout')
   .action(async (sessionId: string, options: { output?: string }, command: Command) => {
-    await exportSession(sessionId, withParentUrl(options, command)).catch(fail);
+    await run(() => exportSession(sessionId, withParentUrl(options, command)));
   });
 
 sessions
   .command('import <file>')
   .description('import a session exported with `cairn sessions export`; prints its new id')
   .action(async (file: string, _options: unknown, command: Command) => {
-    await importSessionFile(file, withParentUrl({}, command)).catch(fail);
+    await run(() => importSessionFile(file, withParentUrl({}, command)));
   });
 
 const keys = program
   .command('keys')
   .description('client keys on a running server (needs the admin key, CAIRN_API_KEY)')
-  .option('--url <url>', 'server URL');
+  .option('--url <url>', URL_HELP);
 
 keys
   .command('create <name>')
@@ -132,7 +180,7 @@ keys
       options: { agents?: string; rpm?: string; tokensPerDay?: string },
       command: Command,
     ) => {
-      await createKey(name, withParentUrl(options, command)).catch(fail);
+      await run(() => createKey(name, withParentUrl(options, command)));
     },
   );
 
@@ -140,14 +188,14 @@ keys
   .command('list')
   .description('list client keys (never their secrets)')
   .action(async (_options: unknown, command: Command) => {
-    await listKeys(withParentUrl({}, command)).catch(fail);
+    await run(() => listKeys(withParentUrl({}, command)));
   });
 
 keys
   .command('revoke <keyId>')
   .description('revoke a client key at once, on every instance')
   .action(async (id: string, _options: unknown, command: Command) => {
-    await revokeKey(id, withParentUrl({}, command)).catch(fail);
+    await run(() => revokeKey(id, withParentUrl({}, command)));
   });
 
 program
@@ -156,13 +204,20 @@ program
   .option('--dry-run', 'show what would be compacted, without calling the model')
   .option('--undo', 'undo the latest compaction')
   .option('--instructions <text>', 'extra instructions for the summary')
-  .option('--url <url>', 'server URL')
+  .option('--json', 'print the whole result as JSON instead of a one-line summary')
+  .option('--url <url>', URL_HELP)
   .action(
     async (
       sessionId: string,
-      options: { dryRun?: boolean; undo?: boolean; instructions?: string; url?: string },
+      options: {
+        dryRun?: boolean;
+        undo?: boolean;
+        instructions?: string;
+        json?: boolean;
+        url?: string;
+      },
     ) => {
-      await compact(sessionId, options).catch(fail);
+      await run(() => compact(sessionId, client(options)));
     },
   );
 

@@ -4,12 +4,14 @@
  * period, and the process exits 0.
  */
 import { existsSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { buildApp, type CairnApp } from '../app.js';
 import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError, describeError } from '../errors.js';
 import { acquireProcessLock } from '../store/sqlite/process-lock.js';
 import { CliUsageError } from './client.js';
 import { chooseLogFormat, loggerOptions } from './log-format.js';
+import { localUrlOf, recordServerAddress } from './server-address.js';
 
 export const SHUTDOWN_GRACE_MS = 30_000;
 /** While draining, how often connections that went idle are closed. */
@@ -17,10 +19,41 @@ const IDLE_REAP_INTERVAL_MS = 100;
 
 export interface ServeOptions {
   daemons: boolean;
+  /** `--port`: overrides CAIRN_PORT and server.port. */
+  port?: string;
+  /** `--host`: overrides CAIRN_HOST and server.host. */
+  host?: string;
+}
+
+/** `--port`'s value as a port number, or a one-line error. */
+export function parsePortOption(value: string): number {
+  const port = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new CliUsageError(`--port must be an integer 0–65535, got "${value}".`);
+  return port;
+}
+
+/**
+ * `--host`'s value: a host name or an IP address (IPv6 with or without
+ * brackets), never a URL or a host with a port, which would only fail later
+ * at bind time with a less clear message.
+ */
+export function parseHostOption(value: string): string {
+  const host = value.trim().replace(/^\[(.*)\]$/, '$1');
+  if (isIP(host) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(host))
+    throw new CliUsageError(
+      `--host takes a host name or an IP address such as 127.0.0.1 or 0.0.0.0 (no scheme, no port), got "${value}". Give the port with --port.`,
+    );
+  return host;
 }
 
 export async function serve(options: ServeOptions): Promise<CairnApp> {
-  const settings = loadSettings();
+  // The flags are the variables' values, read as the settings read every other override.
+  const flags = {
+    ...(options.port !== undefined ? { CAIRN_PORT: String(parsePortOption(options.port)) } : {}),
+    ...(options.host !== undefined ? { CAIRN_HOST: parseHostOption(options.host) } : {}),
+  };
+  const settings = loadSettings({ env: { ...process.env, ...flags } });
   if (!isLoopbackHost(settings.server.host) && settings.server.apiKey === null) {
     throw new CairnError(
       'VALIDATION_ERROR',
@@ -55,8 +88,19 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     });
   } catch (err) {
     await app.close().catch(() => undefined);
-    throw listenError(err, settings.server.host, settings.server.port);
+    throw listenError(err, settings.server.host, settings.server.port, {
+      port: options.port !== undefined,
+      host: options.host !== undefined,
+    });
   }
+  // Client commands started in this home (cairn chat, …) find this server through it.
+  const boundPort = (app.server.server.address() as { port: number }).port;
+  const forgetAddress = recordServerAddress(
+    settings.home,
+    localUrlOf(settings.server.host, boundPort),
+  );
+  // Every way out of the process but a crash or kill -9 (after which clients ignore the record).
+  process.once('exit', forgetAddress);
   // Logged only once the port is ours, so "ready" is never followed by a bind error.
   app.server.log.info(
     {
@@ -118,7 +162,6 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
   return app;
 }
 
-/** A bind failure as one line that says how to fix it (the code stays in it for scripts). */
 /** Failures of the file system or SQLite itself while opening the database. */
 const DATABASE_ERROR = /^(SQLITE_\w+|EACCES|EPERM|EROFS|ENOTDIR|EISDIR)$/;
 
@@ -136,21 +179,30 @@ function databaseError(err: unknown, path: string): unknown {
   );
 }
 
-function listenError(err: unknown, host: string, port: number): Error {
+/** A bind failure as one line that says how to fix it (the code stays in it for scripts). */
+function listenError(
+  err: unknown,
+  host: string,
+  port: number,
+  given: { port: boolean; host: boolean },
+): Error {
   const code = (err as NodeJS.ErrnoException).code;
+  const choosePort = given.port
+    ? 'choose another port with --port'
+    : 'choose another port with --port or CAIRN_PORT (or server.port in cairn.json)';
   if (code === 'EADDRINUSE') {
     return new CliUsageError(
-      `port ${port} on ${host} is already in use (EADDRINUSE). Stop the program using it, or choose another port with CAIRN_PORT (or server.port in cairn.json).`,
+      `port ${port} on ${host} is already in use (EADDRINUSE). Stop the program using it, or ${choosePort}.`,
     );
   }
   if (code === 'EACCES') {
     return new CliUsageError(
-      `not allowed to listen on port ${port} (EACCES): ports below 1024 need privileges. Choose another port with CAIRN_PORT (or server.port in cairn.json).`,
+      `not allowed to listen on port ${port} (EACCES): ports below 1024 need privileges. ${choosePort[0]!.toUpperCase()}${choosePort.slice(1)}.`,
     );
   }
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
     return new CliUsageError(
-      `cannot listen on host ${host} (${code}): it is not an address of this machine. Set CAIRN_HOST (or server.host in cairn.json), e.g. 127.0.0.1.`,
+      `cannot listen on host ${host} (${code}): it is not an address of this machine. ${given.host ? 'Give another with --host' : 'Set --host or CAIRN_HOST (or server.host in cairn.json)'}, e.g. 127.0.0.1.`,
     );
   }
   return err as Error;

@@ -123,6 +123,23 @@ describe('cairn chat at a terminal', () => {
     expect(last.at(-1)).toMatchObject({ role: 'user', content: 'Lisbon' });
   });
 
+  it('names the server in its banner, and answers /help and /session itself', async () => {
+    fake.reset();
+    startChat('help', 'assistant');
+    const shown = (): string => screenOf('help');
+    await expect
+      .poll(shown, { timeout: 15_000 })
+      .toContain(`chatting with assistant on ${server.url}`);
+    type('help', '/help');
+    await expect.poll(shown, { timeout: 15_000 }).toMatch(/^\s*\/compact \[instructions\]/m);
+    type('help', '/session');
+    await expect.poll(shown, { timeout: 15_000 }).toContain('no session yet');
+    tmux('send-keys', '-t', 'help', 'C-d');
+    await expect.poll(shown, { timeout: 15_000 }).toMatch(/exit=\d+/);
+    expect(shown()).toContain('exit=0');
+    expect(fake.requests).toHaveLength(0);
+  });
+
   /** Runs `cairn chat <args>` until it exits; returns the screen. */
   const chatUntilExit = async (name: string, args: string): Promise<string> => {
     startChat(name, args);

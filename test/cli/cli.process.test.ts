@@ -152,18 +152,18 @@ describe('cairn sessions and cairn compact against a running server', () => {
     expect(sessions.code).toBe(0);
     expect(sessions.stdout).toContain(id);
 
-    const dry = await cairn(['compact', id, '--dry-run'], env);
+    const dry = await cairn(['compact', id, '--dry-run', '--json'], env);
     expect(dry.code).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({ sessionId: id, dryRun: true });
 
     fake.script({ content: 'Summary: offsite in Lisbon.' });
-    const real = await cairn(['compact', id], env);
+    const real = await cairn(['compact', id, '--json'], env);
     expect(real.code).toBe(0);
     const report = JSON.parse(real.stdout);
     expect(report).toMatchObject({ sessionId: id, alreadyUpToDate: false });
     expect(report.compactedCount).toBeGreaterThan(0);
 
-    const undo = await cairn(['compact', id, '--undo'], env);
+    const undo = await cairn(['compact', id, '--undo', '--json'], env);
     expect(undo.code).toBe(0);
     expect(JSON.parse(undo.stdout)).toMatchObject({ sessionId: id, restoredSize: 0 });
 
