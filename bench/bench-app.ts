@@ -40,7 +40,7 @@ export async function startBenchApp(
   agent: { name: string } & Record<string, unknown>,
   cairnJson: Record<string, unknown> = {},
 ): Promise<{ app: AppModule.CairnApp; close: () => Promise<void> }> {
-  const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+  const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
   const { loadSettings } = (await import(
     new URL('config/settings.js', DIST).href
   )) as typeof SettingsModule;
@@ -48,7 +48,7 @@ export async function startBenchApp(
   mkdirSync(join(home, 'agents', agent.name), { recursive: true });
   writeFileSync(join(home, 'agents', agent.name, 'agent.json'), JSON.stringify(agent));
   writeFileSync(join(home, 'cairn.json'), JSON.stringify(cairnJson));
-  const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+  const app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
   return {
     app,
     close: async () => {

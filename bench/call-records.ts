@@ -51,11 +51,11 @@ async function start(baseURL: string, recordsEnabled: boolean): Promise<BenchApp
   const configPath = join(home, 'cairn.json');
   const config = JSON.parse(readFileSync(configPath, 'utf8')) as Record<string, unknown>;
   writeFileSync(configPath, JSON.stringify({ ...config, records: { enabled: recordsEnabled } }));
-  const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+  const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
   const { loadSettings } = (await import(
     new URL('config/settings.js', DIST).href
   )) as typeof SettingsModule;
-  const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+  const app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
   return {
     app,
     agentName: agent.name,

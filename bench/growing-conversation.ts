@@ -116,11 +116,11 @@ export async function growingConversationRows(
     const seeder = startScript('seed.js', [join(home, 'data/cairn.db'), JSON.stringify(request)]);
     const bySize = (JSON.parse(await seeder.line) as string[][]).map((g) => g[0]!);
 
-    const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+    const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
     const { loadSettings } = (await import(
       new URL('config/settings.js', DIST).href
     )) as typeof SettingsModule;
-    app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+    app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
     const store = app.store as SqliteStore;
     prepare?.(store);
     const turn = async (sessionId: string, message: string): Promise<void> => {

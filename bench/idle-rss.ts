@@ -84,11 +84,11 @@ async function main(): Promise<void> {
   try {
     const { baseURL } = JSON.parse(await fake.line) as { baseURL: string };
     writeDemoHome(home, baseURL, { port: 0 });
-    const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+    const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
     const { loadSettings } = (await import(
       new URL('config/settings.js', DIST).href
     )) as typeof SettingsModule;
-    const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+    const app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
     await app.server.listen({ host: '127.0.0.1', port: 0 });
     console.log(line('after start', await settle()));
     console.log(await idleLine('after start'));

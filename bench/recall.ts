@@ -201,11 +201,11 @@ async function offlineEval(): Promise<string> {
     const { evalSettings } = (await import(
       new URL('cli/eval-compaction.js', DIST).href
     )) as typeof EvalCliModule;
-    const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+    const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
     init(home);
     const settings = evalSettings(loadSettings({ home, env: {} }), home);
     const calls: ObservedCall[] = [];
-    const app = await buildApp(settings, {
+    const app = await startApp(settings, {
       logger: false,
       daemons: false,
       observeModelCall: (call) => calls.push(call),

@@ -10,7 +10,7 @@
  * - The fake (bench/fake-model.ts) answers "ok" with no delay, in its own
  *   process; seeding (bench/seed.ts) also runs in its own process, so neither
  *   shows in this process's RSS or event loop.
- * - The app is built in this process (`buildApp`) and listens on 127.0.0.1;
+ * - The app is built in this process (`startApp`) and listens on 127.0.0.1;
  *   the load client is node's `http` with a keep-alive Agent, in this process.
  * - Every seeded session holds a compacted prefix (summary + compact_size +
  *   compact_seq on the row) and a raw tail of TAIL_MESSAGES messages, so a
@@ -44,7 +44,7 @@
  *   writes, each in its own process, taking turns (bench/throughput.ts).
  *   Aim: Cairn within 15 % of the bare server's turns/s. A second row, for
  *   reference: a bare server writing only the messages, in one transaction.
- * - start: `buildApp` called → `listen` resolved, on the seeded database
+ * - start: `startApp` called → `listen` resolved, on the seeded database
  *   (modules already imported). Budget < 1 s. Also shown, without a budget:
  *   a cold `node dist/cli/main.js serve` process from spawn to its first
  *   200 on GET /health (node start-up and module loading included).
@@ -379,7 +379,7 @@ async function main(): Promise<void> {
     const [warm, c1, c32, ...history] = JSON.parse(await seeder.line) as string[][];
     const seedMs = performance.now() - seedStarted;
 
-    const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+    const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
     const { loadSettings } = (await import(
       new URL('config/settings.js', DIST).href
     )) as typeof SettingsModule;
@@ -387,7 +387,7 @@ async function main(): Promise<void> {
     gc();
 
     const startBegan = performance.now();
-    app = await buildApp(settings, { logger: false, daemons: false });
+    app = await startApp(settings, { logger: false, daemons: false });
     await app.server.listen({ host: '127.0.0.1', port: 0 });
     const startMs = performance.now() - startBegan;
     const afterStart = await idleMemory();
@@ -475,7 +475,7 @@ async function main(): Promise<void> {
         mark(idleAfterRuns.rssMb < BUDGET_RSS_MB),
       ],
       [
-        `start: buildApp → listening (${(110_000).toLocaleString('en-US')}+ message DB)`,
+        `start: startApp → listening (${(110_000).toLocaleString('en-US')}+ message DB)`,
         ms(startMs),
         `< ${BUDGET_START_MS} ms`,
         mark(startMs < BUDGET_START_MS),

@@ -60,11 +60,11 @@ async function startCairn(home: string): Promise<Closable> {
     join(home, 'cairn.json'),
     JSON.stringify({ server: { apiKey: THROUGHPUT_API_KEY }, database: { path: DATABASE } }),
   );
-  const { buildApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
+  const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
   const { loadSettings } = (await import(
     new URL('config/settings.js', DIST).href
   )) as typeof SettingsModule;
-  const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+  const app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
   await app.server.listen({ host: '127.0.0.1', port: 0 });
   return { port: (app.server.server.address() as AddressInfo).port, close: () => app.close() };
 }

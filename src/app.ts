@@ -1,8 +1,9 @@
 /**
  * The composition root: builds the whole server from a `Settings` object, in
  * steps that each take what the steps before returned (logger, agents,
- * storage, observers, models, tools, context care, runtime, server), then
- * starts the background work. The only module that names concrete
+ * storage, observers, models, tools, context care, runtime, server);
+ * `start` then starts the background work, and a step of either that fails
+ * closes what was opened. The only module that names concrete
  * implementations. Never listens — the CLI does, and tests use
  * `app.server.inject` or listen on port 0.
  */
@@ -101,7 +102,30 @@ export interface AppOptions {
    * in the slot wrote before it let the next work in).
    */
   decorateSessionLock?: (lock: SessionLock) => SessionLock;
+  /**
+   * Told as each step of building and starting begins (tests throw here, to
+   * find what a failed step leaves open: nothing).
+   */
+  beforeStep?: (step: AppStep) => void;
 }
+
+/** The steps `buildApp` and `start` take, in order. */
+export const APP_STEPS = [
+  'agents',
+  'storage',
+  'observers',
+  'models',
+  'tools',
+  'context',
+  'runtime',
+  'server',
+  'start:shared',
+  'start:recovery',
+  'start:tools',
+  'start:daemons',
+] as const;
+
+export type AppStep = (typeof APP_STEPS)[number];
 
 export interface CairnApp {
   readonly settings: Settings;
@@ -123,6 +147,11 @@ export interface CairnApp {
   readonly daemons: DaemonScheduler;
   readonly mcp: McpManager;
   readonly agentProblems: readonly AgentProblem[];
+  /**
+   * Starts the background work (see `start`); a step that fails closes
+   * everything and rejects. Once only.
+   */
+  start(): Promise<void>;
   /** Stops accepting work, waits for running turns, closes the database. */
   close(): Promise<void>;
 }
@@ -637,13 +666,16 @@ async function start(built: BuiltApp, options: AppOptions, logger: Logger): Prom
   const { storage, observers, tools, parts } = built;
   const { store, shared, instanceId } = storage;
   const registry = built.agents.registry;
+  const step = (name: AppStep) => options.beforeStep?.(name);
   if (options.watchAgents === true) parts.agentReloader.watch();
   for (const problem of built.agents.problems)
     logger.warn(`agent skipped: ${formatProblem(problem)}`);
+  step('start:shared');
   if (shared) {
     await shared.heartbeat.start();
     await shared.feed.start();
   }
+  step('start:recovery');
   // Beside live peers only a dead instance's tasks are orphans; alone on SQLite, everything is.
   const recovered = shared
     ? await recoverOrphanedWork(store, {
@@ -659,6 +691,7 @@ async function start(built: BuiltApp, options: AppOptions, logger: Logger): Prom
     logger.warn(recovered, 'closed out daemon ticks that died with the previous process');
   // After the orphan sweep: a deadline that passed while the server was down is applied now.
   await parts.approvalTimeouts.recover();
+  step('start:tools');
   await tools.mcp.start();
   const mcpProblems = checkMcpToolEntries(registry.list(), tools.mcp);
   for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) logger.warn(problem);
@@ -667,6 +700,7 @@ async function start(built: BuiltApp, options: AppOptions, logger: Logger): Prom
     tools.catalog.forAgent(agent),
   ))
     logger.warn(formatProblem(problem));
+  step('start:daemons');
   if (options.daemons !== false) await parts.daemons.start();
   observers.recordsPruner.start();
 }
@@ -683,59 +717,112 @@ async function close(built: BuiltApp): Promise<void> {
   await observers.recordsPruner.stop();
   // After the turns: a running turn may still be calling an MCP tool.
   await tools.mcp.close();
+  // The titles and records of the last turns, before the database goes.
+  await observers.recorder.flush();
+  await observers.tracing.shutdown();
+  await closeStorage(storage);
+}
+
+/**
+ * What the steps of `buildApp` opened so far, closed in the reverse order
+ * when a later step fails: a failed build leaves no connection, file handle,
+ * exporter or child process behind.
+ */
+class OpenedParts {
+  private readonly closers: (() => Promise<void>)[] = [];
+
+  add(close: () => Promise<void>): void {
+    this.closers.push(close);
+  }
+
+  async closeAll(): Promise<void> {
+    for (const close of this.closers.reverse()) await close().catch(() => undefined);
+  }
+}
+
+/** Closes the database and what rides on it (the shared lock, feed and heartbeat). */
+async function closeStorage(storage: Storage): Promise<void> {
   if (storage.shared) {
     await storage.shared.feed.close();
     await storage.shared.lock.close();
     await storage.shared.heartbeat.stop();
   }
-  // The titles and records of the last turns, before the database goes.
-  await observers.recorder.flush();
-  await observers.tracing.shutdown();
   await storage.store.close();
 }
 
 /**
  * Builds the server from `settings`, each step from what the steps before it
- * returned, then starts its background work. The logger comes first, so
- * every part logs from the moment it exists.
+ * returned; starts nothing (`app.start()` does, or `startApp`). The logger
+ * comes first, so every part logs from the moment it exists. A step that
+ * throws closes what the steps before it opened.
  */
 export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
   const logger = createLogger(options.logger ?? false);
-  const agents = loadAgentRegistry(settings);
-  const storage = await openStorage(settings, logger, options.decorateSessionLock);
-  const observers = await buildObservers(settings, storage, logger);
-  const models = buildModels(settings, observers, logger, options.observeModelCall);
-  const tools = buildTools(settings, logger, options.mcpBackoff);
-  const context = buildContextCare(settings, storage, agents, models, observers, logger);
-  const parts = buildRuntime(
-    settings,
-    { agents, storage, observers, models, tools, context },
-    logger,
-  );
-  const server = buildServer(
-    settings,
-    { agents, storage, observers, tools, context, parts },
-    logger,
-    options.consoleDir ?? DEFAULT_CONSOLE_DIR,
-  );
-  const built: BuiltApp = { agents, storage, observers, tools, parts, server };
-  await start(built, options, logger);
+  const step = (name: AppStep) => options.beforeStep?.(name);
+  const opened = new OpenedParts();
+  try {
+    step('agents');
+    const agents = loadAgentRegistry(settings);
+    step('storage');
+    const storage = await openStorage(settings, logger, options.decorateSessionLock);
+    opened.add(() => closeStorage(storage));
+    step('observers');
+    const observers = await buildObservers(settings, storage, logger);
+    opened.add(() => observers.tracing.shutdown());
+    step('models');
+    const models = buildModels(settings, observers, logger, options.observeModelCall);
+    step('tools');
+    const tools = buildTools(settings, logger, options.mcpBackoff);
+    opened.add(() => tools.mcp.close());
+    step('context');
+    const context = buildContextCare(settings, storage, agents, models, observers, logger);
+    step('runtime');
+    const parts = buildRuntime(
+      settings,
+      { agents, storage, observers, models, tools, context },
+      logger,
+    );
+    step('server');
+    const server = buildServer(
+      settings,
+      { agents, storage, observers, tools, context, parts },
+      logger,
+      options.consoleDir ?? DEFAULT_CONSOLE_DIR,
+    );
+    opened.add(() => server.close());
+    const built: BuiltApp = { agents, storage, observers, tools, parts, server };
+    let started: Promise<void> | undefined;
+    return {
+      settings,
+      server,
+      sessions: parts.sessions,
+      engine: parts.engine,
+      chats: parts.chats,
+      store: storage.store,
+      agents: agents.registry,
+      events: storage.events,
+      sessionLock: storage.sessionLock,
+      instanceId: storage.instanceId,
+      agentProblems: agents.problems,
+      tasks: parts.tasks,
+      daemons: parts.daemons,
+      mcp: tools.mcp,
+      start: () =>
+        (started ??= start(built, options, logger).catch(async (err: unknown) => {
+          await close(built).catch(() => undefined);
+          throw err;
+        })),
+      close: () => close(built),
+    };
+  } catch (err) {
+    await opened.closeAll();
+    throw err;
+  }
+}
 
-  return {
-    settings,
-    server,
-    sessions: parts.sessions,
-    engine: parts.engine,
-    chats: parts.chats,
-    store: storage.store,
-    agents: agents.registry,
-    events: storage.events,
-    sessionLock: storage.sessionLock,
-    instanceId: storage.instanceId,
-    agentProblems: agents.problems,
-    tasks: parts.tasks,
-    daemons: parts.daemons,
-    mcp: tools.mcp,
-    close: () => close(built),
-  };
+/** Builds the server and starts it: what `cairn serve`, the tools and the tests run. */
+export async function startApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
+  const app = await buildApp(settings, options);
+  await app.start();
+  return app;
 }

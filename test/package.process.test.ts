@@ -22,13 +22,13 @@ async function packageJson(): Promise<PackageJson> {
 }
 
 describe('package.json', () => {
-  it('main is a built module exporting buildApp and loadSettings', async () => {
+  it('main is a built module exporting startApp and loadSettings', async () => {
     const pkg = await packageJson();
     const entry = (await import(pathToFileURL(join(ROOT, pkg.main)).href)) as Record<
       string,
       unknown
     >;
-    expect(typeof entry['buildApp']).toBe('function');
+    expect(typeof entry['startApp']).toBe('function');
     expect(typeof entry['loadSettings']).toBe('function');
   });
 

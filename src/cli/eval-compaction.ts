@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildApp } from '../app.js';
+import { startApp } from '../app.js';
 import {
   loadSettings,
   OFFLINE_MODEL_NAME,
@@ -89,7 +89,7 @@ export async function evalCompaction(
   const calls: ObservedCall[] = [];
   try {
     const settings = evalSettings(loadSettings(), dir, options.modelUrl);
-    const app = await buildApp(settings, {
+    const app = await startApp(settings, {
       logger: false,
       daemons: false,
       observeModelCall: (call) => calls.push(call),

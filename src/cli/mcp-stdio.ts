@@ -5,7 +5,7 @@
  * carries the protocol. A line that is not one JSON-RPC message is answered
  * with a JSON-RPC error. Exits when the client closes stdin or on SIGTERM/SIGINT.
  */
-import { buildApp } from '../app.js';
+import { startApp } from '../app.js';
 import { loadSettings } from '../config/settings.js';
 import { createCairnMcpServer } from '../mcp/cairn-mcp-server.js';
 import { StdioLineTransport } from '../mcp/stdio-line-transport.js';
@@ -18,7 +18,7 @@ export async function serveMcpStdio(): Promise<void> {
   // so `cairn mcp` takes the same one-process lock (use POST /mcp there instead).
   const lock =
     settings.database.kind === 'sqlite' ? acquireProcessLock(settings.database.path) : undefined;
-  const app = await buildApp(settings, {
+  const app = await startApp(settings, {
     logger: { level: process.env.CAIRN_LOG_LEVEL ?? 'warn', stream: process.stderr },
     // Scheduled agents belong to the long-running `cairn serve`, not to each client's child.
     daemons: false,

@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { buildApp, type CairnApp } from '../app.js';
+import { startApp, type CairnApp } from '../app.js';
 import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError, describeError } from '../errors.js';
 import { acquireProcessLock } from '../store/sqlite/process-lock.js';
@@ -68,7 +68,7 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
   try {
     lock =
       settings.database.kind === 'sqlite' ? acquireProcessLock(settings.database.path) : undefined;
-    app = await buildApp(settings, {
+    app = await startApp(settings, {
       logger: loggerOptions(
         chooseLogFormat(process.env, process.stdout.isTTY === true),
         process.env.CAIRN_LOG_LEVEL ?? 'info',

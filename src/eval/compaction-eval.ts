@@ -51,7 +51,7 @@ export interface CompactionEvalInput {
   facts: number;
   compactions: number;
   seed: number;
-  /** Every model call of the app, as the observer passed to `buildApp` appends them. */
+  /** Every model call of the app, as the observer passed to `startApp` appends them. */
   calls: ObservedCall[];
   /** False for the offline model: answers are not scored. */
   scoreAnswers: boolean;

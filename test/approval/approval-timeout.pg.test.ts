@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { APPROVAL_TIMED_OUT_RESULT } from '../../src/runtime/approval-timeouts.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
@@ -31,7 +31,7 @@ afterEach(async () => {
 });
 
 async function start(home: string): Promise<CairnApp> {
-  const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+  const app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
   return app;
 }
 

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { startApp } from '../../src/app.js';
 import {
   DEFAULT_BODY_LIMIT_BYTES,
   DEFAULT_CONTEXT_WINDOW_TOKENS,
@@ -315,7 +315,7 @@ describe('loadSettings', () => {
       url: 'postgres://u:secret@127.0.0.1:1/cairn',
       poolSize: 3,
     });
-    const err = await buildApp(settings, { logger: false, daemons: false }).catch(
+    const err = await startApp(settings, { logger: false, daemons: false }).catch(
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(CairnError);

@@ -5,7 +5,7 @@
  * key's daily token usage is one count for both.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
@@ -15,7 +15,7 @@ let b: CairnApp;
 
 beforeAll(async () => {
   a = await startTestApp({ database: 'postgres', server: { apiKey: ADMIN_KEY } });
-  b = await buildApp(loadSettings({ home: a.home, env: {} }), { logger: false, daemons: false });
+  b = await startApp(loadSettings({ home: a.home, env: {} }), { logger: false, daemons: false });
   a.fake!.setDefault(() => ({
     content: 'ok',
     usage: { prompt_tokens: 30, completion_tokens: 10 },

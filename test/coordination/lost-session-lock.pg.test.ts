@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
@@ -19,7 +19,7 @@ let admin: pg.Client;
 beforeAll(async () => {
   a = await startTestApp({ database: 'postgres' });
   const settings = loadSettings({ home: a.home, env: {} });
-  b = await buildApp(settings, { logger: false, daemons: false });
+  b = await startApp(settings, { logger: false, daemons: false });
   admin = new pg.Client({ connectionString: settings.database.url! });
   await admin.connect();
 });

@@ -6,7 +6,7 @@
  * Last-Event-ID.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { AdvisorySessionLock } from '../../src/coordination/advisory-session-lock.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
@@ -17,7 +17,7 @@ let bUrl: string;
 
 beforeAll(async () => {
   a = await startTestApp({ database: 'postgres' });
-  b = await buildApp(loadSettings({ home: a.home, env: {} }), { logger: false, daemons: false });
+  b = await startApp(loadSettings({ home: a.home, env: {} }), { logger: false, daemons: false });
   bUrl = await b.server.listen({ port: 0, host: '127.0.0.1' });
   // Slow replies, so turns on one session really overlap in time.
   a.fake!.setDefault((body: { messages: { content: string }[] }) => ({

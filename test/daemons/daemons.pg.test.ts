@@ -7,7 +7,7 @@
  */
 import { rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import type { SessionRow, TaskRow } from '../../src/store/store.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
@@ -247,7 +247,7 @@ describe.each(DATABASES)('daemon scheduling (%s)', (kind) => {
   }
 
   async function openApp(home: string, daemons: boolean): Promise<CairnApp> {
-    const app = await buildApp(loadSettings({ home, env: {} }), { logger: false, daemons });
+    const app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons });
     apps.push(app);
     return app;
   }

@@ -9,7 +9,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { makeHome } from '../helpers/test-app.js';
 
@@ -48,7 +48,7 @@ describe('POST /agents/reload and the daemon schedule', () => {
         done();
       },
     });
-    app = await buildApp(loadSettings({ home, env: {} }), {
+    app = await startApp(loadSettings({ home, env: {} }), {
       logger: { level: 'info', stream },
       daemons,
     });

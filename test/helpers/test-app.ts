@@ -6,7 +6,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildApp, type AppOptions, type CairnApp } from '../../src/app.js';
+import { startApp, type AppOptions, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
@@ -117,7 +117,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const database = options.database === 'postgres' ? await createTestDatabase() : null;
   const home = makeHome(options, fake ? fake.baseURL : null, database?.url ?? null);
   const settings = loadSettings({ home, env: options.env ?? {} });
-  const app = await buildApp(settings, { logger: false, daemons: false, ...(options.app ?? {}) });
+  const app = await startApp(settings, { logger: false, daemons: false, ...(options.app ?? {}) });
   return {
     app,
     home,

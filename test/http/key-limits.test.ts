@@ -6,7 +6,7 @@
  * restart).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { startApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { nextUtcMidnight } from '../../src/http/key-limits.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
@@ -145,7 +145,7 @@ describe('tokens per day, per key', () => {
 
     // A restarted server reads the day's usage from the database.
     await harness.app.close();
-    const again = await buildApp(loadSettings({ home: harness.home, env: {} }), {
+    const again = await startApp(loadSettings({ home: harness.home, env: {} }), {
       logger: false,
       daemons: false,
     });

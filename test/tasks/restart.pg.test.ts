@@ -6,7 +6,7 @@
  */
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { INTERRUPTED_TOOL_RESULT } from '../../src/llm/normalize-request.js';
 import { RESUME_AFTER_INTERRUPTION } from '../../src/runtime/task-runner.js';
@@ -32,7 +32,7 @@ interface WireMessage {
 
 /** A Cairn app on an existing home: what a restarted server builds. */
 async function openApp(home: string): Promise<CairnApp> {
-  return buildApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
+  return startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
 }
 
 describe.each(DATABASES)('tasks across a restart (%s)', (kind) => {
