@@ -15,12 +15,17 @@
  * reaches the test workers as CAIRN_TEST_DATABASE_URL, which they inherit.
  * The Postgres store's tests fail, never skip, when there is no server.
  *
+ * And it gives the console's browser tests their Chromium: when
+ * /usr/bin/chromium (or CAIRN_CHROMIUM) is missing, scripts/ensure-chromium.sh
+ * installs Debian's package (as root, as CI and a fresh container run). Where
+ * it cannot (not root), a line says so and the browser tests fail with theirs.
+ *
  * The build goes to a staging folder that is then swapped in, so a server
  * process starting while another test run rebuilds never loads half-written
  * files (plain `tsc` rewrites dist/ in place, file by file).
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, renameSync, rmSync } from 'node:fs';
+import { accessSync, chmodSync, constants, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -112,7 +117,29 @@ async function providePostgres(): Promise<(() => Promise<void>) | undefined> {
   };
 }
 
+/** Installs Chromium for the browser tests when it is missing, as `.ci/run` would. */
+function provideChromium(): void {
+  const chromium = process.env.CAIRN_CHROMIUM ?? '/usr/bin/chromium';
+  try {
+    accessSync(chromium, constants.X_OK);
+    return;
+  } catch {
+    // Missing: install it below.
+  }
+  console.log(`global setup: ${chromium} is missing; installing it (scripts/ensure-chromium.sh)`);
+  try {
+    execFileSync('bash', [join(ROOT, 'scripts', 'ensure-chromium.sh')], {
+      stdio: 'pipe',
+      encoding: 'utf8',
+    });
+  } catch (err) {
+    const reason = ((err as { stderr?: string }).stderr ?? (err as Error).message).trim();
+    console.log(`global setup: Chromium was not installed, the browser tests will fail: ${reason}`);
+  }
+}
+
 export default async function setup(): Promise<(() => Promise<void>) | undefined> {
+  provideChromium();
   const stopPostgres = await providePostgres();
   // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
   const staging = join(ROOT, `dist.building-${process.pid}`);
