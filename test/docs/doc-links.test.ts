@@ -4,7 +4,8 @@
  * under GitHub's slug rules (or an `<a id>`), as a reader clicking it on
  * GitHub would find. Links to other sites are not fetched. A link that says
  * "chapter N" leads to chapter N, and no table has a second row of dashes
- * (which renders as a row of dashes, not as a rule).
+ * (which renders as a row of dashes, not as a rule). Commands are in `sh` or
+ * `bash` fences, the ones the docs test runs (or skips with a reason).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -129,5 +130,30 @@ describe('the docs tables', () => {
       });
     }
     expect(extra).toEqual([]);
+  });
+});
+
+/** A line a reader types: a command Cairn's docs use, or a variable set for one. */
+const COMMAND = /^(curl|cairn|npm|npx|node|docker|export|mkdir|cat|cd)\s|^[A-Z][A-Z0-9_]*=\S/;
+
+describe('the docs commands', () => {
+  it('are in sh or bash fences', () => {
+    const elsewhere: string[] = [];
+    for (const file of FILES) {
+      const lines = readFileSync(join(ROOT, file), 'utf8').split('\n');
+      for (let i = 0; i < lines.length; i++) {
+        const fence = /^\s*```(\w*)\s*$/.exec(lines[i]!);
+        if (!fence) continue;
+        const end = lines.findIndex((line, j) => j > i && /^\s*```\s*$/.test(line));
+        const first = lines.slice(i + 1, end).find((line) => line.trim() !== '');
+        // Fences of program code (js, ts, json…) are not for a terminal.
+        const forText = ['', 'text', 'console', 'shell'].includes(fence[1]!);
+        if (forText && first && COMMAND.test(first.trim())) {
+          elsewhere.push(`${file}:${i + 1} (${fence[1] || 'no language'}): ${first.trim()}`);
+        }
+        i = end;
+      }
+    }
+    expect(elsewhere).toEqual([]);
   });
 });
