@@ -120,7 +120,16 @@ function guideModel(body: any): FakeReply {
  * happened, not merely no error. A file not listed must only run cleanly.
  */
 const OFFLINE_SHOWS: Record<string, readonly string[]> = {
-  'README.md': ['"reply":"[offline model] You said: \\"Hello! My name is Ada', '"compactedCount":'],
+  // The compaction examples' counts, as the text shows them after its turns.
+  'README.md': [
+    '"reply":"[offline model] You said: \\"Hello! My name is Ada',
+    '"compactedCount":2,"newSize":2,"alreadyUpToDate":false',
+    '"compact_size":2,"compact_count":50,"compaction_count":1,"compact_seq":3',
+  ],
+  'docs/guide/08-memory.md': [
+    '"compactedCount":4,"newSize":4,"alreadyUpToDate":false',
+    '"message_count":7,',
+  ],
   'docs/guide/04-sessions-and-chat.md': ['exported 1 message of sess_', '(1 message)'],
   'docs/guide/05-tasks.md': [
     '"status":"waiting","input":"Plan a three-day trip. Ask me: Which city should the trip start from?"',
