@@ -15,10 +15,12 @@
  * reaches the test workers as CAIRN_TEST_DATABASE_URL, which they inherit.
  * The Postgres store's tests fail, never skip, when there is no server.
  *
- * And it gives the console's browser tests their Chromium: when
- * /usr/bin/chromium (or CAIRN_CHROMIUM) is missing, scripts/ensure-chromium.sh
- * installs Debian's package (as root, as CI and a fresh container run). Where
- * it cannot (not root), a line says so and the browser tests fail with theirs.
+ * And it installs what other process tests run, when missing: Debian's
+ * Chromium for the console's browser tests (/usr/bin/chromium, or
+ * CAIRN_CHROMIUM; scripts/ensure-chromium.sh) and tmux for `cairn chat`'s
+ * terminal test (scripts/ensure-tmux.sh), as root, as CI and a fresh container
+ * run. Where it cannot (not root), a line says so and those tests fail with
+ * theirs.
  *
  * The build goes to a staging folder that is then swapped in, so a server
  * process starting while another test run rebuilds never loads half-written
@@ -117,29 +119,47 @@ async function providePostgres(): Promise<(() => Promise<void>) | undefined> {
   };
 }
 
-/** Installs Chromium for the browser tests when it is missing, as `.ci/run` would. */
-function provideChromium(): void {
-  const chromium = process.env.CAIRN_CHROMIUM ?? '/usr/bin/chromium';
+/**
+ * Runs `scripts/<script>` when `present()` is false: it installs what a test
+ * needs (as root, as CI and a fresh container run). Where it cannot, a line
+ * says so, and the tests that need it fail with their own line.
+ */
+function provide(what: string, present: () => boolean, script: string): void {
+  if (present()) return;
+  console.log(`global setup: ${what} is missing; installing it (scripts/${script})`);
   try {
-    accessSync(chromium, constants.X_OK);
-    return;
-  } catch {
-    // Missing: install it below.
-  }
-  console.log(`global setup: ${chromium} is missing; installing it (scripts/ensure-chromium.sh)`);
-  try {
-    execFileSync('bash', [join(ROOT, 'scripts', 'ensure-chromium.sh')], {
-      stdio: 'pipe',
-      encoding: 'utf8',
-    });
+    execFileSync('bash', [join(ROOT, 'scripts', script)], { stdio: 'pipe', encoding: 'utf8' });
   } catch (err) {
     const reason = ((err as { stderr?: string }).stderr ?? (err as Error).message).trim();
-    console.log(`global setup: Chromium was not installed, the browser tests will fail: ${reason}`);
+    console.log(
+      `global setup: ${what} was not installed, the tests that use it will fail: ${reason}`,
+    );
+  }
+}
+
+/** The console's browser tests drive this Chromium. */
+function chromiumPresent(): boolean {
+  try {
+    accessSync(process.env.CAIRN_CHROMIUM ?? '/usr/bin/chromium', constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `cairn chat`'s terminal test runs it under tmux. */
+function tmuxPresent(): boolean {
+  try {
+    execFileSync('tmux', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
   }
 }
 
 export default async function setup(): Promise<(() => Promise<void>) | undefined> {
-  provideChromium();
+  provide('Chromium', chromiumPresent, 'ensure-chromium.sh');
+  provide('tmux', tmuxPresent, 'ensure-tmux.sh');
   const stopPostgres = await providePostgres();
   // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
   const staging = join(ROOT, `dist.building-${process.pid}`);
