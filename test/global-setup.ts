@@ -15,12 +15,19 @@
  * reaches the test workers as CAIRN_TEST_DATABASE_URL, which they inherit.
  * The Postgres store's tests fail, never skip, when there is no server.
  *
+ * And it installs what other process tests run, when missing: Debian's
+ * Chromium for the console's browser tests (/usr/bin/chromium, or
+ * CAIRN_CHROMIUM; scripts/ensure-chromium.sh) and tmux for `cairn chat`'s
+ * terminal test (scripts/ensure-tmux.sh), as root, as CI and a fresh container
+ * run. Where it cannot (not root), a line says so and those tests fail with
+ * theirs.
+ *
  * The build goes to a staging folder that is then swapped in, so a server
  * process starting while another test run rebuilds never loads half-written
  * files (plain `tsc` rewrites dist/ in place, file by file).
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, renameSync, rmSync } from 'node:fs';
+import { accessSync, chmodSync, constants, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -112,7 +119,47 @@ async function providePostgres(): Promise<(() => Promise<void>) | undefined> {
   };
 }
 
+/**
+ * Runs `scripts/<script>` when `present()` is false: it installs what a test
+ * needs (as root, as CI and a fresh container run). Where it cannot, a line
+ * says so, and the tests that need it fail with their own line.
+ */
+function provide(what: string, present: () => boolean, script: string): void {
+  if (present()) return;
+  console.log(`global setup: ${what} is missing; installing it (scripts/${script})`);
+  try {
+    execFileSync('bash', [join(ROOT, 'scripts', script)], { stdio: 'pipe', encoding: 'utf8' });
+  } catch (err) {
+    const reason = ((err as { stderr?: string }).stderr ?? (err as Error).message).trim();
+    console.log(
+      `global setup: ${what} was not installed, the tests that use it will fail: ${reason}`,
+    );
+  }
+}
+
+/** The console's browser tests drive this Chromium. */
+function chromiumPresent(): boolean {
+  try {
+    accessSync(process.env.CAIRN_CHROMIUM ?? '/usr/bin/chromium', constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `cairn chat`'s terminal test runs it under tmux. */
+function tmuxPresent(): boolean {
+  try {
+    execFileSync('tmux', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export default async function setup(): Promise<(() => Promise<void>) | undefined> {
+  provide('Chromium', chromiumPresent, 'ensure-chromium.sh');
+  provide('tmux', tmuxPresent, 'ensure-tmux.sh');
   const stopPostgres = await providePostgres();
   // A sibling of dist/, so compiled `new URL('../package.json', import.meta.url)` still resolves.
   const staging = join(ROOT, `dist.building-${process.pid}`);

@@ -15,6 +15,11 @@ const PROGRESS_MIN_MESSAGES = 1_000;
 const PROGRESS_MIN_BYTES = 1024 * 1024;
 const BAR_WIDTH = 30;
 
+/** `1 message`, `2 messages`: the count a report line names. */
+export function countOf(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
+
 function onTerminal(): boolean {
   return process.stderr.isTTY === true;
 }
@@ -77,7 +82,7 @@ export async function exportSession(
     await once(out, 'finish');
   }
   process.stderr.write(
-    `exported ${messages} messages of ${sessionId}${options.output ? ` to ${options.output}` : ''}\n`,
+    `exported ${countOf(messages, 'message')} of ${sessionId}${options.output ? ` to ${options.output}` : ''}\n`,
   );
 }
 
@@ -101,6 +106,6 @@ export async function importSessionFile(file: string, options: ClientOptions): P
   };
   bar.finish();
   console.log(
-    `imported ${file} as ${result.session.id} (${result.session.message_count} messages)`,
+    `imported ${file} as ${result.session.id} (${countOf(result.session.message_count, 'message')})`,
   );
 }

@@ -1,27 +1,40 @@
 /**
- * The shell snippets of the README and the guide run as
- * written, in order, against a real `cairn serve` with the fake model.
+ * The shell snippets of the README and of every guide chapter run as written,
+ * in order, against a real `cairn serve` with no model configured, so the
+ * built-in offline model answers, as it does for a reader who pastes them
+ * after `npm start`. Each file's output must also show what its text says
+ * happened (OFFLINE_SHOWS: the question asked, the tool called…), not merely
+ * no error. The chapters whose text shows what a tool-calling model decides by
+ * itself (FAKE_MODEL_CHAPTERS) run a second time against a server whose model
+ * is the fake OpenAI server (test/fakes/), scripted to answer as the text says
+ * a model would.
+ *
  * One rewrite only: the documented address http://127.0.0.1:5050 becomes the
  * test server's; a command naming a fixed session, task or key id fails the
- * test, since pasted it would answer 404. `cairn` is the compiled CLI. Snippets
- * marked `<!-- docs-test: skip <reason> -->` are not run (listed in the test
- * name).
+ * test, since pasted it would answer 404. `cairn` is the compiled CLI.
+ *
+ * Markers, on the lines right before a fence (test/docs/markdown-snippets.ts):
+ *
+ * - `<!-- docs-test: skip <reason> -->`: the snippet cannot run here (it
+ *   installs, starts a server of its own, needs a real provider or Docker,
+ *   streams until stopped); the reason is required and shows in the test name.
+ * - `<!-- docs-test: expect-error <CODE> -->`: the snippet shows an error; its
+ *   output must name that code (Cairn's code or a JSON-RPC one) instead of
+ *   being free of errors.
+ * - `<!-- docs-test: output -->`, before the fence that follows a snippet: that
+ *   fence is the snippet's output as the offline model prints it, compared line
+ *   by line (for output with nothing that varies from run to run).
  *
  * `curl` is the real one behind a wrapper that notes the status of every
  * answer. A snippet fails on an HTTP 4xx/5xx, on Cairn's error envelope in its
- * output (a JSON-RPC error has the same shape), on a failed task and on a
- * non-zero exit, unless it is marked `<!-- docs-test: expect-error <CODE> -->`:
- * then its output must carry that error code instead.
- *
- * The fake model answers like the guide's examples: the `planner` of chapter
- * 05 asks where the trip starts, and continues once the answer arrives.
+ * output (a JSON-RPC error has the same shape), on a failed task, on a
+ * non-zero exit, and on two answers run together on one line (as they would
+ * be in a terminal: end the first with `-w '\n'`), unless it is marked
+ * expect-error.
  *
  * A shell variable a snippet sets (`TASK=$(curl …)`) is there for the later
- * snippets of its chapter, as in one terminal; each chapter starts with none,
- * as a reader who opens it first would. The chapters whose walkthroughs use tools
- * (05–07) run a second time against a server with no model configured, so
- * the built-in offline model answers: what they tell the reader to type
- * makes it ask, wait for approval and call tools as the text says.
+ * snippets of its file, as in one terminal; each file starts with none, as a
+ * reader who opens it first would.
  */
 import { execFile } from 'node:child_process';
 import {
@@ -45,25 +58,14 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOCUMENTED_URL = 'http://127.0.0.1:5050';
 /** An id as Cairn prints it: fine in an example of output, never in a command. */
 const FIXED_ID = /\b(sess|task|key)_[0-9a-f]{24}\b/;
-const FILES = [
-  'README.md',
-  ...[
-    '01-getting-started',
-    '02-agents',
-    '03-configuration',
-    '04-sessions-and-chat',
-    '05-tasks',
-    '06-subagents-and-daemons',
-    '07-tools',
-    '08-memory',
-    '09-security',
-    '10-openai-api',
-    '13-running-several-instances',
-    '14-a2a',
-    '15-observing-cairn',
-    '16-compaction-eval',
-  ].map((chapter) => `docs/guide/${chapter}.md`),
-];
+const GUIDE = readdirSync(join(ROOT, 'docs/guide'))
+  .filter((name) => name.endsWith('.md'))
+  .sort()
+  .map((name) => `docs/guide/${name}`);
+const snippetsOf = (file: string): ShellSnippet[] =>
+  shellSnippets(readFileSync(join(ROOT, file), 'utf8'));
+/** The README and every chapter with a shell snippet: none can be left out. */
+const FILES = ['README.md', ...GUIDE.filter((file) => snippetsOf(file).length > 0)];
 
 /** The fake model's replies: what the guide's examples show a model answering. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the request body as the fake records it
@@ -114,10 +116,21 @@ function guideModel(body: any): FakeReply {
 }
 
 /**
- * The chapters run again with the offline model, each with what its output
- * must show: the walkthrough happened, not merely no error.
+ * What each file's output must show with the offline model: the walkthrough
+ * happened, not merely no error. A file not listed must only run cleanly.
  */
-const OFFLINE_FILES: Record<string, readonly string[]> = {
+const OFFLINE_SHOWS: Record<string, readonly string[]> = {
+  // The compaction examples' counts, as the text shows them after its turns.
+  'README.md': [
+    '"reply":"[offline model] You said: \\"Hello! My name is Ada',
+    '"compactedCount":2,"newSize":2,"alreadyUpToDate":false',
+    '"compact_size":2,"compact_count":50,"compaction_count":1,"compact_seq":3',
+  ],
+  'docs/guide/08-memory.md': [
+    '"compactedCount":4,"newSize":4,"alreadyUpToDate":false',
+    '"message_count":7,',
+  ],
+  'docs/guide/04-sessions-and-chat.md': ['exported 1 message of sess_', '(1 message)'],
   'docs/guide/05-tasks.md': [
     '"status":"waiting","input":"Plan a three-day trip. Ask me: Which city should the trip start from?"',
     'it returned: Lyon.',
@@ -130,7 +143,27 @@ const OFFLINE_FILES: Record<string, readonly string[]> = {
     '"mode":"subagent"',
   ],
   'docs/guide/07-tools.md': ['I called current_time {}; it returned: {\\"iso\\":'],
+  'docs/guide/14-a2a.md': [
+    '"state":"TASK_STATE_INPUT_REQUIRED","message":{"messageId":',
+    '"parts":[{"text":"Which city should the trip start from?"}]',
+    'I called ask_user {\\"question\\":\\"Which city should the trip start from?\\"}; it returned: Lyon.',
+    '"arguments":"{\\"city\\":\\"Lyon\\"}"',
+    '"arguments":"{\\"city\\":\\"Annecy\\"}"',
+    'it returned: Booked a room in Lyon. I called book_hotel {\\"city\\":\\"Annecy\\"}; it returned: A person denied this tool call; it was not run. Their reason: not this month.',
+    '"state":"TASK_STATE_COMPLETED"',
+  ],
 };
+
+/**
+ * The chapters that also run against the fake model: their text shows what a
+ * tool-calling model decides by itself (to ask, to call the helper, to book one
+ * city after the other), which the offline model does only when told to.
+ */
+const FAKE_MODEL_CHAPTERS = [
+  'docs/guide/05-tasks.md',
+  'docs/guide/06-subagents-and-daemons.md',
+  'docs/guide/14-a2a.md',
+];
 
 /** Variables a snippet assigns at the start of a line (`TASK=$(…)`). */
 function assignedVariables(code: string): string[] {
@@ -198,14 +231,31 @@ function unexpected(snippet: ShellSnippet, run: Run): string | null {
   if (failed.length > 0) return `HTTP errors: ${failed.join('; ')}`;
   if (/"error":\s*\{\s*"code"/.test(run.output)) return 'an error envelope in the output';
   if (/"status":\s*"failed"/.test(run.output)) return 'a failed task in the output';
+  // What follows the end of a JSON answer on its line is the next answer or command's output.
+  const runTogether = /[}\]](?:\{"|[a-z]{2,} )/.exec(run.output);
+  if (runTogether) {
+    return `two outputs run together on one line at …${run.output.slice(Math.max(0, runTogether.index - 40), runTogether.index + 40)}… (end the answer with -w '\\n')`;
+  }
   return null;
 }
 
-/** Runs a chapter's snippets in order from a clean slate; returns their output. */
-async function runChapter(file: string, home: string, url: string, env: Record<string, string>) {
+/** Output lines without the spaces a terminal does not show at their ends. */
+const trimLines = (text: string): string => text.replace(/[ \t]+$/gm, '').trim();
+
+/**
+ * Runs a file's snippets in order from a clean slate; returns their output.
+ * With `compareOutput` (the offline model), a snippet's marked output must be what it printed.
+ */
+async function runChapter(
+  file: string,
+  home: string,
+  url: string,
+  env: Record<string, string>,
+  { compareOutput = true } = {},
+) {
   rmSync(join(home, VARS_FILE), { force: true });
   let output = '';
-  for (const snippet of shellSnippets(readFileSync(join(ROOT, file), 'utf8'))) {
+  for (const snippet of snippetsOf(file)) {
     if (snippet.skip) continue;
     expect(snippet.code, `${file}:${snippet.line} uses a fixed id`).not.toMatch(FIXED_ID);
     const code = snippet.code.replaceAll(DOCUMENTED_URL, url);
@@ -213,6 +263,11 @@ async function runChapter(file: string, home: string, url: string, env: Record<s
     const where = `${file}:${snippet.line}\n${code}\n---\n${run.output}\n--- answers\n${run.answers.join('\n')}`;
     if (process.env.DOCS_TEST_PRINT) console.log(where);
     expect(unexpected(snippet, run), where).toBeNull();
+    if (compareOutput && snippet.output !== undefined) {
+      expect(trimLines(run.output), `${file}:${snippet.line}: the output the text shows`).toBe(
+        trimLines(snippet.output),
+      );
+    }
     output += run.output;
   }
   return output;
@@ -264,20 +319,54 @@ function cliEnv(home: string, url: string): Record<string, string> {
   return { PATH: `${bin}:${process.env.PATH ?? ''}`, CAIRN_URL: url, CAIRN_HOME: home };
 }
 
-const GUIDE = readdirSync(join(ROOT, 'docs/guide'))
-  .filter((name) => name.endsWith('.md'))
-  .map((name) => `docs/guide/${name}`);
+/** `file: every snippet in order`, with what was skipped and why. */
+function testName(file: string, snippets: ShellSnippet[], what: string): string {
+  const skipped = snippets.filter((s) => s.skip).map((s) => `${s.line} (${s.skip})`);
+  return `${file}: ${what}${skipped.length > 0 ? `; skipped: ${skipped.join(', ')}` : ''}`;
+}
 
 describe('the docs the test covers', () => {
-  it('include every chapter that has a shell snippet', () => {
-    const withSnippets = GUIDE.filter(
-      (file) => shellSnippets(readFileSync(join(ROOT, file), 'utf8')).length > 0,
-    );
-    expect(withSnippets.filter((file) => !FILES.includes(file))).toEqual([]);
+  it('are the README and every chapter with a shell snippet, each with one it runs', () => {
+    expect(FILES).toContain('docs/guide/14-a2a.md');
+    for (const file of FILES)
+      expect(
+        snippetsOf(file).some((s) => !s.skip),
+        file,
+      ).toBe(true);
+    for (const file of [...Object.keys(OFFLINE_SHOWS), ...FAKE_MODEL_CHAPTERS]) {
+      expect(FILES).toContain(file);
+    }
   });
 });
 
-describe('docs snippets run as written', () => {
+describe('every snippet as written, with the offline model', () => {
+  let home: string;
+  let server: ServerProcess;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    home = makeHome({}, null);
+    server = await spawnServer({ home });
+    env = cliEnv(home, server.url);
+  });
+  afterAll(async () => {
+    await server.stop('SIGTERM');
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  for (const file of FILES) {
+    const shows = OFFLINE_SHOWS[file] ?? [];
+    it(
+      testName(file, snippetsOf(file), 'every snippet in order shows what the text says'),
+      async () => {
+        const output = await runChapter(file, home, server.url, env);
+        for (const text of shows) expect(output).toContain(text);
+      },
+    );
+  }
+});
+
+describe('the chapters that show a tool-calling model, with the fake model', () => {
   let fake: FakeLlmServer;
   let home: string;
   let server: ServerProcess;
@@ -295,36 +384,10 @@ describe('docs snippets run as written', () => {
     rmSync(home, { recursive: true, force: true });
   });
 
-  for (const file of FILES) {
-    const snippets = shellSnippets(readFileSync(join(ROOT, file), 'utf8'));
-    const skipped = snippets.filter((s) => s.skip).map((s) => `${s.line} (${s.skip})`);
-    it(`${file}: every snippet in order${skipped.length > 0 ? `; skipped: ${skipped.join(', ')}` : ''}`, async () => {
-      expect(snippets.some((s) => !s.skip)).toBe(true);
-      await runChapter(file, home, server.url, env);
-    });
-  }
-});
-
-describe('the tool walkthroughs as written, with the offline model', () => {
-  let home: string;
-  let server: ServerProcess;
-  let env: Record<string, string>;
-
-  beforeAll(async () => {
-    home = makeHome({}, null);
-    server = await spawnServer({ home });
-    env = cliEnv(home, server.url);
-  });
-  afterAll(async () => {
-    await server.stop('SIGTERM');
-    rmSync(home, { recursive: true, force: true });
-  });
-
-  for (const [file, expected] of Object.entries(OFFLINE_FILES)) {
-    it(`${file}: every snippet in order shows what the text says`, async () => {
-      const output = await runChapter(file, home, server.url, env);
-      expect(output).toContain('[offline model]');
-      for (const text of expected) expect(output).toContain(text);
+  for (const file of FAKE_MODEL_CHAPTERS) {
+    it(testName(file, snippetsOf(file), 'every snippet in order'), async () => {
+      const output = await runChapter(file, home, server.url, env, { compareOutput: false });
+      expect(output).not.toContain('[offline model]');
     });
   }
 });

@@ -49,6 +49,32 @@ describe('shellSnippets', () => {
     ]);
   });
 
+  it('takes the fence marked as output as the output of the snippet before it', () => {
+    const md = [
+      '```sh',
+      'cairn eval compaction',
+      '```',
+      'It prints:',
+      '<!-- docs-test: output -->',
+      '```text',
+      '| all | 40 |',
+      '```',
+      '```sh',
+      'ls',
+      '```',
+    ].join('\n');
+    expect(shellSnippets(md)).toEqual([
+      { line: 1, code: 'cairn eval compaction', output: '| all | 40 |' },
+      { line: 9, code: 'ls' },
+    ]);
+    expect(() => shellSnippets('<!-- docs-test: output -->\n```text\nx\n```')).toThrow(
+      /above the output of a snippet/,
+    );
+    expect(() =>
+      shellSnippets('```sh\nls\n```\n<!-- docs-test: skip no -->\n```text\nx\n```'),
+    ).toThrow(/belongs above a sh or bash fence/);
+  });
+
   it('refuses a marker without its argument, an unknown marker and an unclosed fence', () => {
     expect(() => shellSnippets('<!-- docs-test: skip -->\n```sh\nls\n```')).toThrow(/reason/);
     expect(() => shellSnippets('<!-- docs-test: expect-error -->\n```sh\nls\n```')).toThrow(

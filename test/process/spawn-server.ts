@@ -64,11 +64,19 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Settings a developer's shell may carry (a provider key, a collector's
+ * address) and the server reads: none reaches a test's server.
+ */
+const SETTING_PREFIXES = ['CAIRN_', 'OPENAI_', 'ANTHROPIC_', 'OTEL_'];
+
 /** Our environment without anything that would override the test home's settings. */
 function baseEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
-    if (key.startsWith('CAIRN_') || key.startsWith('OPENAI_') || key === 'DATABASE_URL') continue;
+    if (SETTING_PREFIXES.some((prefix) => key.startsWith(prefix)) || key === 'DATABASE_URL') {
+      continue;
+    }
     env[key] = value;
   }
   return env;
