@@ -244,16 +244,19 @@ export function CompactPanel(props: {
       )}
       <ErrorNote error={error} />
       <h4>History</h4>
-      <ol class="history">
-        {props.compactions.map((c) => (
-          <li key={c.id} class={c.undone_at ? 'undone' : ''}>
-            {new Date(c.created_at).toLocaleString()} · {c.trigger} · {c.from_size} → {c.to_size}{' '}
-            messages
-            {c.undone_at ? ' · undone' : ''}
-          </li>
-        ))}
-        {props.compactions.length === 0 && <li>No compactions yet.</li>}
-      </ol>
+      {props.compactions.length === 0 ? (
+        <p class="no-history">No compactions yet.</p>
+      ) : (
+        <ol class="history">
+          {props.compactions.map((c) => (
+            <li key={c.id} class={c.undone_at ? 'undone' : ''}>
+              {new Date(c.created_at).toLocaleString()} · {c.trigger} · {c.from_size} → {c.to_size}{' '}
+              messages
+              {c.undone_at ? ' · undone' : ''}
+            </li>
+          ))}
+        </ol>
+      )}
       {props.session.compact_size > 0 && (
         <button type="button" disabled={busy} onClick={() => void undo()}>
           Undo last compaction
