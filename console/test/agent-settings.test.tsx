@@ -49,7 +49,7 @@ describe('agentSettingRows', () => {
     expect(value(GUARDED, 'Model calls a turn')).toBe('at most 4');
     expect(value(GUARDED, 'Temperature')).toBe("the provider's default");
     expect(value(GUARDED, 'Limits')).toBe('none');
-    expect(value(GUARDED, 'Memory')).toBe('off');
+    expect(value(GUARDED, 'Memory')).toBe('off: notes are kept, but the model is not given them');
     expect(value(GUARDED, 'Compaction')).toBe(
       '50% of the raw history per compaction, only when asked; summary up to 12,000 characters (sections)',
     );
@@ -75,6 +75,21 @@ describe('agentSettingRows', () => {
     );
     expect(value(busy, 'Recall')).toBe('off');
     expect(value(busy, 'Daemon')).toBe('every 1h: Report the hour.');
+  });
+
+  it('names the built-in offline model once, not as its own provider', () => {
+    const offline: Agent = {
+      ...GUARDED,
+      resolvedModel: { provider: 'offline', model: 'offline', contextWindow: 128000 },
+    };
+    expect(modelText(offline)).toBe('the built-in offline model (no network)');
+    expect(modelText(offline)).not.toContain('offline (offline)');
+  });
+
+  it('says notes of an agent with memory off are searchable when it has the memory tool', () => {
+    expect(value({ ...GUARDED, tools: ['memory'] }, 'Memory')).toBe(
+      'off: notes are not put in the context; the model can search them with the memory tool',
+    );
   });
 
   it("falls back to the agent's own model name on a server that does not resolve it", () => {

@@ -94,7 +94,13 @@ describe('<CompactPanel>', () => {
     expect(html).not.toContain('Preview');
     expect(html).not.toContain('Undo last compaction');
     expect(html).toContain('Nothing to compact: the session has no messages yet.');
-    expect(html).toContain('No compactions yet.');
+  });
+
+  it('says there are no compactions yet in a sentence, not as a numbered item', () => {
+    const html = render(SESSION, [SYSTEM], NONE);
+    expect(html).toContain('<p class="no-history">No compactions yet.</p>');
+    expect(html).not.toContain('<li>No compactions yet.</li>');
+    expect(html).not.toContain('<ol class="history">');
   });
 
   it('offers Preview and Compact now when there is something to compact, and Undo once compacted', () => {

@@ -72,4 +72,13 @@ describe('the keys page', () => {
     expect(html).toContain('revoked');
     expect(html).not.toContain('cairn_sk_');
   });
+
+  it('names every column, the revoke one too', () => {
+    const html = renderToString(<KeyTable keys={[KEY]} onRevoke={() => undefined} />);
+    const headers = [...html.matchAll(/<th[^>]*>(.*?)<\/th>|<th[^>]*\/>/g)].map((m) => m[1] ?? '');
+    expect(headers).toHaveLength(7);
+    for (const header of headers) expect(header.trim()).not.toBe('');
+    expect(headers.at(-1)).toBe('Status');
+    expect(html).toContain('<td>active <button');
+  });
 });

@@ -2,8 +2,8 @@
 import { renderToString } from 'preact-render-to-string';
 import { describe, expect, it } from 'vitest';
 import { formatTime } from '../src/lib/format';
-import { LABEL_MAX_CHARS, sessionLabel } from '../src/lib/session-list';
-import type { Session } from '../src/lib/types';
+import { LABEL_MAX_CHARS, sessionHeading, sessionLabel } from '../src/lib/session-list';
+import type { Message, Session } from '../src/lib/types';
 import { SessionTable } from '../src/views/SessionsView';
 
 /** A row as `GET /sessions` returns it. */
@@ -79,5 +79,34 @@ describe('<SessionTable>', () => {
       <SessionTable sessions={[session({ first_user_message: '<img src=x onerror=alert(1)>' })]} />,
     );
     expect(html).not.toContain('<img');
+  });
+});
+
+describe('sessionHeading', () => {
+  const system: Message = { seq: 1, role: 'system', content: 'You help.', compacted: false };
+  const first: Message = {
+    seq: 2,
+    role: 'user',
+    content: '  Plan a trip\nto Lyon  ',
+    compacted: true,
+  };
+
+  it('is the title when there is one', () => {
+    expect(sessionHeading(session({ title: 'Trip planning' }), [system, first])).toBe(
+      'Trip planning',
+    );
+  });
+
+  it('is the start of the first user message when untitled, compacted or not', () => {
+    expect(sessionHeading(session({ first_user_message: undefined }), [system, first])).toBe(
+      'Plan a trip to Lyon',
+    );
+  });
+
+  it('names the agent and the start time of a session with nothing said yet, never the raw id', () => {
+    const empty = session({ first_user_message: undefined });
+    const heading = sessionHeading(empty, [system]);
+    expect(heading).toBe(`Session with assistant, started ${formatTime(empty.created_at)}`);
+    expect(heading).not.toContain(empty.id);
   });
 });

@@ -62,4 +62,18 @@ describe('<TaskItem>', () => {
     expect(html).toContain('Created <time');
     expect(html).not.toContain('updated <time');
   });
+
+  it('labels the task’s input and its result', () => {
+    const html = render(TASK);
+    expect(html).toContain('<dt>Input</dt><dd class="input">Plan a weekend in Lyon</dd>');
+    expect(html).toContain(
+      '<dt>Result</dt><dd class="result">Saturday: the old town. Sunday: the museums.</dd>',
+    );
+  });
+
+  it('labels a failed task’s error, and shows no result it does not have', () => {
+    const html = render({ ...TASK, status: 'failed', result: null, error: 'The model refused.' });
+    expect(html).toContain('<dt>Error</dt><dd class="error">The model refused.</dd>');
+    expect(html).not.toContain('<dt>Result</dt>');
+  });
 });

@@ -258,7 +258,10 @@ describe('the console in Chromium', () => {
       await page.screenshot({ path: join(ARTIFACTS, 'session-compacted.png'), fullPage: true });
 
       // The compacted prefix is folded behind the divider and opens with the keyboard.
-      const firstQuestion = page.getByText('what time is it?', { exact: true });
+      // In the transcript: the page's heading is that question too (the session's first message).
+      const firstQuestion = page
+        .getByRole('region', { name: 'Transcript' })
+        .getByText('what time is it?', { exact: true });
       expect(await firstQuestion.isVisible()).toBe(false);
       await divider.focus();
       await page.keyboard.press('Enter');

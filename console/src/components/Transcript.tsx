@@ -1,10 +1,11 @@
 /**
  * A session's messages: tool calls folded with their labelled arguments and
  * results, the compacted prefix set apart behind "Summary covers N messages",
- * then the raw tail (with a note when it starts in the middle of an exchange).
+ * the summary as Markdown, then the raw tail (with a note when it starts in the middle of an exchange).
  * With `onFork`, each user and assistant message offers "Fork from here".
  */
 import type { Api } from '../lib/api';
+import { markdownToSafeHtml } from '../lib/markdown';
 import type { CallSummary } from '../lib/model-calls';
 import {
   readableToolText,
@@ -180,7 +181,11 @@ export function Transcript({
           {summary !== null && (
             <section class="summary" aria-label="Summary">
               <h3>Summary</h3>
-              <p>{summary}</p>
+              {/* Safe HTML: raw HTML escaped, no images, no dangerous links (lib/markdown). */}
+              <div
+                class="markdown"
+                dangerouslySetInnerHTML={{ __html: markdownToSafeHtml(summary, 4) }}
+              />
             </section>
           )}
           {note && (

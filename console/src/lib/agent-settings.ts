@@ -16,6 +16,8 @@ const number = (n: number): string => n.toLocaleString('en-US');
 /** `gpt-4o-mini (openai)`, or what an older server lets us say. */
 export function modelText(agent: Agent): string {
   const resolved = agent.resolvedModel;
+  // The offline model is its own provider: "offline (offline)" says nothing.
+  if (resolved?.provider === 'offline') return 'the built-in offline model (no network)';
   if (resolved) return `${resolved.model} (${resolved.provider})`;
   return agent.model ?? "the server's main model";
 }
@@ -46,8 +48,18 @@ function limitsText(limits: Agent['limits']): string {
   return parts.length > 0 ? parts.join(', ') : 'none';
 }
 
-function memoryText(memory: Agent['memory']): string {
-  if (!memory?.enabled) return 'off';
+/** Whether the agent has the memory tool, with which the model searches notes itself. */
+export function hasMemoryTool(agent: Agent): boolean {
+  return (agent.tools ?? []).includes('memory');
+}
+
+function memoryText(agent: Agent): string {
+  const memory = agent.memory;
+  // Off means the notes are not put in the context; they are still kept (and listed on the page).
+  if (!memory?.enabled)
+    return hasMemoryTool(agent)
+      ? 'off: notes are not put in the context; the model can search them with the memory tool'
+      : 'off: notes are kept, but the model is not given them';
   const write = memory.write === false ? 'read-only' : 'the model saves and deletes notes';
   return `on: up to ${number(memory.maxChars)} characters of notes, ${write}`;
 }
@@ -85,7 +97,7 @@ export function agentSettingRows(agent: Agent): SettingRow[] {
     value: agent.temperature !== undefined ? String(agent.temperature) : "the provider's default",
   });
   rows.push({ label: 'Limits', value: limitsText(agent.limits) });
-  rows.push({ label: 'Memory', value: memoryText(agent.memory) });
+  rows.push({ label: 'Memory', value: memoryText(agent) });
   if (agent.defaultCompaction) {
     rows.push({ label: 'Compaction', value: compactionText(agent.defaultCompaction) });
     rows.push({ label: 'Recall', value: recallText(agent.defaultCompaction.recall) });

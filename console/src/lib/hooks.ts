@@ -1,7 +1,8 @@
-/** Shared hooks: the API in context, loading data, following live events. */
+/** Shared hooks: the API in context, loading data, following live events, following the newest message. */
 import { createContext } from 'preact';
 import { useCallback, useContext, useEffect, useRef, useState } from 'preact/hooks';
 import type { Api } from './api';
+import { BottomFollower } from './follow-bottom';
 import { followEvents, type SseEvent } from './sse';
 
 export const ApiContext = createContext<Api | null>(null);
@@ -86,4 +87,34 @@ export function useLiveEvents(
     };
   }, [api, sessionId]);
   return state;
+}
+
+/**
+ * Keeps the page at its bottom while the reader is there and the element
+ * behind `target` grows or shrinks (see `BottomFollower`). Starts once
+ * `ready` is true, when the element is on the page.
+ */
+export function useFollowBottom(target: { current: Element | null }, ready: boolean): void {
+  useEffect(() => {
+    const element = target.current;
+    if (!ready || !element) return;
+    const page = document.documentElement;
+    const view = () => ({
+      scrollTop: page.scrollTop,
+      clientHeight: page.clientHeight,
+      scrollHeight: page.scrollHeight,
+    });
+    const follower = new BottomFollower();
+    const onScroll = () => follower.scrolled(view());
+    const observer = new ResizeObserver(() => {
+      const top = follower.resized(view());
+      if (top !== undefined) window.scrollTo({ top });
+    });
+    observer.observe(element);
+    window.addEventListener('scroll', onScroll, { passive: true });
+    return () => {
+      observer.disconnect();
+      window.removeEventListener('scroll', onScroll);
+    };
+  }, [target, ready]);
 }

@@ -1,7 +1,10 @@
-/** Agents: their model and settings, their memory notes (add, delete), and a way to start a chat. */
+/**
+ * Agents: their model and settings, their memory notes (add, delete), and a
+ * way to start a chat; an unknown agent's page says so and offers nothing.
+ */
 import { useContext, useState } from 'preact/hooks';
 import { RoleContext, useApi, useLoad, useLiveEvents } from '../lib/hooks';
-import { agentSettingRows } from '../lib/agent-settings';
+import { agentSettingRows, hasMemoryTool } from '../lib/agent-settings';
 import { href, navigate, onLinkClick } from '../lib/router';
 import type { Agent, MemoryNote } from '../lib/types';
 import { ErrorNote } from './ErrorNote';
@@ -30,8 +33,42 @@ export function AgentsView({ selected }: { selected: string | undefined }) {
           ))}
         </ul>
       </nav>
-      {name && <AgentDetail key={name} agent={list.find((a) => a.name === name)} name={name} />}
+      {name && <AgentPage agents={agents.data?.agents} name={name} failed={!!agents.error} />}
     </div>
+  );
+}
+
+/**
+ * The page of agent `name` once the list is in: its details, or, for a name
+ * the server does not know (or this key may not see), a page that says so
+ * and offers nothing to act on.
+ */
+export function AgentPage(props: { agents: Agent[] | undefined; name: string; failed?: boolean }) {
+  if (!props.agents) {
+    // The list's error is shown beside it; nothing to say here until it loads.
+    return props.failed ? null : (
+      <section class="main">
+        <p>Loading…</p>
+      </section>
+    );
+  }
+  const agent = props.agents.find((a) => a.name === props.name);
+  if (!agent) return <UnknownAgent name={props.name} />;
+  return <AgentDetail key={agent.name} agent={agent} />;
+}
+
+function UnknownAgent({ name }: { name: string }) {
+  return (
+    <section class="main" aria-labelledby="agent-title">
+      <h2 id="agent-title">No agent named “{name}”</h2>
+      <p>
+        The server has no such agent, or this key may not use it. Pick one from the list, or see{' '}
+        <a href={href('agents')} onClick={onLinkClick}>
+          all agents
+        </a>
+        .
+      </p>
+    </section>
   );
 }
 
@@ -58,7 +95,8 @@ export function AgentSettings({ agent }: { agent: Agent }) {
   );
 }
 
-function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }) {
+function AgentDetail({ agent }: { agent: Agent }) {
+  const { name } = agent;
   const api = useApi();
   const [error, setError] = useState<string>();
   // Memory is the admin's: a client key's console does not ask for it.
@@ -99,7 +137,7 @@ function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }
   return (
     <section class="main" aria-labelledby="agent-title">
       <h2 id="agent-title">{name}</h2>
-      {agent?.description && <p class="description">{agent.description}</p>}
+      {agent.description && <p class="description">{agent.description}</p>}
       <p>
         {/* The session is made with the first message: opening a chat and leaving makes none. */}
         <button
@@ -113,10 +151,17 @@ function AgentDetail({ agent, name }: { agent: Agent | undefined; name: string }
         </a>
       </p>
       <ErrorNote error={error} />
-      {agent && <AgentSettings agent={agent} />}
+      <AgentSettings agent={agent} />
       {admin && (
         <>
           <h3>Memory notes</h3>
+          {!agent.memory?.enabled && (
+            <p class="memory-off" role="note">
+              Memory is off for this agent: these notes are kept, but the model is not given them
+              {hasMemoryTool(agent) ? ' (it can search them with the memory tool)' : ''}. Set{' '}
+              <code>"memory": {'{"enabled": true}'}</code> in its agent.json to give them.
+            </p>
+          )}
           <ErrorNote error={notes.error} />
           <ul class="notes">
             {(notes.data?.notes ?? []).map((n) => (

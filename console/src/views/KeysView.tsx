@@ -114,7 +114,7 @@ export function KeyTable(props: { keys: ClientKey[]; onRevoke: (key: ClientKey) 
           <th>Limits</th>
           <th>Spent</th>
           <th>Last used</th>
-          <th />
+          <th>Status</th>
         </tr>
       </thead>
       <tbody>
@@ -132,9 +132,12 @@ export function KeyTable(props: { keys: ClientKey[]; onRevoke: (key: ClientKey) 
               {key.revoked_at ? (
                 `revoked ${new Date(key.revoked_at).toLocaleString()}`
               ) : (
-                <button type="button" onClick={() => props.onRevoke(key)}>
-                  Revoke
-                </button>
+                <>
+                  active{' '}
+                  <button type="button" onClick={() => props.onRevoke(key)}>
+                    Revoke
+                  </button>
+                </>
               )}
             </td>
           </tr>

@@ -1,17 +1,20 @@
 /**
- * One session: the context bar, compaction (preview, compact now, history,
- * undo), the transcript with the compacted prefix set apart (each message can
- * be forked into a new session), and the chat box. Follows the session's
- * events, so turns sent elsewhere appear live.
+ * One session, headed by its title (or how it began): the context bar,
+ * compaction (preview, compact now, history, undo), the transcript with the
+ * compacted prefix set apart (each message can be forked into a new
+ * session), and the chat box. Follows the session's
+ * events, so turns sent elsewhere appear live, and follows a new reply
+ * while the reader is at the bottom.
  */
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { ContextBar } from '../components/ContextBar';
 import { Transcript } from '../components/Transcript';
 import type { Api } from '../lib/api';
-import { useApi, useLiveEvents, useLoad } from '../lib/hooks';
+import { useApi, useFollowBottom, useLiveEvents, useLoad } from '../lib/hooks';
 import { href, navigate } from '../lib/router';
 import { compactOffer, type CompactOffer } from '../lib/compact-offer';
 import { callsByMessage, formatCost, type CallSummary } from '../lib/model-calls';
+import { sessionHeading } from '../lib/session-list';
 import type { Compaction, ContextInfo, DryRun, Message, Session } from '../lib/types';
 import { ChatBox } from './ChatBox';
 import { ErrorNote } from './ErrorNote';
@@ -97,6 +100,9 @@ export function SessionView({ id }: { id: string }) {
   });
   const recalled = recall.sessionId === id ? recall.bySeq : undefined;
   const data = loaded.data;
+  // The page follows a new reply while the reader is at the bottom (see lib/follow-bottom).
+  const page = useRef<HTMLDivElement>(null);
+  useFollowBottom(page, data !== undefined);
   if (!data) {
     return (
       <section class="main">
@@ -107,12 +113,12 @@ export function SessionView({ id }: { id: string }) {
   }
   const { session } = data;
   return (
-    <div class="session">
+    <div class="session" ref={page}>
       <section class="main" aria-labelledby="session-title">
-        <h2 id="session-title">{session.title ?? session.id}</h2>
+        <h2 id="session-title">{sessionHeading(session, data.messages)}</h2>
         <p class="meta">
-          {session.agent_name} · {session.mode} · {session.status} · {session.message_count}{' '}
-          messages ·{' '}
+          <code class="session-id">{session.id}</code> · {session.agent_name} · {session.mode} ·{' '}
+          {session.status} · {session.message_count} messages ·{' '}
           {session.cost !== undefined && session.cost > 0
             ? `cost ${formatCost(session.cost)} · `
             : ''}{' '}
@@ -244,16 +250,19 @@ export function CompactPanel(props: {
       )}
       <ErrorNote error={error} />
       <h4>History</h4>
-      <ol class="history">
-        {props.compactions.map((c) => (
-          <li key={c.id} class={c.undone_at ? 'undone' : ''}>
-            {new Date(c.created_at).toLocaleString()} · {c.trigger} · {c.from_size} → {c.to_size}{' '}
-            messages
-            {c.undone_at ? ' · undone' : ''}
-          </li>
-        ))}
-        {props.compactions.length === 0 && <li>No compactions yet.</li>}
-      </ol>
+      {props.compactions.length === 0 ? (
+        <p class="no-history">No compactions yet.</p>
+      ) : (
+        <ol class="history">
+          {props.compactions.map((c) => (
+            <li key={c.id} class={c.undone_at ? 'undone' : ''}>
+              {new Date(c.created_at).toLocaleString()} · {c.trigger} · {c.from_size} → {c.to_size}{' '}
+              messages
+              {c.undone_at ? ' · undone' : ''}
+            </li>
+          ))}
+        </ol>
+      )}
       {props.session.compact_size > 0 && (
         <button type="button" disabled={busy} onClick={() => void undo()}>
           Undo last compaction

@@ -1,6 +1,6 @@
 /**
  * Tasks, filtered by agent and status: when each was created and last
- * changed, and for a waiting task its question with a box to
+ * changed, its input and result (or error) labelled, and for a waiting task its question with a box to
  * answer it, or the tool call it waits on with Approve and Deny.
  */
 import { useState } from 'preact/hooks';
@@ -112,9 +112,22 @@ export function TaskItem({ task, onChange }: { task: Task; onChange: () => void 
           </>
         )}
       </p>
-      <p class="input">{task.input}</p>
-      {task.result && <p class="result">{task.result}</p>}
-      {task.error && <p class="error">{task.error}</p>}
+      <dl class="task-io">
+        <dt>Input</dt>
+        <dd class="input">{task.input}</dd>
+        {task.result && (
+          <>
+            <dt>Result</dt>
+            <dd class="result">{task.result}</dd>
+          </>
+        )}
+        {task.error && (
+          <>
+            <dt>Error</dt>
+            <dd class="error">{task.error}</dd>
+          </>
+        )}
+      </dl>
       {approval !== undefined && (
         <form class="approval" onSubmit={(e) => e.preventDefault()}>
           <p class="question">
