@@ -684,15 +684,14 @@ async function close(built: BuiltApp): Promise<void> {
   await storage.store.close();
 }
 
-/**
- * Builds the server from `settings`, each step from what the steps before it
- * returned, then starts its background work. The logger comes first, so
- * every part logs from the moment it exists.
- */
-export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
-  const logger = createLogger(options.logger ?? false);
-  const agents = loadAgentRegistry(settings);
-  const storage = await openStorage(settings, logger);
+/** The steps that build on the open database, from observers to the server. */
+async function buildOnStorage(
+  settings: Settings,
+  options: AppOptions,
+  logger: Logger,
+  agents: LoadedAgents,
+  storage: Storage,
+): Promise<BuiltApp> {
   const observers = await buildObservers(settings, storage, logger);
   const models = buildModels(settings, observers, logger, options.observeModelCall);
   const tools = buildTools(settings, logger, options.mcpBackoff);
@@ -708,8 +707,29 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     logger,
     options.consoleDir ?? DEFAULT_CONSOLE_DIR,
   );
-  const built: BuiltApp = { agents, storage, observers, tools, parts, server };
-  await start(built, options, logger);
+  return { agents, storage, observers, tools, parts, server };
+}
+
+/**
+ * Builds the server from `settings`, each step from what the steps before it
+ * returned, then starts its background work. The logger comes first, so
+ * every part logs from the moment it exists.
+ */
+export async function buildApp(settings: Settings, options: AppOptions = {}): Promise<CairnApp> {
+  const logger = createLogger(options.logger ?? false);
+  const agents = loadAgentRegistry(settings);
+  const storage = await openStorage(settings, logger);
+  let built: BuiltApp | undefined;
+  try {
+    built = await buildOnStorage(settings, options, logger, agents, storage);
+    await start(built, options, logger);
+  } catch (err) {
+    // Whatever failed, what was opened is closed: the database last.
+    await (built ? close(built) : storage.store.close()).catch(() => undefined);
+    throw err;
+  }
+  const ready = built;
+  const { tools, parts, server } = ready;
 
   return {
     settings,
@@ -726,6 +746,6 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
     tasks: parts.tasks,
     daemons: parts.daemons,
     mcp: tools.mcp,
-    close: () => close(built),
+    close: () => close(ready),
   };
 }
