@@ -9,8 +9,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { AgentRegistry } from './agents/agent-registry.js';
-import { formatProblem, loadAgents } from './agents/load-agents.js';
-import type { AgentProblem } from './agents/agent-config.js';
+import { formatProblem, loadAgents, orderProblems } from './agents/load-agents.js';
+import type { AgentProblem, AgentToolList } from './agents/agent-config.js';
 import type { ModelRoleSettings, Settings } from './config/settings.js';
 import { createServer } from './http/create-server.js';
 import { defaultAllowedHosts } from './http/browser-guard.js';
@@ -251,6 +251,8 @@ interface SharedDatabase {
 interface LoadedAgents {
   readonly registry: AgentRegistry;
   readonly problems: readonly AgentProblem[];
+  /** Every file's tool list, skipped files' too: checked at start, once MCP servers run. */
+  readonly toolLists: readonly AgentToolList[];
 }
 
 /** The database and what rides on it: the event bus and the session lock. */
@@ -311,8 +313,8 @@ interface RuntimeParts {
 
 /** The agents, once loaded and registered; a broken agent is skipped and reported at start. */
 function loadAgentRegistry(settings: Settings): LoadedAgents {
-  const { agents, problems } = loadAgents(settings.agentsDir);
-  return { registry: new AgentRegistry(agents, problems), problems };
+  const { agents, problems, toolLists } = loadAgents(settings.agentsDir);
+  return { registry: new AgentRegistry(agents, problems), problems, toolLists };
 }
 
 /** Opens the database `settings.database` selects, with the event bus and the turn slots on it. */
@@ -668,8 +670,6 @@ async function start(built: BuiltApp, options: AppOptions, logger: Logger): Prom
   const registry = built.agents.registry;
   const step = (name: AppStep) => options.beforeStep?.(name);
   if (options.watchAgents === true) parts.agentReloader.watch();
-  for (const problem of built.agents.problems)
-    logger.warn(`agent skipped: ${formatProblem(problem)}`);
   step('start:shared');
   if (shared) {
     await shared.heartbeat.start();
@@ -695,11 +695,15 @@ async function start(built: BuiltApp, options: AppOptions, logger: Logger): Prom
   await tools.mcp.start();
   const mcpProblems = checkMcpToolEntries(registry.list(), tools.mcp);
   for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) logger.warn(problem);
-  // Fail early and visibly on tool lists that cannot be resolved (the same check as `cairn agents validate`).
-  for (const problem of await checkAgentTools(registry.list(), (agent) =>
+  // Fail early and visibly on tool lists that cannot be resolved (the same check as
+  // `cairn agents validate`), each file's problems together, top to bottom.
+  const toolProblems = await checkAgentTools(built.agents.toolLists, (agent) =>
     tools.catalog.forAgent(agent),
-  ))
-    logger.warn(formatProblem(problem));
+  );
+  for (const problem of orderProblems([...built.agents.problems, ...toolProblems])) {
+    const skipped = built.agents.problems.some((p) => p.file === problem.file);
+    logger.warn(`${skipped ? 'agent skipped: ' : ''}${formatProblem(problem)}`);
+  }
   step('start:daemons');
   if (options.daemons !== false) await parts.daemons.start();
   observers.recordsPruner.start();

@@ -74,7 +74,33 @@ export interface AgentProblem {
   file: string;
   /** JSON pointer into that file, e.g. `/defaultCompaction/compactCount`; '' for the root. */
   pointer: string;
-  /** The ajv keyword that failed, or 'name-mismatch' | 'json-parse' | 'path-escape' | 'system-file'. */
+  /** The ajv keyword that failed, or 'name-mismatch' | 'json-parse' | 'path-escape' | 'system-file' | 'duplicate-tool' | 'tool'. */
   rule: string;
   message: string;
+  /** Where in the file (1-based): the value the pointer names, an unknown property's name, or where a syntax error stops the parser. Absent when the file could not be read. */
+  line?: number;
+  column?: number;
+}
+
+/** Where one entry of a `tools` list is in its file. */
+export interface ToolEntryPlace {
+  pointer: string;
+  line: number;
+  column: number;
+}
+
+/**
+ * One agent file's tool list, as the tool check reads it: the loaded agent,
+ * or for a file that was rejected, a stand-in holding the entries that could
+ * still be read, so one report names the file's tool problems beside its
+ * other ones.
+ */
+export interface AgentToolList {
+  /** Path of the agent.json. */
+  readonly file: string;
+  readonly agent: AgentConfig;
+  /** Where each of `agent.tools` is in the file, in the same order. */
+  readonly entries: readonly ToolEntryPlace[];
+  /** Where the `tools` list itself is (the file's start when it has none). */
+  readonly list: ToolEntryPlace;
 }

@@ -57,9 +57,13 @@ export class AgentRegistry {
     if (agent === undefined) {
       const problem = AGENT_NAME_PATTERN.test(name) ? this.invalid.get(name) : undefined;
       if (problem !== undefined) {
+        const at =
+          problem.line !== undefined
+            ? `, at line ${problem.line}, column ${problem.column ?? 1}`
+            : '';
         throw new CairnError(
           'AGENT_NOT_FOUND',
-          `Agent "${name}" is not loaded: agents/${name}/agent.json is invalid. First problem: ${problem.pointer ? `${problem.pointer} ` : ''}${problem.message} (${problem.rule}). Fix the file and restart (or run \`cairn agents validate\`).`,
+          `Agent "${name}" is not loaded: agents/${name}/agent.json is invalid. First problem${at}: ${problem.pointer ? `${problem.pointer} ` : ''}${problem.message} (${problem.rule}). Fix the file: the server reloads it by itself when it changes (or on POST /agents/reload); \`cairn agents validate\` lists every problem.`,
         );
       }
       throw new CairnError(

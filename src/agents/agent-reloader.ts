@@ -13,7 +13,7 @@ import type { AgentProblem } from './agent-config.js';
 import type { AgentRegistry } from './agent-registry.js';
 import type { ResolveTools } from './check-agent-tools.js';
 import { checkAgentTools } from './check-agent-tools.js';
-import { formatProblem, loadAgents } from './load-agents.js';
+import { formatProblem, loadAgents, orderProblems } from './load-agents.js';
 
 /** Editors write a file in several steps; wait for them to settle. */
 export const AGENT_WATCH_DEBOUNCE_MS = 300;
@@ -58,11 +58,11 @@ export class AgentReloader {
   }
 
   private async load(): Promise<ReloadResult> {
-    const { agents, problems } = loadAgents(this.deps.agentsDir);
-    const toolProblems: AgentProblem[] = await checkAgentTools(agents, this.deps.resolveTools);
+    const { agents, problems, toolLists } = loadAgents(this.deps.agentsDir);
+    const toolProblems: AgentProblem[] = await checkAgentTools(toolLists, this.deps.resolveTools);
     this.deps.registry.replace(agents, problems);
     await this.deps.afterReload?.();
-    const lines = [...problems, ...toolProblems].map(formatProblem);
+    const lines = orderProblems([...problems, ...toolProblems]).map(formatProblem);
     (lines.length > 0 ? this.problem : this.deps.log)(
       { agents: agents.map((a) => a.name), problems: lines },
       `agents reloaded (${agents.length} loaded, ${lines.length} problem(s))`,

@@ -1,13 +1,18 @@
 /**
  * Loads agents/<name>/agent.json: validates each file against schemas/agent.json,
  * checks its name and every path it names, resolves `systemFile`, applies the
- * defaults and returns deep-frozen configs plus every problem found. A bad agent
- * is reported and skipped; it never stops the good ones from loading.
+ * defaults and returns deep-frozen configs plus every problem found, each at its
+ * line and column. A bad agent is reported and skipped; it never stops the good
+ * ones from loading. Every check runs on as much of a file as could be read, so
+ * one run reports all of a file's problems, its tool list included (the tool
+ * check reads `toolLists`).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { Ajv, type ErrorObject, type SchemaObject, type ValidateFunction } from 'ajv';
 import { CairnError, describeError } from '../errors.js';
+import { parseJsonSource, type JsonSource, type SourcePosition } from '../config/json-source.js';
+import { didYouMean } from '../config/nearest-name.js';
 import {
   DEFAULT_COMPACT_COUNT,
   DEFAULT_MAX_ITERATIONS,
@@ -17,6 +22,8 @@ import {
   type AgentConfig,
   type AgentLimits,
   type AgentProblem,
+  type AgentToolList,
+  type ToolEntryPlace,
 } from './agent-config.js';
 
 /** src/agents/ under vitest and dist/agents/ when built: both two levels below the repo root. */
@@ -63,25 +70,49 @@ function agentValidator(): ValidateFunction<AgentFile> {
   return compiledValidator;
 }
 
+export interface LoadedAgentFiles {
+  agents: AgentConfig[];
+  /** The problems of the files that were rejected, by file, each file's by position. */
+  problems: AgentProblem[];
+  /** The tool list of every file that could be read, loaded or not: what `checkAgentTools` checks. */
+  toolLists: AgentToolList[];
+}
+
 /**
  * Loads every `<agentsDir>/<name>/agent.json`. Folders without an agent.json are
  * ignored; a missing `agentsDir` yields no agents and no problems.
  */
-export function loadAgents(agentsDir: string): { agents: AgentConfig[]; problems: AgentProblem[] } {
+export function loadAgents(agentsDir: string): LoadedAgentFiles {
   const agents: AgentConfig[] = [];
   const problems: AgentProblem[] = [];
+  const toolLists: AgentToolList[] = [];
   for (const folder of listAgentFolders(agentsDir)) {
     const result = loadAgent(path.join(agentsDir, folder), folder);
-    if ('agent' in result) agents.push(result.agent);
-    else problems.push(...result.problems);
+    if (result.agent) agents.push(result.agent);
+    problems.push(...orderProblems(result.problems));
+    if (result.toolList) toolLists.push(result.toolList);
   }
   agents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return { agents, problems };
+  return { agents, problems, toolLists };
 }
 
-/** One line per problem: `agents/x/agent.json: /maxIterations must be <= 100 (maximum)`. */
+/** One line per problem: `agents/x/agent.json:4:3: /maxIterations must be <= 100 (maximum)`. */
 export function formatProblem(p: AgentProblem): string {
-  return `${p.file}: ${p.pointer ? `${p.pointer} ` : ''}${p.message} (${p.rule})`;
+  const at = p.line !== undefined ? `:${p.line}:${p.column ?? 1}` : '';
+  return `${p.file}${at}: ${p.pointer ? `${p.pointer} ` : ''}${p.message} (${p.rule})`;
+}
+
+/**
+ * Problems by file, then in the order they appear in it (a problem of the
+ * whole file first): a report reads top to bottom like the files.
+ */
+export function orderProblems(problems: readonly AgentProblem[]): AgentProblem[] {
+  return [...problems].sort(
+    (a, b) =>
+      (a.file < b.file ? -1 : a.file > b.file ? 1 : 0) ||
+      (a.line ?? 0) - (b.line ?? 0) ||
+      (a.column ?? 0) - (b.column ?? 0),
+  );
 }
 
 function listAgentFolders(agentsDir: string): string[] {
@@ -115,24 +146,41 @@ function isDirectory(p: string): boolean {
   }
 }
 
-type LoadResult = { agent: AgentConfig } | { problems: AgentProblem[] };
+interface LoadResult {
+  agent?: AgentConfig;
+  problems: AgentProblem[];
+  toolList?: AgentToolList;
+}
+
+type ToolEntry = NonNullable<AgentFile['tools']>[number];
 
 function loadAgent(folderPath: string, folderName: string): LoadResult {
   const file = path.join(folderPath, AGENT_FILE);
+  const parsed = readJson(file);
+  if ('error' in parsed) {
+    return {
+      problems: [
+        { file, pointer: '', rule: 'json-parse', message: parsed.error, ...parsed.position },
+      ],
+    };
+  }
+  const { value: data, source } = parsed;
   const problem = (pointer: string, rule: string, message: string): AgentProblem => ({
     file,
     pointer,
     rule,
     message,
+    ...source.positionOf(pointer),
   });
-
-  const parsed = readJson(file);
-  if ('error' in parsed) return { problems: [problem('', 'json-parse', parsed.error)] };
-  const data = parsed.value;
 
   const validate = agentValidator();
   const valid = validate(data);
-  const problems = valid ? [] : schemaProblems(validate.errors ?? [], file);
+  const errors = valid ? [] : (validate.errors ?? []);
+  const problems = schemaProblems(errors, file, source);
+  // Past this point each check reads only the parts the schema found sound,
+  // so a typo in one field never hides a problem in another.
+  const flagged = (pointer: string): boolean =>
+    errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(`${pointer}/`));
   const name = isRecord(data) ? data['name'] : undefined;
   if (typeof name === 'string' && name !== folderName) {
     problems.push(
@@ -143,10 +191,14 @@ function loadAgent(folderPath: string, folderName: string): LoadResult {
       ),
     );
   }
-  if (problems.length > 0 || !valid) return { problems };
+  if (!isRecord(data)) return { problems };
 
-  const compaction = data.defaultCompaction;
-  if (compaction?.compactCount !== undefined && compaction.compactionCount !== undefined) {
+  const compaction = data['defaultCompaction'];
+  if (
+    isRecord(compaction) &&
+    compaction['compactCount'] !== undefined &&
+    compaction['compactionCount'] !== undefined
+  ) {
     problems.push(
       problem(
         '/defaultCompaction/compactionCount',
@@ -157,59 +209,99 @@ function loadAgent(folderPath: string, folderName: string): LoadResult {
   }
   const dir = fs.realpathSync(folderPath);
   const seen = new Set<string>();
-  data.tools?.map(toolSpecOf).forEach((tool, i) => {
+  // With `uniqueItems` already reported, a repeated entry is not reported again.
+  const listFlagged = errors.some((e) => e.instancePath === '/tools');
+  const usable: { entry: ToolEntry; place: ToolEntryPlace }[] = [];
+  readableToolEntries(data['tools'], flagged).forEach(({ entry, index }) => {
+    const tool = toolSpecOf(entry);
+    const pointer = `/tools/${index}`;
+    let ok = true;
     if (tool.startsWith('./') && resolveInside(dir, tool) === undefined) {
-      problems.push(
-        problem(`/tools/${i}`, 'path-escape', `"${tool}" resolves outside the agent folder`),
-      );
+      problems.push(problem(pointer, 'path-escape', `"${tool}" resolves outside the agent folder`));
+      ok = false;
     }
     if (seen.has(tool)) {
-      problems.push(problem(`/tools/${i}`, 'duplicate-tool', `"${tool}" is listed twice`));
+      if (!listFlagged)
+        problems.push(problem(pointer, 'duplicate-tool', `"${tool}" is listed twice`));
+      ok = false;
     }
     seen.add(tool);
+    if (ok) usable.push({ entry, place: { pointer, ...source.positionOf(pointer) } });
   });
 
-  let system = data.system;
-  if (data.systemFile !== undefined) {
-    const systemPath = resolveInside(dir, data.systemFile);
+  const systemFile = data['systemFile'];
+  let system = typeof data['system'] === 'string' ? data['system'] : undefined;
+  if (typeof systemFile === 'string' && !flagged('/systemFile')) {
+    const systemPath = resolveInside(dir, systemFile);
     if (systemPath === undefined) {
       problems.push(
-        problem(
-          '/systemFile',
-          'path-escape',
-          `"${data.systemFile}" resolves outside the agent folder`,
-        ),
+        problem('/systemFile', 'path-escape', `"${systemFile}" resolves outside the agent folder`),
       );
     } else {
       try {
         system = fs.readFileSync(systemPath, 'utf8');
         if (system.trim() === '')
-          problems.push(problem('/systemFile', 'system-file', `"${data.systemFile}" is empty`));
+          problems.push(problem('/systemFile', 'system-file', `"${systemFile}" is empty`));
       } catch (err) {
         problems.push(
           problem(
             '/systemFile',
             'system-file',
-            `cannot read "${data.systemFile}": ${describeError(err)}`,
+            `cannot read "${systemFile}": ${describeError(err)}`,
           ),
         );
       }
     }
   }
-  if (problems.length > 0 || system === undefined) return { problems };
-  return { agent: toAgentConfig(data, system, dir) };
+
+  const listPlace = { pointer: '/tools', ...source.positionOf('/tools') };
+  if (problems.length > 0 || !valid || system === undefined) {
+    // A stand-in with the sound entries only: the tool check must never import
+    // a module outside the folder, nor read an entry the schema refused.
+    const standIn = toAgentConfig({ name: folderName, tools: usable.map((u) => u.entry) }, '', dir);
+    const toolList = { file, agent: standIn, entries: usable.map((u) => u.place), list: listPlace };
+    return { problems, toolList };
+  }
+  const agent = toAgentConfig(data, system, dir);
+  return {
+    agent,
+    problems: [],
+    toolList: { file, agent, entries: usable.map((u) => u.place), list: listPlace },
+  };
 }
 
-function readJson(file: string): { value: unknown } | { error: string } {
+/** The entries of `tools` the schema found sound, with their index in the file. */
+function readableToolEntries(
+  tools: unknown,
+  flagged: (pointer: string) => boolean,
+): { entry: ToolEntry; index: number }[] {
+  if (!Array.isArray(tools)) return [];
+  const readable: { entry: ToolEntry; index: number }[] = [];
+  tools.forEach((entry: unknown, index) => {
+    if (flagged(`/tools/${index}`)) return;
+    if (typeof entry === 'string' || (isRecord(entry) && typeof entry['tool'] === 'string'))
+      readable.push({ entry: entry as ToolEntry, index });
+  });
+  return readable;
+}
+
+function readJson(
+  file: string,
+): { value: unknown; source: JsonSource } | { error: string; position?: SourcePosition } {
+  let text: string;
   try {
-    return { value: JSON.parse(fs.readFileSync(file, 'utf8')) };
+    text = fs.readFileSync(file, 'utf8');
   } catch (err) {
     return { error: describeError(err) };
   }
+  const parsed = parseJsonSource(text);
+  return 'error' in parsed
+    ? { error: `not valid JSON: ${parsed.error}`, position: parsed.position }
+    : parsed;
 }
 
 /** The spec string of a `tools` entry (a string, or an object with options). */
-function toolSpecOf(entry: NonNullable<AgentFile['tools']>[number]): string {
+function toolSpecOf(entry: ToolEntry): string {
   return typeof entry === 'string' ? entry : entry.tool;
 }
 
@@ -282,8 +374,15 @@ function existsAsLink(p: string): boolean {
   }
 }
 
-/** ajv errors as problems, with the unknown property named and follow-on noise left out. */
-function schemaProblems(errors: readonly ErrorObject[], file: string): AgentProblem[] {
+/**
+ * ajv errors as problems, with the unknown property named (and the property it
+ * may stand for) and follow-on noise left out, each at its place in `source`.
+ */
+function schemaProblems(
+  errors: readonly ErrorObject[],
+  file: string,
+  source: JsonSource,
+): AgentProblem[] {
   const oneOfs = errors.filter((e) => e.keyword === 'oneOf');
   const wrongTypes = new Set(errors.filter((e) => e.keyword === 'type').map((e) => e.instancePath));
   // With allErrors, a failed oneOf also reports each branch's failure ("must have
@@ -298,12 +397,20 @@ function schemaProblems(errors: readonly ErrorObject[], file: string): AgentProb
     );
   return errors
     .filter((e) => !isNoise(e))
-    .map((e) => ({ file, pointer: e.instancePath, rule: e.keyword, message: schemaMessage(e) }));
+    .map((e) => ({
+      file,
+      pointer: e.instancePath,
+      rule: e.keyword,
+      message: schemaMessage(e),
+      // An unknown property is shown at its name, not at the object that holds it.
+      ...source.positionOf(e.instancePath, unknownProperty(e)),
+    }));
 }
 
 function schemaMessage(e: ErrorObject): string {
-  if (e.keyword === 'additionalProperties') {
-    return `must NOT have additional property "${String(e.params['additionalProperty'])}"`;
+  const unknown = unknownProperty(e);
+  if (unknown !== undefined) {
+    return `must NOT have additional property "${unknown}"${didYouMean(unknown, knownProperties(e.parentSchema))}`;
   }
   if (e.keyword === 'oneOf') {
     const alternatives = requiredAlternatives(e.schema);
@@ -311,6 +418,17 @@ function schemaMessage(e: ErrorObject): string {
       return `must have exactly one of ${alternatives.map((n) => `"${n}"`).join(', ')}`;
   }
   return e.message ?? `fails "${e.keyword}"`;
+}
+
+/** The property an `additionalProperties` error is about; undefined for other errors. */
+function unknownProperty(e: ErrorObject): string | undefined {
+  return e.keyword === 'additionalProperties' ? String(e.params['additionalProperty']) : undefined;
+}
+
+/** The properties an object schema declares (ajv's `verbose` gives each error its parent schema). */
+function knownProperties(schema: unknown): string[] {
+  const properties = isRecord(schema) ? schema['properties'] : undefined;
+  return isRecord(properties) ? Object.keys(properties).filter((k) => k !== '$schema') : [];
 }
 
 /** `[{required:['a']}, {required:['b']}]` → ['a', 'b']; anything else → undefined. */

@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { checkAgentTools } from '../agents/check-agent-tools.js';
-import { formatProblem, loadAgents } from '../agents/load-agents.js';
+import { formatProblem, loadAgents, orderProblems } from '../agents/load-agents.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { loadSettings, type Settings } from '../config/settings.js';
 import { checkMcpToolEntries, usesMcp } from '../mcp/check-agent-tools.js';
@@ -87,15 +87,15 @@ export interface AgentCheck {
  * the configured servers are started (once, no retry).
  */
 export async function checkAgents(settings: Settings): Promise<AgentCheck> {
-  const { agents, problems: fileProblems } = loadAgents(settings.agentsDir);
+  const { agents, problems: fileProblems, toolLists } = loadAgents(settings.agentsDir);
   const { mcpProblems, toolProblems } = await withMcp(settings.mcpServers, agents, async (mcp) => {
     const catalog = new ToolCatalog({ builtins: builtinTools(), ...(mcp ? { mcp } : {}) });
     return {
       mcpProblems: mcp ? checkMcpToolEntries(agents, mcp) : { errors: [], warnings: [] },
-      toolProblems: await checkAgentTools(agents, (agent) => catalog.forAgent(agent)),
+      toolProblems: await checkAgentTools(toolLists, (agent) => catalog.forAgent(agent)),
     };
   });
-  const problems = [...fileProblems, ...toolProblems];
+  const problems = orderProblems([...fileProblems, ...toolProblems]);
   const broken = new Set(toolProblems.map((p) => p.file));
   const mcpBroken = new Set(
     mcpProblems.errors.map((e) => /^agent "([^"]+)"/.exec(e)?.[1]).filter(Boolean),

@@ -9,6 +9,7 @@ import { startApp, type CairnApp } from '../app.js';
 import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError, describeError } from '../errors.js';
 import { acquireProcessLock } from '../store/sqlite/process-lock.js';
+import { StartFiles } from '../store/sqlite/start-files.js';
 import { CliUsageError } from './client.js';
 import { chooseLogFormat, loggerOptions } from './log-format.js';
 import { localUrlOf, recordServerAddress } from './server-address.js';
@@ -63,6 +64,13 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
   // Held for the life of the process (the OS frees it when the process dies);
   // `stop` keeps a reference so it is never garbage-collected early.
   let lock: ReturnType<typeof acquireProcessLock> | undefined;
+  // A start that fails leaves no empty database behind (nor its lock file).
+  const startFiles =
+    settings.database.kind === 'sqlite' ? StartFiles.before(settings.database.path) : undefined;
+  const undoStart = (): void => {
+    lock?.release();
+    startFiles?.removeCreated();
+  };
   const startedAt = performance.now();
   let app: CairnApp;
   try {
@@ -78,6 +86,7 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
       watchAgents: true,
     });
   } catch (err) {
+    undoStart();
     throw databaseError(err, settings.database.path);
   }
   let address: string;
@@ -88,6 +97,7 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     });
   } catch (err) {
     await app.close().catch(() => undefined);
+    undoStart();
     throw listenError(err, settings.server.host, settings.server.port, {
       port: options.port !== undefined,
       host: options.host !== undefined,

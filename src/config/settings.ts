@@ -7,6 +7,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { CairnError } from '../errors.js';
+import { parseJsonSource, type JsonSource } from './json-source.js';
+import { didYouMean } from './nearest-name.js';
 import {
   MCP_SERVERS_SCHEMA,
   resolveMcpServers,
@@ -277,32 +279,53 @@ interface CairnJson {
   telemetry?: { otlp?: OtlpFile | null };
 }
 
-const validateCairnJson = new Ajv({ allErrors: true, strict: true }).compile<CairnJson>(
-  CAIRN_JSON_SCHEMA,
-);
+// verbose: each error carries its parent schema, whose properties name what a misspelt key meant.
+const validateCairnJson = new Ajv({
+  allErrors: true,
+  strict: true,
+  verbose: true,
+}).compile<CairnJson>(CAIRN_JSON_SCHEMA);
 
-function describeAjvError(file: string, e: ErrorObject): string {
-  const extra =
-    e.keyword === 'additionalProperties'
-      ? ` (unknown property "${String((e.params as { additionalProperty: string }).additionalProperty)}")`
-      : '';
-  return `${file}: ${e.instancePath || '/'} ${e.message ?? 'is invalid'}${extra}`;
+/** `cairn.json:3:5: /server unknown property "prot"; did you mean "port"?` */
+function describeAjvError(file: string, source: JsonSource, e: ErrorObject): string {
+  if (e.keyword === 'additionalProperties') {
+    const key = String((e.params as { additionalProperty: string }).additionalProperty);
+    const parent = e.parentSchema as { properties?: Record<string, unknown> } | undefined;
+    const known = Object.keys(parent?.properties ?? {}).filter((k) => k !== '$schema');
+    const { line, column } = source.positionOf(e.instancePath, key);
+    return `${file}:${line}:${column}: ${e.instancePath || '/'} has an unknown property "${key}"${didYouMean(key, known)}`;
+  }
+  const { line, column } = source.positionOf(e.instancePath);
+  return `${file}:${line}:${column}: ${e.instancePath || '/'} ${e.message ?? 'is invalid'}`;
 }
 
 function readCairnJson(home: string): CairnJson {
   const file = join(home, 'cairn.json');
   if (!existsSync(file)) return {};
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new CairnError('VALIDATION_ERROR', `${file}: not valid JSON (${(err as Error).message})`);
+  const parsed = parseJsonSource(readFileSync(file, 'utf8'));
+  if ('error' in parsed) {
+    const { line, column } = parsed.position;
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `${file}:${line}:${column}: not valid JSON: ${parsed.error}`,
+    );
   }
-  if (!validateCairnJson(parsed)) {
-    const problems = (validateCairnJson.errors ?? []).map((e) => describeAjvError(file, e));
+  const { value, source } = parsed;
+  if (!validateCairnJson(value)) {
+    // Every problem of the file at once, top to bottom.
+    const problems = (validateCairnJson.errors ?? [])
+      .map((e) => ({ e, at: source.positionOf(e.instancePath, additionalKey(e)) }))
+      .sort((a, b) => a.at.line - b.at.line || a.at.column - b.at.column)
+      .map(({ e }) => describeAjvError(file, source, e));
     throw new CairnError('VALIDATION_ERROR', `Invalid settings:\n  ${problems.join('\n  ')}`);
   }
-  return parsed;
+  return value;
+}
+
+function additionalKey(e: ErrorObject): string | undefined {
+  return e.keyword === 'additionalProperties'
+    ? String((e.params as { additionalProperty: string }).additionalProperty)
+    : undefined;
 }
 
 function parsePort(value: string): number {

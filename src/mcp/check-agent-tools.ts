@@ -7,6 +7,7 @@
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { McpManager } from './mcp-manager.js';
 import { parseMcpToolSpec } from '../tools/mcp-tool-spec.js';
+import { didYouMean } from '../config/nearest-name.js';
 
 export interface McpToolProblems {
   errors: string[];
@@ -27,7 +28,7 @@ export function checkMcpToolEntries(
       const connection = mcp.findConnection(spec.server);
       if (!connection) {
         errors.push(
-          `${where}: no MCP server "${spec.server}" in cairn.json (configured: ${mcp.serverNames().join(', ') || 'none'})`,
+          `${where}: no MCP server "${spec.server}" in cairn.json${didYouMean(spec.server, mcp.serverNames())} (configured: ${mcp.serverNames().join(', ') || 'none'})`,
         );
         return;
       }
@@ -39,7 +40,10 @@ export function checkMcpToolEntries(
       }
       if (spec.tool !== undefined && !connection.tools.some((t) => t.name === spec.tool)) {
         errors.push(
-          `${where}: MCP server "${spec.server}" has no tool "${spec.tool}" (it has: ${connection.tools.map((t) => t.name).join(', ') || 'none'})`,
+          `${where}: MCP server "${spec.server}" has no tool "${spec.tool}"${didYouMean(
+            spec.tool,
+            connection.tools.map((t) => t.name),
+          )} (it has: ${connection.tools.map((t) => t.name).join(', ') || 'none'})`,
         );
       }
     });

@@ -11,6 +11,7 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError, describeError } from '../errors.js';
+import { nearestName } from '../config/nearest-name.js';
 import { parseMcpToolSpec, type McpToolSpec } from './mcp-tool-spec.js';
 import type { Tool } from './tool.js';
 import { ToolSet } from './tool-set.js';
@@ -154,9 +155,10 @@ export class ToolCatalog {
     if (spec.startsWith('./')) return [await this.loadModule(agent, spec)];
     const factory = this.options.builtins[spec];
     if (!factory) {
+      const near = nearestName(spec, this.builtinNames());
       throw new CairnError(
         'VALIDATION_ERROR',
-        `Agent "${agent.name}" lists unknown tool "${spec}". Built-in tools: ${this.builtinNames().join(', ')}.`,
+        `Agent "${agent.name}" lists unknown tool "${spec}".${near ? ` Did you mean "${near}"?` : ''} Built-in tools: ${this.builtinNames().join(', ')}.`,
       );
     }
     const made = factory(agent);

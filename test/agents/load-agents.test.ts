@@ -165,7 +165,11 @@ describe('loadAgents', () => {
     fs.mkdirSync(path.join(agentsDir, 'not-an-agent'));
     fs.writeFileSync(path.join(agentsDir, 'README.md'), 'loose file');
     expect(loadAgents(agentsDir).agents.map((a) => a.name)).toEqual(['alpha', 'zed']);
-    expect(loadAgents(path.join(root, 'nope'))).toEqual({ agents: [], problems: [] });
+    expect(loadAgents(path.join(root, 'nope'))).toEqual({
+      agents: [],
+      problems: [],
+      toolLists: [],
+    });
   });
 
   it('throws a CairnError when the agents folder cannot be read', () => {
@@ -186,10 +190,10 @@ describe('loadAgents', () => {
     ]);
   });
 
-  it('formats a problem as file: pointer message (rule)', () => {
-    const file = writeAgent('x', minimal('x', { maxIterations: 101 }));
+  it('formats a problem as file:line:column: pointer message (rule)', () => {
+    const file = writeAgent('x', JSON.stringify(minimal('x', { maxIterations: 101 }), null, 2));
     const [problem] = loadAgents(agentsDir).problems;
-    expect(formatProblem(problem!)).toBe(`${file}: /maxIterations must be <= 100 (maximum)`);
+    expect(formatProblem(problem!)).toBe(`${file}:4:20: /maxIterations must be <= 100 (maximum)`);
     expect(
       formatProblem({
         file: 'agents/x/agent.json',
@@ -342,7 +346,14 @@ describe('agent.json rules', () => {
       { system: 'x', defaultCompaction: { maxSummaryChars: 600.5 } },
       [['/defaultCompaction/maxSummaryChars', 'type']],
     ],
-    ['both system and systemFile', { system: 'x', systemFile: 's.md' }, [['', 'oneOf']]],
+    [
+      'both system and systemFile (the file is still read)',
+      { system: 'x', systemFile: 's.md' },
+      [
+        ['', 'oneOf'],
+        ['/systemFile', 'system-file'],
+      ],
+    ],
     ['neither system nor systemFile', {}, [['', 'oneOf']]],
     [
       'daemon with both every and cron',
@@ -397,18 +408,19 @@ describe('agent.json rules', () => {
     ).toEqual([]);
   });
 
-  it('reports every error of a file, not just the first', () => {
+  it('reports every error of a file, not just the first, in the order of the file', () => {
     expect(problemsOf({ system: 1, maxIterations: 0, memory: { maxChars: 1, x: 1 } })).toEqual([
       ['/system', 'type'],
       ['/maxIterations', 'minimum'],
-      ['/memory', 'additionalProperties'],
       ['/memory/maxChars', 'minimum'],
+      ['/memory', 'additionalProperties'],
     ]);
   });
 
   it('names the unknown property and the oneOf alternatives in the message', () => {
     writeAgent('a', minimal('a', { memory: { size: 1 } }));
     writeAgent('b', minimal('b', { systemFile: 's.md' }));
+    fs.writeFileSync(path.join(agentsDir, 'b', 's.md'), 'also');
     expect(loadAgents(agentsDir).problems.map((p) => p.message)).toEqual([
       'must NOT have additional property "size"',
       'must have exactly one of "system", "systemFile"',
@@ -554,5 +566,104 @@ describe('AgentRegistry', () => {
     expect(() => registry().get('gamma')).toThrow(
       'Agent "gamma" not found. Add agents/gamma/agent.json or check GET /agents.',
     );
+  });
+});
+
+describe('where a problem is, and what was meant', () => {
+  /** The problems of agent `a` written as `text`, as [pointer, rule, line, column]. */
+  function placed(text: string): [string, string, number | undefined, number | undefined][] {
+    writeAgent('a', text);
+    return loadAgents(agentsDir).problems.map((p) => [p.pointer, p.rule, p.line, p.column]);
+  }
+
+  it('places a JSON syntax error at its line and column, without the character offset', () => {
+    writeAgent('a', '{\n  "name": "a",\n  "system": "x",\n}\n');
+    const [problem] = loadAgents(agentsDir).problems;
+    expect(problem).toMatchObject({ rule: 'json-parse', line: 4, column: 1 });
+    expect(problem?.message).toMatch(/^not valid JSON: /);
+    expect(problem?.message).not.toMatch(/position/);
+    expect(placed('{\n  "name": "a"\n  "system": "x"\n}')).toEqual([['', 'json-parse', 3, 3]]);
+    expect(placed('')).toEqual([['', 'json-parse', 1, 1]]);
+  });
+
+  it('places a schema problem at its value, an unknown property at its name', () => {
+    expect(
+      placed(
+        [
+          '{',
+          '  "name": "a",',
+          '  "system": "x",',
+          '  "maxIterations": 0,',
+          '  "memory": {',
+          '    "enabled": "yes",',
+          '    "size": 3',
+          '  },',
+          '  "tools": ["current_time", 7]',
+          '}',
+        ].join('\n'),
+      ),
+    ).toEqual([
+      ['/maxIterations', 'minimum', 4, 20],
+      ['/memory/enabled', 'type', 6, 16],
+      ['/memory', 'additionalProperties', 7, 5],
+      ['/tools/1', 'type', 9, 29],
+    ]);
+  });
+
+  it('places a missing required property at the object that lacks it', () => {
+    expect(placed('{\n  "name": "a",\n  "system": "x",\n  "daemon": { "every": "1h" }\n}')).toEqual(
+      [['/daemon', 'required', 4, 13]],
+    );
+  });
+
+  it('suggests the property a misspelt one stands for, at any depth, only when close', () => {
+    writeAgent(
+      'a',
+      minimal('a', {
+        maxIteration: 3,
+        memroy: { enabled: true },
+        defaultCompaction: { autothreshold: 80, recall: { maxMesages: 2 } },
+        prompt: 'x',
+      }),
+    );
+    expect(loadAgents(agentsDir).problems.map((p) => p.message)).toEqual([
+      'must NOT have additional property "maxIteration"; did you mean "maxIterations"?',
+      'must NOT have additional property "memroy"; did you mean "memory"?',
+      'must NOT have additional property "autothreshold"; did you mean "autoThreshold"?',
+      'must NOT have additional property "maxMesages"; did you mean "maxMessages"?',
+      'must NOT have additional property "prompt"',
+    ]);
+  });
+
+  it('checks paths and systemFile even when the schema fails elsewhere', () => {
+    expect(
+      problemsOf({ systemFile: '../../etc/passwd', maxIteration: 3, tools: ['./../x.js'] }),
+    ).toEqual([
+      ['/systemFile', 'path-escape'],
+      ['', 'additionalProperties'],
+      ['/tools/0', 'path-escape'],
+    ]);
+  });
+
+  it("keeps a rejected file's sound tool entries for the tool check, never an escaping or refused one", () => {
+    const file = writeAgent(
+      'a',
+      minimal('a', {
+        maxIteration: 3,
+        tools: ['curent_time', './../x.js', 'Bad Tool', { tool: 'ask_user', approval: 'required' }],
+      }),
+    );
+    const { agents, toolLists } = loadAgents(agentsDir);
+    expect(agents).toEqual([]);
+    expect(toolLists).toHaveLength(1);
+    expect(toolLists[0]).toMatchObject({
+      file,
+      agent: { name: 'a', tools: ['curent_time', 'ask_user'], toolsNeedingApproval: ['ask_user'] },
+      entries: [
+        { pointer: '/tools/0', line: 1 },
+        { pointer: '/tools/3', line: 1 },
+      ],
+      list: { pointer: '/tools', line: 1 },
+    });
   });
 });

@@ -299,6 +299,43 @@ describe('loadSettings', () => {
     expect(err.message).toMatch(/not valid JSON/);
   });
 
+  it('places a syntax error of cairn.json at its line and column', () => {
+    const dir = home('{\n  "server": {\n    "port": 5050,\n  }\n}\n');
+    const err = loadError(dir);
+    expect(err.code).toBe('VALIDATION_ERROR');
+    expect(err.message).toBe(
+      `${join(dir, 'cairn.json')}:4:3: not valid JSON: Expected double-quoted property name`,
+    );
+  });
+
+  it('reports every problem of cairn.json at once, top to bottom, each at its line and column, with what a misspelt key meant', () => {
+    const dir = home(
+      [
+        '{',
+        '  "server": {',
+        '    "prot": 5050,',
+        '    "maxStreams": 0',
+        '  },',
+        '  "modles": {},',
+        '  "records": { "keepdays": 3, "enabled": "yes" },',
+        '  "telemetry": { "anything": 1 }',
+        '}',
+      ].join('\n'),
+    );
+    const file = join(dir, 'cairn.json');
+    const err = loadError(dir);
+    expect(err.code).toBe('VALIDATION_ERROR');
+    expect(err.message.split('\n  ')).toEqual([
+      'Invalid settings:',
+      `${file}:3:5: /server has an unknown property "prot"; did you mean "port"?`,
+      `${file}:4:19: /server/maxStreams must be >= 1`,
+      `${file}:6:3: / has an unknown property "modles"; did you mean "models"?`,
+      `${file}:7:16: /records has an unknown property "keepdays"; did you mean "keepDays"?`,
+      `${file}:7:42: /records/enabled must be boolean`,
+      `${file}:8:18: /telemetry has an unknown property "anything"`,
+    ]);
+  });
+
   it('rejects a CAIRN_PORT that is not a port', () => {
     for (const port of ['http', '-1', '65536', '50.5']) {
       expect(loadError(home(), { CAIRN_PORT: port }).message).toContain('CAIRN_PORT');

@@ -100,7 +100,7 @@ describe('MCP servers and the cairn process', () => {
     );
     expect(run.stderr.match(/mcp:elsewhere/g)).toHaveLength(1);
     expect(run.stderr).toContain(
-      'agent "typo" /tools/0 "mcp:everything/echoo": MCP server "everything" has no tool "echoo"',
+      'agent "typo" /tools/0 "mcp:everything/echoo": MCP server "everything" has no tool "echoo"; did you mean "echo"?',
     );
   });
 });

@@ -13,6 +13,7 @@ import {
   USER_TEXT,
 } from '../schemas.js';
 import { auditBy, ownerOf, principalOf } from '../principal.js';
+import { taskResource } from '../task-resource.js';
 
 const waitQuery = objectSchema({ wait: { type: 'boolean', default: false } });
 
@@ -47,12 +48,12 @@ export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, dep
         owner: ownerOf(principalOf(request)),
       });
       if (request.query.wait) task = await tasks.wait(task.id);
-      return reply.code(201).send({ task });
+      return reply.code(201).send({ task: taskResource(task) });
     },
   );
 
   app.get<WithId>('/tasks/:id', { schema: { params: taskParams } }, async (request) => ({
-    task: await tasks.getTask(request.params.id),
+    task: taskResource(await tasks.getTask(request.params.id)),
   }));
 
   app.get<{
@@ -78,7 +79,7 @@ export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, dep
         ...request.query,
         ...(principal.kind === 'client' ? { ownerKey: principal.key.id } : {}),
       });
-      return { tasks: page.items, nextCursor: page.nextCursor };
+      return { tasks: page.items.map(taskResource), nextCursor: page.nextCursor };
     },
   );
 
@@ -98,7 +99,7 @@ export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, dep
         ...(answer !== undefined ? { answer } : {}),
       });
       if (request.query.wait) task = await tasks.wait(task.id);
-      return { task };
+      return { task: taskResource(task) };
     },
   );
 
@@ -126,12 +127,12 @@ export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, dep
           by: auditBy(principalOf(request)),
         });
         if (request.query.wait) task = await tasks.wait(task.id);
-        return { task };
+        return { task: taskResource(task) };
       },
     );
   }
 
   app.post<WithId>('/tasks/:id/cancel', { schema: { params: taskParams } }, async (request) => ({
-    task: await tasks.cancelTask(request.params.id),
+    task: taskResource(await tasks.cancelTask(request.params.id)),
   }));
 };
