@@ -6,12 +6,12 @@
  * inherits it. Holds no routes of its own but the OpenAPI ones; never listens.
  */
 import { Ajv } from 'ajv';
-import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { CairnError } from '../errors.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
 import type { ClientKeys } from './client-keys.js';
+import { WindowCounter } from './key-limits.js';
 import { registerOwnership, type OwnershipDeps } from './ownership.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
@@ -123,8 +123,29 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     ...(deps.clientKeys ? { clientKeys: deps.clientKeys } : {}),
     isOpenPath,
   });
+  // server.rateLimit: one bucket per client, the key holder's or its
+  // address's (never per header spelling, which a client could vary at will
+  // to get fresh buckets). A request takes one call from it here; the
+  // ownership hook takes the other calls of an MCP batch from the same bucket.
+  const serverLimit = deps.rateLimit && {
+    ...deps.rateLimit,
+    bucket: new WindowCounter(deps.rateLimit.windowMs),
+  };
+  if (serverLimit) {
+    app.addHook('onRequest', async (request) => {
+      if (isOpenPath(request.url.split('?')[0] ?? '')) return;
+      const waitMs = serverLimit.bucket.take(clientIdentity(request), 1, serverLimit.max);
+      if (waitMs === undefined) return;
+      const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+      throw new CairnError(
+        'RATE_LIMITED',
+        `Too many requests: at most ${serverLimit.max} every ${serverLimit.windowMs / 1000} s (server.rateLimit). Retry after ${seconds} s.`,
+        { retryAfterSeconds: seconds },
+      );
+    });
+  }
   // Before any route: each one must have an ownership rule.
-  if (deps.ownership) registerOwnership(app, { ...deps.ownership, rateLimit: deps.rateLimit });
+  if (deps.ownership) registerOwnership(app, { ...deps.ownership, rateLimit: serverLimit });
 
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
   app.setNotFoundHandler((request, reply) => {
@@ -137,22 +158,6 @@ export function createServer(deps: ServerDeps): FastifyInstance {
         ),
       );
   });
-
-  if (deps.rateLimit !== null) {
-    void app.register(rateLimit, {
-      max: deps.rateLimit.max,
-      timeWindow: deps.rateLimit.windowMs,
-      // One bucket for the key holder, else one per address: never per
-      // header spelling, which a client could vary at will to get fresh buckets.
-      keyGenerator: clientIdentity,
-      allowList: (request) => isOpenPath(request.url.split('?')[0] ?? ''),
-      errorResponseBuilder: (_request, context) =>
-        new CairnError(
-          'RATE_LIMITED',
-          `Too many requests: at most ${context.max} every ${deps.rateLimit!.windowMs / 1000} s. Retry after ${context.after}.`,
-        ),
-    });
-  }
 
   // Before the routes: the OpenAPI document is collected as routes are added.
   registerOpenApi(app);
