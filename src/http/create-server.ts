@@ -16,9 +16,7 @@ import { registerOwnership, type OwnershipDeps } from './ownership.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
 import { registerOpenApi } from './openapi.js';
-
-/** A request that takes longer than this to arrive in full is dropped (slow-loris). */
-export const REQUEST_TIMEOUT_MS = 60_000;
+import { registerBodyRules, serverWithRequestTimeout } from './request-body.js';
 
 export interface ServerDeps {
   apiKey: string | null;
@@ -29,6 +27,10 @@ export interface ServerDeps {
   /** Who may call each route and the per-key limits; without it every caller is the admin. */
   ownership?: Omit<OwnershipDeps, 'rateLimit'>;
   bodyLimitBytes: number;
+  /** A request must arrive in full within this (slow-loris clients are cut with 408). */
+  requestTimeoutMs: number;
+  /** `server.trustProxy`: read the client's address from `X-Forwarded-For`, from these hops. */
+  trustProxy: boolean | readonly string[];
   /** Requests per client per window (the client is the key holder, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
   /** The process's logger: requests log through a child of it, like every other part. */
@@ -52,7 +54,9 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes,
-    requestTimeout: REQUEST_TIMEOUT_MS,
+    serverFactory: serverWithRequestTimeout(deps.requestTimeoutMs),
+    // The address failed authentications and rate limits count by.
+    trustProxy: typeof deps.trustProxy === 'boolean' ? deps.trustProxy : [...deps.trustProxy],
     // Our own hook answers 503 while closing, in the API's error envelope.
     return503OnClosing: false,
     // A URL the router cannot decode (`%zz`) or a path parameter over its
@@ -100,6 +104,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     if (text.trim() === '') return done(null, undefined);
     void jsonParser(request, text, done);
   });
+
+  registerBodyRules(app);
 
   // First of all hooks: a foreign Host or Origin is refused before anything runs.
   registerBrowserGuard(app, deps.browser, isConsolePath);
