@@ -8,6 +8,7 @@
 import { Ajv } from 'ajv';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { CairnError } from '../errors.js';
+import { jsonDepth, MAX_JSON_DEPTH, tooDeepMessage } from '../json-depth.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
 import type { ClientKeys } from './client-keys.js';
@@ -102,7 +103,12 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
-    void jsonParser(request, text, done);
+    void jsonParser(request, text, (err, value) => {
+      if (err) return done(err);
+      if (jsonDepth(value) > MAX_JSON_DEPTH)
+        return done(new CairnError('JSON_TOO_DEEP', tooDeepMessage('The request body')));
+      done(null, value);
+    });
   });
 
   registerBodyRules(app);
