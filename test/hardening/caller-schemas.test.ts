@@ -155,8 +155,8 @@ describe("a client's tool schemas are data", () => {
   it('a schema deeper or longer than the caps is a 400 tool_schema_too_large', async () => {
     harness = await startTestApp({ fake: null, server: { apiKey: API_KEY } });
     let deep: Record<string, unknown> = { type: 'string' };
-    for (let i = 0; i < CALLER_SCHEMA_MAX_DEPTH; i++)
-      deep = { type: 'object', properties: { x: deep } };
+    // One level of JSON each: the schema passes its cap by one, the body stays under the body's.
+    for (let i = 0; i < CALLER_SCHEMA_MAX_DEPTH; i++) deep = { not: deep };
     const long = {
       type: 'object',
       properties: { x: { type: 'string', description: 'y'.repeat(CALLER_SCHEMA_MAX_CHARS) } },
