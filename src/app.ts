@@ -585,6 +585,8 @@ function buildServer(
     clientKeys,
     ownership: { access, limits: new KeyLimits(store) },
     bodyLimitBytes: settings.server.bodyLimitBytes,
+    requestTimeoutMs: settings.server.requestTimeoutMs,
+    trustProxy: settings.server.trustProxy,
     rateLimit: settings.server.rateLimit,
     logger,
   });

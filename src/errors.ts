@@ -9,6 +9,8 @@ export const ERROR_STATUS = {
   SESSION_CLOSED: 400,
   SESSION_AGENT_MISMATCH: 400,
   CONTEXT_OVERFLOW: 400,
+  /** A request body nests deeper than MAX_JSON_DEPTH (64) levels of objects and arrays. */
+  JSON_TOO_DEEP: 400,
   UNAUTHORIZED: 401,
   /** The `Host` header names no host this server answers to (DNS rebinding is refused here). */
   HOST_NOT_ALLOWED: 403,

@@ -12,6 +12,7 @@ import { VersionNotSupportedError } from '@a2a-js/sdk/errors';
 import { JsonRpcTransportHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AgentConfig } from '../agents/agent-config.js';
+import { jsonDepth, MAX_JSON_DEPTH, tooDeepMessage } from '../json-depth.js';
 import { SseStream } from '../http/sse.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { SSE_KEEPALIVE_MS } from '../http/routes/events.js';
@@ -49,6 +50,7 @@ const STREAMING_METHODS = new Set(['SendStreamingMessage', 'SubscribeToTask']);
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
 const METHOD_NOT_FOUND = -32601;
+const INVALID_PARAMS = -32602;
 
 type JsonRpcId = string | number | null;
 
@@ -83,6 +85,9 @@ function readEnvelope(body: unknown): { request: Record<string, unknown> } | { e
       error: rpcError(null, PARSE_ERROR, 'Parse error: the request body is not valid JSON.'),
     };
   }
+  // Refused before anything walks it: the SDK's recursion overflows the stack on a few thousand levels.
+  if (jsonDepth(parsed) > MAX_JSON_DEPTH)
+    return { error: rpcError(null, INVALID_PARAMS, tooDeepMessage('The request')) };
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     return {
       error: rpcError(

@@ -19,6 +19,8 @@ import {
 export const DEFAULT_PORT = 5050;
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_BODY_LIMIT_BYTES = 1_048_576;
+/** A request must arrive in full within this (slow-loris clients are cut). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_STREAMS = 200;
 export const DEFAULT_STREAM_BUFFER_BYTES = 1_048_576;
 /**
@@ -110,6 +112,14 @@ export interface Settings {
     readonly allowedHosts: readonly string[];
     /** Web origins whose pages may call the API (CORS); none by default. */
     readonly corsOrigins: readonly string[];
+    /**
+     * Read the client's address from `X-Forwarded-For` (behind a reverse
+     * proxy): true trusts every hop, a list only those proxy addresses or
+     * CIDR ranges; false (the default) uses the socket's address.
+     */
+    readonly trustProxy: boolean | readonly string[];
+    /** A request must arrive in full (headers and body) within this; slower ones are cut with 408. */
+    readonly requestTimeoutMs: number;
   };
   readonly database: {
     readonly kind: 'sqlite' | 'postgres';
@@ -199,6 +209,10 @@ export const CAIRN_JSON_SCHEMA = {
           type: 'array',
           items: { type: 'string', pattern: '^https?://[^/?#*]+$' },
         },
+        trustProxy: {
+          anyOf: [{ type: 'boolean' }, { type: 'array', items: { type: 'string', minLength: 1 } }],
+        },
+        requestTimeoutMs: { type: 'integer', minimum: 100 },
       },
     },
     database: closedObject({
@@ -271,6 +285,8 @@ interface CairnJson {
     publicUrl?: string | null;
     allowedHosts?: string[];
     corsOrigins?: string[];
+    trustProxy?: boolean | string[];
+    requestTimeoutMs?: number;
   };
   database?: { path?: string; url?: string | null; poolSize?: number; cacheMb?: number };
   models?: { main?: ModelRoleFile; compact?: ModelRoleFile; title?: ModelRoleFile };
@@ -530,6 +546,10 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       publicUrl: checkPublicUrl(nonEmpty(env.CAIRN_PUBLIC_URL) ?? file.server?.publicUrl ?? null),
       allowedHosts: Object.freeze([...(file.server?.allowedHosts ?? [])]),
       corsOrigins: Object.freeze([...(file.server?.corsOrigins ?? [])]),
+      trustProxy: Array.isArray(file.server?.trustProxy)
+        ? Object.freeze([...file.server.trustProxy])
+        : (file.server?.trustProxy ?? false),
+      requestTimeoutMs: file.server?.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     }),
     database: Object.freeze({
       kind: databaseUrl === null ? 'sqlite' : 'postgres',

@@ -3,8 +3,14 @@
  * request is the holder of the admin key, one client key, or an
  * unauthenticated client known only by its address: how it spells the
  * `Authorization` header never makes it a different client. Failed
- * authentication is limited per address whatever `server.rateLimit` says, so
- * a key cannot be guessed at line speed.
+ * authentication is limited whatever `server.rateLimit` says, so a key cannot
+ * be guessed at line speed — and only a wrong credential is a failure (a
+ * request with none, an `<img>` on any web page, is not), counted per address
+ * and presented key: wrong admin keys lock the admin key out of that address,
+ * a wrong client secret locks out that secret alone. A client key's secret
+ * (256 random bits) is checked even from a locked address: telling a guesser
+ * one of those is right tells it nothing it could have guessed, and a right
+ * client key is never refused for someone else's failures.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -51,7 +57,7 @@ interface FailureWindow {
   resetAt: number;
 }
 
-/** Counts failed authentications per address in fixed windows. */
+/** Counts failed authentications per counter (an address and the key presented) in fixed windows. */
 export class AuthFailureLimiter {
   private readonly windows = new Map<string, FailureWindow>();
 
@@ -115,24 +121,31 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
   const limiter = options.limiter ?? new AuthFailureLimiter();
   app.addHook('onRequest', async (request, reply) => {
     if (options.isOpenPath(request.url.split('?')[0] ?? '')) return;
-    // A locked-out address is refused before its key is checked: otherwise a
+    const user = endUserHeader(request);
+    const token = bearerToken(request.headers.authorization);
+    const clientSecret = token !== undefined && looksLikeClientSecret(token);
+    // Failures count per address and the key presented: any other token is a
+    // try at the admin key, a `cairn_sk_…` one at that one secret.
+    const counter = clientSecret
+      ? `${request.ip} ${digest(token).toString('base64url')}`
+      : `${request.ip} admin`;
+    // A locked-out counter is refused before its key is checked: otherwise a
     // guesser would still learn which guess was right.
-    const blockedMs = limiter.blockedForMs(request.ip);
+    const blockedMs = token === undefined ? undefined : limiter.blockedForMs(counter);
     if (blockedMs !== undefined) {
       const seconds = Math.ceil(blockedMs / 1000);
       void reply.header('retry-after', String(seconds));
       throw new CairnError(
         'RATE_LIMITED',
-        `Too many failed authentication attempts from this address. Retry after ${seconds} s with the right key.`,
+        `Too many failed authentication attempts from this address with this key. Retry after ${seconds} s with the right key.`,
       );
     }
-    const user = endUserHeader(request);
-    const token = bearerToken(request.headers.authorization);
     const fail = (): never => {
-      limiter.recordFailure(request.ip);
+      // No credential at all is no guess: it is refused, never counted.
+      if (token !== undefined) limiter.recordFailure(counter);
       throw new CairnError('UNAUTHORIZED', WRONG_KEY);
     };
-    if (token !== undefined && looksLikeClientSecret(token)) {
+    if (clientSecret) {
       const key = (await options.clientKeys?.authenticate(token)) ?? fail();
       identities.set(request, `client:${key.id}`);
       setPrincipal(request, { kind: 'client', key, user });

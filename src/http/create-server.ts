@@ -6,19 +6,18 @@
  * inherits it. Holds no routes of its own but the OpenAPI ones; never listens.
  */
 import { Ajv } from 'ajv';
-import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { CairnError } from '../errors.js';
+import { jsonDepth, MAX_JSON_DEPTH, tooDeepMessage } from '../json-depth.js';
 import { clientIdentity, registerAuth } from './auth.js';
 import { registerBrowserGuard, type BrowserPolicy } from './browser-guard.js';
 import type { ClientKeys } from './client-keys.js';
+import { WindowCounter } from './key-limits.js';
 import { registerOwnership, type OwnershipDeps } from './ownership.js';
 import { errorBody, sendError } from './errors.js';
 import { isConsolePath } from './routes/console.js';
 import { registerOpenApi } from './openapi.js';
-
-/** A request that takes longer than this to arrive in full is dropped (slow-loris). */
-export const REQUEST_TIMEOUT_MS = 60_000;
+import { registerBodyRules, serverWithRequestTimeout } from './request-body.js';
 
 export interface ServerDeps {
   apiKey: string | null;
@@ -29,6 +28,10 @@ export interface ServerDeps {
   /** Who may call each route and the per-key limits; without it every caller is the admin. */
   ownership?: Omit<OwnershipDeps, 'rateLimit'>;
   bodyLimitBytes: number;
+  /** A request must arrive in full within this (slow-loris clients are cut with 408). */
+  requestTimeoutMs: number;
+  /** `server.trustProxy`: read the client's address from `X-Forwarded-For`, from these hops. */
+  trustProxy: boolean | readonly string[];
   /** Requests per client per window (the client is the key holder, or its IP); null = none. */
   rateLimit: { max: number; windowMs: number } | null;
   /** The process's logger: requests log through a child of it, like every other part. */
@@ -52,7 +55,9 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes,
-    requestTimeout: REQUEST_TIMEOUT_MS,
+    serverFactory: serverWithRequestTimeout(deps.requestTimeoutMs),
+    // The address failed authentications and rate limits count by.
+    trustProxy: typeof deps.trustProxy === 'boolean' ? deps.trustProxy : [...deps.trustProxy],
     // Our own hook answers 503 while closing, in the API's error envelope.
     return503OnClosing: false,
     // A URL the router cannot decode (`%zz`) or a path parameter over its
@@ -98,8 +103,15 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
-    void jsonParser(request, text, done);
+    void jsonParser(request, text, (err, value) => {
+      if (err) return done(err);
+      if (jsonDepth(value) > MAX_JSON_DEPTH)
+        return done(new CairnError('JSON_TOO_DEEP', tooDeepMessage('The request body')));
+      done(null, value);
+    });
   });
+
+  registerBodyRules(app);
 
   // First of all hooks: a foreign Host or Origin is refused before anything runs.
   registerBrowserGuard(app, deps.browser, isConsolePath);
@@ -123,8 +135,29 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     ...(deps.clientKeys ? { clientKeys: deps.clientKeys } : {}),
     isOpenPath,
   });
+  // server.rateLimit: one bucket per client, the key holder's or its
+  // address's (never per header spelling, which a client could vary at will
+  // to get fresh buckets). A request takes one call from it here; the
+  // ownership hook takes the other calls of an MCP batch from the same bucket.
+  const serverLimit = deps.rateLimit && {
+    ...deps.rateLimit,
+    bucket: new WindowCounter(deps.rateLimit.windowMs),
+  };
+  if (serverLimit) {
+    app.addHook('onRequest', async (request) => {
+      if (isOpenPath(request.url.split('?')[0] ?? '')) return;
+      const waitMs = serverLimit.bucket.take(clientIdentity(request), 1, serverLimit.max);
+      if (waitMs === undefined) return;
+      const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+      throw new CairnError(
+        'RATE_LIMITED',
+        `Too many requests: at most ${serverLimit.max} every ${serverLimit.windowMs / 1000} s (server.rateLimit). Retry after ${seconds} s.`,
+        { retryAfterSeconds: seconds },
+      );
+    });
+  }
   // Before any route: each one must have an ownership rule.
-  if (deps.ownership) registerOwnership(app, { ...deps.ownership, rateLimit: deps.rateLimit });
+  if (deps.ownership) registerOwnership(app, { ...deps.ownership, rateLimit: serverLimit });
 
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
   app.setNotFoundHandler((request, reply) => {
@@ -137,22 +170,6 @@ export function createServer(deps: ServerDeps): FastifyInstance {
         ),
       );
   });
-
-  if (deps.rateLimit !== null) {
-    void app.register(rateLimit, {
-      max: deps.rateLimit.max,
-      timeWindow: deps.rateLimit.windowMs,
-      // One bucket for the key holder, else one per address: never per
-      // header spelling, which a client could vary at will to get fresh buckets.
-      keyGenerator: clientIdentity,
-      allowList: (request) => isOpenPath(request.url.split('?')[0] ?? ''),
-      errorResponseBuilder: (_request, context) =>
-        new CairnError(
-          'RATE_LIMITED',
-          `Too many requests: at most ${context.max} every ${deps.rateLimit!.windowMs / 1000} s. Retry after ${context.after}.`,
-        ),
-    });
-  }
 
   // Before the routes: the OpenAPI document is collected as routes are added.
   registerOpenApi(app);

@@ -12,7 +12,7 @@ import { CairnError } from '../errors.js';
 import type { Access } from './access.js';
 import { clientIdentity } from './auth.js';
 import type { KeyLimits } from './key-limits.js';
-import { WindowCounter } from './key-limits.js';
+import type { WindowCounter } from './key-limits.js';
 import { principalOf } from './principal.js';
 import { isConsolePath } from './routes/console.js';
 import { DOCS_PATH, OPENAPI_PATH } from './openapi.js';
@@ -160,8 +160,12 @@ export function registeredRoutes(app: FastifyInstance): readonly string[] {
 export interface OwnershipDeps {
   access: Access;
   limits: KeyLimits;
-  /** The server-wide limit per client (`server.rateLimit`): an MCP batch's extra calls count against it too. */
-  rateLimit: { max: number; windowMs: number } | null;
+  /**
+   * The server-wide limit per client (`server.rateLimit`) and its bucket, from
+   * which the server took one call per request: an MCP batch's other calls
+   * are taken from the same bucket here.
+   */
+  rateLimit: { max: number; windowMs: number; bucket: WindowCounter } | null;
 }
 
 /**
@@ -187,9 +191,7 @@ export function registerOwnership(app: FastifyInstance, deps: OwnershipDeps): vo
       );
     }
   });
-  const serverLimit = deps.rateLimit
-    ? { ...deps.rateLimit, batchExtras: new WindowCounter(deps.rateLimit.windowMs) }
-    : undefined;
+  const serverLimit = deps.rateLimit;
 
   app.addHook('preHandler', async (request) => {
     const url = request.routeOptions.url;
@@ -200,9 +202,9 @@ export function registerOwnership(app: FastifyInstance, deps: OwnershipDeps): vo
     const principal = principalOf(request);
     const calls = callCount(request);
     if (serverLimit && calls > 1) {
-      // The server-wide limiter counted this request once; its other calls count here.
-      const { batchExtras, max, windowMs } = serverLimit;
-      const waitMs = batchExtras.take(clientIdentity(request), calls - 1, max);
+      // The server-wide limiter took this request's first call; its other calls come from the same bucket.
+      const { bucket, max, windowMs } = serverLimit;
+      const waitMs = bucket.take(clientIdentity(request), calls - 1, max);
       if (waitMs !== undefined) {
         throw new CairnError(
           'RATE_LIMITED',

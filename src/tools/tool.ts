@@ -42,6 +42,12 @@ export interface Tool {
   readonly approval?: 'required';
   /** With approval required: how long a call waits for a person before it is denied ("30m"). */
   readonly approvalTimeout?: string;
+  /**
+   * Who wrote `parameters`: the agent's side (built-ins, modules, MCP
+   * servers), or a request's caller (an OpenAI client's own tools), whose
+   * schema is checked by the rules for caller input.
+   */
+  readonly schemaFrom?: 'agent' | 'caller';
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
 }
 

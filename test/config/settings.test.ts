@@ -64,6 +64,8 @@ describe('loadSettings', () => {
       publicUrl: null,
       allowedHosts: [],
       corsOrigins: [],
+      trustProxy: false,
+      requestTimeoutMs: 60_000,
     });
     expect(settings.database).toEqual({
       kind: 'sqlite',
@@ -119,6 +121,8 @@ describe('loadSettings', () => {
       publicUrl: null,
       allowedHosts: [],
       corsOrigins: [],
+      trustProxy: false,
+      requestTimeoutMs: 60_000,
     });
     expect(settings.database.path).toBe(join(dir, 'db', 'here.db'));
     expect(settings.models.main).toMatchObject({

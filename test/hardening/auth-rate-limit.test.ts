@@ -33,7 +33,7 @@ describe('bearerToken', () => {
 });
 
 describe('AuthFailureLimiter', () => {
-  it('blocks an address after max failures until its window ends, others unaffected', () => {
+  it('blocks a counter after max failures until its window ends, others unaffected', () => {
     let now = 1_000;
     const limiter = new AuthFailureLimiter({ max: 2, windowMs: 10_000, now: () => now });
     limiter.recordFailure('a');
@@ -112,6 +112,57 @@ describe('rate limits over real HTTP', () => {
       headers: { authorization: `Bearer ${API_KEY}` },
     });
     expect(other.statusCode).toBe(200);
+  });
+
+  it('requests with no credentials (an <img> on any page) never lock out the right key', async () => {
+    const base = await listen({ env: { CAIRN_API_KEY: API_KEY } });
+    for (let i = 0; i < AUTH_FAILURE_LIMIT + 5; i++)
+      expect((await get(`${base}/agents`)).status).toBe(401);
+    expect((await get(`${base}/agents`, `Bearer ${API_KEY}`)).status).toBe(200);
+  });
+
+  it("a client key is never refused for another's wrong secrets from the same address", async () => {
+    const base = await listen({ env: { CAIRN_API_KEY: API_KEY } });
+    const created = await fetch(`${base}/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'tenant', agents: '*' }),
+    });
+    const { secret } = (await created.json()) as { secret: string };
+    // A revoked or mistyped secret, sent over and over: that secret is locked out...
+    const stale = `cairn_sk_${'x'.repeat(43)}`;
+    for (let i = 0; i < AUTH_FAILURE_LIMIT; i++)
+      expect((await get(`${base}/agents`, `Bearer ${stale}`)).status).toBe(401);
+    expect((await get(`${base}/agents`, `Bearer ${stale}`)).status).toBe(429);
+    // ...and nobody else: the right client key and the admin key still work from here.
+    expect((await get(`${base}/agents`, `Bearer ${secret}`)).status).toBe(200);
+    expect((await get(`${base}/agents`, `Bearer ${API_KEY}`)).status).toBe(200);
+    // Guesses at the admin key lock out the admin key from this address, never a client key.
+    for (let i = 0; i < AUTH_FAILURE_LIMIT; i++) await get(`${base}/agents`, `Bearer guess-${i}`);
+    expect((await get(`${base}/agents`, `Bearer ${API_KEY}`)).status).toBe(429);
+    expect((await get(`${base}/agents`, `Bearer ${secret}`)).status).toBe(200);
+  });
+
+  it('server.trustProxy: behind a proxy, failures count by the forwarded address', async () => {
+    const base = await listen({ env: { CAIRN_API_KEY: API_KEY }, server: { trustProxy: true } });
+    const from = (address: string, authorization: string) =>
+      fetch(`${base}/agents`, { headers: { authorization, 'x-forwarded-for': address } });
+    for (let i = 0; i < AUTH_FAILURE_LIMIT; i++)
+      expect((await from('203.0.113.7', `Bearer guess-${i}`)).status).toBe(401);
+    expect((await from('203.0.113.7', `Bearer ${API_KEY}`)).status).toBe(429);
+    // Another client behind the same proxy is another address.
+    expect((await from('198.51.100.4', `Bearer ${API_KEY}`)).status).toBe(200);
+  });
+
+  it('without server.trustProxy, X-Forwarded-For is ignored', async () => {
+    const base = await listen({ env: { CAIRN_API_KEY: API_KEY } });
+    for (let i = 0; i < AUTH_FAILURE_LIMIT; i++) {
+      const guess = await fetch(`${base}/agents`, {
+        headers: { authorization: `Bearer guess-${i}`, 'x-forwarded-for': `192.0.2.${i}` },
+      });
+      expect(guess.status).toBe(401);
+    }
+    expect((await get(`${base}/agents`, `Bearer ${API_KEY}`)).status).toBe(429);
   });
 
   it('successful requests never count as failures', async () => {

@@ -10,6 +10,7 @@
  * traversal, backslashes, NUL, 300 characters, Unicode lookalikes) are 400 or
  * 404 everywhere and touch no file.
  */
+import { jsonDepth, MAX_JSON_DEPTH } from '../../src/json-depth.js';
 import { existsSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
@@ -20,7 +21,21 @@ import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
 const NUM_RUNS = 100;
 const AGENT_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-const VALIDATION_CODES = ['VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'];
+/** The nesting depth of `text` if it is JSON, else 0. */
+function parsedDepth(text: string): number {
+  try {
+    return jsonDepth(JSON.parse(text));
+  } catch {
+    return 0;
+  }
+}
+
+const VALIDATION_CODES = [
+  'VALIDATION_ERROR',
+  'JSON_TOO_DEEP',
+  'PAYLOAD_TOO_LARGE',
+  'UNSUPPORTED_MEDIA_TYPE',
+];
 
 /** Any JSON value that is not a string. */
 const notString: fc.Arbitrary<unknown> = fc.oneof(
@@ -183,7 +198,9 @@ describe('fuzzing the HTTP inputs', () => {
     expect(res.statusCode, text.slice(0, 200)).toBe(tooLarge ? 413 : 400);
     const body = res.json();
     expect(body).toEqual({ error: { code: expect.any(String), message: expect.any(String) } });
-    expect(body.error.code).toBe(tooLarge ? 'PAYLOAD_TOO_LARGE' : 'VALIDATION_ERROR');
+    // Nesting past MAX_JSON_DEPTH is refused as such before the route's schema sees it.
+    const invalid = parsedDepth(text) > MAX_JSON_DEPTH ? 'JSON_TOO_DEEP' : 'VALIDATION_ERROR';
+    expect(body.error.code).toBe(tooLarge ? 'PAYLOAD_TOO_LARGE' : invalid);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     expect((Object.prototype as Record<string, unknown>).polluted).toBeUndefined();
   }

@@ -12,7 +12,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CairnError } from '../../src/errors.js';
 import { Access } from '../../src/http/access.js';
-import { KeyLimits } from '../../src/http/key-limits.js';
+import { KeyLimits, WindowCounter } from '../../src/http/key-limits.js';
 import {
   registeredRoutes,
   registerOwnership,
@@ -79,7 +79,14 @@ afterAll(async () => {
  * An app with the guard and every route of the table (plus the console and
  * docs paths); `x-test-key` names the client key of a request (none: the admin).
  */
-async function guardedApp(rateLimit: OwnershipDeps['rateLimit']): Promise<FastifyInstance> {
+async function guardedApp(
+  serverLimit: { max: number; windowMs: number } | null,
+): Promise<FastifyInstance> {
+  // The bucket the server's own limiter (not on this app) would take each request's first call from.
+  const rateLimit: OwnershipDeps['rateLimit'] = serverLimit && {
+    ...serverLimit,
+    bucket: new WindowCounter(serverLimit.windowMs),
+  };
   const app = Fastify();
   app.addHook('onRequest', async (request) => {
     const name = request.headers['x-test-key'];

@@ -46,6 +46,30 @@ describe('server.rateLimit', () => {
     expect((await from('10.0.0.2')).statusCode).toBe(200);
   });
 
+  it('an MCP batch and single requests share one bucket: every call of the batch counts', async () => {
+    t = await startTestApp({ fake: null, server: { rateLimit: { max: 5, windowMs: 60_000 } } });
+    const mcpBatch = (size: number, remoteAddress = '127.0.0.1') =>
+      t!.app.server.inject({
+        method: 'POST',
+        url: '/mcp',
+        remoteAddress,
+        headers: { accept: 'application/json, text/event-stream' },
+        payload: Array.from({ length: size }, (_, i) => ({
+          jsonrpc: '2.0',
+          id: i + 1,
+          method: 'tools/list',
+        })),
+      });
+    // Six calls at once never fit under five.
+    expect((await mcpBatch(6, '10.0.0.6')).statusCode).toBe(429);
+    // Four calls, then one request: five; the next is refused.
+    expect((await mcpBatch(4)).statusCode).not.toBe(429);
+    expect((await t.app.server.inject({ url: '/agents' })).statusCode).toBe(200);
+    const over = await t.app.server.inject({ url: '/agents' });
+    expect(over.statusCode).toBe(429);
+    expect(over.json().error.code).toBe('RATE_LIMITED');
+  });
+
   it('limits nothing when rateLimit is not set', async () => {
     t = await startTestApp({ fake: null });
     for (let i = 0; i < 50; i++) {

@@ -7,7 +7,9 @@
  */
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { CairnMcpServerDeps } from '../../mcp/cairn-mcp-server.js';
+import { CairnError } from '../../errors.js';
 import type { Access } from '../access.js';
+import { sendError } from '../errors.js';
 import { mayUseAgent, ownerOf, principalOf, type Principal } from '../principal.js';
 
 const METHOD_NOT_ALLOWED = {
@@ -64,6 +66,16 @@ function scopedTo(principal: Principal, deps: McpRoutesOptions): CairnMcpServerD
 }
 
 export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, deps) => {
+  // A body too deep to walk is JSON-RPC's invalid params, in JSON-RPC's shape.
+  app.setErrorHandler((err, request, reply) => {
+    if (err instanceof CairnError && err.code === 'JSON_TOO_DEEP')
+      return reply.code(400).send({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32602, message: err.message },
+      });
+    sendError(err, request, reply);
+  });
   app.post('/mcp', async (request, reply) => {
     const { StreamableHTTPServerTransport, createCairnMcpServer } = await loadServerSdk();
     const server = createCairnMcpServer({
