@@ -21,9 +21,7 @@ import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
 import { unreachableOutcome } from './turn-outcome.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { isOutage } from './outage-report.js';
-
-export const RESUME_AFTER_INTERRUPTION =
-  'Continue the task where you left off. (It was interrupted by a server restart; tool calls that were running then have no known outcome.)';
+import { resumeAfterInterruption } from './interruption.js';
 
 export interface RunTaskInput {
   agentName: string;
@@ -166,7 +164,7 @@ export class TaskRunner {
           }
         : {
             role: 'user',
-            content: input.answer?.trim() ? input.answer : RESUME_AFTER_INTERRUPTION,
+            content: input.answer?.trim() ? input.answer : resumeAfterInterruption(before.error),
           };
     this.start(task, agent, (signal, _session, runTurn) =>
       runTurn({
