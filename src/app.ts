@@ -478,7 +478,7 @@ function buildRuntime(
   { agents, storage, observers, models, tools, context }: RuntimeInputs,
   logger: Logger,
 ): RuntimeParts {
-  const { info, warn, error } = logLines(logger);
+  const { debug, info, warn, error } = logLines(logger);
   const { store, events, sessionLock, instanceId } = storage;
   const registry = agents.registry;
   // A timed-out approval is denied through the task runner, which itself arms the timeouts.
@@ -535,6 +535,7 @@ function buildRuntime(
     tasks,
     owner: instanceId,
     log: warn,
+    debug,
     info,
   });
   const agentReloader = new AgentReloader({

@@ -26,6 +26,7 @@ export function createLogger(setting: LoggerSetting): Logger {
 
 /** The levels the parts log at, as plain functions they can hold and pass on. */
 export interface LogLines {
+  readonly debug: LogLine;
   readonly info: LogLine;
   readonly warn: LogLine;
   readonly error: LogLine;
@@ -34,6 +35,7 @@ export interface LogLines {
 /** `logger`'s levels as `LogLines`. */
 export function logLines(logger: Logger): LogLines {
   return {
+    debug: (details, message) => logger.debug(details, message),
     info: (details, message) => logger.info(details, message),
     warn: (details, message) => logger.warn(details, message),
     error: (details, message) => logger.error(details, message),

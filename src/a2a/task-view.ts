@@ -4,12 +4,13 @@
  *
  * A Cairn task is the A2A task (same id); its session is the A2A context.
  * A task waiting for an `ask_user` answer or for a person's approval is
- * `input-required`, and so is a task a restart interrupted: in each case the
+ * `input-required`, and so is an interrupted task: in each case the
  * next message on the task continues it.
  */
 import { Role, TaskState } from '@a2a-js/sdk';
 import type { Artifact, Message, Part, Task, TaskStatus as A2ATaskStatus } from '@a2a-js/sdk';
 import type { TaskRow, TaskStatus } from '../store/store.js';
+import { interruptionCause } from '../runtime/interruption.js';
 
 /** The artifact a completed task's reply is published as. */
 export const REPLY_ARTIFACT_ID = 'reply';
@@ -113,7 +114,7 @@ function statusMessage(task: TaskRow): Message | undefined {
     case 'interrupted':
       return agentMessage(task, `${task.id}-interrupted`, [
         textPart(
-          'The task was interrupted by a server restart. Send a message on this task to continue it (your text, if any, is passed on to the agent).',
+          `The task was interrupted: ${interruptionCause(task.error)}. Send a message on this task to continue it (your text, if any, is passed on to the agent).`,
         ),
       ]);
     case 'completed':

@@ -83,7 +83,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Tool-list changes closer together than this are one burst, logged once when it ends. */
+/** Tool-list changes closer together than this are one burst: logged when it starts, counted when it ends. */
 const CHANGE_BURST_QUIET_MS = 1_000;
 
 export class McpConnection {
@@ -301,19 +301,28 @@ export class McpConnection {
   }
 
   /**
-   * Logs tool-list changes once per burst, when it has been quiet for a
-   * while: a server that announces a change ten times a second would
-   * otherwise write ten lines a second.
+   * Logs tool-list changes once per burst: the first change at once, then
+   * nothing until the server has been quiet for a while, then one line with
+   * the burst's count. A server that announces a change ten times a second
+   * would otherwise write ten lines a second, and one that never stops would,
+   * if the line waited for quiet, never be logged at all.
    */
   private noteToolsChanged(): void {
+    if (this.changes === 0) {
+      this.options.log.info(
+        `MCP server "${this.name}" changed its tools (${this.listed.length} now); further changes are counted until it has been quiet for ${CHANGE_BURST_QUIET_MS} ms`,
+      );
+    }
     this.changes += 1;
     clearTimeout(this.changeTimer);
     this.changeTimer = setTimeout(() => {
       const times = this.changes;
       this.changes = 0;
-      this.options.log.info(
-        `MCP server "${this.name}" changed its tools${times > 1 ? ` ${times} times` : ''} (${this.listed.length} now)`,
-      );
+      if (times > 1) {
+        this.options.log.info(
+          `MCP server "${this.name}" changed its tools ${times} times in one burst, now over (${this.listed.length} now)`,
+        );
+      }
     }, CHANGE_BURST_QUIET_MS);
     this.changeTimer.unref();
   }

@@ -6,6 +6,13 @@
  * restart, missed slots give at most one catch-up tick. A reload of the
  * agents is applied with `sync`: new daemons are scheduled, removed ones
  * unscheduled, changed schedules rescheduled.
+ *
+ * `every` is timed from the start of a slot, not from the end of its tick: a
+ * 10-minute daemon whose tick takes 3 minutes still ticks every 10 minutes. A
+ * tick that runs past its next slots never overlaps the next one: the slots it
+ * ran over are skipped, and said once, at warn, by the instance whose tick
+ * overran (no instance ran them). Instances sharing a database all arm every
+ * slot and one claims it; the others' skips are routine, logged at debug.
  */
 import { randomUUID } from 'node:crypto';
 import { Cron } from 'croner';
@@ -40,6 +47,36 @@ export function nextRunAfter(agent: AgentConfig, from: Date): Date | null {
   return null;
 }
 
+/** Past this many skipped cron slots the count stops (the next slot is still exact). */
+const MAX_COUNTED_SLOTS = 1_000;
+
+/**
+ * The first slot of `agent`'s schedule after the slot `base` that is still
+ * ahead at `now`, and how many slots between them are already past (lost: a
+ * tick that ran over them, or started late). `every` slots are `base` plus
+ * whole intervals, so the schedule keeps its phase whatever a tick took.
+ */
+export function nextSlot(
+  agent: AgentConfig,
+  base: Date,
+  now: Date,
+): { next: Date | null; skipped: number } {
+  const every = agent.daemon?.every;
+  if (every !== undefined) {
+    const intervalMs = parseEvery(every);
+    const behindMs = now.getTime() - base.getTime();
+    const steps = behindMs < 0 ? 1 : Math.floor(behindMs / intervalMs) + 1;
+    return { next: new Date(base.getTime() + steps * intervalMs), skipped: steps - 1 };
+  }
+  let next = nextRunAfter(agent, base);
+  let skipped = 0;
+  while (next !== null && next <= now) {
+    if (++skipped >= MAX_COUNTED_SLOTS) return { next: nextRunAfter(agent, now), skipped };
+    next = nextRunAfter(agent, next);
+  }
+  return { next, skipped };
+}
+
 export interface DaemonSchedulerDeps {
   /** A tick's session is closed once its task is done. */
   sessions: Pick<Sessions, 'close'>;
@@ -48,8 +85,10 @@ export interface DaemonSchedulerDeps {
   events: EventBus;
   tasks: Pick<TaskRunner, 'runTask' | 'wait' | 'cancelTask'>;
   clock?: () => Date;
-  /** Problems: an invalid schedule, a skipped or failed tick. */
+  /** Problems: an invalid schedule, a lost slot, a failed tick. */
   log?: (details: Record<string, unknown>, message: string) => void;
+  /** Routine: a slot another instance claimed first, a tick that found one still running. */
+  debug?: (details: Record<string, unknown>, message: string) => void;
   /** What changed: a daemon scheduled, rescheduled or unscheduled by a reload. */
   info?: (details: Record<string, unknown>, message: string) => void;
   /** Who holds the tick leases: the instance id, so a dead instance's leases can be freed. */
@@ -219,13 +258,19 @@ export class DaemonScheduler {
     // so it claims as of the slot, or it would find its own slot not yet due.
     const now = this.clock();
     const startedAt = slot !== undefined && slot > now ? slot : now;
+    // The schedule is timed from the slot, not from when its tick got going
+    // or ended; a tick run by hand starts its own.
+    const base = slot ?? startedAt;
     // A scheduled tick claims its slot too: instances sharing a database all
     // schedule it, and the first to claim it runs it, so a slot runs once.
     if (
       !(await store.claimDaemonLease(agent.name, this.owner, startedAt, DAEMON_LEASE_MS, scheduled))
     ) {
-      this.deps.log?.(
-        { agent: agent.name },
+      // Routine with several instances: the slot ran (or runs) elsewhere. A
+      // slot no instance runs, because a tick overran it, is reported by the
+      // instance whose tick overran, when it ends.
+      this.deps.debug?.(
+        { agent: agent.name, ...(slot ? { slot: slot.toISOString() } : {}) },
         'daemon tick skipped: another tick holds the lease or ran this slot',
       );
       return undefined;
@@ -234,7 +279,7 @@ export class DaemonScheduler {
     try {
       // Consume this slot before running: if the process dies mid-tick, the
       // restart sees the next slot, not this one, so the tick never runs twice.
-      await store.setDaemonNextRun(agent.name, nextRunAfter(agent, startedAt));
+      await store.setDaemonNextRun(agent.name, nextSlot(agent, base, startedAt).next);
       task = await tasks.runTask({
         agentName: agent.name,
         input: agent.daemon.prompt,
@@ -251,7 +296,18 @@ export class DaemonScheduler {
     } finally {
       let next: Date | null = null;
       try {
-        next = nextRunAfter(agent, this.clock());
+        const after = nextSlot(agent, base, this.clock());
+        next = after.next;
+        if (after.skipped > 0)
+          this.deps.log?.(
+            {
+              agent: agent.name,
+              slot: base.toISOString(),
+              skippedSlots: after.skipped,
+              nextRunAt: next?.toISOString() ?? null,
+            },
+            'daemon slots lost: no tick ran them (this one started late or ran past them, and ticks never overlap)',
+          );
       } catch {
         // An invalid schedule still releases the lease; it is never rescheduled.
       }
@@ -291,9 +347,10 @@ export class DaemonScheduler {
   /**
    * After a slot, ticked here or by a peer: the next run the database records
    * (the tick that ran wrote it), so every instance aims at the same slot.
-   * Never rejects: a failed read falls back to the agent's own schedule.
+   * Never rejects: a failed read falls back to the agent's own schedule, in
+   * phase with `slot`.
    */
-  private async scheduleStoredNext(agent: AgentConfig): Promise<void> {
+  private async scheduleStoredNext(agent: AgentConfig, slot: Date): Promise<void> {
     const now = this.clock();
     let stored: Date | null = null;
     try {
@@ -303,7 +360,7 @@ export class DaemonScheduler {
       // Scheduled from the agent's own schedule below.
     }
     if (stored !== null && stored > now) await this.schedule(agent, stored, { record: false });
-    else await this.schedule(agent, nextRunAfter(agent, now));
+    else await this.schedule(agent, nextSlot(agent, slot, now).next);
   }
 
   /**
@@ -341,7 +398,7 @@ export class DaemonScheduler {
               'daemon tick failed',
             ),
           )
-          .finally(() => this.scheduleStoredNext(agent));
+          .finally(() => this.scheduleStoredNext(agent, at));
       },
       Math.min(delay, MAX_TIMER_MS),
     );

@@ -39,9 +39,7 @@ import {
 } from './turn-outcome.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { isOutage } from './outage-report.js';
-
-export const RESUME_AFTER_INTERRUPTION =
-  'Continue the task where you left off. (It was interrupted by a server restart; tool calls that were running then have no known outcome.)';
+import { resumeAfterInterruption } from './interruption.js';
 
 export interface RunTaskInput {
   agentName: string;
@@ -194,7 +192,7 @@ export class TaskRunner {
           }
         : {
             role: 'user',
-            content: input.answer?.trim() ? input.answer : RESUME_AFTER_INTERRUPTION,
+            content: input.answer?.trim() ? input.answer : resumeAfterInterruption(before.error),
           };
     this.start(task, agent, (signal, _session, runTurn) =>
       runTurn({

@@ -67,8 +67,17 @@ export const TASK_PATCH_COLUMNS: readonly string[] = [
   'decided_by',
 ];
 
+/** A task's error when its own server stopped (a restart found it running, or a shutdown's grace ran out). */
 export const INTERRUPTED_ERROR =
   'The server stopped while this task was running. Resume it with POST /tasks/:id/resume.';
+
+/**
+ * A task's error when another instance swept it: the instance running it stopped
+ * heartbeating (shut down, crashed, or paused past the stale limit). No apostrophe:
+ * SQLite's statements carry it as a literal.
+ */
+export const INSTANCE_LOST_ERROR =
+  'The Cairn instance running this task went away or stopped answering (shut down, crashed or paused), and another instance marked it interrupted. Resume it with POST /tasks/:id/resume.';
 
 export const MESSAGE_COLUMNS =
   'session_id, seq, role, content, tool_calls, tool_call_id, name, created_at';

@@ -25,6 +25,7 @@ import {
   type Client,
 } from '@a2a-js/sdk/client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { INTERRUPTED_ERROR } from '../../src/store/records.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 
 const API_KEY = 'sk-cairn-a2a-test';
@@ -633,7 +634,7 @@ describe('a peer that goes away', () => {
   });
 });
 
-describe('a task a restart interrupted', () => {
+describe('an interrupted task', () => {
   it('is input-required, and a message on it continues it', async () => {
     const session = await harness.app.sessions.create({
       agentName: 'assistant',
@@ -646,12 +647,14 @@ describe('a task a restart interrupted', () => {
     });
     await harness.app.store.transitionTask(row.id, ['running'], {
       status: 'interrupted',
-      error: 'The server stopped while this task was running.',
+      error: INTERRUPTED_ERROR,
     });
     const client = await clientFor('assistant');
     const read = await client.getTask({ tenant: '', id: row.id });
     expect(read.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
-    expect(texts(read.status?.message?.parts)[0]).toContain('interrupted by a server restart');
+    expect(texts(read.status?.message?.parts)[0]).toContain(
+      'The task was interrupted: the server running it stopped.',
+    );
 
     fake().script({ content: 'There are 3 files.' });
     const done = await send(client, userMessage('Go on, please.', { taskId: row.id }));

@@ -133,6 +133,19 @@ describe.each(DATABASES)('runDaemonTick (%s)', (database) => {
     expect((await tick)!.status).toBe('completed');
   });
 
+  it('a slow tick times the next run from its start, not its end', async () => {
+    t.fake!.script({ content: 'Slow tick.', delayMs: 400 });
+    const task = (await t.app.daemons.runDaemonTick({ agentName: 'ticker' }))!;
+    expect(task.status).toBe('completed');
+    const state = (await t.app.store.findDaemonState('ticker'))!;
+    // The tick began before its task was created and ended after the task
+    // finished, 400 ms later: an hour after the start is before an hour after the task.
+    expect(Date.parse(state.next_run_at!)).toBeLessThanOrEqual(
+      Date.parse(task.created_at) + HOUR_MS,
+    );
+    expect(Date.parse(state.next_run_at!)).toBeLessThan(Date.parse(task.updated_at) + HOUR_MS);
+  });
+
   it('two ticks at once: one runs, the other is skipped', async () => {
     t.fake!.script({ content: 'Only once.', delayMs: 300 });
     const before = (await listSessions(t.app, 'agentName=ticker')).length;

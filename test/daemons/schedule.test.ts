@@ -1,11 +1,12 @@
 /**
  * Daemon schedules as pure functions: `every` durations and cron expressions
- * (croner) → the next run after a given time.
+ * (croner) → the next run after a given time; the slot after a tick, timed
+ * from the slot it ran, with the slots it ran past counted.
  */
 import { describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../../src/agents/agent-config.js';
 import { CairnError } from '../../src/errors.js';
-import { nextRunAfter } from '../../src/runtime/daemon-scheduler.js';
+import { nextRunAfter, nextSlot } from '../../src/runtime/daemon-scheduler.js';
 import { parseEvery } from '../../src/runtime/duration.js';
 
 function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
@@ -92,5 +93,35 @@ describe('nextRunAfter', () => {
     expect(() => nextRunAfter(agentWith({ every: '5 minutes', prompt: 'p' }), from)).toThrow(
       CairnError,
     );
+  });
+});
+
+describe('nextSlot', () => {
+  const slot = new Date(2024, 0, 1, 10, 0, 0);
+  const at = (minutes: number, seconds = 0): Date =>
+    new Date(slot.getTime() + minutes * 60_000 + seconds * 1_000);
+  const tenMinutes = agentWith({ every: '10m', prompt: 'p' });
+
+  it('times `every` from the start of the slot, not from when its tick ended', () => {
+    // A tick of 3 minutes: the next slot is still 10 minutes after the last one began.
+    expect(nextSlot(tenMinutes, slot, at(3))).toEqual({ next: at(10), skipped: 0 });
+    expect(nextSlot(tenMinutes, slot, slot)).toEqual({ next: at(10), skipped: 0 });
+    // A timer a hair early (now before the slot) still aims one interval on.
+    expect(nextSlot(tenMinutes, slot, at(0, -1))).toEqual({ next: at(10), skipped: 0 });
+  });
+
+  it('skips, and counts, the slots a tick ran past; never one already past', () => {
+    expect(nextSlot(tenMinutes, slot, at(10))).toEqual({ next: at(20), skipped: 1 });
+    expect(nextSlot(tenMinutes, slot, at(25))).toEqual({ next: at(30), skipped: 2 });
+  });
+
+  it('does the same on a cron schedule', () => {
+    const quarter = agentWith({ cron: '*/15 * * * *', prompt: 'p' });
+    expect(nextSlot(quarter, slot, at(5))).toEqual({ next: at(15), skipped: 0 });
+    expect(nextSlot(quarter, slot, at(40))).toEqual({ next: at(45), skipped: 2 });
+  });
+
+  it('is null, with nothing skipped, for an agent without a schedule', () => {
+    expect(nextSlot(agentWith(), slot, at(40))).toEqual({ next: null, skipped: 0 });
   });
 });

@@ -863,7 +863,7 @@ export class PgStore extends StoreBase implements store.Store {
          WHERE status = 'running' AND owner_instance IS DISTINCT FROM $3
            AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = tasks.owner_instance
                            AND i.heartbeat_at >= now() - make_interval(secs => $4::double precision / 1000))`,
-        [records.INTERRUPTED_ERROR, now(), options.self, options.staleAfterMs],
+        [records.INSTANCE_LOST_ERROR, now(), options.self, options.staleAfterMs],
       );
       return result.rowCount ?? 0;
     });

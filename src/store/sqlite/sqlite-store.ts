@@ -72,6 +72,7 @@ import * as decide from '../decisions.js';
 import { secondResultError } from '../second-result.js';
 import {
   CONTEXT_COLUMNS,
+  INSTANCE_LOST_ERROR,
   INTERRUPTED_ERROR,
   MEMORY_PAGE,
   MESSAGE_COLUMNS,
@@ -371,7 +372,7 @@ function prepareStatements(db: SqliteDatabase) {
       `UPDATE tasks SET status = 'interrupted', error = '${INTERRUPTED_ERROR}', updated_at = ? WHERE status = 'running' AND owner_instance = ?`,
     ),
     interruptOrphanedTasks: db.prepare(
-      `UPDATE tasks SET status = 'interrupted', error = '${INTERRUPTED_ERROR}', updated_at = @now
+      `UPDATE tasks SET status = 'interrupted', error = '${INSTANCE_LOST_ERROR}', updated_at = @now
        WHERE status = 'running' AND owner_instance IS NOT @self
          AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = tasks.owner_instance AND i.heartbeat_at >= @live_since)`,
     ),
