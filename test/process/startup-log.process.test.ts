@@ -51,7 +51,7 @@ describe('the start-up and request log', () => {
     try {
       for (let i = 0; i < 3; i++) await (await fetch(`${server.url}/health`)).text();
       await (await fetch(`${server.url}/agents`)).text();
-      const ready = await readyLine(server.output);
+      const ready = await readyLine(() => server.output());
       const log = lines(server.output());
       expect(ready).toMatchObject({
         agents: ['assistant', 'ticker'],
@@ -107,7 +107,7 @@ describe('the start-up and request log', () => {
     );
     const server = await spawnServer({ home, env: { CAIRN_LOG_LEVEL: 'info' } });
     try {
-      const ready = await readyLine(server.output);
+      const ready = await readyLine(() => server.output());
       expect(ready.daemons).toBe('off');
     } finally {
       await server.stop('SIGTERM');
