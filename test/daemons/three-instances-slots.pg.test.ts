@@ -8,7 +8,7 @@
 import { rmSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type CairnApp } from '../../src/app.js';
+import { startApp, type CairnApp } from '../../src/app.js';
 import { loadSettings } from '../../src/config/settings.js';
 import type { TaskRow } from '../../src/store/store.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
@@ -69,7 +69,7 @@ describe('a 1 s daemon on three instances', () => {
     });
     for (let i = 0; i < 3; i++)
       apps.push(
-        await buildApp(loadSettings({ home, env: {} }), {
+        await startApp(loadSettings({ home, env: {} }), {
           logger: { level: 'debug', stream },
           daemons: true,
         }),
