@@ -10,8 +10,9 @@
 import type { FastifyInstance } from 'fastify';
 import { AgentRegistry } from './agents/agent-registry.js';
 import { formatProblem, loadAgents, orderProblems } from './agents/load-agents.js';
-import type { AgentProblem, AgentToolList } from './agents/agent-config.js';
+import type { AgentConfig, AgentProblem, AgentToolList } from './agents/agent-config.js';
 import type { ModelRoleSettings, Settings } from './config/settings.js';
+import { describeError } from './errors.js';
 import { createServer } from './http/create-server.js';
 import { defaultAllowedHosts } from './http/browser-guard.js';
 import { compactionRoutes } from './http/routes/compaction.js';
@@ -59,7 +60,7 @@ import { taskRoutes } from './http/routes/tasks.js';
 import { mcpRoutes } from './http/routes/mcp.js';
 import type { McpBackoff } from './mcp/mcp-connection.js';
 import { McpManager } from './mcp/mcp-manager.js';
-import { checkMcpToolEntries } from './mcp/check-agent-tools.js';
+import { checkMcpToolEntries, usesMcp } from './mcp/check-agent-tools.js';
 import { openaiApiRoutes } from './openai-api/routes.js';
 import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
 import { sessionTransferRoutes } from './http/routes/session-transfer.js';
@@ -152,6 +153,11 @@ export interface CairnApp {
    * everything and rejects. Once only.
    */
   start(): Promise<void>;
+  /**
+   * Resolves once every MCP server has connected or failed once and the
+   * agents' MCP entries are checked (start-up does not wait for that).
+   */
+  mcpSettled(): Promise<void>;
   /** Stops accepting work, waits for running turns, closes the database. */
   close(): Promise<void>;
 }
@@ -611,7 +617,11 @@ function buildServer(
     instanceId,
     ...(healthExtras ? { healthExtras } : {}),
   });
-  void server.register(agentRoutes, { agents: registry, mainModel: settings.models.main });
+  void server.register(agentRoutes, {
+    agents: registry,
+    mainModel: settings.models.main,
+    toolsNotReady: (entries) => mcp.notReady(entries),
+  });
   void server.register(chatRoutes, { chats, sessions, agents: registry, streams });
   void server.register(sessionRoutes, { sessions, store });
   void server.register(callRoutes, { access, store, flush: () => recorder.flush() });
@@ -660,12 +670,15 @@ interface BuiltApp {
   readonly tools: Tools;
   readonly parts: RuntimeParts;
   readonly server: FastifyInstance;
+  /** The MCP servers' first attempts and the checks after them, running in the background. */
+  mcpChecks?: Promise<void>;
 }
 
 /**
  * Start-up, in order: the agents watch, the shared database's heartbeat and
  * feed, recovery of what the last process left running, approval deadlines,
- * MCP servers, the tool-list checks, daemons, and record pruning.
+ * the tool-list checks, MCP servers (in the background), daemons, and record
+ * pruning.
  */
 async function start(built: BuiltApp, options: AppOptions, logger: Logger): Promise<void> {
   const { storage, observers, tools, parts } = built;
@@ -695,18 +708,37 @@ async function start(built: BuiltApp, options: AppOptions, logger: Logger): Prom
   // After the orphan sweep: a deadline that passed while the server was down is applied now.
   await parts.approvalTimeouts.recover();
   step('start:tools');
-  await tools.mcp.start();
-  const mcpProblems = checkMcpToolEntries(registry.list(), tools.mcp);
-  for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) logger.warn(problem);
   // Fail early and visibly on tool lists that cannot be resolved (the same check as
-  // `cairn agents validate`), each file's problems together, top to bottom.
-  const toolProblems = await checkAgentTools(built.agents.toolLists, (agent) =>
-    tools.catalog.forAgent(agent),
-  );
+  // `cairn agents validate`), each file's problems together, top to bottom. MCP
+  // entries resolve to nothing yet: they are checked once their servers answer.
+  const resolveTools = (agent: AgentConfig) => tools.catalog.forAgent(agent);
+  const toolProblems = await checkAgentTools(built.agents.toolLists, resolveTools);
+  const logged = new Set<string>();
   for (const problem of orderProblems([...built.agents.problems, ...toolProblems])) {
     const skipped = built.agents.problems.some((p) => p.file === problem.file);
-    logger.warn(`${skipped ? 'agent skipped: ' : ''}${formatProblem(problem)}`);
+    const line = `${skipped ? 'agent skipped: ' : ''}${formatProblem(problem)}`;
+    logged.add(line);
+    logger.warn(line);
   }
+  // MCP servers connect in the background: one that never answers must not
+  // keep the server from listening (each attempt is bounded by its
+  // connectTimeoutMs). Its tools are missing until then; GET /agents/:name
+  // lists them under `toolsNotReady`.
+  built.mcpChecks = tools.mcp
+    .start()
+    .then(async () => {
+      const mcpProblems = checkMcpToolEntries(registry.list(), tools.mcp);
+      for (const problem of [...mcpProblems.errors, ...mcpProblems.warnings]) logger.warn(problem);
+      // With the servers' tools known, a whole-server entry may now offer too many.
+      const withMcp = built.agents.toolLists.filter((list) => usesMcp([list.agent]));
+      for (const problem of orderProblems(await checkAgentTools(withMcp, resolveTools))) {
+        const line = formatProblem(problem);
+        if (!logged.has(line)) logger.warn(line);
+      }
+    })
+    .catch((err: unknown) =>
+      logger.warn(`checking agents' MCP tools failed: ${describeError(err)}`),
+    );
   step('start:daemons');
   if (options.daemons !== false) await parts.daemons.start();
   observers.recordsPruner.start();
@@ -724,6 +756,7 @@ async function close(built: BuiltApp): Promise<void> {
   await observers.recordsPruner.stop();
   // After the turns: a running turn may still be calling an MCP tool.
   await tools.mcp.close();
+  await built.mcpChecks?.catch(() => undefined);
   // The titles and records of the last turns, before the database goes.
   await observers.recorder.flush();
   await observers.tracing.shutdown();
@@ -819,6 +852,10 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
           await close(built).catch(() => undefined);
           throw err;
         })),
+      mcpSettled: async () => {
+        await started;
+        await built.mcpChecks;
+      },
       close: () => close(built),
     };
   } catch (err) {

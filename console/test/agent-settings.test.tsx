@@ -45,6 +45,20 @@ describe('agentSettingRows', () => {
     expect(labels).not.toContain('approvalTimeouts');
   });
 
+  it('marks the MCP entries whose server is not ready yet', () => {
+    const agent: Agent = {
+      ...GUARDED,
+      tools: ['current_time', 'mcp:files', 'mcp:remote/search'],
+      toolsNotReady: [
+        { tool: 'mcp:files', status: 'connecting' },
+        { tool: 'mcp:remote/search', status: 'error', error: 'fetch failed' },
+      ],
+    };
+    expect(value(agent, 'Tools')).toBe(
+      'current_time (needs approval, denied after 30m), mcp:files (not ready: its MCP server is still connecting), mcp:remote/search (not ready: its MCP server is unavailable, retrying)',
+    );
+  });
+
   it('says each setting in words, defaults included', () => {
     expect(value(GUARDED, 'Model calls a turn')).toBe('at most 4');
     expect(value(GUARDED, 'Temperature')).toBe("the provider's default");

@@ -417,6 +417,10 @@ function schemaMessage(e: ErrorObject): string {
     if (alternatives)
       return `must have exactly one of ${alternatives.map((n) => `"${n}"`).join(', ')}`;
   }
+  if (e.keyword === 'maxItems' && e.instancePath === '/tools') {
+    // Each entry is at least one tool, so the whole agent could never be offered.
+    return `lists ${(e.data as unknown[]).length} tools, more than the ${String(e.params['limit'])} a model request may carry (the provider would refuse every turn); list fewer`;
+  }
   return e.message ?? `fails "${e.keyword}"`;
 }
 

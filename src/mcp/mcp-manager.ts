@@ -1,8 +1,9 @@
 /**
- * All configured MCP servers: connects them in parallel at start-up (each
- * within its time limit; a failure never stops Cairn), answers which tools an
- * agent's `mcp:` entry stands for, reports per-server health, and closes them
- * all on shutdown.
+ * All configured MCP servers: connects them in parallel (each within its time
+ * limit; a failure never stops Cairn) — in the background once the server
+ * listens, so one slow server never delays start-up — answers which tools an
+ * agent's `mcp:` entry stands for and which are not ready yet, reports
+ * per-server health, and closes them all on shutdown.
  */
 import type { McpServerSettings } from '../config/mcp-servers.js';
 import { CairnError } from '../errors.js';
@@ -14,7 +15,7 @@ import {
   type McpServerStatus,
 } from './mcp-connection.js';
 import { mcpTool } from './mcp-tool.js';
-import type { McpToolSpec } from '../tools/mcp-tool-spec.js';
+import { parseMcpToolSpec, type McpToolSpec } from '../tools/mcp-tool-spec.js';
 
 export interface McpServerHealth {
   status: McpServerStatus;
@@ -30,9 +31,18 @@ export interface McpManagerOptions {
   reconnect?: boolean;
 }
 
+/** An `mcp:` entry of an agent whose server is not connected: its tools are missing for now. */
+export interface McpEntryNotReady {
+  /** The entry as the agent lists it, e.g. `mcp:files/read_text_file`. */
+  tool: string;
+  status: Exclude<McpServerStatus, 'connected'>;
+  error?: string;
+}
+
 export class McpManager {
   private readonly connections: ReadonlyMap<string, McpConnection>;
   private readonly listeners = new Set<() => void>();
+  private firstAttempts: Promise<void> | undefined;
 
   constructor(options: McpManagerOptions) {
     this.connections = new Map(
@@ -48,9 +58,17 @@ export class McpManager {
     );
   }
 
-  /** Connects every server in parallel; resolves when each has connected or failed. */
-  async start(): Promise<void> {
-    await Promise.all([...this.connections.values()].map((c) => c.connect()));
+  /**
+   * Connects every server in parallel; resolves when each has connected or
+   * failed once (a failed one keeps retrying). Called again, it returns the
+   * same first attempts: `cairn serve` starts them without waiting, and
+   * whoever needs them settled (the start-up checks, tests) awaits this.
+   */
+  start(): Promise<void> {
+    this.firstAttempts ??= Promise.all([...this.connections.values()].map((c) => c.connect())).then(
+      () => undefined,
+    );
+    return this.firstAttempts;
   }
 
   /** Called whenever any server's usable tools change. */
@@ -86,6 +104,26 @@ export class McpManager {
     return connection.tools
       .filter((info) => spec.tool === undefined || info.name === spec.tool)
       .map((info) => mcpTool(connection, info));
+  }
+
+  /**
+   * The entries of an agent's `tools` whose server is not connected (still
+   * connecting after start-up, or failing): `GET /agents/:name` says so, so a
+   * missing tool is explained rather than silently absent.
+   */
+  notReady(toolEntries: readonly string[]): McpEntryNotReady[] {
+    const out: McpEntryNotReady[] = [];
+    for (const entry of toolEntries) {
+      const spec = parseMcpToolSpec(entry);
+      const connection = spec && this.connections.get(spec.server);
+      if (!connection || connection.status === 'connected') continue;
+      out.push({
+        tool: entry,
+        status: connection.status,
+        ...(connection.error !== undefined ? { error: connection.error } : {}),
+      });
+    }
+    return out;
   }
 
   /** `GET /health`'s `mcp` field. */

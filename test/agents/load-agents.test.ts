@@ -132,6 +132,21 @@ describe('loadAgents', () => {
     });
   });
 
+  it('refuses at load a static tool list longer than a model request may carry', () => {
+    const tools = Array.from({ length: 129 }, (_, i) => `./tools/t${i}.js`);
+    const file = writeAgent('a', minimal('a', { tools }));
+    const { agents, problems } = loadAgents(agentsDir);
+    expect(agents).toEqual([]);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatchObject({ file, pointer: '/tools', rule: 'maxItems' });
+    expect(problems[0]!.message).toBe(
+      'lists 129 tools, more than the 128 a model request may carry (the provider would refuse every turn); list fewer',
+    );
+    // 128 is allowed.
+    writeAgent('a', minimal('a', { tools: tools.slice(0, 128) }));
+    expect(loadAgents(agentsDir).problems).toEqual([]);
+  });
+
   it('rejects a tool listed twice, once as a string and once as an object', () => {
     writeAgent('a', minimal('a', { tools: ['current_time', { tool: 'current_time' }] }));
     const { agents, problems } = loadAgents(agentsDir);

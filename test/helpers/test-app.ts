@@ -118,6 +118,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const home = makeHome(options, fake ? fake.baseURL : null, database?.url ?? null);
   const settings = loadSettings({ home, env: options.env ?? {} });
   const app = await startApp(settings, { logger: false, daemons: false, ...(options.app ?? {}) });
+  // Servers connect in the background; the tests that use them start once they have answered.
+  if (options.mcpServers) await app.mcpSettled();
   return {
     app,
     home,

@@ -54,13 +54,17 @@ describe('MCP servers and the cairn process', () => {
     const home = makeHome({ mcpServers: MCP_SERVERS }, fake.baseURL);
     homes.push(home);
     server = await spawnServer({ home });
-    const health = (await (await fetch(`${server.url}/health`)).json()) as {
-      mcp: Record<string, { status: string }>;
-    };
-    expect(health.mcp).toMatchObject({
-      everything: { status: 'connected' },
-      changing: { status: 'connected' },
-    });
+    const url = server.url;
+    // The servers connect in the background, after Cairn listens.
+    await expect
+      .poll(async () => ((await (await fetch(`${url}/health`)).json()) as { mcp: unknown }).mcp, {
+        timeout: 20_000,
+        interval: 100,
+      })
+      .toMatchObject({
+        everything: { status: 'connected' },
+        changing: { status: 'connected' },
+      });
     const children = childPids(server.child.pid!);
     expect(children).toHaveLength(2);
 

@@ -26,13 +26,22 @@ function toolsText(agent: Agent): string {
   const tools = agent.tools ?? [];
   if (tools.length === 0) return 'none';
   const guarded = new Set(agent.toolsNeedingApproval ?? []);
+  const notReady = new Map((agent.toolsNotReady ?? []).map((entry) => [entry.tool, entry]));
   return tools
     .map((tool) => {
-      if (!guarded.has(tool)) return tool;
-      const timeout = agent.approvalTimeouts?.[tool];
-      return timeout
-        ? `${tool} (needs approval, denied after ${timeout})`
-        : `${tool} (needs approval)`;
+      const notes: string[] = [];
+      if (guarded.has(tool)) {
+        const timeout = agent.approvalTimeouts?.[tool];
+        notes.push(timeout ? `needs approval, denied after ${timeout}` : 'needs approval');
+      }
+      const waiting = notReady.get(tool);
+      if (waiting)
+        notes.push(
+          waiting.status === 'connecting'
+            ? 'not ready: its MCP server is still connecting'
+            : 'not ready: its MCP server is unavailable, retrying',
+        );
+      return notes.length > 0 ? `${tool} (${notes.join('; ')})` : tool;
     })
     .join(', ');
 }

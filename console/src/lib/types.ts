@@ -96,6 +96,8 @@ export interface Agent {
   resolvedModel?: ResolvedModel;
   tools?: string[];
   toolsNeedingApproval?: string[];
+  /** `mcp:` entries whose server is not connected yet (or failing); absent when all are ready. */
+  toolsNotReady?: { tool: string; status: string; error?: string }[];
   /** Tool spec → how long a call waits for approval ("30m"). */
   approvalTimeouts?: Record<string, string>;
   maxIterations?: number;

@@ -6,6 +6,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { AgentConfig } from '../../agents/agent-config.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { ModelRoleSettings } from '../../config/settings.js';
+import type { McpEntryNotReady } from '../../mcp/mcp-manager.js';
 import { agentParams, NO_OPTIONS_BODY } from '../schemas.js';
 import { mayUseAgent, principalOf } from '../principal.js';
 
@@ -25,12 +26,19 @@ export type PublicAgent = Omit<AgentConfig, 'dir' | 'defaultCompaction'> & {
     compactionCount: number;
   };
   resolvedModel: ResolvedModel;
+  /** Its `mcp:` entries whose server is not connected yet (or has failed); absent when all are ready. */
+  toolsNotReady?: McpEntryNotReady[];
 };
 
 /** The API view of an agent: its configuration minus where it lives on disk, plus its model. */
-export function publicAgent(agent: AgentConfig, main: MainModel): PublicAgent {
+export function publicAgent(
+  agent: AgentConfig,
+  main: MainModel,
+  notReady: readonly McpEntryNotReady[] = [],
+): PublicAgent {
   const { dir: _dir, defaultCompaction, ...rest } = agent;
   return {
+    ...(notReady.length > 0 ? { toolsNotReady: [...notReady] } : {}),
     ...rest,
     defaultCompaction: { ...defaultCompaction, compactionCount: defaultCompaction.compactCount },
     resolvedModel: {
@@ -65,16 +73,34 @@ const AGENT_VIEW = {
         contextWindow: { type: 'integer' },
       },
     },
+    toolsNotReady: {
+      type: 'array',
+      description:
+        "The agent's `mcp:` entries whose server is not connected: still connecting after start-up (servers connect in the background) or failing and being retried. Their tools are missing from its turns until the server answers. Absent when every entry is ready.",
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['tool', 'status'],
+        properties: {
+          tool: { type: 'string' },
+          status: { type: 'string', enum: ['connecting', 'error', 'closed'] },
+          error: { type: 'string' },
+        },
+      },
+    },
   },
 } as const;
 
 export interface AgentRoutesOptions {
   agents: AgentRegistry;
   mainModel: MainModel;
+  /** The agent's `mcp:` entries whose server is not connected. */
+  toolsNotReady: (toolEntries: readonly string[]) => McpEntryNotReady[];
 }
 
 export const agentRoutes: FastifyPluginAsync<AgentRoutesOptions> = async (app, deps) => {
-  const view = (agent: AgentConfig) => publicAgent(agent, deps.mainModel);
+  const view = (agent: AgentConfig) =>
+    publicAgent(agent, deps.mainModel, deps.toolsNotReady(agent.tools));
 
   app.get(
     '/agents',
