@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { SharedEventFeed } from '../../src/coordination/shared-event-feed.js';
 import { EventBus } from '../../src/runtime/event-bus.js';
+import { insertEvents } from '../../src/store/postgres/pg-append.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import type { EventRow } from '../../src/store/store.js';
 import { createScratchDatabase, type ScratchDatabase } from './scratch-database.js';
@@ -120,6 +121,38 @@ describe('SharedEventFeed', () => {
     await insert(db.pool, 'after');
     await until(() => seen.length === 1, 'the event after the hole delivered');
     expect(seen.map((e) => [e.id, e.type])).toEqual([[2, 'after']]);
+  });
+
+  it('never skips a committed event whose transaction commits long after the grace period, live or on resume', async () => {
+    // The store's own inserts: ids are handed out under the events lock, held to the commit.
+    const { seen, feed } = await startFeed(150);
+    const frozen = await db.pool.connect();
+    let early: Promise<EventRow> | undefined;
+    try {
+      await frozen.query('BEGIN');
+      const [late] = await insertEvents(
+        frozen,
+        [{ type: 'late', data: {} }],
+        new Date().toISOString(),
+      );
+      // Another writer's event waits for the lock instead of taking a higher id and committing first.
+      early = store.appendEvent({ type: 'early', data: {} });
+      // Twenty grace periods: a feed that stepped over a missing id would have done so by now.
+      await sleep(3_000);
+      expect(seen).toEqual([]);
+      await frozen.query('COMMIT');
+      const written = await early;
+      expect(written.id).toBeGreaterThan(late!.id);
+    } finally {
+      frozen.release();
+      await early?.catch(() => undefined);
+    }
+    await until(() => seen.length === 2, 'both events delivered live');
+    expect(seen.map((e) => e.type)).toEqual(['late', 'early']);
+    expect(feed.watermark).toBe(seen[1]!.id);
+    // A client resuming with Last-Event-ID 0 reads both from the store, in order.
+    const replay = await store.listEvents({ afterId: 0, limit: 10 });
+    expect(replay.map((e) => e.type)).toEqual(['late', 'early']);
   });
 
   it('catches up after its connection is cut, from where it was', async () => {
