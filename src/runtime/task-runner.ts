@@ -244,10 +244,10 @@ export class TaskRunner {
         `Task "${before.id}" was approved, denied or cancelled by another request.`,
       );
     }
-    this.start(task, agent, async (signal, session, runTurn) => {
+    this.start(task, agent, async (signal, session, runTurn, slot) => {
       const result =
         input.decision === 'approve'
-          ? await engine.runApprovedCall({ session, agent, call, signal })
+          ? await engine.runApprovedCall({ session, agent, call, signal, slot })
           : {
               role: 'tool' as const,
               tool_call_id: call.id,
@@ -362,16 +362,25 @@ export class TaskRunner {
   private start(
     task: TaskRow,
     agent: AgentConfig,
-    turn: (signal: AbortSignal, session: SessionRow, runTurn: RunTurn) => Promise<TurnResult>,
+    turn: (
+      signal: AbortSignal,
+      session: SessionRow,
+      runTurn: RunTurn,
+      slot: AbortSignal,
+    ) => Promise<TurnResult>,
   ): void {
     const controller = new AbortController();
     const cancelled = (): boolean => controller.signal.aborted;
     const done = this.deps.engine
       .withTurnSlot(task.session_id, agent, async (session, runTurn, door) => {
-        const outcome = await turn(controller.signal, session, (request) =>
-          // Every append of the run checks the task is still this instance's:
-          // a peer may declare it dead (paused past the stale limit) meanwhile.
-          runTurn({ ...request, runningTask: task.id }),
+        const outcome = await turn(
+          controller.signal,
+          session,
+          (request) =>
+            // Every append of the run checks the task is still this instance's:
+            // a peer may declare it dead (paused past the stale limit) meanwhile.
+            runTurn({ ...request, runningTask: task.id }),
+          door.slot,
         ).then((result) => result.outcome, outcomeOfError);
         const settlement = this.settlementOf(task, outcome, cancelled());
         try {

@@ -151,6 +151,8 @@ export type RunTurn = (request: TurnRequest) => Promise<TurnResult>;
  */
 export interface SlotDoor {
   write<T>(work: () => Promise<T>): Promise<T>;
+  /** Aborted when the slot is lost: what runs in the slot (an approved tool call) writes nothing more. */
+  readonly slot: AbortSignal;
 }
 
 interface SlotTurn extends TurnRequest {
@@ -218,6 +220,7 @@ export class TurnEngine {
         : await this.readUsable(sessionId, agent, options);
       let ifVersion = kept ? kept.version : undefined;
       const door: SlotDoor = {
+        slot,
         write: (write) => {
           slot.throwIfAborted();
           return write();
@@ -338,11 +341,19 @@ export class TurnEngine {
     agent: AgentConfig;
     call: ToolCall;
     signal?: AbortSignal;
+    /** The held slot's signal: once it is lost, the tool's writes through Cairn's ports are refused. */
+    slot?: AbortSignal;
   }): Promise<ChatMessage> {
     const tools = await this.deps.tools.forAgent(input.agent);
+    // A peer may run the session now: the call is not run on its behalf.
+    input.slot?.throwIfAborted();
     return runApprovedToolCall(input.call, {
       tools,
-      toolContext: this.toolContext(input.session, input.agent, {}),
+      toolContext: this.toolContext(
+        input.session,
+        input.agent,
+        input.slot ? { slot: input.slot } : {},
+      ),
       ...(input.signal ? { signal: input.signal } : {}),
       // Counted like the calls the loop runs: an approved call is a tool call too.
       onResult: (isError) =>
@@ -574,13 +585,15 @@ export class TurnEngine {
   private toolContext(
     session: SessionRow,
     agent: AgentConfig,
-    turn: Pick<TurnRequest, 'depth' | 'lineage' | 'budget' | 'runningTask'>,
+    turn: Pick<TurnRequest, 'depth' | 'lineage' | 'budget' | 'runningTask'> & {
+      slot?: AbortSignal;
+    },
   ) {
     return {
       sessionId: session.id,
       agentName: agent.name,
       history: historyPort(this.deps.store),
-      memory: memoryOfRun(this.deps.store, turn.runningTask),
+      memory: memoryOfRun(this.deps.store, turn.runningTask, turn.slot),
       depth: turn.depth ?? 0,
       lineage: [...(turn.lineage ?? []), agent.name],
       budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
@@ -596,13 +609,26 @@ function historyPort(store: HistorySearch): HistorySearch {
   return { searchHistory: (...args) => store.searchHistory(...args) };
 }
 
-/** The memory port of a run: a task run's writes are refused once a peer took the task over. */
-function memoryOfRun(store: MemoryStore, runningTask: string | undefined): MemoryStore {
+/**
+ * The memory port of a run: its writes are refused once the session's slot is
+ * lost (`SESSION_LOCK_LOST`: a peer may run the session now), and a task
+ * run's once a peer took the task over.
+ */
+function memoryOfRun(
+  store: MemoryStore,
+  runningTask: string | undefined,
+  slot: AbortSignal | undefined,
+): MemoryStore {
+  const ifTask = runningTask === undefined ? {} : { runningTask };
   return {
     listMemory: (agentName, query, limit) => store.listMemory(agentName, query, limit),
-    putMemory: (agentName, key, content) =>
-      store.putMemory(agentName, key, content, runningTask === undefined ? {} : { runningTask }),
-    deleteMemory: (agentName, key) =>
-      store.deleteMemory(agentName, key, runningTask === undefined ? {} : { runningTask }),
+    putMemory: (agentName, key, content) => {
+      slot?.throwIfAborted();
+      return store.putMemory(agentName, key, content, ifTask);
+    },
+    deleteMemory: (agentName, key) => {
+      slot?.throwIfAborted();
+      return store.deleteMemory(agentName, key, ifTask);
+    },
   };
 }

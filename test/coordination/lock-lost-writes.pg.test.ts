@@ -11,7 +11,11 @@
  * - a new `/v1` conversation's posted history,
  * - a `/v1` turn's `ask_user` (the answer and the question as the reply),
  * - a `/v1` turn's call awaiting approval,
- * - a reset, and a cancelled task's answer to its open call.
+ * - a reset, and a cancelled task's answer to its open call,
+ * - a task's own turn, a resumed task's answer, an approved call,
+ * - a close and a delete,
+ * - the memory tool's save,
+ * - a `/v1` continuation of a conversation.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
@@ -23,14 +27,21 @@ const APPROVED_TOOL = `export default {
   name: 'launch',
   description: 'Launches',
   parameters: { type: 'object', properties: {}, additionalProperties: false },
-  async run() { return 'launched'; },
+  async run() {
+    globalThis.cairnTestLaunches = (globalThis.cairnTestLaunches ?? 0) + 1;
+    return 'launched';
+  },
 };
 `;
 
 const AGENT = {
   ...TEST_AGENT,
-  tools: ['ask_user', { tool: './tools/launch.js', approval: 'required' }],
+  tools: ['ask_user', 'memory', { tool: './tools/launch.js', approval: 'required' }],
 };
+
+/** How many times the approved tool has run in this process. */
+const launches = (): number =>
+  (globalThis as { cairnTestLaunches?: number }).cairnTestLaunches ?? 0;
 
 let t: TestApp;
 let admin: pg.Client;
@@ -113,6 +124,38 @@ async function roles(sessionId: string): Promise<string[]> {
       ? `assistant→${m.tool_calls.map((c) => c.function.name).join(',')}`
       : m.role,
   );
+}
+
+/** After the stored message that answers a call (a tool result). */
+const afterToolResult = (messages: readonly ChatMessage[]): boolean =>
+  messages.some((m) => m.role === 'tool');
+
+type TaskView = { id: string; status: string; session_id: string };
+
+/** A task through the API that stops waiting (ask_user's question or the launch approval). */
+async function waitingTask(tool: 'ask_user' | 'launch'): Promise<TaskView> {
+  t.fake!.script({
+    tool_calls: [{ name: tool, arguments: tool === 'ask_user' ? '{"question":"Which?"}' : '{}' }],
+  });
+  const created = await t.app.server.inject({
+    method: 'POST',
+    url: '/agents/assistant/tasks?wait=true',
+    payload: { input: 'go' },
+  });
+  expect(created.statusCode, created.body).toBe(201);
+  const task = created.json<{ task: TaskView }>().task;
+  expect(task.status).toBe('waiting');
+  return task;
+}
+
+/** The task's status once it is no longer running (a lost slot settles it late). */
+async function settledStatus(taskId: string): Promise<string> {
+  let status = 'running';
+  for (let i = 0; i < 1000 && status === 'running'; i++) {
+    status = (await t.app.tasks.getTask(taskId)).status;
+    if (status === 'running') await new Promise((r) => setTimeout(r, 10));
+  }
+  return status;
 }
 
 async function tasksOf(sessionId: string) {
@@ -208,6 +251,104 @@ describe('a lost session lock stops every write of the turn', () => {
     const res = await t.app.server.inject({ method: 'POST', url: `/sessions/${sessionId}/reset` });
     expectLockLost(res);
     expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant']);
+  });
+
+  it('task: its turn stores nothing after the cut, and the task is not left running', async () => {
+    t.fake!.script({ tool_calls: [{ name: 'memory_search', arguments: '{"query":"x"}' }] });
+    t.fake!.script({ content: 'never stored' });
+    cutAfterAppend = afterCallTo('memory_search');
+    const created = await t.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/tasks',
+      payload: { input: 'look it up' },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const task = created.json<{ task: TaskView }>().task;
+    expect(await settledStatus(task.id)).toBe('interrupted');
+    expect(await roles(task.session_id)).toEqual(['system', 'user', 'assistant→memory_search']);
+  });
+
+  it('resume: the answer is stored, and nothing after it', async () => {
+    const task = await waitingTask('ask_user');
+    t.fake!.script({ content: 'never stored' });
+    cutAfterAppend = afterToolResult;
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: `/tasks/${task.id}/resume`,
+      payload: { answer: 'this one' },
+    });
+    expect(res.statusCode, res.body).toBeLessThan(300);
+    expect(await settledStatus(task.id)).toBe('interrupted');
+    expect(await roles(task.session_id)).toEqual(['system', 'user', 'assistant→ask_user', 'tool']);
+  });
+
+  it('approve: a call whose slot is lost before it runs is never run', async () => {
+    const task = await waitingTask('launch');
+    const before = launches();
+    cutBeforeNextSlot = true;
+    const res = await t.app.server.inject({ method: 'POST', url: `/tasks/${task.id}/approve` });
+    expect(res.statusCode, res.body).toBeLessThan(300);
+    expect(await settledStatus(task.id)).not.toBe('completed');
+    expect(launches()).toBe(before);
+    expect(await roles(task.session_id)).toEqual(['system', 'user', 'assistant→launch']);
+  });
+
+  it('approve: the call runs, its result is stored, and no reply after the cut', async () => {
+    const task = await waitingTask('launch');
+    const before = launches();
+    t.fake!.script({ content: 'never stored' });
+    cutAfterAppend = afterToolResult;
+    const res = await t.app.server.inject({ method: 'POST', url: `/tasks/${task.id}/approve` });
+    expect(res.statusCode, res.body).toBeLessThan(300);
+    expect(await settledStatus(task.id)).toBe('interrupted');
+    expect(launches()).toBe(before + 1);
+    expect(await roles(task.session_id)).toEqual(['system', 'user', 'assistant→launch', 'tool']);
+  });
+
+  it('a close whose lock is lost leaves the session open', async () => {
+    const sessionId = await newSession();
+    cutBeforeNextSlot = true;
+    expectLockLost(
+      await t.app.server.inject({ method: 'POST', url: `/sessions/${sessionId}/close` }),
+    );
+    expect((await t.app.store.findSession(sessionId))?.status).toBe('active');
+  });
+
+  it('a delete whose lock is lost deletes nothing', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ content: 'hello' });
+    expect((await chat(sessionId, 'hi')).statusCode).toBe(200);
+    cutBeforeNextSlot = true;
+    expectLockLost(await t.app.server.inject({ method: 'DELETE', url: `/sessions/${sessionId}` }));
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant']);
+  });
+
+  it('memory tool: a save after the cut is refused and saves no note', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({
+      tool_calls: [{ name: 'memory_save', arguments: '{"key":"lost.note","content":"kept?"}' }],
+    });
+    cutAfterAppend = afterCallTo('memory_save');
+    expectLockLost(await chat(sessionId, 'remember this'));
+    expect(await t.app.store.listMemory('assistant', 'kept', 10)).toEqual([]);
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant→memory_save']);
+  });
+
+  it('/v1: a continuation stores its new message, and no reply after the cut', async () => {
+    t.fake!.script({ content: 'one' });
+    const first = await completion([{ role: 'user', content: 'first' }]);
+    expect(first.statusCode, first.body).toBe(200);
+    const sessionId = String(first.headers['x-cairn-session-id']);
+    t.fake!.script({ content: 'never stored' });
+    cutAfterAppend = (messages) => messages.some((m) => m.content === 'second');
+    expectLockLost(
+      await completion([
+        { role: 'user', content: 'first' },
+        { role: 'assistant', content: 'one' },
+        { role: 'user', content: 'second' },
+      ]),
+    );
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant', 'user']);
   });
 
   it('a cancel whose lock is lost leaves the task waiting and its call open', async () => {
