@@ -87,6 +87,7 @@ export class AutoCompaction implements ContextGuard {
         beforeSeq: ctx.turnStartSeq,
         parentSpan: ctx.traceSpan,
         ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
+        door: (write) => ctx.write(write),
       });
       if ('dryRun' in result) return messages;
       // Nothing before the running turn to compact (e.g. one oversized first
@@ -99,6 +100,7 @@ export class AutoCompaction implements ContextGuard {
       const after = estimateMessagesTokens(rebuilt);
       if (after > before * (1 - MIN_PROGRESS_FRACTION)) {
         await this.suspend(
+          ctx,
           result.session,
           `compaction only brought the estimate from ${before} to ${after} tokens`,
         );
@@ -115,7 +117,7 @@ export class AutoCompaction implements ContextGuard {
       );
       if (failures >= MAX_CONSECUTIVE_FAILURES) {
         this.failures.delete(sessionId);
-        await this.suspend(ctx.session, `${failures} automatic compactions in a row failed`);
+        await this.suspend(ctx, ctx.session, `${failures} automatic compactions in a row failed`);
       }
       return messages;
     }
@@ -155,6 +157,7 @@ export class AutoCompaction implements ContextGuard {
           beforeSeq: ctx.turnStartSeq,
           parentSpan: ctx.traceSpan,
           ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
+          door: (write) => ctx.write(write),
         })
         .catch((err: unknown) => {
           if (lostTheRun(err)) throw err;
@@ -192,8 +195,11 @@ export class AutoCompaction implements ContextGuard {
     return ctx.rebuildWithSummary(summary);
   }
 
-  private async suspend(session: SessionRow, reason: string): Promise<void> {
-    await this.deps.store.setCompactionSuspended(session.id, true);
-    await this.deps.events.emit('context.compactionSuspended', session.id, { reason });
+  /** Suspends automatic compaction for the session: the turn's write, through its door. */
+  private async suspend(ctx: GuardedTurn, session: SessionRow, reason: string): Promise<void> {
+    await ctx.write(async () => {
+      await this.deps.store.setCompactionSuspended(session.id, true);
+      await this.deps.events.emit('context.compactionSuspended', session.id, { reason });
+    });
   }
 }

@@ -44,6 +44,13 @@ export interface CompactOptions {
   parentSpan?: unknown;
   /** The task whose run compacts: the write is refused once a peer took the task over. */
   runningTask?: string;
+  /**
+   * The write door of the turn that compacts (automatic compaction): the
+   * summary is computed without the lock, and lands through the door, which
+   * refuses it once the turn's slot is lost. A manual compaction has none:
+   * it lands by its compare-and-set alone.
+   */
+  door?: <T>(write: () => Promise<T>) => Promise<T>;
 }
 
 export interface CompactResult {
@@ -206,20 +213,23 @@ export class DefaultCompaction {
 
     // Compare-and-set: lands only if nobody compacted or reset meanwhile.
     const last = metas[request.cutoff - 1]!;
-    const updated = await store.commitCompaction({
-      sessionId: session.id,
-      expectedSize: session.compact_size,
-      expectedEpoch: session.epoch,
-      toSize: session.compact_size + request.cutoff,
-      toSeq: last.seq,
-      summary: newSummary,
-      trigger: options.trigger,
-      model: this.deps.model.model,
-      inputChars: request.inputChars,
-      inputTokens: usage.input_tokens,
-      outputTokens: usage.output_tokens,
-      ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
-    });
+    const land = options.door ?? ((write) => write());
+    const updated = await land(() =>
+      store.commitCompaction({
+        sessionId: session.id,
+        expectedSize: session.compact_size,
+        expectedEpoch: session.epoch,
+        toSize: session.compact_size + request.cutoff,
+        toSeq: last.seq,
+        summary: newSummary,
+        trigger: options.trigger,
+        model: this.deps.model.model,
+        inputChars: request.inputChars,
+        inputTokens: usage.input_tokens,
+        outputTokens: usage.output_tokens,
+        ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
+      }),
+    );
     if (!updated) {
       throw new CairnError(
         'COMPACTION_CONFLICT',

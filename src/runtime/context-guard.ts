@@ -38,6 +38,8 @@ export interface GuardedTurn {
   rebuildWithSummary(summary: string): Promise<ChatMessage[]>;
   /** Told about every compaction that ran during the turn. */
   recordCompaction(done: CompactionDone): void;
+  /** The turn's write door: a compaction the turn runs lands through it (refused once the slot is lost). */
+  write<T>(work: () => Promise<T>): Promise<T>;
 }
 
 /** What automatic recall added to one model call. */

@@ -15,13 +15,15 @@
  * - a task's own turn, a resumed task's answer, an approved call,
  * - a close and a delete,
  * - the memory tool's save,
- * - a `/v1` continuation of a conversation.
+ * - a `/v1` continuation of a conversation,
+ * - an automatic compaction the turn runs (its summary computed, its landing refused).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
 
 const APPROVED_TOOL = `export default {
   name: 'launch',
@@ -39,6 +41,13 @@ const AGENT = {
   tools: ['ask_user', 'memory', { tool: './tools/launch.js', approval: 'required' }],
 };
 
+/** Compacts before a model call once the prompt reaches 1 % of the window (~1 300 tokens by default). */
+const COMPACTING_AGENT = {
+  ...TEST_AGENT,
+  name: 'compactor',
+  defaultCompaction: { autoThreshold: 1 },
+};
+
 /** How many times the approved tool has run in this process. */
 const launches = (): number =>
   (globalThis as { cairnTestLaunches?: number }).cairnTestLaunches ?? 0;
@@ -51,11 +60,13 @@ let currentSlot: AbortSignal | undefined;
 let cutBeforeNextSlot = false;
 /** Set to cut the lock right after the next append whose messages match it. */
 let cutAfterAppend: ((messages: readonly ChatMessage[]) => boolean) | undefined;
+/** Set to cut the lock as the next compaction plans its cut (its summary is computed after). */
+let cutAtCompaction = false;
 
 beforeAll(async () => {
   t = await startTestApp({
     database: 'postgres',
-    agents: { assistant: AGENT },
+    agents: { assistant: AGENT, compactor: COMPACTING_AGENT },
     files: { 'agents/assistant/tools/launch.js': APPROVED_TOOL },
   });
   admin = new pg.Client({
@@ -87,6 +98,14 @@ beforeAll(async () => {
     }
     return written;
   };
+  const plan = store.listMessageMeta.bind(store);
+  store.listMessageMeta = async (...args) => {
+    if (cutAtCompaction) {
+      cutAtCompaction = false;
+      await cutLock(currentSlot!);
+    }
+    return plan(...args);
+  };
 });
 afterAll(async () => {
   await admin?.end();
@@ -96,6 +115,7 @@ beforeEach(() => {
   t.fake!.reset();
   cutBeforeNextSlot = false;
   cutAfterAppend = undefined;
+  cutAtCompaction = false;
 });
 
 /** Terminates the instance's lock connection and waits until the slot's signal says so. */
@@ -366,5 +386,40 @@ describe('a lost session lock stops every write of the turn', () => {
     expectLockLost(res);
     expect((await t.app.tasks.getTask(task.id)).status).toBe('waiting');
     expect(await roles(task.session_id)).toEqual(['system', 'user', 'assistant→ask_user']);
+  });
+
+  it('automatic compaction: the summary is computed but does not land, and the turn stores no reply', async () => {
+    const res = await t.app.server.inject({
+      method: 'POST',
+      url: '/sessions',
+      payload: { agentName: 'compactor' },
+    });
+    const sessionId = res.json<{ session: { id: string } }>().session.id;
+    const long = (i: number) => `message ${i} ${'about the harbour and its boats '.repeat(40)}`;
+    await t.app.store.appendMessages(
+      sessionId,
+      Array.from({ length: 10 }, (_, i) => ({
+        role: i % 2 === 0 ? ('user' as const) : ('assistant' as const),
+        content: long(i),
+      })),
+    );
+    cutAtCompaction = true;
+    expectLockLost(
+      await t.app.server.inject({
+        method: 'POST',
+        url: '/agents/compactor/chat',
+        payload: { message: 'and now?', sessionId },
+      }),
+    );
+    // The summariser was asked (the summary is computed without the lock) ...
+    expect(t.fake!.requests.some((r) => isSummaryRequest(r.body))).toBe(true);
+    // ... but nothing landed: no pointer moved, no record, no reply.
+    const session = await t.app.store.findSession(sessionId);
+    expect(session?.compact_size).toBe(0);
+    expect(session?.compact_summary).toBeNull();
+    expect(await t.app.store.listCompactions(sessionId)).toEqual([]);
+    const stored = await roles(sessionId);
+    expect(stored.at(-1)).toBe('user');
+    expect(stored).toHaveLength(12);
   });
 });
