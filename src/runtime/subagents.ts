@@ -10,7 +10,8 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import { CairnError } from '../errors.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import type { Sessions } from './sessions.js';
-import { SUBAGENTS_PER_RUN, type TurnEngine } from './turn-engine.js';
+import { SUBAGENTS_PER_RUN } from './tool-context.js';
+import type { TurnEngine } from './turn-engine.js';
 import { impossibleOutcome, throwIfStopped, unreachableOutcome } from './turn-outcome.js';
 
 /** How many subagent levels may sit below a top-level session. */

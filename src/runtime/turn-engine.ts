@@ -15,14 +15,15 @@ import { joinSignals } from '../llm/abort-link.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import { SessionMovedError } from '../store/session-moved.js';
-import type { MemoryStore, SessionRow, Store, VersionedSession } from '../store/store.js';
-import { NO_TRACING, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
-import type { HistorySearch, RunBudget, Tool } from '../tools/tool.js';
+import type { SessionRow, Store, VersionedSession } from '../store/store.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import type { RunBudget, Tool } from '../tools/tool.js';
 import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import type { ApprovalTimer } from './approval-timeouts.js';
-import { waitForApproval } from './approvals.js';
+import { holdInChat, type ChatHold } from './chat-hold.js';
 import { ContextBuilder, type BuiltContext } from './context-builder.js';
+import { previewContext } from './context-preview.js';
 import type { ContextGuard, ContextRecall } from './context-guard.js';
 import type { EventBus } from './event-bus.js';
 import { runApprovedToolCall, runLoop, type LoopEvent } from './loop.js';
@@ -31,21 +32,10 @@ import { refuseIfTaskWaiting, requireUsable } from './session-rules.js';
 import type { SessionLock, SlotTenure } from './session-lock.js';
 import { sessionTokens, TurnBudget } from './turn-budget.js';
 import { Turn, type TurnCompactionReport, type TurnRecallReport } from './turn.js';
-import { errorCodeOf, UNKNOWN_TOOL, type TurnObserver } from './turn-observer.js';
-import {
-  outcomeOf,
-  outcomeOfError,
-  publicOutcome,
-  stopError,
-  type TurnOutcome,
-} from './turn-outcome.js';
-
-/** How many subagents one top-level run (with everything under it) may start. */
-export const SUBAGENTS_PER_RUN = 10;
-
-/** The result an `ask_user` call gets when a chat holds it: the question went out as the reply. */
-export const ASK_USER_IN_CHAT_RESULT =
-  'The question was shown to the user as your reply; their answer will arrive as the next user message.';
+import { UNKNOWN_TOOL, type TurnObserver } from './turn-observer.js';
+import { toolContextOf } from './tool-context.js';
+import { traceTurn, type TracedTurn } from './turn-tracing.js';
+import { outcomeOf, outcomeOfError, type TurnOutcome } from './turn-outcome.js';
 
 export interface TurnEngineDeps {
   store: Store;
@@ -72,21 +62,6 @@ export interface TurnEngineDeps {
   records?: Pick<CallRecorder, 'takeFor'>;
   /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
   approvalTimer?: ApprovalTimer;
-}
-
-/**
- * A turn run for a person waiting on this very request (a chat, a `/v1`
- * call): an `ask_user` question becomes the reply, its call answered so the
- * history stays valid, and a call awaiting approval becomes a waiting task.
- */
-export interface ChatHold {
-  /** The input a held approval's task records (the user's message). */
-  taskInput: string;
-  /**
-   * Also store the question as the assistant's text: a `/v1` client shows it
-   * as the reply and resends it, and the transcript hash must match that.
-   */
-  storeQuestion?: boolean;
 }
 
 /** One turn's request, as a caller inside the session's slot gives it. */
@@ -318,17 +293,12 @@ export class TurnEngine {
    * build-time context such as memory), the summary pair, and the raw tail.
    */
   async buildContext(session: SessionRow, agent: AgentConfig): Promise<BuiltContext> {
-    const built = await this.context.build(session, agent);
-    const recall = this.deps.contextRecall;
-    if (!recall) return built;
-    // What recall would add for the newest user message, counted apart.
-    const turn = new Turn(session, agent, {
-      store: this.deps.store,
-      events: this.deps.events,
-      context: this.context,
-    });
-    const { done } = await recall.recall(turn, built.messages, { preview: true });
-    return done ? { ...built, recall: done } : built;
+    const { store, events, contextRecall } = this.deps;
+    return previewContext(
+      { store, events, context: this.context, ...(contextRecall ? { recall: contextRecall } : {}) },
+      session,
+      agent,
+    );
   }
 
   /**
@@ -349,7 +319,8 @@ export class TurnEngine {
     input.slot?.throwIfAborted();
     return runApprovedToolCall(input.call, {
       tools,
-      toolContext: this.toolContext(
+      toolContext: toolContextOf(
+        this.deps.store,
         input.session,
         input.agent,
         input.slot ? { slot: input.slot } : {},
@@ -371,38 +342,22 @@ export class TurnEngine {
    * model call, and resolves how the turn ended. Only under the slot.
    */
   private async runTurn(input: SlotTurn): Promise<SlotTurnResult> {
-    const { agent } = input;
-    const tracing = this.deps.tracing ?? NO_TRACING;
-    const span = tracing.startSpan(`invoke_agent ${agent.name}`, {
+    const trace = traceTurn(this.deps.tracing, {
+      agentName: input.agent.name,
+      sessionId: input.session.id,
       traceparent: input.traceparent,
-      attributes: {
-        'gen_ai.operation.name': 'invoke_agent',
-        'gen_ai.agent.name': agent.name,
-        'gen_ai.conversation.id': input.session.id,
-      },
     });
+    let result: SlotTurnResult | undefined;
     try {
-      const turn = await this.runTracedTurn(input, span, tracing);
-      span.setAttributes({
-        'gen_ai.usage.input_tokens': turn.usage.input_tokens,
-        'gen_ai.usage.output_tokens': turn.usage.output_tokens,
-        'cairn.turn.outcome': publicOutcome(turn.outcome),
-      });
-      const err = stopError(turn.outcome);
-      if (err !== undefined)
-        span.fail(errorCodeOf(err), err instanceof Error ? err.message : 'The turn failed.');
-      return turn;
+      result = await this.runTracedTurn(input, trace);
+      return result;
     } finally {
-      span.end();
+      trace.end(result);
       await this.deps.afterTurn?.();
     }
   }
 
-  private async runTracedTurn(
-    input: SlotTurn,
-    span: TraceSpan,
-    tracing: Tracing,
-  ): Promise<SlotTurnResult> {
+  private async runTracedTurn(input: SlotTurn, trace: TracedTurn): Promise<SlotTurnResult> {
     const { agent } = input;
     const turn = new Turn(input.session, agent, {
       store: this.deps.store,
@@ -416,7 +371,7 @@ export class TurnEngine {
       slot: input.slot,
       ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
       ...(this.deps.records ? { records: this.deps.records } : {}),
-      span,
+      span: trace.span,
       ...(input.ifVersion !== undefined ? { ifVersion: input.ifVersion } : {}),
     });
     const ended = (outcome: TurnOutcome, usage: TokenUsage): SlotTurnResult => ({
@@ -430,10 +385,10 @@ export class TurnEngine {
     try {
       // Resolve the tools first: an agent whose tools cannot load fails before anything is stored.
       const tools = await this.toolsFor(agent, input.extraTools);
-      const result = await this.loopOver(turn, input, tools, span, tracing);
+      const result = await this.loopOver(turn, input, tools, trace);
       const outcome = outcomeOf(result);
       const held = input.holdInChat
-        ? await this.holdInChat(turn, outcome, input.holdInChat)
+        ? await holdInChat(this.deps, turn, outcome, input.holdInChat)
         : outcome;
       return ended(held, result.usage);
     } catch (err) {
@@ -441,54 +396,7 @@ export class TurnEngine {
     }
   }
 
-  /** A question or an approval held for a person waiting on the request; other outcomes pass. */
-  private async holdInChat(turn: Turn, outcome: TurnOutcome, hold: ChatHold): Promise<TurnOutcome> {
-    if (outcome.kind === 'question') {
-      await turn.persist([
-        {
-          role: 'tool',
-          tool_call_id: outcome.callId,
-          name: 'ask_user',
-          content: ASK_USER_IN_CHAT_RESULT,
-        },
-        ...(hold.storeQuestion === true
-          ? [{ role: 'assistant' as const, content: outcome.question }]
-          : []),
-      ]);
-      return { kind: 'held-question', question: outcome.question, callId: outcome.callId };
-    }
-    if (outcome.kind !== 'approval') return outcome;
-    const { store, events, approvalTimer } = this.deps;
-    const session = turn.session;
-    const task = await turn.write(() =>
-      store.createTask({
-        sessionId: session.id,
-        agentName: turn.agent.name,
-        input: hold.taskInput,
-      }),
-    );
-    const waiting = await turn.write(() =>
-      waitForApproval(
-        { store, events, approvalTimer },
-        task,
-        outcome.call,
-        outcome.approvalTimeout,
-      ),
-    );
-    return {
-      kind: 'held-approval',
-      call: outcome.call,
-      task: { id: task.id, question: waiting?.question ?? '' },
-    };
-  }
-
-  private async loopOver(
-    turn: Turn,
-    input: SlotTurn,
-    tools: ToolSet,
-    span: TraceSpan,
-    tracing: Tracing,
-  ) {
+  private async loopOver(turn: Turn, input: SlotTurn, tools: ToolSet, trace: TracedTurn) {
     const { agent } = input;
     const guard = this.deps.contextGuard;
     const messages = await this.begin(turn, input);
@@ -502,8 +410,6 @@ export class TurnEngine {
     });
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
-    // Tool calls the loop announced and has not finished: each has its span.
-    const toolSpans = new Map<string, TraceSpan>();
     try {
       return await runLoop({
         model: guard ? guard.guardModel(this.deps.model, turn) : this.deps.model,
@@ -518,34 +424,15 @@ export class TurnEngine {
           sessionId: input.session.id,
           agentName: agent.name,
           ...(turnSeq !== Number.MAX_SAFE_INTEGER ? { turnSeq } : {}),
-          span,
+          span: trace.span,
           compacted: () => turn.session.compact_seq > 0,
         },
-        toolContext: this.toolContext(input.session, agent, input),
+        toolContext: toolContextOf(this.deps.store, input.session, agent, input),
         ...(input.signal ? { signal: input.signal } : {}),
         ...(input.stream !== undefined ? { stream: input.stream } : {}),
         onEvent: (event) => {
-          if (event.type === 'tool_call' && tracing.enabled) {
-            toolSpans.set(
-              event.call.id,
-              tracing.startSpan(`execute_tool ${event.call.function.name}`, {
-                parent: span,
-                attributes: {
-                  'gen_ai.operation.name': 'execute_tool',
-                  'gen_ai.tool.name': event.call.function.name,
-                  'gen_ai.tool.call.id': event.call.id,
-                  'gen_ai.conversation.id': input.session.id,
-                },
-              }),
-            );
-          }
+          trace.onEvent(event);
           if (event.type === 'tool_result') {
-            const toolSpan = toolSpans.get(event.callId);
-            if (toolSpan) {
-              if (event.isError) toolSpan.fail('TOOL_ERROR', 'The tool call failed.');
-              toolSpan.end();
-              toolSpans.delete(event.callId);
-            }
             this.deps.observer?.toolResult?.({
               agentName: agent.name,
               // A name the model made up is not passed on: observers (metrics
@@ -559,10 +446,7 @@ export class TurnEngine {
       });
     } finally {
       // Calls that wait (approval, ask_user, client tools) end with the turn.
-      for (const toolSpan of toolSpans.values()) {
-        toolSpan.setAttributes({ 'cairn.tool.outcome': 'not finished in this turn' });
-        toolSpan.end();
-      }
+      trace.endOpenToolCalls();
     }
   }
 
@@ -581,54 +465,4 @@ export class TurnEngine {
       return start();
     }
   }
-
-  private toolContext(
-    session: SessionRow,
-    agent: AgentConfig,
-    turn: Pick<TurnRequest, 'depth' | 'lineage' | 'budget' | 'runningTask'> & {
-      slot?: AbortSignal;
-    },
-  ) {
-    return {
-      sessionId: session.id,
-      agentName: agent.name,
-      history: historyPort(this.deps.store),
-      memory: memoryOfRun(this.deps.store, turn.runningTask, turn.slot),
-      depth: turn.depth ?? 0,
-      lineage: [...(turn.lineage ?? []), agent.name],
-      budget: turn.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
-    };
-  }
-}
-
-/**
- * The one read of the message log a tool gets. A port of its own, not the
- * store typed narrowly: an agent-folder tool is the agent author's code.
- */
-function historyPort(store: HistorySearch): HistorySearch {
-  return { searchHistory: (...args) => store.searchHistory(...args) };
-}
-
-/**
- * The memory port of a run: its writes are refused once the session's slot is
- * lost (`SESSION_LOCK_LOST`: a peer may run the session now), and a task
- * run's once a peer took the task over.
- */
-function memoryOfRun(
-  store: MemoryStore,
-  runningTask: string | undefined,
-  slot: AbortSignal | undefined,
-): MemoryStore {
-  const ifTask = runningTask === undefined ? {} : { runningTask };
-  return {
-    listMemory: (agentName, query, limit) => store.listMemory(agentName, query, limit),
-    putMemory: (agentName, key, content) => {
-      slot?.throwIfAborted();
-      return store.putMemory(agentName, key, content, ifTask);
-    },
-    deleteMemory: (agentName, key) => {
-      slot?.throwIfAborted();
-      return store.deleteMemory(agentName, key, ifTask);
-    },
-  };
 }

@@ -6,7 +6,7 @@
  * failing subagent is an error result the caller can read and get past.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SUBAGENTS_PER_RUN } from '../../src/runtime/turn-engine.js';
+import { SUBAGENTS_PER_RUN } from '../../src/runtime/tool-context.js';
 import { SUBAGENT_MAX_DEPTH } from '../../src/runtime/subagents.js';
 import type { SessionRow } from '../../src/store/store.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';

@@ -6,7 +6,7 @@
  * the open call, and in a chat the question is the reply.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ASK_USER_IN_CHAT_RESULT } from '../../src/runtime/turn-engine.js';
+import { ASK_USER_IN_CHAT_RESULT } from '../../src/runtime/chat-hold.js';
 import { CANCELLED_TOOL_RESULT } from '../../src/runtime/loop.js';
 import type { TaskRow } from '../../src/store/store.js';
 import { DATABASES, startTestApp, type TestApp } from '../helpers/test-app.js';
