@@ -111,6 +111,31 @@ export class AdvisorySessionLock implements SessionLock {
     return this.local.isBusy(sessionId);
   }
 
+  /**
+   * Whether this instance still holds `sessionId`'s lock, asked of Postgres
+   * on the lock's own connection. A write fenced by the session row's version
+   * that found the row changed asks before it retries: the change may be a
+   * peer's that took the lock while this instance had not yet noticed its
+   * connection drop. A reconnected connection holds no lock, so it says no.
+   */
+  async confirm(sessionId: string): Promise<boolean> {
+    const holding = this.held.get(sessionId);
+    if (!holding || holding.signal.aborted) return false;
+    try {
+      const { rows } = await this.connection.query<{ held: boolean }>(
+        `SELECT EXISTS (
+           SELECT 1 FROM pg_locks
+           WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
+             AND ((classid::bigint << 32) | objid::bigint) = ${LOCK_KEY}
+         ) AS held`,
+        [sessionId],
+      );
+      return rows[0]?.held === true && !holding.signal.aborted;
+    } catch {
+      return false;
+    }
+  }
+
   get size(): number {
     return this.local.size;
   }

@@ -18,6 +18,13 @@ export interface SessionLock {
     sessionId: string,
     work: (signal: AbortSignal, tenure?: SlotTenure) => Promise<T>,
   ): Promise<T>;
+  /**
+   * Asks the lock itself whether this process still holds `sessionId`'s
+   * slot (a lock shared between instances; one within a process is never
+   * lost and has no need of it). Called only when a write found the session
+   * row changed under it, so it costs nothing on the normal path.
+   */
+  confirm?(sessionId: string): Promise<boolean>;
   /** True while something runs or waits on `sessionId` in this process. */
   isBusy(sessionId: string): boolean;
   /** Pieces of work running or waiting in this process (the metrics' queue depth). */

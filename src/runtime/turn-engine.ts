@@ -373,6 +373,9 @@ export class TurnEngine {
       ...(this.deps.records ? { records: this.deps.records } : {}),
       span: trace.span,
       ...(input.ifVersion !== undefined ? { ifVersion: input.ifVersion } : {}),
+      ...(this.deps.lock.confirm
+        ? { confirmSlot: () => this.deps.lock.confirm!(input.session.id) }
+        : {}),
     });
     const ended = (outcome: TurnOutcome, usage: TokenUsage): SlotTurnResult => ({
       outcome,

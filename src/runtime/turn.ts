@@ -19,6 +19,16 @@ import type {
 import type { EventBus } from './event-bus.js';
 import type { LoopTurn } from './loop.js';
 import type { CallRecorder } from '../records/call-recorder.js';
+import { CairnError } from '../errors.js';
+import { SessionMovedError } from '../store/session-moved.js';
+
+/** The error of a write whose slot the lock says is no longer held. */
+function slotLost(): CairnError {
+  return new CairnError(
+    'SESSION_LOCK_LOST',
+    'The session lock was lost (the database connection dropped), so another instance may now run this session. The turn stopped; retry it.',
+  );
+}
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -69,6 +79,12 @@ export interface TurnDeps {
    * nothing, when the row changed since.
    */
   ifVersion?: string;
+  /**
+   * Asks the lock whether the slot is still held (a lock shared between
+   * instances): a write that found the row changed since the turn's last
+   * write asks before it retries.
+   */
+  confirmSlot?: () => Promise<boolean>;
 }
 
 export class Turn implements LoopTurn, GuardedTurn {
@@ -93,6 +109,11 @@ export class Turn implements LoopTurn, GuardedTurn {
   private sessionFresh = true;
   /** The version the next write is conditioned on: the remembered row's, until a write succeeds. */
   private unverified: string | undefined;
+  /**
+   * The version the turn's last append left the row at (stores that version
+   * rows): the next append is fenced by it, in the append's own statement.
+   */
+  private fence: string | undefined;
   /** The session row as this turn's last append left it (stores that version rows). */
   private lastWritten: VersionedSession | undefined;
 
@@ -137,6 +158,7 @@ export class Turn implements LoopTurn, GuardedTurn {
     this.builtAtSeq = session.compact_seq;
     this.sessionFresh = true;
     this.unverified = undefined;
+    this.fence = undefined;
   }
 
   /** What automatic compaction did during the turn; null if it did not run. */
@@ -182,32 +204,46 @@ export class Turn implements LoopTurn, GuardedTurn {
   async persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void> {
     // Messages, their message.created events and the records of the model
     // calls that produced them commit together.
-    const written = await this.write(async () => {
-      const records = this.deps.records?.takeFor(this.current.id);
-      try {
-        const done = await this.deps.store.appendMessagesWithEvents(
-          this.current.id,
-          messages,
-          'message.created',
-          {
-            ...(usage ? { usage } : {}),
-            ...(promptTokens !== undefined ? { promptTokens } : {}),
-            ...(this.deps.runningTask !== undefined ? { runningTask: this.deps.runningTask } : {}),
-            ...(records ? { modelCalls: records.calls } : {}),
-            ...(this.unverified !== undefined ? { ifVersion: this.unverified } : {}),
-          },
-        );
-        records?.settle(true);
-        return done;
-      } catch (err) {
-        records?.settle(false);
-        throw err;
-      }
+    const append = (ifVersion: string | undefined) =>
+      this.write(async () => {
+        const records = this.deps.records?.takeFor(this.current.id);
+        try {
+          const done = await this.deps.store.appendMessagesWithEvents(
+            this.current.id,
+            messages,
+            'message.created',
+            {
+              ...(usage ? { usage } : {}),
+              ...(promptTokens !== undefined ? { promptTokens } : {}),
+              ...(this.deps.runningTask !== undefined
+                ? { runningTask: this.deps.runningTask }
+                : {}),
+              ...(records ? { modelCalls: records.calls } : {}),
+              ...(ifVersion !== undefined ? { ifVersion } : {}),
+            },
+          );
+          records?.settle(true);
+          return done;
+        } catch (err) {
+          records?.settle(false);
+          throw err;
+        }
+      });
+    const written = await append(this.unverified ?? this.fence).catch(async (err: unknown) => {
+      // A remembered row that changed: the engine reads the session and starts over.
+      if (!(err instanceof SessionMovedError) || this.unverified !== undefined) throw err;
+      // The row changed since this turn's last write: a writer that takes no
+      // lock (a title, a manual or this turn's own compaction) — or a peer
+      // that took the slot before this instance noticed losing it. The lock
+      // tells which; only then does the write go ahead.
+      if (!(await (this.deps.confirmSlot?.() ?? Promise.resolve(true)))) throw slotLost();
+      return append(undefined);
     });
     if (written.messages.length > 0) {
       // The row was as remembered: later writes need no condition beyond the head's.
       this.unverified = undefined;
       this.lastWritten = written.session;
+      this.fence = written.session?.version;
     }
     this.stored.push(...written.messages);
     this.deps.context.appended(this.current.id, written.messages);

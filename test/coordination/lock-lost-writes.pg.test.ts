@@ -16,7 +16,9 @@
  * - a close and a delete,
  * - the memory tool's save,
  * - a `/v1` continuation of a conversation,
- * - an automatic compaction the turn runs (its summary computed, its landing refused).
+ * - an automatic compaction the turn runs (its summary computed, its landing refused),
+ * - a write after a loss this instance has not noticed yet, which only the
+ *   version fence on the session row can refuse.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
@@ -62,6 +64,14 @@ let cutBeforeNextSlot = false;
 let cutAfterAppend: ((messages: readonly ChatMessage[]) => boolean) | undefined;
 /** Set to cut the lock as the next compaction plans its cut (its summary is computed after). */
 let cutAtCompaction = false;
+/**
+ * Set to hand the next lock work a signal that never aborts: the instance
+ * has not noticed its lock connection drop yet (the check before each write
+ * passes), so only the version fence can stop the write.
+ */
+let hideLoss = false;
+/** Set to have a writer change the session row right after the next append whose messages match it. */
+let rowChangedAfterAppend: ((messages: readonly ChatMessage[]) => boolean) | undefined;
 
 beforeAll(async () => {
   t = await startTestApp({
@@ -86,6 +96,10 @@ beforeAll(async () => {
         cutBeforeNextSlot = false;
         await cutLock(signal);
       }
+      if (hideLoss) {
+        hideLoss = false;
+        return work(new AbortController().signal);
+      }
       return work(signal);
     });
   const store = t.app.store;
@@ -95,6 +109,13 @@ beforeAll(async () => {
     if (cutAfterAppend?.(messages)) {
       cutAfterAppend = undefined;
       await cutLock(currentSlot!);
+    }
+    if (rowChangedAfterAppend?.(messages)) {
+      rowChangedAfterAppend = undefined;
+      // A peer that took the lock (or a writer that takes none) changes the row.
+      await admin.query(`UPDATE sessions SET title = 'changed elsewhere' WHERE id = $1`, [
+        sessionId,
+      ]);
     }
     return written;
   };
@@ -116,6 +137,8 @@ beforeEach(() => {
   cutBeforeNextSlot = false;
   cutAfterAppend = undefined;
   cutAtCompaction = false;
+  hideLoss = false;
+  rowChangedAfterAppend = undefined;
 });
 
 /** Terminates the instance's lock connection and waits until the slot's signal says so. */
@@ -421,5 +444,25 @@ describe('a lost session lock stops every write of the turn', () => {
     const stored = await roles(sessionId);
     expect(stored.at(-1)).toBe('user');
     expect(stored).toHaveLength(12);
+  });
+
+  it('a loss not yet noticed: the next write is refused by the row version, not stored', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ tool_calls: [{ name: 'ask_user', arguments: '{"question":"Which?"}' }] });
+    hideLoss = true;
+    cutAfterAppend = afterCallTo('ask_user');
+    rowChangedAfterAppend = afterCallTo('ask_user');
+    expectLockLost(await chat(sessionId, 'do it'));
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant→ask_user']);
+  });
+
+  it('the row changed by a writer that takes no lock: the turn confirms its lock and goes on', async () => {
+    const sessionId = await newSession();
+    t.fake!.script({ tool_calls: [{ name: 'ask_user', arguments: '{"question":"Which?"}' }] });
+    rowChangedAfterAppend = afterCallTo('ask_user');
+    const res = await chat(sessionId, 'do it');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(await roles(sessionId)).toEqual(['system', 'user', 'assistant→ask_user', 'tool']);
+    expect((await t.app.store.findSession(sessionId))?.title).toBe('changed elsewhere');
   });
 });
