@@ -345,6 +345,8 @@ export class TurnEngine {
     const trace = traceTurn(this.deps.tracing, {
       agentName: input.agent.name,
       sessionId: input.session.id,
+      ownerKey: input.session.owner_key,
+      endUser: input.session.end_user,
       traceparent: input.traceparent,
     });
     let result: SlotTurnResult | undefined;

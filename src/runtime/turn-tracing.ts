@@ -22,16 +22,37 @@ export interface TracedTurn {
   end(result: { outcome: TurnOutcome; usage: TokenUsage } | undefined): void;
 }
 
-export function traceTurn(
-  tracing: Tracing = NO_TRACING,
-  turn: { agentName: string; sessionId: string; traceparent?: string | undefined },
-): TracedTurn {
+export interface TurnTraceScope {
+  agentName: string;
+  sessionId: string;
+  /** The client key that owns the session (null for the admin). */
+  ownerKey?: string | null;
+  /** The end user the key named for the session (null when none). */
+  endUser?: string | null;
+  traceparent?: string | undefined;
+}
+
+/**
+ * Who the turn is for, as trace backends read it: `session.id` (Langfuse's
+ * sessions view, beside the GenAI `gen_ai.conversation.id`), `user.id` the
+ * end user when the key named one, and `cairn.key.id` the client key.
+ */
+function whoseTurn(turn: TurnTraceScope): Record<string, string> {
+  return {
+    'session.id': turn.sessionId,
+    ...(turn.endUser ? { 'user.id': turn.endUser } : {}),
+    ...(turn.ownerKey ? { 'cairn.key.id': turn.ownerKey } : {}),
+  };
+}
+
+export function traceTurn(tracing: Tracing = NO_TRACING, turn: TurnTraceScope): TracedTurn {
   const span = tracing.startSpan(`invoke_agent ${turn.agentName}`, {
     traceparent: turn.traceparent,
     attributes: {
       'gen_ai.operation.name': 'invoke_agent',
       'gen_ai.agent.name': turn.agentName,
       'gen_ai.conversation.id': turn.sessionId,
+      ...whoseTurn(turn),
     },
   });
   // Tool calls the loop announced and has not finished: each has its span.
@@ -50,6 +71,7 @@ export function traceTurn(
               'gen_ai.tool.name': event.call.function.name,
               'gen_ai.tool.call.id': event.call.id,
               'gen_ai.conversation.id': turn.sessionId,
+              ...whoseTurn(turn),
             },
           }),
         );

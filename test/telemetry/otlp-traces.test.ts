@@ -114,6 +114,49 @@ describe.each(['http/protobuf', 'http/json'] as const)('OTLP traces over %s', (p
     });
   });
 
+  it('names the session, the end user and the client key on the turn and tool spans', async () => {
+    const app = await start({}, { server: { apiKey: 'trace-admin' } });
+    const issued = await app.app.server.inject({
+      method: 'POST',
+      url: '/keys',
+      headers: { authorization: 'Bearer trace-admin' },
+      payload: { name: 'front-end' },
+    });
+    expect(issued.statusCode, issued.body).toBe(201);
+    const { key, secret } = issued.json<{ key: { id: string }; secret: string }>();
+    app.fake!.script(
+      { tool_calls: [{ id: 'call_t', name: 'current_time', arguments: '{}' }] },
+      { content: 'Noon.' },
+    );
+    const res = await app.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      headers: { authorization: `Bearer ${secret}`, 'x-cairn-user': 'user-42' },
+      payload: { message: 'What time is it?' },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const sessionId = res.json().sessionId as string;
+    // The admin's own turn names no user and no key.
+    const own = await app.app.server.inject({
+      method: 'POST',
+      url: '/agents/assistant/chat',
+      headers: { authorization: 'Bearer trace-admin' },
+      payload: { message: 'And now?' },
+    });
+    expect(own.statusCode, own.body).toBe(200);
+    const spans = await exported();
+    const turns = spans.filter((s) => s.name === 'invoke_agent assistant');
+    const keyed = turns.find((s) => s.attributes['gen_ai.conversation.id'] === sessionId);
+    const who = { 'session.id': sessionId, 'user.id': 'user-42', 'cairn.key.id': key.id };
+    expect(keyed?.attributes).toMatchObject(who);
+    const tool = spans.find((s) => s.name === 'execute_tool current_time');
+    expect(tool?.attributes).toMatchObject(who);
+    const admin = turns.find((s) => s !== keyed);
+    expect(admin?.attributes['session.id']).toBe(own.json().sessionId);
+    expect(admin?.attributes).not.toHaveProperty('user.id');
+    expect(admin?.attributes).not.toHaveProperty('cairn.key.id');
+  });
+
   it('continues the caller trace on the OpenAI-compatible API too', async () => {
     const app = await start();
     const res = await app.app.server.inject({
