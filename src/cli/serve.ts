@@ -5,6 +5,8 @@
  */
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startApp, type CairnApp } from '../app.js';
 import { describeModelRole, isLoopbackHost, loadSettings } from '../config/settings.js';
 import { CairnError, describeError } from '../errors.js';
@@ -54,7 +56,12 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     ...(options.port !== undefined ? { CAIRN_PORT: String(parsePortOption(options.port)) } : {}),
     ...(options.host !== undefined ? { CAIRN_HOST: parseHostOption(options.host) } : {}),
   };
-  const settings = loadSettings({ env: { ...process.env, ...flags } });
+  const loaded = loadSettings({ env: { ...process.env, ...flags } });
+  // A folder with no agents/ at all (`npx … serve` in an empty folder) gets
+  // the package's demo agent, said in one line below; an empty agents/ is
+  // the user's own choice and stays empty.
+  const demoAgents = existsSync(loaded.agentsDir) ? undefined : packagedDemoAgents();
+  const settings = demoAgents ? { ...loaded, agentsDir: demoAgents } : loaded;
   if (!isLoopbackHost(settings.server.host) && settings.server.apiKey === null) {
     throw new CairnError(
       'VALIDATION_ERROR',
@@ -126,7 +133,11 @@ export async function serve(options: ServeOptions): Promise<CairnApp> {
     },
     `cairn ready, listening on ${address}`,
   );
-  if (app.agents.list().length === 0) app.server.log.warn(noAgentsWarning(settings.agentsDir));
+  if (demoAgents)
+    app.server.log.info(
+      `no agents folder in ${settings.home}: serving the package's demo agent "assistant" on ${describeModelRole(settings.models.main)}; \`cairn init\` writes agents/ here to make your own`,
+    );
+  else if (app.agents.list().length === 0) app.server.log.warn(noAgentsWarning(settings.agentsDir));
 
   let stopping = false;
   const stop = (signal: string): void => {
@@ -216,6 +227,13 @@ function listenError(
     );
   }
   return err as Error;
+}
+
+/** The agents folder shipped with the package (its demo agent), when it is there. */
+function packagedDemoAgents(): string | undefined {
+  // dist/cli/serve.js → the package root's agents/.
+  const dir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'agents');
+  return existsSync(join(dir, 'assistant', 'agent.json')) ? dir : undefined;
 }
 
 /** Why a server with no agents answers every chat with 404, and what to do about it. */

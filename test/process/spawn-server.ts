@@ -40,6 +40,8 @@ export interface SpawnServerOptions {
   env?: Record<string, string>;
   /** Run scheduled daemon agents (default false: `--no-daemons`). */
   daemons?: boolean;
+  /** The bin to run (default: this checkout's build, `CLI_PATH`), e.g. an installed package's. */
+  cliPath?: string;
 }
 
 /** The SQLite file a spawned server uses: passed explicitly as CAIRN_DB. */
@@ -105,7 +107,7 @@ export async function spawnServer(options: SpawnServerOptions): Promise<ServerPr
 
 function launch(options: SpawnServerOptions, port: number): ServerProcess {
   const args = options.daemons ? ['serve'] : ['serve', '--no-daemons'];
-  const child = spawn(process.execPath, [CLI_PATH, ...args], {
+  const child = spawn(process.execPath, [options.cliPath ?? CLI_PATH, ...args], {
     env: {
       ...baseEnv(),
       CAIRN_HOME: options.home,

@@ -4,7 +4,7 @@
  * address; no line per request (those are at debug, one each); and a warning
  * when there are no agents to serve.
  */
-import { mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { makeHome, TEST_AGENT } from '../helpers/test-app.js';
@@ -115,25 +115,36 @@ describe('the start-up and request log', () => {
     }
   });
 
-  it.each([
-    [
-      'empty',
-      (home: string) => mkdirSync(join(home, 'agents'), { recursive: true }),
-      'no agents loaded from',
-    ],
-    [
-      'missing',
-      (home: string) => rmSync(join(home, 'agents'), { recursive: true, force: true }),
-      'does not exist',
-    ],
-  ])('warns when the agents folder is %s', async (_label, arrange, says) => {
+  it('warns when the agents folder is empty', async () => {
     const home = makeHome({ agents: {} }, null);
-    arrange(home);
+    mkdirSync(join(home, 'agents'), { recursive: true });
     const server = await spawnServer({ home });
     try {
       const warning = () =>
-        lines(server.output()).find((l) => l.level === WARN && l.msg.includes(says))?.msg;
+        lines(server.output()).find(
+          (l) => l.level === WARN && l.msg.includes('no agents loaded from'),
+        )?.msg;
       await expect.poll(warning, { timeout: 10_000 }).toContain('cairn init');
+    } finally {
+      await server.stop('SIGTERM');
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it("serves the package's demo agent, saying so in one line, when there is no agents folder", async () => {
+    const home = makeHome({ agents: {} }, null);
+    rmSync(join(home, 'agents'), { recursive: true, force: true });
+    const server = await spawnServer({ home, env: { CAIRN_LOG_LEVEL: 'info' } });
+    try {
+      const ready = await readyLine(() => server.output());
+      expect(ready.agents).toEqual(['assistant']);
+      const demoLines = () => lines(server.output()).filter((l) => l.msg.includes('demo agent'));
+      await expect.poll(() => demoLines().length, { timeout: 10_000 }).toBe(1);
+      const said = demoLines();
+      expect(said[0]!.msg).toContain(`no agents folder in ${home}`);
+      expect(said[0]!.msg).toContain('cairn init');
+      // Nothing was written into the user's folder.
+      expect(existsSync(join(home, 'agents'))).toBe(false);
     } finally {
       await server.stop('SIGTERM');
       rmSync(home, { recursive: true, force: true });
