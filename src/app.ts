@@ -17,6 +17,7 @@ import { createServer } from './http/create-server.js';
 import { defaultAllowedHosts } from './http/browser-guard.js';
 import { compactionRoutes } from './http/routes/compaction.js';
 import { StreamGate } from './http/stream-gate.js';
+import { defaultStreamShare, KeyShares } from './http/key-shares.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
 import { AutomaticRecall } from './recall/automatic-recall.js';
@@ -63,7 +64,7 @@ import { McpManager } from './mcp/mcp-manager.js';
 import { checkMcpToolEntries, usesMcp } from './mcp/check-agent-tools.js';
 import { openaiApiRoutes } from './openai-api/routes.js';
 import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
-import { sessionTransferRoutes } from './http/routes/session-transfer.js';
+import { DEFAULT_KEY_IMPORTS, sessionTransferRoutes } from './http/routes/session-transfer.js';
 import { metricsRoutes, registerTurnMetrics } from './http/routes/metrics.js';
 import { agentReloadRoutes, agentRoutes } from './http/routes/agents.js';
 import { chatRoutes } from './http/routes/chat.js';
@@ -581,6 +582,11 @@ function buildServer(
   const { warn } = logLines(logger);
   const clientKeys = new ClientKeys(store, { warn });
   const access = new Access(store);
+  // Each key's share of this instance's streams, imports and model-running requests.
+  const shares = new KeyShares({
+    maxStreams: defaultStreamShare(settings.server.maxStreams),
+    maxImports: DEFAULT_KEY_IMPORTS,
+  });
   const server = createServer({
     apiKey: settings.server.apiKey,
     browser: {
@@ -590,7 +596,7 @@ function buildServer(
         settings.server.publicUrl === null ? null : new URL(settings.server.publicUrl).origin,
     },
     clientKeys,
-    ownership: { access, limits: new KeyLimits(store) },
+    ownership: { access, limits: new KeyLimits(store), shares },
     bodyLimitBytes: settings.server.bodyLimitBytes,
     requestTimeoutMs: settings.server.requestTimeoutMs,
     trustProxy: settings.server.trustProxy,
@@ -607,6 +613,7 @@ function buildServer(
       maxBufferedBytes: settings.server.streamBufferBytes,
     },
     warn,
+    shares,
   );
   const mcp = tools.mcp;
   const healthExtras = mcp.serverNames().length > 0 ? () => ({ mcp: mcp.health() }) : undefined;
@@ -637,7 +644,7 @@ function buildServer(
     store,
     streams,
   });
-  void server.register(sessionTransferRoutes, { agents: registry, store, access, events });
+  void server.register(sessionTransferRoutes, { agents: registry, store, access, events, shares });
   void server.register(keyRoutes, { keys: clientKeys, store, events });
   void server.register(metricsRoutes, { metrics });
   void server.register(agentReloadRoutes, { reload: () => agentReloader.reload() });

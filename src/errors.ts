@@ -37,6 +37,8 @@ export const ERROR_STATUS = {
   MAX_ITERATIONS: 422,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** A client key holds its share of this instance's streams, imports or turns (limits.maxStreams, maxImports, maxTurns). */
+  KEY_LIMIT: 429,
   /** A token or tool-call budget is used up: an agent's limits, or a client key's tokensPerDay (the message names the limit, how to raise it, or when it resets). */
   BUDGET_EXCEEDED: 429,
   COMPACTION_EMPTY_SUMMARY: 500,

@@ -13,6 +13,7 @@ import { JsonRpcTransportHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AgentConfig } from '../agents/agent-config.js';
 import { jsonDepth, MAX_JSON_DEPTH, tooDeepMessage } from '../json-depth.js';
+import { principalOf } from '../http/principal.js';
 import { SseStream } from '../http/sse.js';
 import type { StreamGate } from '../http/stream-gate.js';
 import { SSE_KEEPALIVE_MS } from '../http/routes/events.js';
@@ -168,7 +169,7 @@ export async function answerRpc(call: {
   // A stream's slot is taken before any work, so a stream refused for the
   // limit (503) has started no task. It is handed to the event stream below.
   const holdSlot = STREAMING_METHODS.has(envelope.request.method as string)
-    ? deps.streams.acquire()
+    ? deps.streams.acquire(principalOf(request))
     : undefined;
   let result: Awaited<ReturnType<JsonRpcTransportHandler['handle']>>;
   let first: IteratorResult<unknown> | undefined;

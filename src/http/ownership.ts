@@ -12,6 +12,7 @@ import { CairnError } from '../errors.js';
 import type { Access } from './access.js';
 import { clientIdentity } from './auth.js';
 import type { KeyLimits } from './key-limits.js';
+import type { KeyShares } from './key-shares.js';
 import type { WindowCounter } from './key-limits.js';
 import { principalOf } from './principal.js';
 import { isConsolePath } from './routes/console.js';
@@ -126,6 +127,7 @@ export const ROUTE_RULES: Readonly<Record<string, OwnershipRule>> = {
   'POST /keys': ADMIN,
   'GET /keys': ADMIN,
   'GET /keys/:id': ADMIN,
+  'PATCH /keys/:id': ADMIN,
   'DELETE /keys/:id': ADMIN,
 };
 
@@ -160,6 +162,8 @@ export function registeredRoutes(app: FastifyInstance): readonly string[] {
 export interface OwnershipDeps {
   access: Access;
   limits: KeyLimits;
+  /** Each key's share of this instance's model-running requests (limits.maxTurns). */
+  shares?: Pick<KeyShares, 'take'>;
   /**
    * The server-wide limit per client (`server.rateLimit`) and its bucket, from
    * which the server took one call per request: an MCP batch's other calls
@@ -193,7 +197,7 @@ export function registerOwnership(app: FastifyInstance, deps: OwnershipDeps): vo
   });
   const serverLimit = deps.rateLimit;
 
-  app.addHook('preHandler', async (request) => {
+  app.addHook('preHandler', async (request, reply) => {
     const url = request.routeOptions.url;
     if (url === undefined) return; // the not-found handler
     // Every route has a rule: onReady refused to start the server otherwise.
@@ -227,6 +231,11 @@ export function registerOwnership(app: FastifyInstance, deps: OwnershipDeps): vo
     if (session !== undefined) await deps.access.session(principal, session);
     const task = rule.task && locate(request, rule.task);
     if (task !== undefined) await deps.access.task(principal, task);
-    if (rule.spends) await deps.limits.checkTokens(principal.key);
+    if (rule.spends) {
+      await deps.limits.checkTokens(principal.key);
+      // Held until the response ends (a stream's too), however it ends.
+      const release = deps.shares?.take(principal, 'maxTurns');
+      if (release) reply.raw.once('close', release);
+    }
   });
 }

@@ -5,19 +5,20 @@
  * for it, so it can never grow the server's memory.
  */
 import type { FastifyReply } from 'fastify';
+import { principalOf } from './principal.js';
 import type { StreamGate } from './stream-gate.js';
 
 export class SseStream {
   private closed = false;
   private readonly release: () => void;
 
-  /** Takes a stream slot first: throws 503 SERVICE_UNAVAILABLE (before any byte is sent) when none is free. */
+  /** Takes a stream slot first (before any byte is sent): 429 KEY_LIMIT past the key's share, 503 SERVICE_UNAVAILABLE when none is free. */
   constructor(
     private readonly reply: FastifyReply,
     private readonly gate: StreamGate,
     headers: Readonly<Record<string, string>> = {},
   ) {
-    this.release = gate.acquire();
+    this.release = gate.acquire(principalOf(reply.request));
     reply.hijack();
     reply.raw.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',

@@ -7,6 +7,8 @@
  */
 import { CairnError } from '../errors.js';
 import { markReported } from './errors.js';
+import type { KeyShares } from './key-shares.js';
+import type { Principal } from './principal.js';
 
 /** What a refused client is told to wait before it tries again. */
 export const STREAM_RETRY_AFTER_S = 5;
@@ -28,6 +30,8 @@ export class StreamGate {
   constructor(
     readonly limits: StreamLimits,
     private readonly warn: GateLogger = () => undefined,
+    /** Each key's share of the streams (limits.maxStreams); none: no per-key share. */
+    private readonly shares?: KeyShares,
   ) {}
 
   /** Streams open right now. */
@@ -36,10 +40,22 @@ export class StreamGate {
   }
 
   /**
-   * Takes a slot for a new stream, or throws 503 SERVICE_UNAVAILABLE when all
-   * are taken. Returns the release function (safe to call more than once).
+   * Takes a slot for a new stream: throws 429 KEY_LIMIT when the principal's
+   * key holds its share already, 503 SERVICE_UNAVAILABLE when all are taken.
+   * Returns the release function (safe to call more than once).
    */
-  acquire(): () => void {
+  acquire(principal?: Principal): () => void {
+    const releaseShare =
+      principal && this.shares ? this.shares.take(principal, 'maxStreams') : undefined;
+    try {
+      return this.acquireServerSlot(releaseShare);
+    } catch (err) {
+      releaseShare?.();
+      throw err;
+    }
+  }
+
+  private acquireServerSlot(releaseShare: (() => void) | undefined): () => void {
     if (this.open >= this.limits.maxStreams) {
       this.refusedInBurst += 1;
       if (this.refusedInBurst === 1)
@@ -62,6 +78,7 @@ export class StreamGate {
       if (released) return;
       released = true;
       this.open -= 1;
+      releaseShare?.();
       // Below the cap again: the next refusal starts a new burst.
       this.refusedInBurst = 0;
     };

@@ -14,6 +14,7 @@ import type {
   CallRecordStore,
   AppendedWithEvents,
   ImportedMessage,
+  KeyLimits,
   KeyRow,
   KeySpend,
   KeyStore,
@@ -171,6 +172,10 @@ export abstract class StoreBase implements KeyStore, CallRecordStore {
 
   revokeKey(id: string): Promise<KeyRow | undefined> {
     return this.keys.revokeKey(id);
+  }
+
+  setKeyLimits(id: string, limits: KeyLimits): Promise<KeyRow | undefined> {
+    return this.keys.setKeyLimits(id, limits);
   }
 
   touchKey(id: string, at: string): Promise<void> {

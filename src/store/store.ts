@@ -637,6 +637,12 @@ export type KeyAgents = '*' | string[];
 export interface KeyLimits {
   requestsPerMinute?: number;
   tokensPerDay?: number;
+  /** Open event streams and streamed responses at once, per instance (default ¾ of server.maxStreams). */
+  maxStreams?: number;
+  /** Session imports read or waiting at once, per instance (default 1). */
+  maxImports?: number;
+  /** Requests that run a model at once, per instance (no default share). */
+  maxTurns?: number;
 }
 
 /** A client key as the API shows it (never its secret or the secret's hash). */
@@ -681,6 +687,8 @@ export interface KeyStore {
   listKeys(): Promise<KeyRow[]>;
   /** Revokes the key (once: a second revoke keeps the first time); undefined if there is none. */
   revokeKey(id: string): Promise<KeyRow | undefined>;
+  /** Replaces the key's limits (its secret stays); undefined if there is none. */
+  setKeyLimits(id: string, limits: KeyLimits): Promise<KeyRow | undefined>;
   /** Records that the key was used at `at` (callers batch this: not once per request). */
   touchKey(id: string, at: string): Promise<void>;
   /** Tokens the key's sessions spent on `day` (YYYY-MM-DD, UTC). */

@@ -246,6 +246,7 @@ const SAMPLE_BODIES: Record<string, unknown> = {
   'PUT /agents/:name/memory/:key': { content: 'planted' },
   'POST /sessions/:id/compact': { dryRun: true },
   'POST /keys': { name: 'mine' },
+  'PATCH /keys/:id': { limits: { maxStreams: 1000 } },
   'POST /sessions': { agentName: 'assistant' },
 };
 

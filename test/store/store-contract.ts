@@ -2789,6 +2789,17 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.listKeys()).toHaveLength(1);
       });
 
+      it("changes a key's limits and keeps its secret", async () => {
+        const key = await store.createKey(keyInput('ui', '9'.repeat(64)));
+        const changed = await store.setKeyLimits(key.id, { tokensPerDay: 10, maxStreams: 2 });
+        expect(changed?.limits).toEqual({ tokensPerDay: 10, maxStreams: 2 });
+        expect((await store.findKeyBySecretHash('9'.repeat(64)))?.limits).toEqual({
+          tokensPerDay: 10,
+          maxStreams: 2,
+        });
+        expect(await store.setKeyLimits('key_missing', {})).toBeUndefined();
+      });
+
       it('records when a key was last used', async () => {
         const key = await store.createKey(keyInput('ui', 'e'.repeat(64)));
         await store.touchKey(key.id, '2026-03-01T10:00:00.000Z');

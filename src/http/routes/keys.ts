@@ -17,6 +17,21 @@ import { AGENT_NAME, objectSchema } from '../schemas.js';
 const KEY_ID = { type: 'string', pattern: '^key_[A-Za-z0-9]{1,64}$' } as const;
 const keyParams = objectSchema({ id: KEY_ID }, ['id']);
 const LIMIT_VALUE = { type: 'integer', minimum: 1, maximum: 1_000_000_000_000 } as const;
+/** Every limit a key may have (DESIGN §15, §23). */
+const LIMIT_NAMES = [
+  'requestsPerMinute',
+  'tokensPerDay',
+  'maxStreams',
+  'maxImports',
+  'maxTurns',
+] as const;
+const LIMITS = objectSchema(Object.fromEntries(LIMIT_NAMES.map((name) => [name, LIMIT_VALUE])));
+/** A PATCH's limits: a number sets a limit, null removes it (back to its default), absent keeps it. */
+const LIMITS_CHANGE = objectSchema(
+  Object.fromEntries(LIMIT_NAMES.map((name) => [name, { anyOf: [LIMIT_VALUE, { type: 'null' }] }])),
+);
+
+type LimitsChange = { [K in keyof KeyLimits]?: number | null };
 
 interface CreateKeyBody {
   name: string;
@@ -36,7 +51,10 @@ function withSpend(key: KeyRow, spend: KeySpend = NOTHING_SPENT) {
 
 export interface KeyRoutesOptions {
   keys: Pick<ClientKeys, 'create'>;
-  store: Pick<KeyStore, 'findKey' | 'listKeys' | 'revokeKey' | 'keySpend' | 'listKeySpend'>;
+  store: Pick<
+    KeyStore,
+    'findKey' | 'listKeys' | 'revokeKey' | 'setKeyLimits' | 'keySpend' | 'listKeySpend'
+  >;
   events: Pick<EventBus, 'emit'>;
 }
 
@@ -56,7 +74,7 @@ export const keyRoutes: FastifyPluginAsync<KeyRoutesOptions> = async (app, deps)
                 { type: 'array', items: AGENT_NAME, maxItems: 1000, uniqueItems: true },
               ],
             },
-            limits: objectSchema({ requestsPerMinute: LIMIT_VALUE, tokensPerDay: LIMIT_VALUE }),
+            limits: LIMITS,
           },
           ['name'],
         ),
@@ -87,6 +105,35 @@ export const keyRoutes: FastifyPluginAsync<KeyRoutesOptions> = async (app, deps)
     if (!key) throw keyNotFound(request.params.id);
     return { key: withSpend(key, await deps.store.keySpend(key.id, usageDay())) };
   });
+
+  app.patch<WithId & { Body: { limits: LimitsChange } }>(
+    '/keys/:id',
+    {
+      schema: {
+        summary: "Change a key's limits; its secret stays the same",
+        params: keyParams,
+        body: objectSchema({ limits: LIMITS_CHANGE }, ['limits']),
+      },
+    },
+    async (request) => {
+      const before = await deps.store.findKey(request.params.id);
+      if (!before) throw keyNotFound(request.params.id);
+      const limits: KeyLimits = { ...before.limits };
+      for (const [name, value] of Object.entries(request.body.limits)) {
+        const limit = name as keyof KeyLimits;
+        if (value === null) delete limits[limit];
+        else if (value !== undefined) limits[limit] = value;
+      }
+      const key = (await deps.store.setKeyLimits(before.id, limits)) ?? before;
+      await deps.events.emit('key.updated', null, {
+        keyId: key.id,
+        name: key.name,
+        limits,
+        by: auditBy(principalOf(request)),
+      });
+      return { key: withSpend(key, await deps.store.keySpend(key.id, usageDay())) };
+    },
+  );
 
   app.delete<WithId>('/keys/:id', { schema: { params: keyParams } }, async (request) => {
     const before = await deps.store.findKey(request.params.id);

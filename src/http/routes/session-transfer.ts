@@ -15,6 +15,7 @@ import { objectSchema, sessionParams } from '../schemas.js';
 import type { Access } from '../access.js';
 import type { EventBus } from '../../runtime/event-bus.js';
 import { auditBy, ownerOf, principalOf } from '../principal.js';
+import type { KeyShares } from '../key-shares.js';
 
 export const NDJSON = 'application/x-ndjson';
 
@@ -25,6 +26,9 @@ export const NDJSON = 'application/x-ndjson';
  * within a fixed amount of memory.
  */
 export const MAX_CONCURRENT_IMPORTS = 2;
+
+/** A key's share of the import slots when its limits name none: one, so one key never holds them all. */
+export const DEFAULT_KEY_IMPORTS = 1;
 
 /** A counting semaphore: `run` waits for one of `size` slots. */
 class Slots {
@@ -58,6 +62,8 @@ export interface SessionTransferRoutesOptions {
   agents: AgentRegistry;
   access: Pick<Access, 'agent'>;
   events: Pick<EventBus, 'emit'>;
+  /** Each key's share of the import slots (limits.maxImports). */
+  shares?: Pick<KeyShares, 'take'>;
 }
 
 export const sessionTransferRoutes: FastifyPluginAsync<SessionTransferRoutesOptions> = async (
@@ -123,24 +129,34 @@ export const sessionTransferRoutes: FastifyPluginAsync<SessionTransferRoutesOpti
       );
     }
     const principal = principalOf(request);
-    const session = await imports.run(async () => {
-      try {
-        return await importSession(
-          store,
-          ndjsonLines(body.iterator({ destroyOnReturn: false })),
-          (name) => {
-            access.agent(principal, name);
-            agents.get(name);
-          },
-          ownerOf(principal),
-        );
-      } catch (err) {
-        // The rest of a refused body is read and dropped, not kept and not
-        // left unread: the socket stays usable and the client reads the error.
-        body.resume();
-        throw err;
-      }
-    });
+    // A key's imports, reading or waiting, count against its share before a slot.
+    let releaseShare: () => void;
+    try {
+      releaseShare = deps.shares?.take(principal, 'maxImports') ?? (() => undefined);
+    } catch (err) {
+      body.resume();
+      throw err;
+    }
+    const session = await imports
+      .run(async () => {
+        try {
+          return await importSession(
+            store,
+            ndjsonLines(body.iterator({ destroyOnReturn: false })),
+            (name) => {
+              access.agent(principal, name);
+              agents.get(name);
+            },
+            ownerOf(principal),
+          );
+        } catch (err) {
+          // The rest of a refused body is read and dropped, not kept and not
+          // left unread: the socket stays usable and the client reads the error.
+          body.resume();
+          throw err;
+        }
+      })
+      .finally(releaseShare);
     await deps.events.emit('session.imported', session.id, {
       agentName: session.agent_name,
       by: auditBy(principal),

@@ -3,7 +3,7 @@
  * twin), and the statement that charges a session's tokens to its owner key.
  */
 import type pg from 'pg';
-import type { KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
+import type { KeyLimits, KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
 import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
 import type { Queryable } from './open-pool.js';
 
@@ -80,6 +80,13 @@ export class PgKeys implements KeyStore {
       'UPDATE keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
       [id, now()],
     );
+  }
+
+  setKeyLimits(id: string, limits: KeyLimits): Promise<KeyRow | undefined> {
+    return this.one('UPDATE keys SET limits = $2 WHERE id = $1 RETURNING *', [
+      id,
+      JSON.stringify(limits),
+    ]);
   }
 
   async touchKey(id: string, at: string): Promise<void> {

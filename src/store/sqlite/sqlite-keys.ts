@@ -3,7 +3,7 @@
  * that charges a session's tokens to its owner key for the day. Kept apart
  * from the rest of the store: it shares only the connection.
  */
-import type { KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
+import type { KeyLimits, KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
 import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
 import type { SqliteDatabase } from './open-database.js';
 
@@ -18,6 +18,7 @@ export function prepareKeyStatements(db: SqliteDatabase) {
     listKeys: db.prepare<[], KeyRecord>('SELECT * FROM keys ORDER BY created_at DESC, id DESC'),
     revokeKey: db.prepare('UPDATE keys SET revoked_at = COALESCE(revoked_at, @at) WHERE id = @id'),
     touchKey: db.prepare('UPDATE keys SET last_used_at = @at WHERE id = @id'),
+    setKeyLimits: db.prepare('UPDATE keys SET limits = @limits WHERE id = @id'),
     keyTokens: db.prepare<[string, string], { tokens: number }>(
       'SELECT tokens FROM key_usage WHERE key_id = ? AND day = ?',
     ),
@@ -97,6 +98,14 @@ export class SqliteKeys implements KeyStore {
   async revokeKey(id: string): Promise<KeyRow | undefined> {
     return this.write(() => {
       this.stmt.revokeKey.run({ id, at: now() });
+      const row = this.stmt.getKey.get(id);
+      return row && toKeyRow(row);
+    });
+  }
+
+  async setKeyLimits(id: string, limits: KeyLimits): Promise<KeyRow | undefined> {
+    return this.write(() => {
+      this.stmt.setKeyLimits.run({ id, limits: JSON.stringify(limits) });
       const row = this.stmt.getKey.get(id);
       return row && toKeyRow(row);
     });
