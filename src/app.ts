@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { AgentRegistry } from './agents/agent-registry.js';
 import { formatProblem, loadAgents, orderProblems } from './agents/load-agents.js';
 import type { AgentConfig, AgentProblem, AgentToolList } from './agents/agent-config.js';
-import type { ModelRoleSettings, Settings } from './config/settings.js';
+import { defaultOutputTokens, type ModelRoleSettings, type Settings } from './config/settings.js';
 import { describeError } from './errors.js';
 import { createServer } from './http/create-server.js';
 import { defaultAllowedHosts } from './http/browser-guard.js';
@@ -28,6 +28,7 @@ import { OfflineModel } from './llm/offline-model.js';
 import { observeModel, type ModelCallObserver, type ModelRole } from './llm/observed-model.js';
 import { OpenAIModel } from './llm/openai-model.js';
 import { lazyModel } from './llm/lazy-model.js';
+import { checkWindow } from './llm/window-check.js';
 import { CircuitBreaker, FallbackChain } from './llm/fallback-chain.js';
 import type { ModelLogger } from './llm/retry-policy.js';
 import { EventBus } from './runtime/event-bus.js';
@@ -406,7 +407,12 @@ function buildModels(
       observed(role, createModel(roleSettings, logger, breaker), observeModelCall),
       roleSettings,
     );
-    return traceModel(metrics.instrumentModel(role, recorded), tracing, roleSettings.provider);
+    // Outermost: a request that cannot fit the window is refused before it is
+    // traced, counted or recorded as a call (it never was one).
+    return checkWindow(
+      traceModel(metrics.instrumentModel(role, recorded), tracing, roleSettings.provider),
+      { role, defaultOutputTokens: defaultOutputTokens(roleSettings) },
+    );
   };
   const main = modelFor('main');
   const compact = settings.models.compact === settings.models.main ? main : modelFor('compact');

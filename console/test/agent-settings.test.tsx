@@ -91,6 +91,16 @@ describe('agentSettingRows', () => {
     expect(value(busy, 'Daemon')).toBe('every 1h: Report the hour.');
   });
 
+  it('reads autoThreshold 0 as compaction only when asked', () => {
+    const manual: Agent = {
+      ...GUARDED,
+      defaultCompaction: { compactionCount: 30, autoThreshold: 0 },
+    };
+    expect(value(manual, 'Compaction')).toBe(
+      '30% of the raw history per compaction, only when asked',
+    );
+  });
+
   it('names the built-in offline model once, not as its own provider', () => {
     const offline: Agent = {
       ...GUARDED,

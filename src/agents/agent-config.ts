@@ -8,6 +8,8 @@ export const AGENT_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export const DEFAULT_COMPACT_COUNT = 50;
 export const DEFAULT_MAX_SUMMARY_CHARS = 12_000;
+/** Percent of the main model's context window at which an agent that sets none compacts automatically. */
+export const DEFAULT_AUTO_THRESHOLD = 80;
 export const DEFAULT_MAX_ITERATIONS = 10;
 /** Automatic recall of compacted messages, on for every agent unless turned off. */
 export const DEFAULT_RECALL: AgentConfig['defaultCompaction']['recall'] = {
@@ -45,7 +47,8 @@ export interface AgentConfig {
   readonly defaultCompaction: {
     /** Percent of the uncompacted history each compaction folds (agent.json's `compactCount`). */
     readonly compactCount: number;
-    readonly autoThreshold?: number;
+    /** Percent (1–100) of the main model's context window that triggers a compaction; 0 = off. */
+    readonly autoThreshold: number;
     readonly maxSummaryChars: number;
     /** Fixed sections edited in place by each compaction, or free prose. */
     readonly summaryFormat: 'sections' | 'prose';

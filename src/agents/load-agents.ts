@@ -16,6 +16,7 @@ import { didYouMean } from '../config/nearest-name.js';
 import {
   DEFAULT_COMPACT_COUNT,
   DEFAULT_MAX_ITERATIONS,
+  DEFAULT_AUTO_THRESHOLD,
   DEFAULT_MAX_SUMMARY_CHARS,
   DEFAULT_MEMORY_MAX_CHARS,
   DEFAULT_RECALL,
@@ -328,7 +329,7 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
     },
     defaultCompaction: {
       compactCount: compaction.compactCount ?? compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,
-      ...(compaction.autoThreshold !== undefined && { autoThreshold: compaction.autoThreshold }),
+      autoThreshold: compaction.autoThreshold ?? DEFAULT_AUTO_THRESHOLD,
       maxSummaryChars: compaction.maxSummaryChars ?? DEFAULT_MAX_SUMMARY_CHARS,
       summaryFormat: compaction.summaryFormat ?? 'sections',
       recall: { ...DEFAULT_RECALL, ...compaction.recall },
@@ -411,6 +412,9 @@ function schemaMessage(e: ErrorObject): string {
   const unknown = unknownProperty(e);
   if (unknown !== undefined) {
     return `must NOT have additional property "${unknown}"${didYouMean(unknown, knownProperties(e.parentSchema))}`;
+  }
+  if (e.keyword === 'oneOf' && e.instancePath === '/defaultCompaction/autoThreshold') {
+    return 'must be 0 (automatic compaction off) or a percent from 1 to 100';
   }
   if (e.keyword === 'oneOf') {
     const alternatives = requiredAlternatives(e.schema);

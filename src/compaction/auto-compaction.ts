@@ -2,15 +2,17 @@
  * Automatic compaction and context-overflow recovery, plugged
  * into the turn engine as its `ContextGuard`:
  * - before every model call, estimate the prompt (last reported usage + a
- *   tokenizer estimate of what was added since) and run defaultCompaction at
- *   or above `autoThreshold`% of the context window, never covering the
- *   running turn;
+ *   tokenizer estimate of what was added since), add the room automatic
+ *   recall may take in it, and run defaultCompaction at or above
+ *   `autoThreshold`% of the context window (80 unless the agent sets it; 0 is
+ *   off), never covering the running turn;
  * - a breaker suspends it for the session when a compaction does not bring
  *   the estimate down by 5% or three in a row fail (having nothing to compact
  *   before the running turn does not trip it);
  * - a provider context-length error: compact and retry once, then
  *   `compactMessages` for this run, then CONTEXT_OVERFLOW.
  */
+import type { AgentConfig } from '../agents/agent-config.js';
 import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient, ModelRequest } from '../llm/model-client.js';
@@ -30,6 +32,11 @@ function lostTheRun(err: unknown): boolean {
 export const MIN_PROGRESS_FRACTION = 0.05;
 /** Consecutive failed automatic compactions before auto-compaction is suspended. */
 export const MAX_CONSECUTIVE_FAILURES = 3;
+/**
+ * The room kept for automatic recall is at most this share of the threshold:
+ * in a small window, recall's full budget would otherwise make every call compact.
+ */
+export const RECALL_RESERVE_MAX_SHARE = 0.25;
 /** Upper bound on messages read to estimate what was added since the last call. */
 const SINCE_LIMIT = 10_000;
 
@@ -45,6 +52,22 @@ export interface AutoCompactionDeps {
    * reported prompt, but replaced (not kept) by the next call.
    */
   recalledTokens?: (sessionId: string) => number;
+}
+
+/**
+ * Tokens the guard keeps free below its threshold for the block automatic
+ * recall adds to the call: recall's `maxTokens`, capped at
+ * RECALL_RESERVE_MAX_SHARE of the threshold. None when recall is off or the
+ * session has nothing compacted (recall then adds nothing).
+ */
+export function recallReserve(
+  agent: Pick<AgentConfig, 'defaultCompaction'>,
+  session: Pick<SessionRow, 'compact_seq'>,
+  thresholdTokens: number,
+): number {
+  const recall = agent.defaultCompaction.recall;
+  if (!recall.enabled || session.compact_seq <= 0) return 0;
+  return Math.min(recall.maxTokens, Math.floor(thresholdTokens * RECALL_RESERVE_MAX_SHARE));
 }
 
 function isOverflow(err: unknown): boolean {
@@ -74,10 +97,11 @@ export class AutoCompaction implements ContextGuard {
 
   async beforeModelCall(ctx: GuardedTurn, messages: ChatMessage[]): Promise<ChatMessage[]> {
     const threshold = ctx.agent.defaultCompaction.autoThreshold;
-    if (threshold === undefined || ctx.session.compaction_suspended) return messages;
+    if (threshold <= 0 || ctx.session.compaction_suspended) return messages;
     const limit = (threshold / 100) * this.deps.contextWindow;
     const before = await this.estimate(ctx, messages);
-    if (before < limit) return messages;
+    // Recall's block goes into this call after the guard: its room is kept now.
+    if (before + recallReserve(ctx.agent, ctx.session, limit) < limit) return messages;
 
     const sessionId = ctx.session.id;
     try {

@@ -23,13 +23,43 @@ import type {
 } from '../store/store.js';
 import { requireSession } from '../store/session-not-found.js';
 import { planCut, safeBoundaries } from './cut.js';
-import { CHARS_PER_TOKEN } from '../llm/tokens.js';
-import { capSummary, summaryRequest, transcriptEntry, type SummaryFormat } from './prompt.js';
+import { CHARS_PER_TOKEN, estimateMessagesTokens } from '../llm/tokens.js';
+import {
+  capSummary,
+  clipMiddle,
+  summaryRequest,
+  transcriptEntry,
+  type SummaryFormat,
+} from './prompt.js';
+
+/**
+ * A transcript entry longer than the whole input budget, clipped to it (head
+ * and tail kept): the first message of a batch is folded even alone over the
+ * budget, and must still leave a request that fits the window.
+ */
+function fitEntry(entry: string, budget: number): string {
+  return clipMiddle(entry, Math.max(MIN_INPUT_BUDGET_CHARS, budget));
+}
 
 /** Messages loaded per page while building the summariser's input. */
 const BATCH_PAGE = 1_000;
 /** Tokens kept free in the compact model's window besides the summary itself. */
 const PROMPT_RESERVE_TOKENS = 1_500;
+/**
+ * The summary asked for is cut to the room the compact model's window has
+ * left beside its input; below this many tokens of room the call is not made
+ * (the window check refuses it), since no useful summary fits.
+ */
+export const MIN_SUMMARY_TOKENS = 64;
+/**
+ * The provider's tokenizer may count a prompt higher than Cairn's: the room
+ * left for a shortened summary assumes up to this much more.
+ */
+const OTHER_TOKENIZER_MARGIN = 1.25;
+/** Input is never under this many characters (a smaller window gets what fits). */
+const INPUT_FLOOR_CHARS = 4_000;
+/** A transcript entry is never clipped below this many characters. */
+const MIN_INPUT_BUDGET_CHARS = 1_000;
 
 export type CompactionTrigger = 'manual' | 'auto';
 
@@ -178,9 +208,7 @@ export class DefaultCompaction {
     // is larger, compact a shorter, still tool-safe, prefix now. A dry run
     // applies the same limit (loading contents, never calling the model), so
     // it reports exactly what a real compaction would do.
-    const maxSummaryChars =
-      this.deps.agents.find(session.agent_name)?.defaultCompaction.maxSummaryChars ??
-      DEFAULT_MAX_SUMMARY_CHARS;
+    const maxSummaryChars = this.summaryCharsFor(session.agent_name);
     const request = await this.buildInput(session, plan.cutoff, maxSummaryChars, metas);
     if (options.dryRun) {
       let batchChars = 0;
@@ -283,9 +311,7 @@ export class DefaultCompaction {
     messages: readonly ChatMessage[],
     previousSummary: string | null,
   ): Promise<string> {
-    const maxSummaryChars =
-      this.deps.agents.find(agentName)?.defaultCompaction.maxSummaryChars ??
-      DEFAULT_MAX_SUMMARY_CHARS;
+    const maxSummaryChars = this.summaryCharsFor(agentName);
     const budget = this.inputBudgetChars(maxSummaryChars) - (previousSummary?.length ?? 0);
     const transcript: string[] = [];
     let used = 0;
@@ -293,7 +319,7 @@ export class DefaultCompaction {
     // The newest is always folded, even alone over the budget (as a compaction's
     // first message is): a summary of no messages would drop them all unread.
     for (let i = messages.length - 1; i >= 0; i--) {
-      const entry = transcriptEntry(messages[i]!);
+      const entry = fitEntry(transcriptEntry(messages[i]!), budget);
       if (used + entry.length > budget && transcript.length > 0) break;
       transcript.unshift(entry);
       used += entry.length;
@@ -322,10 +348,17 @@ export class DefaultCompaction {
     return this.deps.agents.find(agentName)?.defaultCompaction.summaryFormat ?? 'sections';
   }
 
+  private summaryCharsFor(agentName: string): number {
+    return (
+      this.deps.agents.find(agentName)?.defaultCompaction.maxSummaryChars ??
+      DEFAULT_MAX_SUMMARY_CHARS
+    );
+  }
+
   private inputBudgetChars(maxSummaryChars: number): number {
     const summaryTokens = Math.ceil(maxSummaryChars / CHARS_PER_TOKEN);
     return Math.max(
-      4_000,
+      INPUT_FLOOR_CHARS,
       (this.deps.model.contextWindow - summaryTokens - PROMPT_RESERVE_TOKENS) * CHARS_PER_TOKEN,
     );
   }
@@ -360,7 +393,7 @@ export class DefaultCompaction {
       if (page.length === 0) break;
       let full = false;
       for (const message of page) {
-        const entry = transcriptEntry(message);
+        const entry = fitEntry(transcriptEntry(message), budget);
         if (used + entry.length > budget && fits > 0) {
           full = true;
           break;
@@ -388,10 +421,16 @@ export class DefaultCompaction {
     maxTokens: number,
     maxSummaryChars: number,
   ): Promise<{ summary: string; usage: { input_tokens: number; output_tokens: number } }> {
+    // A small window (under the input floor) cannot hold the whole summary the
+    // agent allows beside the input: ask for what fits, so the request does.
+    const room =
+      this.deps.model.contextWindow -
+      Math.ceil(estimateMessagesTokens(messages) * OTHER_TOKENIZER_MARGIN);
+    const fittingMaxTokens = Math.max(MIN_SUMMARY_TOKENS, Math.min(maxTokens, room));
     let response;
     try {
       response = await this.deps.model.complete(
-        { messages, maxTokens, temperature: 0, purpose: 'summary' },
+        { messages, maxTokens: fittingMaxTokens, temperature: 0, purpose: 'summary' },
         { scope },
       );
     } catch (err) {

@@ -39,6 +39,21 @@ export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
 export const DEFAULT_ANTHROPIC_MODEL = 'claude-sonnet-4-5';
 /** Anthropic requires max_tokens on every call; this is sent when nothing sets one. */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 4096;
+
+/**
+ * The output tokens a call of `role` asks for when the request sets none:
+ * `maxOutputTokens`, else (Anthropic, which needs one) DEFAULT_MAX_OUTPUT_TOKENS
+ * but never more than a quarter of the window, so the prompt keeps room; an
+ * OpenAI-compatible call sends none (0).
+ */
+export function defaultOutputTokens(
+  role: Pick<ModelRoleSettings, 'provider' | 'maxOutputTokens' | 'contextWindow'>,
+): number {
+  if (role.provider !== 'anthropic') return 0;
+  return (
+    role.maxOutputTokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, Math.floor(role.contextWindow / 4))
+  );
+}
 export const OFFLINE_MODEL_NAME = 'offline';
 
 /** The providers a role can name in cairn.json (`offline` is chosen, never named). */

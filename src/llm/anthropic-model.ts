@@ -14,7 +14,7 @@ import type {
   MessageCreateParamsBase,
   RawMessageStreamEvent,
 } from '@anthropic-ai/sdk/resources/messages';
-import { DEFAULT_MAX_OUTPUT_TOKENS } from '../config/settings.js';
+import { defaultOutputTokens } from '../config/settings.js';
 import type { ChatMessage, ToolCall } from './messages.js';
 import type { ModelCallOptions, ModelRequest, ModelResponse, ModelUsage } from './model-client.js';
 import { streamWithIdleTimer, withDeadline } from './call-deadline.js';
@@ -174,7 +174,7 @@ export class AnthropicModel extends RetryingModel<InstanceType<typeof Anthropic.
     const wire = toAnthropicRequest(request.messages, request.tools ?? [], this.cacheHints);
     return {
       model: request.model ?? this.model,
-      max_tokens: request.maxTokens ?? this.role.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
+      max_tokens: request.maxTokens ?? defaultOutputTokens(this.role),
       messages: wire.messages,
       ...(wire.system.length > 0 ? { system: wire.system } : {}),
       ...(wire.tools ? { tools: wire.tools } : {}),

@@ -23,7 +23,7 @@ import {
 import type { RecallLedger } from './recall-ledger.js';
 import { recallScore, recallTerms } from './recall-query.js';
 
-/** Share of the window a request with recall may fill when the agent sets no autoThreshold. */
+/** Share of the window a request with recall may fill when automatic compaction is off (autoThreshold 0). */
 export const RECALL_CEILING_PERCENT = 90;
 /** Below this many tokens of room, a clipped item is not worth sending. */
 export const MIN_ITEM_TOKENS = 48;
@@ -50,10 +50,15 @@ export interface RecallOutcome {
 export function recallBudget(input: {
   maxTokens: number;
   contextWindow: number;
+  /** The agent's autoThreshold; 0 (off) or absent: RECALL_CEILING_PERCENT. */
   autoThreshold: number | undefined;
   promptTokens: number;
 }): number {
-  const percent = Math.min(input.autoThreshold ?? RECALL_CEILING_PERCENT, RECALL_CEILING_PERCENT);
+  const threshold =
+    input.autoThreshold !== undefined && input.autoThreshold > 0
+      ? input.autoThreshold
+      : RECALL_CEILING_PERCENT;
+  const percent = Math.min(threshold, RECALL_CEILING_PERCENT);
   const ceiling = Math.floor((input.contextWindow * percent) / 100);
   return Math.max(0, Math.min(input.maxTokens, ceiling - input.promptTokens));
 }

@@ -74,6 +74,8 @@ describe('loadAgents', () => {
       memory: { enabled: false, maxChars: 4000, write: true },
       defaultCompaction: {
         compactCount: DEFAULT_COMPACT_COUNT,
+        // Absent in the file: agents compact at 80 % by default.
+        autoThreshold: 80,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
         summaryFormat: 'sections',
         recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
@@ -342,9 +344,17 @@ describe('agent.json rules', () => {
       [['/defaultCompaction/recall', 'additionalProperties']],
     ],
     [
-      'autoThreshold 0',
-      { system: 'x', defaultCompaction: { autoThreshold: 0 } },
-      [['/defaultCompaction/autoThreshold', 'minimum']],
+      'autoThreshold below 0',
+      { system: 'x', defaultCompaction: { autoThreshold: -1 } },
+      [
+        ['/defaultCompaction/autoThreshold', 'oneOf'],
+        ['/defaultCompaction/autoThreshold', 'minimum'],
+      ],
+    ],
+    [
+      'autoThreshold between 0 (off) and 1',
+      { system: 'x', defaultCompaction: { autoThreshold: 0.5 } },
+      [['/defaultCompaction/autoThreshold', 'oneOf']],
     ],
     [
       'autoThreshold 101',
@@ -409,6 +419,20 @@ describe('agent.json rules', () => {
     expect(problemsOf({ system: 'x', defaultCompaction: { compactCount: 0 } })).toEqual([
       ['/defaultCompaction/compactCount', 'minimum'],
     ]);
+  });
+
+  it('compacts at 80 % when autoThreshold is absent; 0 turns it off', () => {
+    const thresholdOf = (defaultCompaction?: Record<string, unknown>) => {
+      writeAgent('a', { name: 'a', system: 'x', ...(defaultCompaction && { defaultCompaction }) });
+      const { agents, problems } = loadAgents(agentsDir);
+      expect(problems).toEqual([]);
+      return agents[0]?.defaultCompaction.autoThreshold;
+    };
+    expect(thresholdOf()).toBe(80);
+    expect(thresholdOf({ compactCount: 40 })).toBe(80);
+    expect(thresholdOf({ autoThreshold: 0 })).toBe(0);
+    expect(thresholdOf({ autoThreshold: 1 })).toBe(1);
+    expect(thresholdOf({ autoThreshold: 65.5 })).toBe(65.5);
   });
 
   it('accepts a fractional compactionCount and the range ends', () => {

@@ -294,10 +294,14 @@ describe.each(DATABASES)('context-overflow recovery (%s)', (database) => {
   const mainRequests = () => agentRequestsOf(fake());
 
   beforeAll(async () => {
-    // No autoThreshold: only the provider's error triggers compaction.
+    // A provider whose window is smaller than the configured one (32 768):
+    // only its error triggers compaction; automatic compaction is off, since
+    // by the configured window nothing is near the threshold anyway. The fake
+    // counts the prompt alone, so the summary calls (max_tokens 4 000) fit it.
     t = await startTestApp({
       database,
-      fakeOptions: { contextWindowTokens: FAKE_WINDOW_TOKENS },
+      agents: { assistant: { ...TEST_AGENT, defaultCompaction: { autoThreshold: 0 } } },
+      fakeOptions: { contextWindowTokens: FAKE_WINDOW_TOKENS, promptOnlyWindow: true },
       mainModel: { timeoutMs: PATIENT_MS },
     });
   });

@@ -43,14 +43,21 @@ describe('DefaultCompaction called directly', () => {
     t.fake!.reset();
     t.fake!.setDefault(() => ({ content: 'SUMMARY' }));
     // A generous timeout: the machine may be slow, and no test here waits for one.
-    const role = { ...t.app.settings.models.main, contextWindow: 2_000, timeoutMs: 30_000 };
-    compaction = new DefaultCompaction({
+    compaction = compactionWithWindow(2_000);
+  });
+
+  /** A compaction whose summariser has a window of `contextWindow` tokens. */
+  const compactionWithWindow = (contextWindow: number) =>
+    new DefaultCompaction({
       store: t.app.store,
       events: t.app.events,
       agents: t.app.agents,
-      model: new OpenAIModel({ role }),
+      model: new OpenAIModel({
+        role: { ...t.app.settings.models.main, contextWindow, timeoutMs: 30_000 },
+      }),
     });
-  });
+  /** Room for either summary size asked for whole (a small window asks for what fits). */
+  const LARGE_WINDOW = 20_000;
 
   const seeded = (sizes: readonly number[], compactCount = 99) =>
     seedSession(t.app, alternating(sizes, 'n'), { agentName: 'assistant', compactCount });
@@ -260,6 +267,7 @@ describe('DefaultCompaction called directly', () => {
   });
 
   it('an agent that is gone is compacted with the default size and format', async () => {
+    compaction = compactionWithWindow(LARGE_WINDOW);
     const id = await seeded([]);
     const messages = alternating([100, 100], 'g');
     await compaction.compactMessages(id, 'gone', messages, null);
@@ -273,6 +281,7 @@ describe('DefaultCompaction called directly', () => {
   });
 
   it('a compaction of a session whose agent is gone uses the defaults too', async () => {
+    compaction = compactionWithWindow(LARGE_WINDOW);
     const session = await t.app.store.createSession({
       agentName: 'gone',
       mode: 'chat',

@@ -308,7 +308,12 @@ describe('DefaultCompaction with a tracer and a model of its own', () => {
       // A previous summary longer than the whole budget leaves none for messages.
       await compaction.compactMessages(id, 'assistant', huge, text(4_500, 'PREVIOUS'));
       const requests = summaryRequestsOf(t.fake!);
-      expect(requests.map((r) => tagsOf(r.body, 'h'))).toEqual([['h1'], ['h1']]);
+      // Only the newest, clipped to the budget (head and tail kept) so the request fits the window.
+      expect(requests.map((r) => tagsOf(r.body, 'h')[0])).toEqual(['h1', 'h1']);
+      for (const request of requests) {
+        expect(tagsOf(request.body, 'h')).not.toContain('h0');
+        expect(JSON.stringify(request.body)).toContain('characters omitted');
+      }
     });
 
     it('keeps the adapter’s LLM_ERROR and LLM_TIMEOUT, and turns any other failure into LLM_ERROR', async () => {

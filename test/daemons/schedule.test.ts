@@ -21,6 +21,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     memory: { enabled: false, maxChars: 4000, write: true },
     defaultCompaction: {
       compactCount: 50,
+      autoThreshold: 80,
       maxSummaryChars: 12_000,
       summaryFormat: 'sections',
       recall: { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 },

@@ -96,6 +96,12 @@ export interface FakeLlmServerOptions {
   contextWindowTokens?: number;
   /** Check every request with `validateChatRequest` (default true). */
   validate?: boolean;
+  /**
+   * Count only the prompt against `contextWindowTokens`, not the output the
+   * request asks for (`max_tokens`), as some OpenAI-compatible servers do
+   * (llama.cpp's). Default false: the prompt plus the requested output must fit, as on OpenAI.
+   */
+  promptOnlyWindow?: boolean;
 }
 
 const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
@@ -118,6 +124,13 @@ export function estimatePromptTokens(body: unknown): number {
     }
   }
   return Math.ceil(chars / 4);
+}
+
+/** The completion tokens a request asks for (`max_completion_tokens` or `max_tokens`), 0 when it sets none. */
+export function requestedOutputTokens(body: unknown): number {
+  if (!isRecord(body)) return 0;
+  const asked = body.max_completion_tokens ?? body.max_tokens;
+  return typeof asked === 'number' ? asked : 0;
 }
 
 /** Starts a fake on 127.0.0.1 with an ephemeral port. Close it in `afterAll`/`afterEach`. */
@@ -208,13 +221,15 @@ export async function startFakeLlmServer(
     }
     if (options.contextWindowTokens !== undefined) {
       const promptTokens = estimatePromptTokens(body);
-      if (promptTokens > options.contextWindowTokens) {
+      // As OpenAI does: the prompt plus the output the request asks for must fit.
+      const outputTokens = options.promptOnlyWindow ? 0 : requestedOutputTokens(body);
+      if (promptTokens + outputTokens > options.contextWindowTokens) {
         sendJson(
           res,
           400,
           errorBody(
             `This model's maximum context length is ${options.contextWindowTokens} tokens. ` +
-              `However, your messages resulted in ${promptTokens} tokens. Please reduce the length of the messages.`,
+              `However, you requested ${promptTokens + outputTokens} tokens (${promptTokens} in the messages, ${outputTokens} in the completion). Please reduce the length of the messages or completion.`,
             'invalid_request_error',
             'messages',
             'context_length_exceeded',

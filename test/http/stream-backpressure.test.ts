@@ -9,6 +9,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventRow } from '../../src/store/store.js';
+import { isSummaryRequest } from '../compaction/summary-requests.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
 const MAX_STREAMS = 3;
@@ -143,7 +144,12 @@ describe('event streams with clients that do not read', () => {
       return id!;
     })();
     // The session is free again for the next turn.
-    t.fake!.script({ content: 'short' });
+    // The next turn's context holds the 8 MB reply, far over the window: the
+    // turn first compacts it away (agents compact by default), so the
+    // summariser answers too; every chat request gets 'short'.
+    t.fake!.setDefault((body: { messages?: { role: string; content: unknown }[] }) =>
+      isSummaryRequest(body) ? { content: 'Summary of a long reply.' } : { content: 'short' },
+    );
     await until(async () => {
       const res = await postChat({ message: 'again', sessionId });
       return res.status === 200 && (JSON.parse(res.body) as { reply: string }).reply === 'short';

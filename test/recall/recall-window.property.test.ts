@@ -106,7 +106,9 @@ describe('near the window, the recalled block shrinks to the room left', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({
-      agents: { assistant: { ...TEST_AGENT, tools: [] } },
+      // Automatic compaction off: this is about recall's own room near the
+      // window (90 % of it with compaction off), not about compacting first.
+      agents: { assistant: { ...TEST_AGENT, tools: [], defaultCompaction: { autoThreshold: 0 } } },
       mainModel: { contextWindow: TIGHT },
       fakeOptions: { contextWindowTokens: TIGHT },
     });

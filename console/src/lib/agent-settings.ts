@@ -74,8 +74,9 @@ function memoryText(agent: Agent): string {
 }
 
 function compactionText(c: NonNullable<Agent['defaultCompaction']>): string {
+  // 0 is off; a server from before automatic compaction was on by default sends no value (off).
   const auto =
-    c.autoThreshold !== undefined
+    c.autoThreshold !== undefined && c.autoThreshold > 0
       ? `automatically at ${c.autoThreshold}% of the context window`
       : 'only when asked';
   const summary =

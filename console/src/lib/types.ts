@@ -107,6 +107,7 @@ export interface Agent {
   memory?: { enabled: boolean; maxChars: number; write?: boolean };
   defaultCompaction?: {
     compactionCount: number;
+    /** Percent of the context window that triggers a compaction; 0: only when asked. */
     autoThreshold?: number;
     maxSummaryChars?: number;
     summaryFormat?: 'sections' | 'prose';
