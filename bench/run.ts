@@ -80,6 +80,7 @@ import { writeDemoHome } from './bench-app.js';
 import { startScript } from './child-script.js';
 import { percentile, trimTail } from './compacted-tail.js';
 import { growingConversationRows } from './growing-conversation.js';
+import { recallCostRows } from './recall-cost.js';
 import { postgresRows } from './postgres-instances.js';
 import { openaiApiRows } from './openai-api.js';
 import { callRecordRows } from './call-records.js';
@@ -492,6 +493,7 @@ async function main(): Promise<void> {
     rows.push(
       ...(await serverCostRows(AIM_SMALL_MS)),
       ...(await growingConversationRows(baseURL)),
+      ...(await recallCostRows()),
       ...(await throughputRows()),
       ...(await callRecordRows(baseURL)),
       ...(await postgresRows(baseURL)),

@@ -12,25 +12,26 @@
  *   them ("yes", "weiter") searches nothing and recalls nothing;
  * - one-letter words are dropped; numbers and ids are kept (they are what a
  *   summary loses first);
- * - a word of four or more letters matches as a prefix, with a plural `s`
- *   dropped, so "servers" finds "server" and "deploy" finds "deployment";
+ * - a word matches any word of the same Porter stem (store/stem.ts, what the
+ *   SQLite index stores), so "servers" finds "server" and "deploying"
+ *   finds "deployed"; no term is a prefix, so a search reads each word's
+ *   own list in the index, never every word that starts like it;
  * - at most MAX_QUERY_TERMS distinct terms, the user's first.
  * A message in another language than the history shares no terms with it and
  * recalls nothing; that is the honest answer of a keyword search.
  */
 
 import { matchesTerm, wordsOf } from '../store/records.js';
+import { stemOf } from '../store/stem.js';
 
 /** Terms of one recall query, at most. */
 export const MAX_QUERY_TERMS = 24;
 /** Of those, at most this many come from a tool result (tool output is long and noisy). */
 export const MAX_TOOL_RESULT_TERMS = 12;
-/** A term this long or longer matches as a prefix. */
-export const PREFIX_MIN_CHARS = 4;
 /** A message matching this many of the query's terms scores 1. */
 export const FULL_MATCH_TERMS = 4;
 
-/** One query term: `text` is folded; `prefix` terms match any word that starts with them. */
+/** One query term: `text` is folded; it matches words of the same stem (`prefix` is never set here). */
 export interface RecallTerm {
   text: string;
   prefix: boolean;
@@ -70,10 +71,7 @@ const STOP_WORDS = new Set(
 
 function termOf(word: string): RecallTerm | undefined {
   if (word.length < 2 || STOP_WORDS.has(word)) return undefined;
-  if (/^\p{N}+$/u.test(word)) return { text: word, prefix: false };
-  if (word.length < PREFIX_MIN_CHARS) return { text: word, prefix: false };
-  const stem = word.length > PREFIX_MIN_CHARS && word.endsWith('s') ? word.slice(0, -1) : word;
-  return { text: stem, prefix: true };
+  return { text: word, prefix: false };
 }
 
 function termsOf(text: string, limit: number, seen: Set<string>): RecallTerm[] {
@@ -81,8 +79,10 @@ function termsOf(text: string, limit: number, seen: Set<string>): RecallTerm[] {
   for (const word of wordsOf(text)) {
     if (out.length >= limit) break;
     const term = termOf(word);
-    if (!term || seen.has(term.text)) continue;
-    seen.add(term.text);
+    if (!term) continue;
+    const stem = stemOf(term.text);
+    if (seen.has(stem)) continue;
+    seen.add(stem);
     out.push(term);
   }
   return out;

@@ -17,6 +17,7 @@ import type {
   ResponseRow,
   SearchTerm,
 } from './store.js';
+import { stemOf } from './stem.js';
 
 /** A message row as selected with MESSAGE_COLUMNS (or CONTEXT_COLUMNS). */
 export interface MessageRecord {
@@ -180,9 +181,14 @@ export function wordsOf(text: string): string[] {
   return splitWords(text).map(foldWord);
 }
 
-/** Whether `word` (folded) is one `term` finds: the same word, or for a prefix term one starting with it. */
+/**
+ * Whether `word` (folded) is one `term` finds: for a prefix term a word
+ * starting with it; otherwise a word with the same Porter stem (what the
+ * SQLite history index matches, migration 018), so "servers" finds "server".
+ */
 export function matchesTerm(term: SearchTerm, word: string): boolean {
-  return term.prefix ? word.startsWith(term.text) : word === term.text;
+  if (term.prefix) return word.startsWith(term.text);
+  return word === term.text || stemOf(word) === stemOf(term.text);
 }
 
 /** The words of free text that a search looks for (at most 32), so no input is a syntax error. */

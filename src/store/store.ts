@@ -332,7 +332,10 @@ export interface ResponseRow {
   created_at: string;
 }
 
-/** One word of a recall search: folded text; a `prefix` term matches any word starting with it. */
+/**
+ * One word of a recall search: folded text; a `prefix` term matches any word
+ * starting with it, another any word of the same Porter stem (stem.ts).
+ */
 export interface SearchTerm {
   text: string;
   prefix: boolean;

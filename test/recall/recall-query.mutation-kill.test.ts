@@ -30,7 +30,6 @@ import {
   FULL_MATCH_TERMS,
   MAX_QUERY_TERMS,
   MAX_TOOL_RESULT_TERMS,
-  PREFIX_MIN_CHARS,
   recallScore,
   recallTerms,
 } from '../../src/recall/recall-query.js';
@@ -57,23 +56,22 @@ describe('query words', () => {
     ]);
   });
 
-  it('match as a prefix from four letters on; three letters match exactly', () => {
-    expect(PREFIX_MIN_CHARS).toBe(4);
+  it('are never prefixes: a word matches words of its stem', () => {
     expect(recallTerms('api port')).toEqual([
       { text: 'api', prefix: false },
-      { text: 'port', prefix: true },
+      { text: 'port', prefix: false },
     ]);
   });
 
-  it('drop a plural s only past four letters', () => {
-    expect(texts('pass bass servers logs')).toEqual(['pass', 'bass', 'server', 'logs']);
+  it('keep one word of each stem, the first said', () => {
+    expect(texts('servers server serving logs log')).toEqual(['servers', 'serving', 'logs']);
   });
 
-  it('keep numbers of any length exact, and words mixing digits and letters as prefixes', () => {
+  it('keep numbers and words mixing digits and letters whole', () => {
     expect(recallTerms('6543 abc123 123abc')).toEqual([
       { text: '6543', prefix: false },
-      { text: 'abc123', prefix: true },
-      { text: '123abc', prefix: true },
+      { text: 'abc123', prefix: false },
+      { text: '123abc', prefix: false },
     ]);
   });
 

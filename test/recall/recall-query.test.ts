@@ -38,13 +38,13 @@ describe('recall query terms', () => {
   });
 
   it('a one-word message that means something is searched for', () => {
-    expect(recallTerms('Kubernetes?')).toEqual([{ text: 'kubernete', prefix: true }]);
+    expect(recallTerms('Kubernetes?')).toEqual([{ text: 'kubernetes', prefix: false }]);
   });
 
-  it('folds case and accents; long words match as prefixes, short ones and numbers exactly', () => {
+  it('folds case and accents; every word and number is a whole term', () => {
     expect(recallTerms('Café SERVERS db 42')).toEqual([
-      { text: 'cafe', prefix: true },
-      { text: 'server', prefix: true },
+      { text: 'cafe', prefix: false },
+      { text: 'servers', prefix: false },
       { text: 'db', prefix: false },
       { text: '42', prefix: false },
     ]);
@@ -72,8 +72,11 @@ describe('recall score', () => {
     expect(recallScore(many, 'alpha bravo')).toBe(0.5);
     expect(recallScore(many, 'alpha bravo charlie delta')).toBe(1);
   });
-  it('matches a prefix term against longer words', () => {
-    expect(recallScore(recallTerms('deploy'), 'the deployment failed')).toBe(1);
+  it('matches words of the same stem, not every word that starts alike', () => {
+    expect(recallScore(recallTerms('deployments'), 'the deployment failed')).toBe(1);
+    expect(recallScore(recallTerms('servers'), 'the server is serving')).toBe(1);
+    expect(recallScore(recallTerms('deploying'), 'we deployed it')).toBe(1);
+    expect(recallScore(recallTerms('port'), 'the portal is down')).toBe(0);
   });
 });
 

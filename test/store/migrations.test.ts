@@ -47,6 +47,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     13: '47da494d99c13800fb89231e68d9cd877f5199cb20d4f9307e700bdfd9c8a4a7',
     14: '899297c0cb39e97b75d3a3505d50f094a6e21d3b95420bc49bb96284bdf24e43',
     15: '200b3d966f02978b6eec5ac691c3fbdaf9a84e581dc16833d9679724fabaa78a',
+    18: '503a7458404a08986dd9d3155a0e9e648e872aef64f594c9c99895b9f749f98d',
   },
   postgres: {
     1: 'ff003a5fa1c92e49828c42590bfefec4a9118d524622d8b7a093545db494e480',
@@ -63,6 +64,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     13: '60b96b71bf263df6e508d616a7a657aaa6645c077b28fe7f54c7fc64100fe724',
     14: '17db4fd369edb9244b9f91d9aeed145c3d04ad8ba6e95d06247f07a63527d11a',
     15: '200b3d966f02978b6eec5ac691c3fbdaf9a84e581dc16833d9679724fabaa78a',
+    18: '17db4fd369edb9244b9f91d9aeed145c3d04ad8ba6e95d06247f07a63527d11a',
   },
 };
 
@@ -266,8 +268,10 @@ describe('migrate', () => {
     message.run('sess_0a1b', 2, 'pelican still queued', now);
     expect(db.prepare('SELECT COUNT(*) FROM messages_fts_pending').pluck().get()).toBe(1);
 
-    expect(migrate(db)).toEqual(
-      SQLITE_MIGRATIONS.filter((m) => m.version >= 14).map((m) => m.version),
+    // Up to 018, which rebuilds the index again (its own test below).
+    const upTo18 = SQLITE_MIGRATIONS.filter((m) => m.version < 18);
+    expect(migrate(db, upTo18)).toEqual(
+      upTo18.filter((m) => m.version >= 14).map((m) => m.version),
     );
     const inSession = (id: string) =>
       db
@@ -304,6 +308,69 @@ describe('migrate', () => {
     }
   });
 
+  it('018 stems the history index: every message queued, indexed in batches that resume after a stop', async () => {
+    const db = openRaw();
+    migrate(
+      db,
+      SQLITE_MIGRATIONS.filter((m) => m.version < 18),
+    );
+    const now = new Date().toISOString();
+    db.prepare(
+      `INSERT INTO sessions (id, agent_name, mode, status, created_at, updated_at, last_seq)
+       VALUES ('sess_0a1b', 'a', 'chat', 'active', ?, ?, 3)`,
+    ).run(now, now);
+    const message = db.prepare(
+      `INSERT INTO messages (session_id, seq, role, content, created_at) VALUES ('sess_0a1b', ?, 'user', ?, ?)`,
+    );
+    message.run(1, 'the servers were deploying', now);
+    message.run(2, 'one server deployed', now);
+    message.run(3, 'serving the invoices', now);
+    // Indexed the way the store did before 018.
+    db.exec(`INSERT INTO messages_fts (rowid, content, session_id)
+      SELECT id, content, session_id FROM messages WHERE id IN (SELECT id FROM messages_fts_pending);
+      DELETE FROM messages_fts_pending;`);
+    const matching = (match: string) =>
+      db
+        .prepare('SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid')
+        .pluck()
+        .all(match);
+    expect(matching('server')).toEqual([2]);
+
+    expect(migrate(db)).toEqual([18]);
+    const queued = () => db.prepare('SELECT COUNT(*) FROM messages_fts_pending').pluck().get();
+    expect(queued()).toBe(3);
+    expect(matching('server')).toEqual([]);
+    // One batch of two, then the server stops: the rest stays queued on disk.
+    db.exec(`INSERT INTO messages_fts (rowid, content, session_id)
+      SELECT id, content, session_id FROM messages WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT 2);
+      DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT 2);`);
+    expect(queued()).toBe(1);
+    expect(matching('server')).toEqual([1, 2]);
+    expect(matching('serve')).toEqual([]);
+    db.close();
+
+    const store = new SqliteStore(dbPath);
+    try {
+      // The next start resumes; a search indexes what is left first. Stems
+      // match ("servers", "server"; "serving" is a stem of its own).
+      const hits = await store.searchHistory('sess_0a1b', 'server', 10);
+      expect(hits.map((h) => h.seq).sort()).toEqual([1, 2]);
+      expect((await store.searchHistory('sess_0a1b', 'serve', 10)).map((h) => h.seq)).toEqual([3]);
+      const recalled = await store.recallMessages(
+        'sess_0a1b',
+        [{ text: 'deploy', prefix: false }],
+        3,
+        10,
+      );
+      expect(recalled.map((h) => h.seq).sort()).toEqual([1, 2]);
+      store.db.exec("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)");
+      store.db.prepare('DELETE FROM messages WHERE seq = 1').run();
+      store.db.exec("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)");
+    } finally {
+      await store.close();
+    }
+  });
+
   it('015 keeps the duplicate results an old database holds, and refuses a new one', async () => {
     const db = openRaw();
     migrate(
@@ -328,7 +395,7 @@ describe('migrate', () => {
     message.run(3, 'tool', 'interrupted', null, 'call_0', now);
     message.run(4, 'tool', '12:00', null, 'call_0', now);
 
-    expect(migrate(db)).toEqual([15]);
+    expect(migrate(db)).toEqual([15, 18]);
     expect(
       db.prepare("SELECT COUNT(*) FROM messages WHERE tool_call_id = 'call_0'").pluck().get(),
     ).toBe(2);

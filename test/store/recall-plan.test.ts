@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  RARE_WORD_MATCHES,
   RecallPlanner,
   WORD_COUNT_TTL_MS,
   WORD_MATCHES_CAP,
@@ -67,5 +68,29 @@ describe('RecallPlanner', () => {
 
   it('reads the words alone for no words at all (nothing to read)', () => {
     expect(planner({}).p.plan([], LONG)).toBe('words');
+  });
+
+  it('reads a recall word alone when it is rare in the whole index and the session is long', () => {
+    const { p, asked } = planner({ '"heron"': RARE_WORD_MATCHES - 1, '"deploy"': 45_000 });
+    expect(p.rareInIndex('"heron"', LONG)).toBe(true);
+    expect(p.rareInIndex('"deploy"', LONG)).toBe(false);
+    expect(asked).toEqual([
+      ['content : "heron"', RARE_WORD_MATCHES],
+      ['content : "deploy"', RARE_WORD_MATCHES],
+    ]);
+    expect(p.rareInIndex('"heron"', WORD_MATCHES_CAP - 1)).toBe(false);
+    expect(asked).toHaveLength(2);
+  });
+
+  it("remembers a word's share of a session for a minute, per session", () => {
+    const { p, advance } = planner({});
+    expect(p.knownShare('s1', '"deploy"')).toBeUndefined();
+    p.rememberShare('s1', '"deploy"', 400, 1_000);
+    expect(p.knownShare('s1', '"deploy"')).toBe(0.4);
+    expect(p.knownShare('s2', '"deploy"')).toBeUndefined();
+    advance(WORD_COUNT_TTL_MS - 1);
+    expect(p.knownShare('s1', '"deploy"')).toBe(0.4);
+    advance(1);
+    expect(p.knownShare('s1', '"deploy"')).toBeUndefined();
   });
 });

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  estimateFrequency,
   inverseFrequency,
   MAX_RANKED_TERMS,
   rankShortlist,
@@ -36,14 +37,31 @@ describe('BM25 parts', () => {
     expect(saturation(0, 100, 100)).toBe(0);
   });
 
-  it('counts each word as recall splits and folds them, prefix words by their start', () => {
+  it('counts each word as recall splits and folds them, prefix words by their start, others by their stem', () => {
     expect(
       termCounts(
         [word('deploy', true), word('deploy'), word('4812')],
         'Deploy the DEPLOYMENT; deployed 4812 and 48120.',
       ),
-    ).toEqual([3, 1, 1]);
+    ).toEqual([3, 2, 1]);
     expect(termCounts([word('heron')], '')).toEqual([0]);
+  });
+});
+
+describe('a capped word', () => {
+  it('estimates its frequency from how far back its newest rows reach', () => {
+    // 64 rows read reach back over 128 of 100 000 searched: half of them.
+    expect(estimateFrequency(64, 128, 100_000)).toBe(50_000);
+    // Never fewer than were read, never more than searched.
+    expect(estimateFrequency(64, 64_000, 1_000)).toBe(64);
+    expect(estimateFrequency(64, 10, 100)).toBe(100);
+    expect(estimateFrequency(64, 0, 100)).toBe(100);
+  });
+
+  it('is weighed by the frequency given, not by the rows listed', () => {
+    const { weights } = shortlist([[1, 2], [3]], 1_000, 2, [900, 1]);
+    expect(weights[0]).toBeCloseTo(inverseFrequency(1_000, 900));
+    expect(weights[1]).toBeCloseTo(inverseFrequency(1_000, 1));
   });
 });
 

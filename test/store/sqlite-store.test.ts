@@ -27,6 +27,7 @@ import { SQLITE_MIGRATIONS } from '../../src/store/migrations/index.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { RecallPlanner, WORD_MATCHES_CAP } from '../../src/store/sqlite/recall-plan.js';
+import { TERM_ROWS_CAP } from '../../src/store/sqlite/recall-rank.js';
 import { describeStoreContract } from './store-contract.js';
 
 const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
@@ -244,6 +245,33 @@ describe('SqliteStore on SQLite', () => {
     expect(hits[0]!.content).toBe('beta filler words.');
   });
 
+  it("reads a common word's newest rows only, and a rare word's every row", async () => {
+    const store = openStore();
+    const session = await newSession(store);
+    // The oldest messages say "alpha" the most times; 200 newer ones once each.
+    await store.appendMessages(session.id, [
+      { role: 'user', content: 'alpha alpha alpha alpha zeta' }, // 2
+      { role: 'user', content: 'alpha alpha alpha alpha' }, // 3
+      ...Array.from({ length: 200 }, (_, i) => ({
+        role: 'assistant' as const,
+        content: `alpha reply number ${i}`,
+      })),
+    ]);
+    const last = 203;
+    const alpha = { text: 'alpha', prefix: false };
+    // Only the newest TERM_ROWS_CAP rows holding a common word are candidates.
+    const common = await store.recallMessages(session.id, [alpha], last, 3);
+    expect(common.map((h) => h.seq).every((seq) => seq > last - TERM_ROWS_CAP)).toBe(true);
+    // A rarer word is read whole: its one old row is found and ranks first.
+    const rare = await store.recallMessages(
+      session.id,
+      [alpha, { text: 'zeta', prefix: false }],
+      last,
+      3,
+    );
+    expect(rare[0]!.seq).toBe(2);
+  });
+
   it('opens with WAL, foreign keys, busy_timeout and synchronous=NORMAL', () => {
     const { db } = openStore();
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
@@ -310,9 +338,11 @@ describe('SqliteStore on SQLite', () => {
       }
       // Recall's reads: a word's rows from the index alone (or checked row by row), the rows read by id,
       // the session's bound and system messages from its indexes.
-      expect(planOf('wordRows', match, 100)).toEqual([
+      // Newest first from the index itself (FTS5 walks the list backwards): no sort.
+      expect(planOf('wordRows', match, 100, 10)).toEqual([
         expect.stringMatching(/^SCAN messages_fts VIRTUAL TABLE INDEX \d+:M/),
       ]);
+      expect(planOf('seqOfId', 1).join('\n')).toMatch(/SEARCH messages USING INTEGER PRIMARY KEY/);
       const searchable = planOf('searchableWordRows', match, 100, session.id, 100);
       expect(searchable[0]).toMatch(/^SCAN messages_fts VIRTUAL TABLE INDEX \d+:M/);
       for (const text of [
@@ -509,7 +539,7 @@ describe('SqliteStore on SQLite', () => {
       checkIndex(store);
     });
 
-    it('a database indexed by the old trigger keeps its index and starts with an empty queue', async () => {
+    it('a database indexed by the old trigger is searchable after the upgrade (018 queues it again)', async () => {
       const db = new Database(dbPath);
       migrate(
         db,
@@ -525,9 +555,11 @@ describe('SqliteStore on SQLite', () => {
       db.close();
 
       const store = openStore();
+      // 008 kept the old index; 018 rebuilds it stemmed, from the queue.
+      expect(queued(store)).toBe(1);
+      expect((await store.searchHistory('sess_old', 'harbour', 10)).map((h) => h.seq)).toEqual([1]);
       expect(queued(store)).toBe(0);
       expect(indexed(store)).toBe(1);
-      expect((await store.searchHistory('sess_old', 'harbour', 10)).map((h) => h.seq)).toEqual([1]);
       await store.resetSession('sess_old');
       checkIndex(store);
       expect(indexed(store)).toBe(0);

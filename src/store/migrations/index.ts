@@ -17,6 +17,7 @@ import * as m012 from './012-prompt-cache-and-approval-timeouts.js';
 import * as m013 from './013-responses.js';
 import * as m014 from './014-session-scoped-history-index.js';
 import * as m015 from './015-one-result-per-call.js';
+import * as m018 from './018-stemmed-history-index.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -31,7 +32,7 @@ interface MigrationSource {
   readonly up: (dialect: SchemaDialect) => string;
 }
 
-// Versions need not be contiguous: there is no 011.
+// Versions need not be contiguous: there is no 011 (016 and 017 are other branches' numbers).
 const MIGRATIONS: readonly MigrationSource[] = [
   m001,
   m002,
@@ -47,6 +48,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m013,
   m014,
   m015,
+  m018,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {

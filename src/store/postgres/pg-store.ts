@@ -32,6 +32,7 @@ import { requireRunningTask } from '../task-taken-over.js';
 import * as decide from '../decisions.js';
 import { newId, now } from '../records.js';
 import * as records from '../records.js';
+import { stemPrefix } from '../stem.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
   inStatement,
@@ -55,6 +56,12 @@ import {
 
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
 
+/** Recall on Postgres: a common word's candidates are the session's newest this many messages. */
+const PG_RECALL_WINDOW = 400;
+/** A word held by this many of those is common (2.5 %); a rarer one is read whole through GIN. */
+const PG_COMMON_IN_WINDOW = 10;
+/** How much more the rarer words' rank counts than every word's. */
+const PG_RARE_WEIGHT = 10;
 /**
  * Free text as a tsquery that cannot be a syntax error: the same words as the
  * SQLite store's FTS5 query, each a quoted lexeme, OR-ed.
@@ -564,15 +571,59 @@ export class PgStore extends StoreBase implements store.Store {
     maxSeq,
     limit,
   }: RecallSearch): Promise<store.RecallHit[]> {
-    const tsquery = words.map((t) => `'${t.text}'${t.prefix ? ':*' : ''}`).join(' | ');
-    // ts_rank with length normalisation 1 (divide by 1 + log length), close to bm25's.
-    return this.rows<store.RecallHit>(
-      `SELECT m.seq, m.role, left(m.content, ${RECALL_CONTENT_CHARS}) AS content, m.created_at
-       FROM messages m, to_tsquery('simple', $1) q
-       WHERE m.session_id = $2 AND m.seq <= $3 AND m.role <> 'system' AND m.search @@ q
-       ORDER BY ts_rank(m.search, q, 1) DESC, m.seq LIMIT $4`,
-      [tsquery, sessionId, maxSeq, limit],
+    // Each word as the start its stem's words share ('deplo':* finds
+    // "deploying" and "deployed" in the 'simple' tsvector, which keeps whole
+    // words); the rows found are checked by stem below, so both dialects
+    // return the same matches.
+    // A number or an id is its own stem: matched whole.
+    const terms = words.map((t) =>
+      t.prefix
+        ? `'${t.text}':*`
+        : /^[a-z]+$/.test(t.text)
+          ? `'${stemPrefix(t.text)}':*`
+          : `'${t.text}'`,
     );
+    // How many of the session's newest PG_RECALL_WINDOW searchable messages
+    // hold each word: a word held by PG_COMMON_IN_WINDOW of them or more is
+    // common, and its candidates are those newest messages only (the
+    // (session_id, seq) index backwards, bounded); a rarer word's are all
+    // its rows, through the GIN index (few, by that test). A GIN read of a
+    // common word would fetch and sort every row that holds it.
+    const counts = await this.rows<{ term: string; held: number }>(
+      `WITH t AS MATERIALIZED (SELECT term, to_tsquery('simple', term) AS q
+                               FROM unnest($1::text[]) AS term),
+            w AS MATERIALIZED (SELECT search FROM messages
+                               WHERE session_id = $2 AND seq <= $3 AND role <> 'system'
+                               ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW})
+       SELECT t.term, (SELECT count(*)::int FROM w WHERE w.search @@ t.q) AS held FROM t`,
+      [terms, sessionId, maxSeq],
+    );
+    const held = new Map(counts.map((c) => [c.term, c.held]));
+    const common = terms.filter((t) => (held.get(t) ?? 0) >= PG_COMMON_IN_WINDOW);
+    const rare = terms.filter((t) => (held.get(t) ?? 0) < PG_COMMON_IN_WINDOW);
+    // ts_rank with length normalisation 1 (divide by 1 + log length), close
+    // to bm25's; ts_rank knows no word's rarity, so the rarer words' rank
+    // counts PG_RARE_WEIGHT times (a rare word is the evidence).
+    const hits = await this.rows<store.RecallHit>(
+      `SELECT m.seq, m.role, left(m.content, ${RECALL_CONTENT_CHARS}) AS content, m.created_at
+       FROM (SELECT w.id FROM (SELECT id, search FROM messages
+               WHERE session_id = $1 AND seq <= $2 AND role <> 'system'
+               ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW}) w
+             WHERE $3 <> '' AND w.search @@ to_tsquery('simple', $3)
+             UNION
+             SELECT id FROM messages
+             WHERE $4 <> '' AND session_id = $1 AND seq <= $2 AND role <> 'system'
+               AND search @@ to_tsquery('simple', $4)) ids
+       JOIN messages m ON m.id = ids.id, to_tsquery('simple', $5) q
+       ORDER BY ts_rank(m.search, q, 1)
+         + CASE WHEN $4 <> '' THEN ${PG_RARE_WEIGHT} * ts_rank(m.search, to_tsquery('simple', $4), 1) ELSE 0 END
+         DESC, m.seq LIMIT $6`,
+      [sessionId, maxSeq, common.join(' | '), rare.join(' | '), terms.join(' | '), limit],
+    );
+    return hits.filter((hit) => {
+      const found = records.wordsOf(hit.content);
+      return words.some((t) => found.some((w) => records.matchesTerm(t, w)));
+    });
   }
 
   // ---- compaction -----------------------------------------------------------

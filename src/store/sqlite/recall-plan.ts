@@ -19,6 +19,15 @@
 
 /** The words alone are searched only below this many matches, and only for a session this long. */
 export const WORD_MATCHES_CAP = 5_000;
+/** Recall reads one word alone (in every session) below this many matches in the whole index. */
+export const RARE_WORD_MATCHES = 1_000;
+/**
+ * A word held by this share of a session's searched messages or more is
+ * common there: recall does not read its rows again while the share is
+ * remembered (it weighs little; it still counts in the ranking of the rows
+ * the rarer words find).
+ */
+export const COMMON_SHARE = 0.2;
 /** A word's count is reused this long: counts change slowly, and a stale one only picks the slower plan. */
 export const WORD_COUNT_TTL_MS = 60_000;
 /** Counts remembered at most; the memo starts over past it. */
@@ -33,8 +42,15 @@ interface Counted {
   at: number;
 }
 
+/** A word's share of one session's searched messages, as last read. */
+interface Share {
+  share: number;
+  at: number;
+}
+
 export class RecallPlanner {
   private readonly counts = new Map<string, Counted>();
+  private readonly shares = new Map<string, Share>();
 
   constructor(
     /** Rows of the whole index matching `match` (one FTS term); counting stops at `cap`. */
@@ -55,6 +71,29 @@ export class RecallPlanner {
       if (left <= 0) return 'session';
     }
     return 'words';
+  }
+
+  /** Whether recall reads `term` (an FTS term) alone, in every session: it is rare in the whole index. */
+  rareInIndex(term: string, compacted: number): boolean {
+    if (compacted < WORD_MATCHES_CAP) return false;
+    return this.matchesOf(term, RARE_WORD_MATCHES) < RARE_WORD_MATCHES;
+  }
+
+  /** `term`'s remembered share of the session's searched messages, if read in the last WORD_COUNT_TTL_MS. */
+  knownShare(sessionId: string, term: string): number | undefined {
+    const known = this.shares.get(`${sessionId}\u0000${term}`);
+    return known !== undefined && this.now() - known.at < WORD_COUNT_TTL_MS
+      ? known.share
+      : undefined;
+  }
+
+  /** Remembers `term`'s share of the session's searched messages, `df` of `searched`. */
+  rememberShare(sessionId: string, term: string, df: number, searched: number): void {
+    if (this.shares.size >= MAX_COUNTED_WORDS) this.shares.clear();
+    this.shares.set(`${sessionId}\u0000${term}`, {
+      share: df / Math.max(searched, 1),
+      at: this.now(),
+    });
   }
 
   /** `term`'s matches, or `cap` when it has that many or more. */

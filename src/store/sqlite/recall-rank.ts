@@ -11,9 +11,14 @@
  * collection that says whether a word is rare: a word every message of this
  * conversation holds tells nothing here, whatever other sessions say. So:
  *
- * 1. The store reads, once a word, the session's searchable rows that hold
- *    it (index only): the word's document frequency in the session, and the
- *    rows' first score, the sum of the weights of the words each holds.
+ * 1. The store reads, once a word, the session's newest searchable rows that
+ *    hold it, at most TERM_ROWS_CAP (index only): the word's document
+ *    frequency in the session (counted, or estimated from how far back the
+ *    capped rows reach), and the rows' first score, the sum of the weights
+ *    of the words each holds. A word in most of the session's messages
+ *    weighs little and costs no more to read than a word in TERM_ROWS_CAP
+ *    of them, so a call's cost does not grow with the session: the rows
+ *    that hold a rare word are all read, a common word's newest only.
  * 2. The best SHORTLIST_PER_HIT × `limit` are read, and scored again by full
  *    BM25: each word's count in the text, the row's length against the
  *    shortlist's average. The best `limit` of those come back.
@@ -32,6 +37,23 @@ const B = 0.75;
 export const SHORTLIST_PER_HIT = 2;
 /** The words a search ranks by, at most: each row keeps which it holds in one 32-bit mask. */
 export const MAX_RANKED_TERMS = 30;
+/** Rows read per word, newest first: all of a rarer word's, a common word's newest. */
+export const TERM_ROWS_CAP = 64;
+
+/**
+ * A word's estimated document frequency among `searched` rows when its
+ * newest `read` rows reach back over `span` of them: the same density over
+ * the whole session (never fewer than were read, never more than searched).
+ */
+export function estimateFrequency(read: number, span: number, searched: number): number {
+  const estimate = Math.round((read * searched) / Math.max(span, 1));
+  return Math.min(searched, Math.max(read, estimate));
+}
+
+/** A term as an FTS5 expression: a quoted word (stemmed by the index's tokenizer), a prefix starred. */
+export function ftsTerm(term: SearchTerm): string {
+  return `"${term.text}"${term.prefix ? '*' : ''}`;
+}
 
 /** BM25's weight of a word held by `df` of `searched` rows. */
 export function inverseFrequency(searched: number, df: number): number {
@@ -54,14 +76,16 @@ export interface Picked {
 /**
  * The words' weights, and the rows to read: the best `size` by the sum of
  * the weights of the words they hold. `holding[i]` lists the searchable rows
- * (ids) that hold word i, of `searched` rows in all. Ties go to the earlier
- * message (the smaller id: a session's ids grow with its seq). At most
- * MAX_RANKED_TERMS words.
+ * (ids) read that hold word i, of `searched` rows in all; `frequencies[i]`
+ * is word i's document frequency when more rows hold it than were read
+ * (default: the rows listed). Ties go to the earlier message (the smaller
+ * id: a session's ids grow with its seq). At most MAX_RANKED_TERMS words.
  */
 export function shortlist(
   holding: readonly (readonly number[])[],
   searched: number,
   size: number,
+  frequencies: readonly number[] = holding.map((rows) => rows.length),
 ): { weights: number[]; picked: Picked[] } {
   if (holding.length > MAX_RANKED_TERMS) throw new RangeError('too many words to rank');
   const slotOf = new Map<number, number>();
@@ -69,7 +93,7 @@ export function shortlist(
   const sums: number[] = [];
   const held: number[] = [];
   const weights = holding.map((rows, word) => {
-    const weight = inverseFrequency(searched, rows.length);
+    const weight = inverseFrequency(searched, frequencies[word] ?? rows.length);
     for (const id of rows) {
       let slot = slotOf.get(id);
       if (slot === undefined) {

@@ -65,8 +65,16 @@ import {
 } from './open-database.js';
 import { requireRunningTask } from '../task-taken-over.js';
 import { BackgroundCheckpoints } from './background-checkpoints.js';
-import { RecallPlanner } from './recall-plan.js';
-import { MAX_RANKED_TERMS, rankShortlist, shortlist, SHORTLIST_PER_HIT } from './recall-rank.js';
+import { COMMON_SHARE, RecallPlanner } from './recall-plan.js';
+import {
+  estimateFrequency,
+  ftsTerm,
+  MAX_RANKED_TERMS,
+  rankShortlist,
+  shortlist,
+  SHORTLIST_PER_HIT,
+  TERM_ROWS_CAP,
+} from './recall-rank.js';
 import { GroupCommit, retryWhileBusy } from './group-commit.js';
 import * as decide from '../decisions.js';
 import { secondResultError } from '../second-result.js';
@@ -233,6 +241,7 @@ function prepareStatements(db: SqliteDatabase) {
     indexQueued: db.prepare(`INSERT INTO messages_fts (rowid, content, session_id)
       SELECT id, content, session_id FROM messages
       WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)`),
+    anyQueued: db.prepare<[], number>('SELECT 1 FROM messages_fts_pending LIMIT 1').pluck(),
     unqueueIndexed: db.prepare(
       'DELETE FROM messages_fts_pending WHERE id IN (SELECT id FROM messages_fts_pending ORDER BY id LIMIT ?)',
     ),
@@ -270,12 +279,15 @@ function prepareStatements(db: SqliteDatabase) {
     systemIds: db
       .prepare<[string], number>("SELECT id FROM messages WHERE session_id = ? AND role = 'system'")
       .pluck(),
-    // The rows holding one word, up to an id, from the index alone.
+    // The newest rows holding one word, up to an id, from the index alone
+    // (FTS5 walks the word's list from the end and stops at the limit).
     wordRows: db
-      .prepare<[string, number], number>(
-        'SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid <= ?',
+      .prepare<[string, number, number], number>(
+        'SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?',
       )
       .pluck(),
+    // The seq of a message by id: how far back a word's capped rows reach.
+    seqOfId: db.prepare<[number], number>('SELECT seq FROM messages WHERE id = ?').pluck(),
     // The session's searchable rows holding one word, from the word's rows
     // in every session (CROSS JOIN as in searchHistory): for the words-alone plan.
     searchableWordRows: db
@@ -536,6 +548,9 @@ export class SqliteStore extends StoreBase implements Store {
     this.keys = new SqliteKeys(this.keyStmt, (work) => this.write(work));
     this.instanceId = options.instanceId ?? null;
     this.calls = new SqliteCallRecords(this.db, (work) => this.write(work));
+    // A queue left by a rebuild of the index (migration 018) or a stop is
+    // indexed in batches from start-up on, not only when a search needs it.
+    if (this.stmt.anyQueued.get() !== undefined) this.scheduleHistoryIndex();
   }
 
   /** Runs `work` (synchronous SQL) as a write: committed, with others asked for meanwhile, before it resolves. */
@@ -881,11 +896,15 @@ export class SqliteStore extends StoreBase implements Store {
     // cannot return; index first only when a searchable row is still queued.
     if (this.stmt.queuedUpTo.get(sessionId, maxSeq)) await this.indexHistory();
     const ranked = words.slice(0, MAX_RANKED_TERMS);
-    const terms = ranked.map((t) => `"${t.text}"${t.prefix ? '*' : ''}`);
     const bound = this.stmt.recallBound.get(sessionId, maxSeq);
     if (bound === undefined) return [];
-    const holding = this.rowsHolding(sessionId, terms, maxSeq, bound);
-    const { weights, picked } = shortlist(holding, maxSeq, limit * SHORTLIST_PER_HIT);
+    const read = this.rowsHolding(sessionId, ranked.map(ftsTerm), maxSeq, bound);
+    const { weights, picked } = shortlist(
+      read.map((r) => r.rows),
+      maxSeq,
+      limit * SHORTLIST_PER_HIT,
+      read.map((r) => r.df),
+    );
     if (picked.length === 0) return [];
     const held = new Map(picked.map((p) => [p.id, p.held]));
     const rows = this.stmt.recallRows
@@ -897,32 +916,53 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   /**
-   * Each of `terms`' (quoted FTS terms) rows among the session's searchable
-   * ones (seq <= maxSeq, not system; `bound` the last one's id), one read of
-   * the index a word — FTS5 reads a prefix word's rows in every session
-   * whatever else the MATCH says, so a query over all the words as well
-   * would read them twice. The plan (recall-plan.ts) names the session in the
-   * MATCH, or reads the words alone when they are rarer than the session is
-   * long and checks each row found (a row holding two words is checked
-   * twice: fewer than WORD_MATCHES_CAP rows in all).
+   * Each of `terms`' (FTS expressions) rows among the session's searchable
+   * ones (seq <= maxSeq, not system; `bound` the last one's id), and the
+   * term's document frequency there. Bounded whatever the session's length:
+   * - a word rare in the whole index (recall-plan.ts) is read alone, all of
+   *   its rows, each checked;
+   * - another is read with the session named in the MATCH, newest first, at
+   *   most TERM_ROWS_CAP rows; past the cap its frequency is estimated from
+   *   how far back the rows reach (estimateFrequency);
+   * - a word remembered as common in this session (COMMON_SHARE) is not read
+   *   again: it weighs little, and it still counts when the rows the other
+   *   words find are ranked. If every word is common, the least common is read.
    */
   private rowsHolding(
     sessionId: string,
     terms: readonly string[],
     maxSeq: number,
     bound: number,
-  ): number[][] {
-    if (this.recallPlanner.plan(terms, maxSeq) === 'session') {
-      const system = new Set(this.stmt.systemIds.all(sessionId));
-      return terms.map((term) =>
-        this.stmt.wordRows
-          .all(sessionMatch(sessionId, term), bound)
-          .filter((id) => !system.has(id)),
-      );
+  ): { rows: number[]; df: number }[] {
+    const planner = this.recallPlanner;
+    const shares = terms.map((term) => planner.knownShare(sessionId, term));
+    const common = shares.map((share) => share !== undefined && share >= COMMON_SHARE);
+    if (common.every(Boolean) && terms.length > 0) {
+      const least = shares.indexOf(Math.min(...shares.map((share) => share ?? 1)));
+      common[least] = false;
     }
-    return terms.map((term) =>
-      this.stmt.searchableWordRows.all(`content : ${term}`, bound, sessionId, maxSeq),
-    );
+    let system: Set<number> | undefined;
+    return terms.map((term, i) => {
+      if (common[i]) return { rows: [], df: Math.round(shares[i]! * maxSeq) };
+      let rows: number[];
+      if (planner.rareInIndex(term, maxSeq)) {
+        rows = this.stmt.searchableWordRows.all(`content : ${term}`, bound, sessionId, maxSeq);
+      } else {
+        system ??= new Set(this.stmt.systemIds.all(sessionId));
+        const own = system;
+        rows = this.stmt.wordRows
+          .all(sessionMatch(sessionId, term), bound, TERM_ROWS_CAP + 1)
+          .filter((id) => !own.has(id));
+      }
+      let df = rows.length;
+      if (rows.length > TERM_ROWS_CAP) {
+        rows = rows.slice(0, TERM_ROWS_CAP);
+        const oldest = this.stmt.seqOfId.get(rows.at(-1)!) ?? 1;
+        df = estimateFrequency(TERM_ROWS_CAP, maxSeq - oldest + 1, maxSeq);
+      }
+      planner.rememberShare(sessionId, term, df, maxSeq);
+      return { rows, df };
+    });
   }
 
   /**
