@@ -1,6 +1,6 @@
 /**
- * The smaller ways one tenant once reached past its own (issue 43's "weaker"
- * list), each on a real app: a revoked key's open event stream ends; a
+ * The smaller ways one tenant once reached past its own, found by an attack
+ * on the tenant layer, each on a real app: a revoked key's open event stream ends; a
  * header end user and a different body `user` is a 400, not a silent choice;
  * end-user ids are NFKC-normalised, refuse zero-width and bidirectional
  * controls and are counted in characters (an emoji is one); an import has a
