@@ -65,7 +65,11 @@ import { McpManager } from './mcp/mcp-manager.js';
 import { checkMcpToolEntries, usesMcp } from './mcp/check-agent-tools.js';
 import { openaiApiRoutes } from './openai-api/routes.js';
 import { consoleBuilt, consoleRoutes, DEFAULT_CONSOLE_DIR } from './http/routes/console.js';
-import { DEFAULT_KEY_IMPORTS, sessionTransferRoutes } from './http/routes/session-transfer.js';
+import {
+  DEFAULT_KEY_IMPORTS,
+  ImportAllowance,
+  sessionTransferRoutes,
+} from './http/routes/session-transfer.js';
 import { metricsRoutes, registerTurnMetrics } from './http/routes/metrics.js';
 import { agentReloadRoutes, agentRoutes } from './http/routes/agents.js';
 import { chatRoutes } from './http/routes/chat.js';
@@ -650,7 +654,15 @@ function buildServer(
     store,
     streams,
   });
-  void server.register(sessionTransferRoutes, { agents: registry, store, access, events, shares });
+  void server.register(sessionTransferRoutes, {
+    agents: registry,
+    store,
+    access,
+    events,
+    shares,
+    importMaxBytes: settings.server.importMaxBytes,
+    importAllowance: new ImportAllowance(settings.server.importDayBytes),
+  });
   void server.register(keyRoutes, { keys: clientKeys, store, events });
   void server.register(metricsRoutes, { metrics });
   void server.register(agentReloadRoutes, { reload: () => agentReloader.reload() });

@@ -201,13 +201,20 @@ export function hasFileParts(message: Message): boolean {
 export type ApprovalDecision = { decision: 'approve' } | { decision: 'deny'; reason?: string };
 
 const APPROVE = /^\s*(approve|approved|yes|y|ok)\b/i;
+/**
+ * Anything that takes an approval back or makes it a question: "approved? no!"
+ * is not an approval, whatever word it starts with.
+ */
+const HEDGED =
+  /\?|\b(no|not|nope|never|deny|denied|reject|rejected|don'?t|cancel|stop|wait|but)\b/i;
 const DENY = /^\s*(deny|denied|no|n|reject)\b[\s.,:;!-]*([\s\S]*)$/i;
 
 /**
  * A peer's answer to an approval request: a data part
  * `{"decision": "approve" | "deny", "reason"?: "…"}`, or text that starts
- * with "approve" / "yes", or with "deny" / "no" (the rest is the reason).
- * Undefined when it is neither, so nothing is run on a guess.
+ * with "approve" / "yes" and takes nothing back ("approved? no!" is no
+ * approval), or with "deny" / "no" (the rest is the reason). Undefined when
+ * it is neither, so nothing is run on a guess: the peer is asked again.
  */
 export function approvalDecision(message: Message): ApprovalDecision | undefined {
   for (const part of message.parts) {
@@ -224,7 +231,7 @@ export function approvalDecision(message: Message): ApprovalDecision | undefined
   const text = message.parts
     .map((p) => (p.content?.$case === 'text' ? p.content.value : ''))
     .join('\n');
-  if (APPROVE.test(text)) return { decision: 'approve' };
+  if (APPROVE.test(text)) return HEDGED.test(text) ? undefined : { decision: 'approve' };
   const deny = DENY.exec(text);
   if (deny) {
     const reason = (deny[2] ?? '').trim();

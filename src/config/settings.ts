@@ -19,6 +19,10 @@ import {
 export const DEFAULT_PORT = 5050;
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_BODY_LIMIT_BYTES = 1_048_576;
+/** The largest session import one request may send (32 MiB). */
+export const DEFAULT_IMPORT_MAX_BYTES = 32 * 1024 * 1024;
+/** What one client key may import in a UTC day, all requests together, per instance (256 MiB). */
+export const DEFAULT_IMPORT_DAY_BYTES = 256 * 1024 * 1024;
 /** A request must arrive in full within this (slow-loris clients are cut). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_STREAMS = 200;
@@ -135,6 +139,10 @@ export interface Settings {
     readonly trustProxy: boolean | readonly string[];
     /** A request must arrive in full (headers and body) within this; slower ones are cut with 408. */
     readonly requestTimeoutMs: number;
+    /** Bytes one session import (POST /sessions/import) may send; more is 413. */
+    readonly importMaxBytes: number;
+    /** Bytes one client key may import per UTC day on this instance; more is 429 KEY_LIMIT. */
+    readonly importDayBytes: number;
   };
   readonly database: {
     readonly kind: 'sqlite' | 'postgres';
@@ -204,6 +212,8 @@ export const CAIRN_JSON_SCHEMA = {
         port: { type: 'integer', minimum: 0, maximum: 65535 },
         apiKey: { type: ['string', 'null'] },
         bodyLimitBytes: { type: 'integer', minimum: 1024 },
+        importMaxBytes: { type: 'integer', minimum: 1024 },
+        importDayBytes: { type: 'integer', minimum: 1024 },
         rateLimit: {
           type: ['object', 'null'],
           additionalProperties: false,
@@ -294,6 +304,8 @@ interface CairnJson {
     port?: number;
     apiKey?: string | null;
     bodyLimitBytes?: number;
+    importMaxBytes?: number;
+    importDayBytes?: number;
     rateLimit?: { max: number; windowMs: number } | null;
     maxStreams?: number;
     streamBufferBytes?: number;
@@ -565,6 +577,8 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
         ? Object.freeze([...file.server.trustProxy])
         : (file.server?.trustProxy ?? false),
       requestTimeoutMs: file.server?.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      importMaxBytes: file.server?.importMaxBytes ?? DEFAULT_IMPORT_MAX_BYTES,
+      importDayBytes: file.server?.importDayBytes ?? DEFAULT_IMPORT_DAY_BYTES,
     }),
     database: Object.freeze({
       kind: databaseUrl === null ? 'sqlite' : 'postgres',

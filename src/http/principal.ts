@@ -27,10 +27,21 @@ export function principalOf(request: FastifyRequest): Principal {
   return principals.get(request) ?? { kind: 'admin', user: null };
 }
 
-/** The principal with `user` as its end user, when one is named (a /v1 body's `user`). */
+/**
+ * The principal with `user` as its end user, when one is named (a /v1 body's
+ * `user`). A request whose `X-Cairn-User` header names another end user is
+ * 400: neither is silently preferred.
+ */
 export function withEndUser(principal: Principal, user: string | undefined): Principal {
   if (user === undefined) return principal;
-  return { ...principal, user: checkEndUser(user, 'user') };
+  const named = checkEndUser(user, 'user');
+  if (principal.user !== null && principal.user !== named) {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `The X-Cairn-User header names the end user "${principal.user}" and the body's user (or safety_identifier) names "${named}". Name one end user: send the same in both, or only one of them.`,
+    );
+  }
+  return { ...principal, user: named };
 }
 
 /** What a row created for `principal` records as its owner. */
@@ -55,16 +66,44 @@ export function mayUseAgent(principal: Principal, name: string): boolean {
   return agents === '*' || agents.includes(name);
 }
 
-/** An end user name as given, or 400 when it cannot be one. */
+/**
+ * Invisible characters that make two names look the same or reorder how one
+ * reads: zero-width spaces and joiners, bidirectional controls, the BOM, soft
+ * hyphens (Unicode's format characters, Cf).
+ */
+const INVISIBLE = /\p{Cf}/u;
+
+/**
+ * An end user name, normalised (NFKC, so look-alike spellings of one name are
+ * one name), or 400 when it cannot be one: empty, over END_USER_MAX_CHARS
+ * characters (code points: an emoji is one), or holding control or invisible
+ * characters.
+ */
 export function checkEndUser(value: string, where: string): string {
+  const name = value.normalize('NFKC');
+  const chars = [...name].length;
   // Printable text only: it is stored, listed and logged.
-  if (value.length === 0 || value.length > END_USER_MAX_CHARS || /\p{Cc}/u.test(value)) {
+  if (chars === 0 || chars > END_USER_MAX_CHARS || /\p{Cc}/u.test(name)) {
     throw new CairnError(
       'VALIDATION_ERROR',
       `${where} must be 1 to ${END_USER_MAX_CHARS} printable characters naming the end user.`,
     );
   }
-  return value;
+  if (INVISIBLE.test(name)) {
+    throw new CairnError(
+      'VALIDATION_ERROR',
+      `${where} holds an invisible character (zero-width or bidirectional control, U+${name
+        .match(INVISIBLE)![0]
+        .codePointAt(0)!
+        .toString(16)
+        .toUpperCase()
+        .padStart(
+          4,
+          '0',
+        )}): names that look alike must be one name. Send the end user's id without it.`,
+    );
+  }
+  return name;
 }
 
 /**

@@ -25,9 +25,6 @@ import { markTurnFailed } from '../http/turn-outcome.js';
 import { logFailure } from '../http/errors.js';
 import type { TurnEngine } from '../runtime/turn-engine.js';
 
-/** How many stored messages GET /v1/responses/:id reads after the turn's start to find its reply. */
-const RESPONSE_READ_LIMIT = 500;
-
 export function responseId(sessionId: string, startSeq: number): string {
   return `resp_${startSeq}_${sessionId}`;
 }
@@ -124,13 +121,6 @@ interface ResponseFailure {
   message: string;
 }
 
-/** What GET says of a turn that ended without a reply and without a stored response. */
-const ENDED_WITHOUT_REPLY: ResponseFailure = {
-  code: 'server_error',
-  message:
-    'The response ended before it was complete: its client disconnected or the turn failed, and nothing more will be added. Send the request again.',
-};
-
 /** The `response` object; no `outcome` means still in progress, or failed with `failure`. */
 function responseObject(
   fields: ResponseFields,
@@ -185,6 +175,9 @@ export interface ResponseRouteDeps {
 }
 
 export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): void {
+  /** Responses this instance issued whose turn still runs (stored once it ends). */
+  const running = new Map<string, ResponseFields>();
+
   /**
    * Where a turn naming `previous_response_id` continues: from the end of that
    * stored response (the conversation forks there if it has moved on since),
@@ -217,7 +210,12 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     });
     const signal = disconnectSignal(reply);
     const trace = traceparentOf(request.headers);
-    const fieldsAt = (session: SessionRow): ResponseFields => ({
+    const fieldsAt = (session: SessionRow): ResponseFields => {
+      const fields = issuedFields(session);
+      running.set(fields.id, fields);
+      return fields;
+    };
+    const issuedFields = (session: SessionRow): ResponseFields => ({
       id: responseId(session.id, session.last_seq),
       createdAt: Math.floor(Date.now() / 1000),
       model: input.agentName,
@@ -233,12 +231,16 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
       result: ConversationResult,
       body: object,
     ) => {
-      await deps.store.saveResponse({
-        id: fields.id,
-        session_id: result.sessionId,
-        end_seq: result.lastSeq,
-        body: body as Record<string, unknown>,
-      });
+      try {
+        await deps.store.saveResponse({
+          id: fields.id,
+          session_id: result.sessionId,
+          end_seq: result.lastSeq,
+          body: body as Record<string, unknown>,
+        });
+      } finally {
+        running.delete(fields.id);
+      }
     };
 
     /**
@@ -267,6 +269,8 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
         });
       } catch (storeErr) {
         request.log.warn({ err: describeError(storeErr) }, 'a failed response was not stored');
+      } finally {
+        running.delete(fields.id);
       }
     };
 
@@ -381,7 +385,7 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
   });
 
   app.get<{ Params: { id: string } }>('/responses/:id', async (request) => {
-    const { sessionId, startSeq } = parseResponseId(request.params.id, 'response_id');
+    const { sessionId } = parseResponseId(request.params.id, 'response_id');
     const stored = await deps.store.findResponse(request.params.id);
     const notFound = () =>
       new InvalidRequestError(`No response "${request.params.id}" on this server.`, {
@@ -392,45 +396,12 @@ export function responseRoutes(app: FastifyInstance, deps: ResponseRouteDeps): v
     const session = await deps.store.findSession(stored?.session_id ?? sessionId);
     // Another key's response is answered as if it did not exist.
     if (!session || !owns(principalOf(request), session.owner_key)) throw notFound();
+    // Only a response Cairn issued is answered (stored, or still running
+    // here): an id of the right shape naming a turn of a native session (a
+    // chat, a task) is not a response, and one is never made up for it.
     if (stored) return stored.body;
-    // A response from before responses were stored: read back from the session's log.
-    const messages = await deps.store.listMessages(sessionId, {
-      afterSeq: startSeq,
-      limit: RESPONSE_READ_LIMIT,
-    });
-    const turn = messages.slice(1);
-    const next = turn.findIndex((m) => m.role === 'user');
-    const own = next >= 0 ? turn.slice(0, next) : turn;
-    // Only an id Cairn issued names a turn: one that starts with its input right after the seq.
-    const start = messages[0];
-    if (start === undefined || start.seq !== startSeq + 1 || start.role !== 'user')
-      throw notFound();
-    const answer = [...own]
-      .reverse()
-      .find((m) => m.role === 'assistant' && !m.tool_calls?.length && m.content !== null);
-    const fields: ResponseFields = {
-      id: request.params.id,
-      createdAt: Math.floor(Date.parse(start.created_at) / 1000),
-      model: session.agent_name,
-      instructions: null,
-      previousResponseId: null,
-      temperature: null,
-      metadata: {},
-      tools: [],
-    };
-    if (answer?.content === undefined || answer.content === null) {
-      // No reply yet: in progress while its turn still runs here (finished
-      // turns, failed ones included, were stored above); otherwise it ended
-      // without one and never will have one.
-      const running = next < 0 && deps.engine.isBusy(sessionId);
-      return running
-        ? responseObject(fields)
-        : responseObject(fields, undefined, ENDED_WITHOUT_REPLY);
-    }
-    const text = answer.content;
-    return responseObject(fields, {
-      items: [outputMessage(messageId(fields.id), text, 'completed')],
-      text,
-    });
+    const live = running.get(request.params.id);
+    if (live) return responseObject(live);
+    throw notFound();
   });
 }

@@ -388,6 +388,19 @@ describe('SendMessage', () => {
       expect(runs().slice(before)).toEqual(['/tmp/a.txt']);
     });
 
+    it('"approved? no!" approves nothing: the peer is asked again and the tool does not run', async () => {
+      const client = await clientFor('guarded');
+      const before = runs().length;
+      const task = await waitingForApproval(client, '/tmp/hedged.txt');
+      for (const said of ['approved? no!', 'ok, but not that file']) {
+        await expect(send(client, userMessage(said, { taskId: task.id }))).rejects.toThrow(
+          /waits for a decision/,
+        );
+      }
+      expect(runs()).toHaveLength(before);
+      expect((await harness.app.store.findTask(task.id))?.status).toBe('waiting');
+    });
+
     it('two decisions at once: exactly one is taken, the other is refused, and the tool runs once', async () => {
       const client = await clientFor('guarded');
       const before = runs().length;

@@ -142,12 +142,21 @@ describe('approvalDecision', () => {
     expect(approvalDecision(message(text(said)))).toEqual(expected);
   });
 
-  it.each(['maybe', 'nope', 'not ok', 'okay then', 'please approve', ''])(
-    '%j is no decision',
-    (said) => {
-      expect(approvalDecision(message(text(said)))).toBeUndefined();
-    },
-  );
+  it.each([
+    'maybe',
+    'nope',
+    'not ok',
+    'okay then',
+    'please approve',
+    '',
+    'approved? no!',
+    'yes? no.',
+    'ok, but not that file',
+    "approve... actually don't",
+    'yes no',
+  ])('%j is no decision', (said) => {
+    expect(approvalDecision(message(text(said)))).toBeUndefined();
+  });
 
   it('reads a data part decision before any text', () => {
     expect(approvalDecision(message(text('no'), data({ decision: 'approve' })))).toEqual({

@@ -11,6 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startApp } from '../../src/app.js';
 import {
   DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_IMPORT_DAY_BYTES,
+  DEFAULT_IMPORT_MAX_BYTES,
   DEFAULT_CONTEXT_WINDOW_TOKENS,
   DEFAULT_OPENAI_BASE_URL,
   DEFAULT_OPENAI_MODEL,
@@ -66,6 +68,8 @@ describe('loadSettings', () => {
       corsOrigins: [],
       trustProxy: false,
       requestTimeoutMs: 60_000,
+      importMaxBytes: DEFAULT_IMPORT_MAX_BYTES,
+      importDayBytes: DEFAULT_IMPORT_DAY_BYTES,
     });
     expect(settings.database).toEqual({
       kind: 'sqlite',
@@ -123,6 +127,8 @@ describe('loadSettings', () => {
       corsOrigins: [],
       trustProxy: false,
       requestTimeoutMs: 60_000,
+      importMaxBytes: DEFAULT_IMPORT_MAX_BYTES,
+      importDayBytes: DEFAULT_IMPORT_DAY_BYTES,
     });
     expect(settings.database.path).toBe(join(dir, 'db', 'here.db'));
     expect(settings.models.main).toMatchObject({

@@ -1,5 +1,5 @@
 /**
- * Fair shares per key on a real port (DESIGN §23): one key cannot hold every
+ * Fair shares per key on a real port: one key cannot hold every
  * stream slot (its default share is ¾ of server.maxStreams), every import
  * slot (one by default) or, with limits.maxTurns, more model-running requests
  * than its share; past its share it gets 429 KEY_LIMIT with Retry-After while

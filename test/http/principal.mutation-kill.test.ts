@@ -165,7 +165,11 @@ describe('end user names', () => {
   it('withEndUser keeps the principal when no user is named, and checks one that is', () => {
     expect(withEndUser(client, undefined)).toBe(client);
     expect(withEndUser(admin, 'bob')).toEqual({ kind: 'admin', user: 'bob' });
-    expect(withEndUser(client, 'bob')).toEqual({ ...client, user: 'bob' });
+    const unnamed = { ...client, user: null };
+    expect(withEndUser(unnamed, 'bob')).toEqual({ ...client, user: 'bob' });
+    // The header named ann: the same name in the body is fine, another is a 400.
+    expect(withEndUser(client, 'ann')).toEqual(client);
+    expect(refusedWith(() => withEndUser(client, 'bob'))).toMatch(/names the end user "ann"/);
     expect(refusedWith(() => withEndUser(admin, ''))).toMatch(/^user must be 1 to 200/);
   });
 });

@@ -23,6 +23,11 @@ export interface EventRoutesOptions {
   streams: StreamGate;
 }
 
+/** True when `event` revokes the key `keyId`. */
+function revokes(event: EventRow, keyId: string): boolean {
+  return event.type === 'key.revoked' && event.data['keyId'] === keyId;
+}
+
 export const eventRoutes: FastifyPluginAsync<EventRoutesOptions> = async (app, deps) => {
   // An event stream is never idle, so shutdown ends them; clients reconnect
   // elsewhere with Last-Event-ID and miss nothing.
@@ -84,7 +89,19 @@ export const eventRoutes: FastifyPluginAsync<EventRoutesOptions> = async (app, d
       // Subscribe first and buffer, so nothing emitted during the replay is lost.
       let buffer: EventRow[] | undefined = [];
       const subscription = deps.events.subscribe((event) => {
-        if (!matches(event)) return;
+        if (ownerKey !== undefined && revokes(event, ownerKey)) {
+          // Revoked on any instance: the stream ends, nothing more is delivered.
+          sse.send('error', {
+            error: {
+              code: 'UNAUTHORIZED',
+              message:
+                'This key was revoked: the stream has ended. Ask the admin for a new key (POST /keys).',
+            },
+          });
+          sse.end();
+          return;
+        }
+        if (sse.isClosed || !matches(event)) return;
         if (buffer) buffer.push(event);
         else if (event.id > lastId) {
           lastId = event.id;

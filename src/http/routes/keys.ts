@@ -17,7 +17,7 @@ import { AGENT_NAME, objectSchema } from '../schemas.js';
 const KEY_ID = { type: 'string', pattern: '^key_[A-Za-z0-9]{1,64}$' } as const;
 const keyParams = objectSchema({ id: KEY_ID }, ['id']);
 const LIMIT_VALUE = { type: 'integer', minimum: 1, maximum: 1_000_000_000_000 } as const;
-/** Every limit a key may have (DESIGN §15, §23). */
+/** Every limit a key may have: requests and tokens, and its shares of this instance (docs/guide/09-security.md). */
 const LIMIT_NAMES = [
   'requestsPerMinute',
   'tokensPerDay',

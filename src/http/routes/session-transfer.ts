@@ -16,6 +16,9 @@ import type { Access } from '../access.js';
 import type { EventBus } from '../../runtime/event-bus.js';
 import { auditBy, ownerOf, principalOf } from '../principal.js';
 import type { KeyShares } from '../key-shares.js';
+import { nextUtcMidnight } from '../key-limits.js';
+import type { Principal } from '../principal.js';
+import { usageDay } from '../../store/records.js';
 
 export const NDJSON = 'application/x-ndjson';
 
@@ -52,6 +55,56 @@ class Slots {
   }
 }
 
+/**
+ * What each client key imported on this instance today (UTC), against
+ * `server.importDayBytes`. Kept in memory: a restart, or another instance,
+ * starts from nothing (the per-request cap still holds everywhere).
+ */
+export class ImportAllowance {
+  private day = '';
+  private readonly used = new Map<string, number>();
+
+  constructor(
+    private readonly maxBytesPerDay: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  private today(): Map<string, number> {
+    const day = usageDay(new Date(this.now()).toISOString());
+    if (day !== this.day) {
+      this.day = day;
+      this.used.clear();
+    }
+    return this.used;
+  }
+
+  /** Adds `bytes` to the key's day; 429 KEY_LIMIT once the day's allowance is used up. The admin has none. */
+  take(principal: Principal, bytes: number): void {
+    if (principal.kind !== 'client') return;
+    const used = this.today();
+    const total = (used.get(principal.key.id) ?? 0) + bytes;
+    used.set(principal.key.id, total);
+    if (total <= this.maxBytesPerDay && (bytes > 0 || total < this.maxBytesPerDay)) return;
+    const resets = nextUtcMidnight(new Date(this.now()));
+    throw new CairnError(
+      'KEY_LIMIT',
+      `Key "${principal.key.name}" imported ${Math.min(total, this.maxBytesPerDay)} of its ${this.maxBytesPerDay} bytes for today (server.importDayBytes); nothing of this import was kept. The allowance resets at ${resets.toISOString()}.`,
+      { retryAfterSeconds: Math.max(1, Math.ceil((resets.getTime() - this.now()) / 1000)) },
+    );
+  }
+}
+
+/** Passes `chunks` on, counting their bytes with `count` (which may throw to stop the import). */
+async function* counted(
+  chunks: AsyncIterable<string | Uint8Array>,
+  count: (bytes: number) => void,
+): AsyncGenerator<string | Uint8Array> {
+  for await (const chunk of chunks) {
+    count(typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length);
+    yield chunk;
+  }
+}
+
 interface EditBody {
   title?: string | null;
   compactCount?: number;
@@ -64,6 +117,10 @@ export interface SessionTransferRoutesOptions {
   events: Pick<EventBus, 'emit'>;
   /** Each key's share of the import slots (limits.maxImports). */
   shares?: Pick<KeyShares, 'take'>;
+  /** Bytes one import may send (server.importMaxBytes). */
+  importMaxBytes?: number;
+  /** What each key may import per day (server.importDayBytes). */
+  importAllowance?: Pick<ImportAllowance, 'take'>;
 }
 
 export const sessionTransferRoutes: FastifyPluginAsync<SessionTransferRoutesOptions> = async (
@@ -120,6 +177,7 @@ export const sessionTransferRoutes: FastifyPluginAsync<SessionTransferRoutesOpti
   app.addContentTypeParser(NDJSON, (_request, payload, done) => done(null, payload));
 
   const imports = new Slots(MAX_CONCURRENT_IMPORTS);
+  const maxBytes = deps.importMaxBytes ?? Number.POSITIVE_INFINITY;
   app.post('/sessions/import', async (request, reply) => {
     const body = request.body;
     if (!(body instanceof Readable)) {
@@ -132,17 +190,30 @@ export const sessionTransferRoutes: FastifyPluginAsync<SessionTransferRoutesOpti
     // A key's imports, reading or waiting, count against its share before a slot.
     let releaseShare: () => void;
     try {
+      // A key whose day is used up is refused before it holds a slot.
+      deps.importAllowance?.take(principal, 0);
       releaseShare = deps.shares?.take(principal, 'maxImports') ?? (() => undefined);
     } catch (err) {
       body.resume();
       throw err;
     }
+    let received = 0;
+    const countBytes = (bytes: number): void => {
+      received += bytes;
+      if (received > maxBytes) {
+        throw new CairnError(
+          'PAYLOAD_TOO_LARGE',
+          `This import is over ${maxBytes} bytes (server.importMaxBytes); nothing of it was kept. Import a shorter session, or ask the operator to raise server.importMaxBytes.`,
+        );
+      }
+      deps.importAllowance?.take(principal, bytes);
+    };
     const session = await imports
       .run(async () => {
         try {
           return await importSession(
             store,
-            ndjsonLines(body.iterator({ destroyOnReturn: false })),
+            ndjsonLines(counted(body.iterator({ destroyOnReturn: false }), countBytes)),
             (name) => {
               access.agent(principal, name);
               agents.get(name);
