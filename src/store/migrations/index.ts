@@ -17,6 +17,7 @@ import * as m012 from './012-prompt-cache-and-approval-timeouts.js';
 import * as m013 from './013-responses.js';
 import * as m014 from './014-session-scoped-history-index.js';
 import * as m015 from './015-one-result-per-call.js';
+import * as m016 from './016-compaction-dropped.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -47,6 +48,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m013,
   m014,
   m015,
+  m016,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {
