@@ -320,7 +320,15 @@ describe('fake LLM server options and shutdown', () => {
       expect((error as APIError).status).toBe(400);
       expect((error as APIError).code).toBe('context_length_exceeded');
       expect((error as APIError).message).toContain(
-        "This model's maximum context length is 10 tokens. However, your messages resulted in 11 tokens.",
+        "This model's maximum context length is 10 tokens. However, you requested 11 tokens (11 in the messages, 0 in the completion).",
+      );
+      // As OpenAI counts: the output the request asks for must fit beside the prompt.
+      const withOutput = await client.chat.completions
+        .create({ model: MODEL, messages: [user('x'.repeat(20))], max_tokens: 6 })
+        .catch((e: unknown) => e);
+      expect((withOutput as APIError).code).toBe('context_length_exceeded');
+      expect((withOutput as APIError).message).toContain(
+        '(5 in the messages, 6 in the completion)',
       );
       const ok = await client.chat.completions.create({
         model: MODEL,

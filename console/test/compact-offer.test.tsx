@@ -5,7 +5,7 @@ import { Api } from '../src/lib/api';
 import { compactOffer } from '../src/lib/compact-offer';
 import { ApiContext } from '../src/lib/hooks';
 import type { Message, Session } from '../src/lib/types';
-import { CompactPanel } from '../src/views/SessionView';
+import { CompactPanel, Dropped } from '../src/views/SessionView';
 
 const SESSION: Session = {
   id: 'sess_8bQ2aZ0yXc4vN6mK1pL3sT5w',
@@ -109,5 +109,27 @@ describe('<CompactPanel>', () => {
     expect(html).toContain('>Compact now</button>');
     expect(html).toContain('>Undo last compaction</button>');
     expect(html).not.toContain('Nothing to compact');
+  });
+});
+
+describe('<Dropped>', () => {
+  const render = (dropped: Parameters<typeof Dropped>[0]['dropped']) =>
+    renderToString(<Dropped dropped={dropped} />);
+
+  it('lists what the summary left out, with its kind and message', () => {
+    const html = render([
+      { text: 'INV-2024-001', kind: 'identifier', seq: 3 },
+      { text: '4,500', kind: 'number', seq: 5 },
+    ]);
+    expect(html).toContain('Not in the summary: 2 details');
+    expect(html).toContain('<code>INV-2024-001</code>');
+    expect(html).toContain('identifier, message #3');
+    expect(html).toContain('number, message #5');
+  });
+
+  it('says so when nothing was dropped, and shows nothing for a record made before it was kept', () => {
+    expect(render([])).toContain('Nothing dropped that Cairn could spot.');
+    expect(render(null)).toBe('');
+    expect(render(undefined)).toBe('');
   });
 });

@@ -24,9 +24,12 @@ import type {
 import { requireSession } from '../store/session-not-found.js';
 import { planCut, safeBoundaries } from './cut.js';
 import { CHARS_PER_TOKEN, estimateMessagesTokens } from '../llm/tokens.js';
+import { findDropped } from './dropped.js';
 import {
   capSummary,
   clipMiddle,
+  MESSAGE_CLIP_CHARS,
+  TOOL_OUTPUT_CLIP_CHARS,
   summaryRequest,
   transcriptEntry,
   type SummaryFormat,
@@ -39,6 +42,15 @@ import {
  */
 function fitEntry(entry: string, budget: number): string {
   return clipMiddle(entry, Math.max(MIN_INPUT_BUDGET_CHARS, budget));
+}
+
+/** A message's own text and tool-call arguments, clipped as the summariser's input clips them. */
+function foldedText(message: ChatMessage): string {
+  const clip = message.role === 'tool' ? TOOL_OUTPUT_CLIP_CHARS : MESSAGE_CLIP_CHARS;
+  const parts = [clipMiddle(message.content ?? '', clip)];
+  for (const call of message.tool_calls ?? [])
+    parts.push(clipMiddle(call.function.arguments, TOOL_OUTPUT_CLIP_CHARS));
+  return parts.join('\n');
 }
 
 /** Messages loaded per page while building the summariser's input. */
@@ -223,6 +235,13 @@ export class DefaultCompaction {
       };
     }
     if (request.cutoff === 0) return upToDate();
+    // Said before the summary call, which may take seconds: the turn that waits for it can show why.
+    if (options.trigger === 'auto') {
+      await this.deps.events.emit('context.compacting', session.id, {
+        trigger: options.trigger,
+        messages: request.cutoff,
+      });
+    }
 
     // The summary call; no lock is held meanwhile.
     const { messages, maxTokens } = summaryRequest({
@@ -253,6 +272,7 @@ export class DefaultCompaction {
         trigger: options.trigger,
         model: this.deps.model.model,
         inputChars: request.inputChars,
+        dropped: findDropped(request.folded, newSummary),
         inputTokens: usage.input_tokens,
         outputTokens: usage.output_tokens,
         ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
@@ -378,9 +398,16 @@ export class DefaultCompaction {
       callIds?: readonly string[];
       toolCallId?: string;
     }[],
-  ): Promise<{ cutoff: number; transcript: string[]; inputChars: number }> {
+  ): Promise<{
+    cutoff: number;
+    transcript: string[];
+    inputChars: number;
+    /** The folded messages' texts, clipped as the summariser read them: what `dropped` is looked for in. */
+    folded: { seq: number; text: string }[];
+  }> {
     const budget = this.inputBudgetChars(maxSummaryChars) - (session.compact_summary?.length ?? 0);
     const transcript: string[] = [];
+    const folded: { seq: number; text: string }[] = [];
     let used = 0;
     let afterSeq = session.compact_seq;
     let fits = 0;
@@ -399,6 +426,7 @@ export class DefaultCompaction {
           break;
         }
         transcript.push(entry);
+        folded.push({ seq: message.seq, text: foldedText(message) });
         used += entry.length;
         fits += 1;
       }
@@ -411,7 +439,12 @@ export class DefaultCompaction {
     let shrunk = fits;
     while (shrunk > 0 && !safe[shrunk]) shrunk -= 1;
     const kept = transcript.slice(0, shrunk);
-    return { cutoff: shrunk, transcript: kept, inputChars: kept.reduce((n, e) => n + e.length, 0) };
+    return {
+      cutoff: shrunk,
+      transcript: kept,
+      inputChars: kept.reduce((n, e) => n + e.length, 0),
+      folded: folded.slice(0, shrunk),
+    };
   }
 
   /** One summary call, with no tools; empty or non-text output is an error, never stored. */

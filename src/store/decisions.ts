@@ -13,6 +13,7 @@ import { ADMIN_OWNER } from './store.js';
 import type {
   AppendOptions,
   CompactionRow,
+  DroppedItem,
   EventRow,
   ImportedMessage,
   NewCompaction,
@@ -40,12 +41,33 @@ export function compactionApplies(
 }
 
 /** The latest compaction can be undone: there is one and it is not undone yet. */
-export function undoApplies(latest: CompactionRow | undefined): latest is CompactionRow {
+export function undoApplies<Row extends Pick<CompactionRow, 'undone_at'>>(
+  latest: Row | undefined,
+): latest is Row {
   return latest !== undefined && latest.undone_at === null;
 }
 
-/** A `compactions` row as written (a commit or an import), in COMPACTION_COLUMNS order. */
-export type CompactionRecord = Omit<CompactionRow, 'id'>;
+/**
+ * A `compactions` row as written (a commit or an import), in
+ * COMPACTION_COLUMNS order: `dropped` as its JSON text.
+ */
+export type CompactionRecord = Omit<CompactionRow, 'id' | 'dropped'> & { dropped: string | null };
+
+/** A `compactions` row as the database returns it (`dropped` still JSON text). */
+export type StoredCompactionRow = Omit<CompactionRow, 'dropped'> & { dropped: string | null };
+
+/** The JSON text `dropped` is stored as; null stays null (a record made before it was kept). */
+export function droppedText(dropped: readonly DroppedItem[] | null | undefined): string | null {
+  return dropped === null || dropped === undefined ? null : JSON.stringify(dropped);
+}
+
+/** A stored row as the store returns it: `dropped` parsed. */
+export function compactionFromRow(row: StoredCompactionRow): CompactionRow {
+  return {
+    ...row,
+    dropped: row.dropped === null ? null : (JSON.parse(row.dropped) as DroppedItem[]),
+  };
+}
 
 export const COMPACTION_COLUMNS = [
   'session_id',
@@ -63,6 +85,7 @@ export const COMPACTION_COLUMNS = [
   'output_tokens',
   'created_at',
   'undone_at',
+  'dropped',
 ] as const satisfies readonly (keyof CompactionRecord)[];
 
 /** The history row of a compaction moving the pointer from `before`'s to the input's. */
@@ -87,6 +110,7 @@ export function compactionRecord(
     output_tokens: input.outputTokens ?? 0,
     created_at: createdAt,
     undone_at: null,
+    dropped: droppedText(input.dropped ?? null),
   };
 }
 

@@ -128,7 +128,10 @@ export interface ImportedMessage extends ChatMessage {
 }
 
 /** A compaction row as an export carries it (its id and session are new). */
-export type ImportedCompaction = Omit<CompactionRow, 'id' | 'session_id'>;
+export type ImportedCompaction = Omit<CompactionRow, 'id' | 'session_id' | 'dropped'> & {
+  /** Absent or null: an export from before `dropped` was recorded. */
+  dropped?: CompactionRow['dropped'];
+};
 
 export interface SessionFilter {
   agentName?: string;
@@ -236,6 +239,20 @@ export interface TaskRow {
   updated_at: string;
 }
 
+/**
+ * A detail of the folded messages that a compaction's summary does not
+ * contain (an identifier, number, date, quoted string or name), with the seq
+ * of the message it was found in.
+ */
+/** A compaction records at most this many dropped items. */
+export const MAX_DROPPED_ITEMS = 50;
+
+export interface DroppedItem {
+  text: string;
+  kind: 'identifier' | 'number' | 'date' | 'quote' | 'name';
+  seq: number;
+}
+
 export interface CompactionRow {
   id: number;
   session_id: string;
@@ -255,6 +272,11 @@ export interface CompactionRow {
   created_at: string;
   /** Set when `POST /sessions/:id/compact/undo` reverted this compaction. */
   undone_at: string | null;
+  /**
+   * What the summary dropped (at most 50 items, a JSON array in the
+   * database); null on compactions made before it was recorded.
+   */
+  dropped: DroppedItem[] | null;
 }
 
 export interface NewCompaction {
@@ -272,6 +294,8 @@ export interface NewCompaction {
   /** Token usage of the summary call (default 0: not reported). */
   inputTokens?: number;
   outputTokens?: number;
+  /** What the new summary dropped of the folded messages (recorded as given). */
+  dropped?: readonly DroppedItem[];
   /**
    * The task whose run compacts: nothing is written (SESSION_LOCK_LOST) unless
    * it is still this instance's running task, as for an append.

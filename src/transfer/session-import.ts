@@ -18,7 +18,7 @@ import type {
   SessionStore,
 } from '../store/store.js';
 import { EXPORT_FORMAT, EXPORT_VERSION } from './session-export.js';
-import { ADMIN_OWNER, type Owner } from '../store/store.js';
+import { ADMIN_OWNER, MAX_DROPPED_ITEMS, type Owner } from '../store/store.js';
 
 /** Messages written per transaction while importing. */
 const IMPORT_BATCH = 500;
@@ -140,6 +140,20 @@ const COMPACTION_LINE = lineSchema(
       output_tokens: TOKENS,
       created_at: TEXT,
       undone_at: TEXT_OR_NULL,
+      dropped: {
+        anyOf: [
+          { type: 'null' },
+          {
+            type: 'array',
+            maxItems: MAX_DROPPED_ITEMS,
+            items: object(['text', 'kind', 'seq'], {
+              text: TEXT,
+              kind: { enum: ['identifier', 'number', 'date', 'quote', 'name'] },
+              seq: INT,
+            }),
+          },
+        ],
+      },
     },
   ),
 );
@@ -447,5 +461,7 @@ function toImportedCompaction(c: CompactionLine, time: ImportedTime): ImportedCo
     output_tokens: c.output_tokens ?? 0,
     created_at: time(c.created_at, 'compaction.created_at'),
     undone_at: c.undone_at == null ? null : time(c.undone_at, 'compaction.undone_at'),
+    // An export from before `dropped` was recorded has none: nobody looked.
+    dropped: c.dropped ?? null,
   };
 }

@@ -47,6 +47,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     13: '47da494d99c13800fb89231e68d9cd877f5199cb20d4f9307e700bdfd9c8a4a7',
     14: '899297c0cb39e97b75d3a3505d50f094a6e21d3b95420bc49bb96284bdf24e43',
     15: '200b3d966f02978b6eec5ac691c3fbdaf9a84e581dc16833d9679724fabaa78a',
+    16: '638becce757e4ba0b2928df2cb3fe47d8460e99d9654df929d215b5c8e1515ee',
     18: '503a7458404a08986dd9d3155a0e9e648e872aef64f594c9c99895b9f749f98d',
   },
   postgres: {
@@ -64,6 +65,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     13: '60b96b71bf263df6e508d616a7a657aaa6645c077b28fe7f54c7fc64100fe724',
     14: '17db4fd369edb9244b9f91d9aeed145c3d04ad8ba6e95d06247f07a63527d11a',
     15: '200b3d966f02978b6eec5ac691c3fbdaf9a84e581dc16833d9679724fabaa78a',
+    16: '638becce757e4ba0b2928df2cb3fe47d8460e99d9654df929d215b5c8e1515ee',
     18: '17db4fd369edb9244b9f91d9aeed145c3d04ad8ba6e95d06247f07a63527d11a',
   },
 };
@@ -308,6 +310,38 @@ describe('migrate', () => {
     }
   });
 
+  it('016 gives compactions a dropped list, null on those made before it', async () => {
+    const db = openRaw();
+    migrate(
+      db,
+      SQLITE_MIGRATIONS.filter((m) => m.version < 16),
+    );
+    const now = new Date().toISOString();
+    db.prepare(
+      `INSERT INTO sessions (id, agent_name, mode, status, created_at, updated_at, last_seq)
+       VALUES ('sess_0c1d', 'a', 'chat', 'active', ?, ?, 0)`,
+    ).run(now, now);
+    db.prepare(
+      `INSERT INTO compactions (session_id, from_size, to_size, from_seq, to_seq, summary, trigger,
+         model, input_chars, summary_chars, created_at)
+       VALUES ('sess_0c1d', 0, 2, 0, 3, 'old summary', 'manual', 'm', 10, 11, ?)`,
+    ).run(now);
+    expect(columns(db, 'compactions')).not.toContain('dropped');
+    expect(migrate(db)).toEqual(
+      SQLITE_MIGRATIONS.filter((m) => m.version >= 16).map((m) => m.version),
+    );
+    expect(columns(db, 'compactions')).toContain('dropped');
+    db.close();
+
+    const store = new SqliteStore(dbPath);
+    try {
+      const [old] = await store.listCompactions('sess_0c1d');
+      expect(old).toMatchObject({ summary: 'old summary', dropped: null });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('018 stems the history index: every message queued, indexed in batches that resume after a stop', async () => {
     const db = openRaw();
     migrate(
@@ -395,7 +429,7 @@ describe('migrate', () => {
     message.run(3, 'tool', 'interrupted', null, 'call_0', now);
     message.run(4, 'tool', '12:00', null, 'call_0', now);
 
-    expect(migrate(db)).toEqual([15, 18]);
+    expect(migrate(db)).toEqual([15, 16, 18]);
     expect(
       db.prepare("SELECT COUNT(*) FROM messages WHERE tool_call_id = 'call_0'").pluck().get(),
     ).toBe(2);

@@ -36,6 +36,13 @@ export interface Session {
   first_user_message?: string | null;
 }
 
+/** A detail of the folded messages that a compaction's summary does not contain. */
+export interface DroppedItem {
+  text: string;
+  kind: 'identifier' | 'number' | 'date' | 'quote' | 'name';
+  seq: number;
+}
+
 export interface Compaction {
   id: number;
   from_size: number;
@@ -45,6 +52,8 @@ export interface Compaction {
   model: string;
   created_at: string;
   undone_at: string | null;
+  /** What the summary dropped; null for compactions made before it was recorded (or an older server). */
+  dropped?: DroppedItem[] | null;
 }
 
 export interface ContextTokens {

@@ -159,6 +159,33 @@ export function SessionView({ id }: { id: string }) {
   );
 }
 
+/**
+ * What a compaction's summary left out (identifiers, numbers, dates, quotes,
+ * names of the folded messages), each with the message it came from; the raw
+ * messages are still there, and recall can bring them back.
+ */
+export function Dropped({ dropped }: { dropped: Compaction['dropped'] }) {
+  if (dropped === undefined || dropped === null) return null;
+  if (dropped.length === 0) return <p class="dropped">Nothing dropped that Cairn could spot.</p>;
+  return (
+    <details class="dropped">
+      <summary>
+        Not in the summary: {dropped.length} {dropped.length === 1 ? 'detail' : 'details'}
+      </summary>
+      <ul>
+        {dropped.map((item) => (
+          <li key={`${item.seq}:${item.text}`}>
+            <code>{item.text}</code>{' '}
+            <span class="meta">
+              {item.kind}, message #{item.seq}
+            </span>
+          </li>
+        ))}
+      </ul>
+    </details>
+  );
+}
+
 export function CompactPanel(props: {
   session: Session;
   compactions: Compaction[];
@@ -259,6 +286,7 @@ export function CompactPanel(props: {
               {new Date(c.created_at).toLocaleString()} · {c.trigger} · {c.from_size} → {c.to_size}{' '}
               messages
               {c.undone_at ? ' · undone' : ''}
+              <Dropped dropped={c.dropped} />
             </li>
           ))}
         </ol>

@@ -17,6 +17,7 @@ import * as m012 from './012-prompt-cache-and-approval-timeouts.js';
 import * as m013 from './013-responses.js';
 import * as m014 from './014-session-scoped-history-index.js';
 import * as m015 from './015-one-result-per-call.js';
+import * as m016 from './016-compaction-dropped.js';
 import * as m018 from './018-stemmed-history-index.js';
 
 /** A migration as one dialect runs it. */
@@ -48,6 +49,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m013,
   m014,
   m015,
+  m016,
   m018,
 ];
 

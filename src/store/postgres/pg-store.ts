@@ -351,9 +351,11 @@ export class PgStore extends StoreBase implements store.Store {
         await c.query(
           `INSERT INTO compactions
              (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger,
-              model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
+              model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at,
+              dropped)
            SELECT $1::text, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger,
-             model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at
+             model, input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at,
+             dropped
            FROM compactions WHERE session_id = $2 AND to_seq <= $3 ORDER BY id`,
           [forkId, id, at],
         );
@@ -676,7 +678,7 @@ export class PgStore extends StoreBase implements store.Store {
     return this.tx(async (c) => {
       if ((await lockSession(c, sessionId)) === undefined) return undefined;
       const latest = (
-        await c.query<store.CompactionRow>(
+        await c.query<decide.StoredCompactionRow>(
           'SELECT * FROM compactions WHERE session_id = $1 ORDER BY id DESC LIMIT 1',
           [sessionId],
         )
@@ -707,10 +709,11 @@ export class PgStore extends StoreBase implements store.Store {
   }
 
   async listCompactions(sessionId: string): Promise<store.CompactionRow[]> {
-    return this.rows<store.CompactionRow>(
+    const rows = await this.rows<decide.StoredCompactionRow>(
       'SELECT * FROM compactions WHERE session_id = $1 ORDER BY id',
       [sessionId],
     );
+    return rows.map(decide.compactionFromRow);
   }
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
@@ -729,7 +732,8 @@ export class PgStore extends StoreBase implements store.Store {
     await this.tx(async (c) => {
       for (const k of compactions) {
         const texts = { previous_summary: pgText(k.previous_summary), summary: pgText(k.summary) };
-        await insertCompaction(c, { ...k, ...texts, session_id: sessionId });
+        const dropped = pgText(decide.droppedText(k.dropped));
+        await insertCompaction(c, { ...k, ...texts, dropped, session_id: sessionId });
       }
     });
   }

@@ -335,10 +335,10 @@ function prepareStatements(db: SqliteDatabase) {
       `INSERT INTO compactions (${decide.COMPACTION_COLUMNS.join(', ')})
       VALUES (${decide.COMPACTION_COLUMNS.map((column) => `@${column}`).join(', ')})`,
     ),
-    latestCompaction: db.prepare<[string], CompactionRow>(
+    latestCompaction: db.prepare<[string], decide.StoredCompactionRow>(
       'SELECT * FROM compactions WHERE session_id = ? ORDER BY id DESC LIMIT 1',
     ),
-    listCompactions: db.prepare<[string], CompactionRow>(
+    listCompactions: db.prepare<[string], decide.StoredCompactionRow>(
       'SELECT * FROM compactions WHERE session_id = ? ORDER BY id',
     ),
     markUndone: db.prepare('UPDATE compactions SET undone_at = ? WHERE id = ?'),
@@ -461,9 +461,9 @@ function prepareStatements(db: SqliteDatabase) {
       FROM messages WHERE session_id = @source AND seq <= @at_seq ORDER BY seq`),
     copyForkCompactions: db.prepare(`INSERT INTO compactions
       (session_id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at)
+       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at, dropped)
       SELECT @id, from_size, to_size, from_seq, to_seq, previous_summary, summary, trigger, model,
-       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at
+       input_chars, summary_chars, input_tokens, output_tokens, created_at, undone_at, dropped
       FROM compactions WHERE session_id = @source AND to_seq <= @at_seq ORDER BY id`),
     finishFork: db.prepare(`UPDATE sessions SET
         message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
@@ -680,7 +680,10 @@ export class SqliteStore extends StoreBase implements Store {
     compactions: readonly ImportedCompaction[],
   ): Promise<void> {
     await this.write(() => {
-      for (const c of compactions) this.stmt.insertCompaction.run({ ...c, session_id: sessionId });
+      for (const c of compactions) {
+        const dropped = decide.droppedText(c.dropped);
+        this.stmt.insertCompaction.run({ ...c, dropped, session_id: sessionId });
+      }
     });
   }
 
@@ -1027,7 +1030,7 @@ export class SqliteStore extends StoreBase implements Store {
   }
 
   async listCompactions(sessionId: string): Promise<CompactionRow[]> {
-    return this.stmt.listCompactions.all(sessionId);
+    return this.stmt.listCompactions.all(sessionId).map(decide.compactionFromRow);
   }
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
