@@ -21,17 +21,21 @@ import {
   type RecalledItem,
 } from './recall-block.js';
 import type { RecallLedger } from './recall-ledger.js';
-import { recallScore, recallTerms } from './recall-query.js';
+import { recallScore, recallTerms, refersToNext } from './recall-query.js';
 
 /** Share of the window a request with recall may fill when automatic compaction is off (autoThreshold 0). */
 export const RECALL_CEILING_PERCENT = 90;
 /** Below this many tokens of room, a clipped item is not worth sending. */
 export const MIN_ITEM_TOKENS = 48;
+/** Next messages read per call, at most, for recalled messages that announce them. */
+const MAX_NEIGHBOURS = 3;
+/** Messages after a recalled one searched for its speaker's next. */
+const NEIGHBOUR_LOOKAHEAD = 3;
 /** Candidates read per wanted message: some fall below minScore or outside the budget. */
 const CANDIDATES_PER_MESSAGE = 3;
 
 export interface AutomaticRecallDeps {
-  store: Pick<MessageLog, 'recallMessages'>;
+  store: Pick<MessageLog, 'recallMessages' | 'listMessages'>;
   /** Context window of the main model, in tokens. */
   contextWindow: number;
   /** The prompt tokens of the turn's next call with `messages` (the context guard's estimate). */
@@ -97,6 +101,33 @@ export class AutomaticRecall implements ContextRecall {
   constructor(private readonly deps: AutomaticRecallDeps) {}
 
   /**
+   * `items` with, right after each one that says its answer is in the next
+   * message ("the path is in my next message"), that next message: the two
+   * answer together. A message already there is not repeated; at most
+   * MAX_NEIGHBOURS reads a call.
+   */
+  private async withNeighbours(
+    sessionId: string,
+    items: readonly RecalledItem[],
+    pointer: number,
+  ): Promise<RecalledItem[]> {
+    const out: RecalledItem[] = [];
+    const seen = new Set(items.map((item) => item.seq));
+    let reads = 0;
+    for (const item of items) {
+      out.push(item);
+      if (reads >= MAX_NEIGHBOURS || !refersToNext(item.text)) continue;
+      reads += 1;
+      const next = await nextMessage(this.deps.store, sessionId, item, pointer);
+      if (next && !seen.has(next.seq)) {
+        seen.add(next.seq);
+        out.push(next);
+      }
+    }
+    return out;
+  }
+
+  /**
    * The call's messages with the recalled block, if anything matched and
    * fits. A `preview` (the context view) leaves the ledger alone: no call carries it.
    */
@@ -114,7 +145,12 @@ export class AutomaticRecall implements ContextRecall {
       return none;
     }
     const query = recallQueryOf(messages);
-    const terms = query ? recallTerms(query.user, query.toolResult) : [];
+    const terms = query ? recallTerms(query.user, query.toolResult, query.previousUser) : [];
+    // A follow-up's own terms score as well: the earlier message's terms
+    // widen the search, they do not make a match of the follow-up harder.
+    const own = query ? recallTerms(query.user, query.toolResult) : [];
+    const score = (content: string) =>
+      Math.max(recallScore(terms, content), own.length > 0 ? recallScore(own, content) : 0);
     const promptTokens = await this.deps.estimate(turn, messages);
     // The estimate must not count the last call's block: it is replaced, not kept.
     ledger?.set(turn.session.id, 0);
@@ -133,11 +169,15 @@ export class AutomaticRecall implements ContextRecall {
       pointer,
       settings.maxMessages * CANDIDATES_PER_MESSAGE,
     );
-    const ranked = hits
+    const kept = hits
       .filter((hit) => hit.content.trim() !== '')
-      .filter((hit) => recallScore(terms, hit.content) >= settings.minScore)
+      .filter((hit) => score(hit.content) >= settings.minScore)
       .slice(0, settings.maxMessages)
       .map(toItem);
+    const ranked = (await this.withNeighbours(turn.session.id, kept, pointer)).slice(
+      0,
+      settings.maxMessages,
+    );
     const items = fitItems(ranked, budget, estimateTextTokens).sort((a, b) => a.seq - b.seq);
     if (items.length === 0) return none;
     const block: ChatMessage = { role: 'user', content: renderRecallBlock(items) };
@@ -148,6 +188,34 @@ export class AutomaticRecall implements ContextRecall {
       done: { seqs: items.map((item) => item.seq), tokens, block },
     };
   }
+}
+
+/**
+ * The message that answers with `item`: the next one, or, when the item
+ * speaks of "my next message", the speaker's own next one among the
+ * NEIGHBOUR_LOOKAHEAD after it (the other side's reply comes between). Only
+ * compacted, non-system messages with text.
+ */
+async function nextMessage(
+  store: Pick<MessageLog, 'listMessages'>,
+  sessionId: string,
+  item: RecalledItem,
+  pointer: number,
+): Promise<RecalledItem | undefined> {
+  const after = await store.listMessages(sessionId, {
+    afterSeq: item.seq,
+    limit: NEIGHBOUR_LOOKAHEAD,
+  });
+  const own = /\bmy (next|following)\b/i.test(item.text);
+  const next = after.find(
+    (message) =>
+      message.seq <= pointer &&
+      message.role !== 'system' &&
+      (message.content ?? '').trim() !== '' &&
+      (!own || message.role === item.role),
+  );
+  if (!next) return undefined;
+  return { seq: next.seq, role: next.role, created_at: next.created_at, text: next.content ?? '' };
 }
 
 function toItem(hit: RecallHit): RecalledItem {

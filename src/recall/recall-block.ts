@@ -53,15 +53,24 @@ export function newestUserIndex(messages: readonly ChatMessage[]): number {
   return -1;
 }
 
-/** What the recall search looks for: the newest user message, and the latest tool result after it. */
+/**
+ * What the recall search looks for: the newest user message, the latest tool
+ * result after it, and the user message before it (`previousUser`, which a
+ * short or anaphoric follow-up is searched with).
+ */
 export function recallQueryOf(
   messages: readonly ChatMessage[],
-): { user: string; toolResult?: string } | undefined {
+): { user: string; toolResult?: string; previousUser?: string } | undefined {
   const at = newestUserIndex(messages);
   if (at < 0) return undefined;
   const user = messages[at]!.content ?? '';
   const tool = messages.slice(at + 1).findLast((message) => message.role === 'tool');
-  return tool ? { user, toolResult: tool.content ?? '' } : { user };
+  const before = newestUserIndex(messages.slice(0, at));
+  return {
+    user,
+    ...(tool ? { toolResult: tool.content ?? '' } : {}),
+    ...(before >= 0 ? { previousUser: messages[before]!.content ?? '' } : {}),
+  };
 }
 
 /** `messages` with `block` right before the newest user message (a new array; unchanged if none). */

@@ -88,10 +88,38 @@ function termsOf(text: string, limit: number, seen: Set<string>): RecallTerm[] {
   return out;
 }
 
-/** The query terms of the newest user message and, inside a tool loop, the latest tool result. */
-export function recallTerms(userText: string, toolResult?: string): RecallTerm[] {
+/** At most this many terms come from that earlier message. */
+export const MAX_PREVIOUS_TERMS = 8;
+// "and the other one?", "what about the second?", "same for Berlin?": a
+// message that leans on the one before it.
+const ANAPHORIC =
+  /^\s*(and|but|also|what about|how about|the other|that one|same for)\b|\b(the other one|that one|the same one)\s*\??\s*$/i;
+
+/**
+ * Whether `userText` is a follow-up: it leans on the message before ("and
+ * the other one?", "what about Berlin?"). A question of its own ("What time
+ * is it?") or a message of acknowledgements only ("ok, thanks") is none.
+ */
+export function isFollowUp(userText: string): boolean {
+  return ANAPHORIC.test(userText);
+}
+
+/**
+ * The query terms of the newest user message, then, for a follow-up
+ * (isFollowUp), the user message before it, and inside a tool loop the
+ * latest tool result.
+ */
+export function recallTerms(
+  userText: string,
+  toolResult?: string,
+  previousUser?: string,
+): RecallTerm[] {
   const seen = new Set<string>();
   const terms = termsOf(userText, MAX_QUERY_TERMS, seen);
+  if (previousUser !== undefined && isFollowUp(userText)) {
+    const room = Math.min(MAX_PREVIOUS_TERMS, MAX_QUERY_TERMS - terms.length);
+    terms.push(...termsOf(previousUser, room, seen));
+  }
   if (toolResult !== undefined && terms.length < MAX_QUERY_TERMS) {
     const room = Math.min(MAX_TOOL_RESULT_TERMS, MAX_QUERY_TERMS - terms.length);
     terms.push(...termsOf(toolResult, room, seen));
@@ -117,4 +145,14 @@ export function recallScore(terms: readonly RecallTerm[], content: string): numb
     }
   }
   return Math.min(1, found / Math.min(terms.length, FULL_MATCH_TERMS));
+}
+
+// "the path is in my next message", "see below", "the list:": the message
+// that answers comes right after this one.
+const REFERS_TO_NEXT =
+  /\b(next|following) (message|one)\b|\b(see|is|are) below\b|\bin (a|my|the) (next|following)\b|:\s*$/i;
+
+/** Whether a message says that what it announces is in the message after it. */
+export function refersToNext(text: string): boolean {
+  return REFERS_TO_NEXT.test(text);
 }

@@ -176,9 +176,27 @@ function splitWords(text: string): string[] {
   return text.match(/[\p{L}\p{N}_]+/gu) ?? [];
 }
 
-/** The folded words of a text, in order. */
+/** The folded words of a text, in order; a number written in thousands groups is one word. */
 export function wordsOf(text: string): string[] {
-  return splitWords(text).map(foldWord);
+  return splitWords(joinDigitGroups(text)).map(foldWord);
+}
+
+/** "4,500", "4.500" and "1,234,567" as one number each ("4500", "1234567"): one fact, one word. */
+function joinDigitGroups(text: string): string {
+  return text.replace(/(?<=\d)[,.](?=\d{3}(?!\d))/g, '');
+}
+
+/**
+ * A number of four digits or more in thousands groups ("4500" → ["4", "500"]),
+ * how an index that splits at the separator holds "4,500"; undefined for
+ * anything else.
+ */
+export function digitGroups(word: string): string[] | undefined {
+  if (!/^[1-9]\d{3,}$/.test(word)) return undefined;
+  const groups: string[] = [];
+  for (let end = word.length; end > 0; end -= 3)
+    groups.unshift(word.slice(Math.max(0, end - 3), end));
+  return groups;
 }
 
 /**

@@ -84,6 +84,7 @@ describe('AutomaticRecall', () => {
           searches.push(args);
           return options.hits ?? store.recallMessages(...args);
         },
+        listMessages: (...args) => store.listMessages(...args),
       },
       contextWindow: options.contextWindow ?? 100_000,
       estimate: async (turn) => {

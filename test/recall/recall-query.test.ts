@@ -115,7 +115,11 @@ describe('the recalled block', () => {
       },
       { role: 'tool', tool_call_id: 'c1', name: 't', content: 'result text' },
     ];
-    expect(recallQueryOf(loop)).toEqual({ user: 'new question', toolResult: 'result text' });
+    expect(recallQueryOf(loop)).toEqual({
+      previousUser: 'old question',
+      user: 'new question',
+      toolResult: 'result text',
+    });
     expect(injectRecall(loop, block).findIndex((m) => m === block)).toBe(5);
   });
 

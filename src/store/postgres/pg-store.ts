@@ -577,14 +577,16 @@ export class PgStore extends StoreBase implements store.Store {
     // "deploying" and "deployed" in the 'simple' tsvector, which keeps whole
     // words); the rows found are checked by stem below, so both dialects
     // return the same matches.
-    // A number or an id is its own stem: matched whole.
-    const terms = words.map((t) =>
-      t.prefix
-        ? `'${t.text}':*`
-        : /^[a-z]+$/.test(t.text)
-          ? `'${stemPrefix(t.text)}':*`
-          : `'${t.text}'`,
-    );
+    // A number or an id is its own stem: matched whole, a number of four
+    // digits or more also as the index holds "4,500" and "4.500".
+    const terms = words.map((t) => {
+      if (t.prefix) return `'${t.text}':*`;
+      if (/^[a-z]+$/.test(t.text)) return `'${stemPrefix(t.text)}':*`;
+      const groups = records.digitGroups(t.text);
+      return groups
+        ? `('${t.text}' | ${groups.map((g) => `'${g}'`).join(' <-> ')} | '${groups.join('.')}')`
+        : `'${t.text}'`;
+    });
     // How many of the session's newest PG_RECALL_WINDOW searchable messages
     // hold each word: a word held by PG_COMMON_IN_WINDOW of them or more is
     // common, and its candidates are those newest messages only (the

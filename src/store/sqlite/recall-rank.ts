@@ -28,7 +28,7 @@
  * still counts for a little rather than nothing. Pure: the store runs the
  * queries.
  */
-import { matchesTerm, wordsOf } from '../records.js';
+import { digitGroups, matchesTerm, wordsOf } from '../records.js';
 import type { SearchTerm } from '../store.js';
 
 const K1 = 1.2;
@@ -50,9 +50,15 @@ export function estimateFrequency(read: number, span: number, searched: number):
   return Math.min(searched, Math.max(read, estimate));
 }
 
-/** A term as an FTS5 expression: a quoted word (stemmed by the index's tokenizer), a prefix starred. */
+/**
+ * A term as an FTS5 expression: a quoted word (stemmed by the index's
+ * tokenizer), a prefix starred; a number of four digits or more also as its
+ * thousands groups, a phrase ("4500" finds "4,500", which the index splits).
+ */
 export function ftsTerm(term: SearchTerm): string {
-  return `"${term.text}"${term.prefix ? '*' : ''}`;
+  if (term.prefix) return `"${term.text}"*`;
+  const groups = digitGroups(term.text);
+  return groups ? `("${term.text}" OR "${groups.join(' ')}")` : `"${term.text}"`;
 }
 
 /** BM25's weight of a word held by `df` of `searched` rows. */

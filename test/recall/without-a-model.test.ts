@@ -1,0 +1,144 @@
+/**
+ * Recall without a model (issue 40, item 2), over a real SQLite store: word
+ * forms meet by their stem, a number matches however its thousands are
+ * written, a follow-up is searched with the user message before it, and a
+ * message that announces its answer in the next one comes with it.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { AgentConfig } from '../../src/agents/agent-config.js';
+import type { ChatMessage } from '../../src/llm/messages.js';
+import { AutomaticRecall } from '../../src/recall/automatic-recall.js';
+import { RecallLedger } from '../../src/recall/recall-ledger.js';
+import { isFollowUp, refersToNext } from '../../src/recall/recall-query.js';
+import type { GuardedTurn } from '../../src/runtime/context-guard.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+
+const SETTINGS = { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 };
+
+describe('recall without a model', () => {
+  let dir: string;
+  let store: SqliteStore;
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-recall-forms-'));
+    store = new SqliteStore(path.join(dir, 'cairn.db'));
+  });
+
+  afterEach(async () => {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A session whose `history` (seq 2 on) is all compacted; the seq of each message. */
+  async function compacted(history: ChatMessage[]): Promise<GuardedTurn> {
+    const created = await store.createSession({
+      agentName: 'assistant',
+      mode: 'chat',
+      compactCount: 50,
+      systemPrompt: 'System.',
+    });
+    const stored = await store.appendMessages(created.id, [
+      ...history,
+      { role: 'user', content: 'Tail.' },
+    ]);
+    await store.commitCompaction({
+      sessionId: created.id,
+      expectedSize: 0,
+      toSize: history.length,
+      toSeq: stored[history.length - 1]!.seq,
+      summary: 'S',
+      trigger: 'manual',
+      model: 'm',
+      inputChars: 10,
+    });
+    const session = (await store.findSession(created.id))!;
+    const agent = { defaultCompaction: { recall: SETTINGS } } as AgentConfig;
+    return { session, agent } as GuardedTurn;
+  }
+
+  async function recalled(turn: GuardedTurn, context: ChatMessage[]): Promise<number[]> {
+    const recall = new AutomaticRecall({
+      store,
+      contextWindow: 100_000,
+      estimate: async () => 1_000,
+      ledger: new RecallLedger(),
+    });
+    const { done } = await recall.recall(turn, [
+      { role: 'system', content: 'System.' },
+      ...context,
+    ]);
+    return done?.seqs ?? [];
+  }
+
+  const ask = (question: string): ChatMessage[] => [{ role: 'user', content: question }];
+
+  it('finds a word by its stem: "deployed" finds "deploying"', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'We are deploying the billing service on Friday.' }, // 2
+      { role: 'assistant', content: 'Noted.' }, // 3
+      { role: 'user', content: 'The office plant needs water.' }, // 4
+    ]);
+    expect(await recalled(turn, ask('When is it deployed?'))).toEqual([2]);
+  });
+
+  it('matches a number however its thousands are written', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'The invoice total was 4,500 euros.' }, // 2
+      { role: 'assistant', content: 'Noted.' }, // 3
+      { role: 'user', content: 'The deposit was 7200 dollars.' }, // 4
+      { role: 'assistant', content: 'Noted too.' }, // 5
+    ]);
+    expect(await recalled(turn, ask('Which payment was 4500?'))).toEqual([2]);
+    expect(await recalled(turn, ask('What were the 7,200 for?'))).toEqual([4]);
+    expect(await recalled(turn, ask('And 4.500?'))).toEqual([2]);
+  });
+
+  it('searches a follow-up with the user message before it', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'The red locker code is 1111.' }, // 2
+      { role: 'assistant', content: 'Noted.' }, // 3
+      { role: 'user', content: 'The blue locker code is 2222.' }, // 4
+      { role: 'assistant', content: 'Noted as well.' }, // 5
+    ]);
+    const seqs = await recalled(turn, [
+      { role: 'user', content: 'What is the red locker code?' },
+      { role: 'assistant', content: '1111.' },
+      { role: 'user', content: 'and the other one?' },
+    ]);
+    expect(seqs).toContain(4);
+    // Without a message before it, the follow-up alone searches nothing.
+    expect(await recalled(turn, ask('and the other one?'))).toEqual([]);
+    // An acknowledgement is no follow-up: it searches nothing.
+    expect(
+      await recalled(turn, [
+        { role: 'user', content: 'What is the red locker code?' },
+        { role: 'assistant', content: '1111.' },
+        { role: 'user', content: 'ok, thanks' },
+      ]),
+    ).toEqual([]);
+  });
+
+  it("brings a message's announced answer with it: the speaker's next message", async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'The backup path is in my next message.' }, // 2
+      { role: 'assistant', content: 'Ok, send it.' }, // 3
+      { role: 'user', content: '/srv/store/cairn-7' }, // 4
+      { role: 'assistant', content: 'Got it.' }, // 5
+    ]);
+    expect(await recalled(turn, ask('Where is the backup path?'))).toEqual([2, 4]);
+  });
+
+  it('tells follow-ups and announcements by their words', () => {
+    expect(isFollowUp('and the other one?')).toBe(true);
+    expect(isFollowUp('what about the second?')).toBe(true);
+    expect(isFollowUp('ok, thanks')).toBe(false);
+    expect(isFollowUp('What time is it?')).toBe(false);
+    expect(isFollowUp('What is the gym locker code?')).toBe(false);
+    expect(refersToNext('The path is in my next message.')).toBe(true);
+    expect(refersToNext('The hosts are:')).toBe(true);
+    expect(refersToNext('The path is /srv/data.')).toBe(false);
+  });
+});
