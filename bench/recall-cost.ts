@@ -1,5 +1,5 @@
 /**
- * Recall's worst case (issue 40): the CPU one automatic-recall call costs
+ * Recall's worst case: the CPU one automatic-recall call costs
  * (`AutomaticRecall.recall`: query terms, the store's search, ranking,
  * fitting and rendering the block) in one conversation that grows to 100,
  * 10 000 and 100 000 compacted messages, on a real store of each dialect.

@@ -1,5 +1,5 @@
 /**
- * Recall without a model (issue 40, item 2), over a real SQLite store: word
+ * Recall without a model, over a real SQLite store: word
  * forms meet by their stem, a number matches however its thousands are
  * written, a follow-up is searched with the user message before it, and a
  * message that announces its answer in the next one comes with it.
