@@ -34,7 +34,8 @@ import { startBenchApp } from './bench-app.js';
 import { percentile } from './compacted-tail.js';
 import { StatementCounter, type StatementCount } from '../test/helpers/statement-counter.js';
 
-const ADMIN_URL =
+/** The Postgres server the benches make their databases on. */
+export const ADMIN_URL =
   process.env.CAIRN_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 const AGENT = { name: 'pgbench', system: 'You are a helpful assistant.', tools: [] };
@@ -55,7 +56,8 @@ const COUNTED_TURNS = 10;
 const POSTGRES_AIM_RATIO = 2.5;
 const POSTGRES_AIM_STATEMENTS = 8;
 
-async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+/** Runs `work` on a short-lived admin connection (create and drop bench databases). */
+export async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: ADMIN_URL });
   await client.connect();
   try {

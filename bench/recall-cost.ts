@@ -35,6 +35,7 @@ import { PgStore } from '../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../src/store/store.js';
 import { percentile } from './compacted-tail.js';
+import { ADMIN_URL, withAdmin } from './postgres-instances.js';
 
 const SIZES = (process.env.RECALL_COST_SIZES ?? '100,10000,100000').split(',').map(Number);
 const QUERIES = 60;
@@ -43,8 +44,6 @@ const WARM_PROCESS_CALLS = 300;
 const AIM_SQLITE_MS = 2;
 const AIM_POSTGRES_MS = 5;
 const AIM_GROWTH = 1.2;
-const ADMIN_URL =
-  process.env.CAIRN_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 const COMMON = (
   'deploy build cache queue order invoice service customer report schedule server client ' +
@@ -54,7 +53,8 @@ const COMMON = (
 const RARE_EVERY = 97;
 const RARE = Array.from({ length: 400 }, (_, i) => `zq${(i * 7919).toString(36)}x`);
 
-const AGENT = {
+/** The agent the recall benches recall for (its recall settings are the defaults). */
+export const RECALL_BENCH_AGENT = {
   name: 'bench',
   defaultCompaction: {
     compactionCount: 50,
@@ -109,7 +109,7 @@ async function measure(store: Store, insert: InsertRows, dialect: string): Promi
   await insert(warm.id, 2, contents(random, 0, 2_000));
   const warmTurn = {
     session: (await store.findSession(warm.id))!,
-    agent: AGENT,
+    agent: RECALL_BENCH_AGENT,
   } as unknown as GuardedTurn;
   for (let q = 0; q < WARM_PROCESS_CALLS; q++) {
     const words = Array.from({ length: 8 }, () => COMMON[Math.floor(random() * COMMON.length)]!);
@@ -125,7 +125,7 @@ async function measure(store: Store, insert: InsertRows, dialect: string): Promi
     }
     const turn = {
       session: (await store.findSession(session.id))!,
-      agent: AGENT,
+      agent: RECALL_BENCH_AGENT,
     } as unknown as GuardedTurn;
     for (const kind of ['common', 'rare'] as const) {
       const cpu: number[] = [];
@@ -198,16 +198,6 @@ async function sqliteFigures(): Promise<CostFigure[]> {
   } finally {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-async function withAdmin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
   }
 }
 

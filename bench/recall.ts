@@ -59,7 +59,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import type * as AppModule from '../src/app.js';
-import { DEFAULT_RECALL, type AgentConfig } from '../src/agents/agent-config.js';
 import { runCompactionEval, formatEvalReport } from '../src/eval/compaction-eval.js';
 import type * as EvalCliModule from '../src/cli/eval-compaction.js';
 import type * as CommandsModule from '../src/cli/commands.js';
@@ -74,6 +73,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../src/store/store.js';
 import { seededRandom } from '../src/eval/planted-facts.js';
 import { percentile } from './compacted-tail.js';
+import { RECALL_BENCH_AGENT } from './recall-cost.js';
 
 const DIST = new URL('../../dist/', import.meta.url);
 const SIZES = (process.env.RECALL_BENCH_SIZES ?? '1000,20000').split(',').map(Number);
@@ -133,16 +133,6 @@ async function seed(store: Store, insert: InsertRows, count: number): Promise<st
   return session.id;
 }
 
-const AGENT = {
-  name: 'bench',
-  defaultCompaction: {
-    compactionCount: 50,
-    maxSummaryChars: 12_000,
-    summaryFormat: 'sections',
-    recall: DEFAULT_RECALL,
-  },
-} as unknown as AgentConfig;
-
 async function measure(store: Store, insert: InsertRows, label: string): Promise<string[]> {
   const recall = new AutomaticRecall({
     store,
@@ -158,7 +148,7 @@ async function measure(store: Store, insert: InsertRows, label: string): Promise
     const id = await seed(store, insert, size);
     console.error(`${label}: seeded ${size} in ${Math.round(performance.now() - seeding)} ms`);
     const session = (await store.findSession(id))!;
-    const turn = { session, agent: AGENT } as unknown as GuardedTurn;
+    const turn = { session, agent: RECALL_BENCH_AGENT } as unknown as GuardedTurn;
     const times: number[] = [];
     let recalled = 0;
     for (let i = 0; i < WARMUP + QUERIES; i++) {
