@@ -25,7 +25,7 @@
  */
 import { CairnError } from '../errors.js';
 import { KeyedQueue } from '../runtime/keyed-queue.js';
-import type { SessionLock, SlotTenure } from '../runtime/session-lock.js';
+import { sessionLockLost, type SessionLock, type SlotTenure } from '../runtime/session-lock.js';
 import { DedicatedConnection, type InstanceConnectionOptions } from './dedicated-connection.js';
 
 /** Channel a holder notifies on release, with the session id as payload. */
@@ -76,10 +76,7 @@ export class AdvisorySessionLock implements SessionLock {
       onLost: (error) => {
         // The locks went with the connection; a peer may hold them already.
         const lost = [...this.held.keys()];
-        const reason = new CairnError(
-          'SESSION_LOCK_LOST',
-          'The session lock was lost (the database connection dropped), so another instance may now run this session. The turn stopped; retry it.',
-        );
+        const reason = sessionLockLost();
         for (const controller of this.held.values()) controller.abort(reason);
         this.held.clear();
         this.tenures.clear();

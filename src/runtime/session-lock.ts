@@ -5,6 +5,8 @@
  * instances share, so the order stays arrival order per instance and no two
  * instances run work on one session at once.
  */
+import { CairnError } from '../errors.js';
+
 export interface SessionLock {
   /**
    * Runs `work` holding `sessionId`'s slot, after everything queued before it
@@ -43,4 +45,12 @@ export interface SessionLock {
  */
 export interface SlotTenure {
   readonly sessionId: string;
+}
+
+/** The error of work whose session slot was lost: another instance may run the session now. */
+export function sessionLockLost(): CairnError {
+  return new CairnError(
+    'SESSION_LOCK_LOST',
+    'The session lock was lost (the database connection dropped), so another instance may now run this session. The turn stopped; retry it.',
+  );
 }

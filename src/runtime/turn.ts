@@ -19,16 +19,8 @@ import type {
 import type { EventBus } from './event-bus.js';
 import type { LoopTurn } from './loop.js';
 import type { CallRecorder } from '../records/call-recorder.js';
-import { CairnError } from '../errors.js';
+import { sessionLockLost } from './session-lock.js';
 import { SessionMovedError } from '../store/session-moved.js';
-
-/** The error of a write whose slot the lock says is no longer held. */
-function slotLost(): CairnError {
-  return new CairnError(
-    'SESSION_LOCK_LOST',
-    'The session lock was lost (the database connection dropped), so another instance may now run this session. The turn stopped; retry it.',
-  );
-}
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -236,7 +228,7 @@ export class Turn implements LoopTurn, GuardedTurn {
       // lock (a title, a manual or this turn's own compaction) — or a peer
       // that took the slot before this instance noticed losing it. The lock
       // tells which; only then does the write go ahead.
-      if (!(await (this.deps.confirmSlot?.() ?? Promise.resolve(true)))) throw slotLost();
+      if (!(await (this.deps.confirmSlot?.() ?? Promise.resolve(true)))) throw sessionLockLost();
       return append(undefined);
     });
     if (written.messages.length > 0) {
