@@ -56,6 +56,8 @@ import { TaskRunner } from './runtime/task-runner.js';
 import { recoverAfterRestart, recoverOrphanedWork } from './runtime/startup-recovery.js';
 import type { AdvisorySessionLock } from './coordination/advisory-session-lock.js';
 import { InstanceHeartbeat } from './coordination/instance-heartbeat.js';
+import { KeyReservations } from './coordination/key-reservations.js';
+import type { Budget } from './runtime/budget.js';
 import type { SharedEventFeed } from './coordination/shared-event-feed.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
@@ -276,6 +278,8 @@ interface Storage {
   readonly sessionLock: SessionLock;
   /** Only on Postgres, where other instances may share the database. */
   readonly shared: SharedDatabase | undefined;
+  /** Keys' token reservations, in the database every instance shares. */
+  readonly budget: Budget;
 }
 
 /** What watches from the outside: metrics, traces, and the record of every model call. */
@@ -364,7 +368,12 @@ async function openStorage(
   // On a shared database the turn slot is shared by the instances too.
   const lock: SessionLock = shared ? shared.lock : new KeyedQueue();
   const sessionLock = decorateLock ? decorateLock(lock) : lock;
-  return { instanceId, store, events, sessionLock, shared };
+  const budget = new KeyReservations({
+    store,
+    instanceId,
+    ...(shared ? { staleAfterMs: shared.heartbeat.staleAfterMs } : {}),
+  });
+  return { instanceId, store, events, sessionLock, shared, budget };
 }
 
 /** Metrics, tracing and call records, each listening where it needs to. */
@@ -444,7 +453,7 @@ function buildTools(settings: Settings, logger: Logger, mcpBackoff: McpBackoff |
 /** Compaction (on request and at the agent's threshold) and automatic recall of what it cut. */
 function buildContextCare(
   settings: Settings,
-  { store, events }: Storage,
+  { store, events, budget }: Storage,
   agents: LoadedAgents,
   models: Models,
   { tracing }: Observers,
@@ -456,6 +465,7 @@ function buildContextCare(
     agents: agents.registry,
     model: models.compact,
     tracing,
+    budget,
   });
   const recallLedger = new RecallLedger();
   const autoCompaction = new AutoCompaction({
@@ -496,7 +506,7 @@ function buildRuntime(
   logger: Logger,
 ): RuntimeParts {
   const { debug, info, warn, error } = logLines(logger);
-  const { store, events, sessionLock, instanceId } = storage;
+  const { store, events, sessionLock, instanceId, budget } = storage;
   const registry = agents.registry;
   // A timed-out approval is denied through the task runner, which itself arms the timeouts.
   const approvalDecisions = new LateBinding<Pick<TaskRunner, 'decideApproval'>>(
@@ -522,6 +532,12 @@ function buildRuntime(
     tracing: observers.tracing,
     afterTurn: () => observers.recorder.flush(),
     records: observers.recorder,
+    // A call asks for the role's maxOutputTokens (Anthropic: its default when unset).
+    budget: {
+      budget,
+      defaultOutputTokens:
+        settings.models.main.maxOutputTokens ?? defaultOutputTokens(settings.models.main),
+    },
   });
   const sessions = new Sessions({ store, agents: registry, events, slots: engine });
   const chats = new ChatTurns({
@@ -530,7 +546,7 @@ function buildRuntime(
     agents: registry,
     store,
     observer: { chatTurn: chatTurnLogger(info) },
-    titler: new SessionTitler({ store, model: models.title, warn }),
+    titler: new SessionTitler({ store, model: models.title, budget, warn }),
   });
   const subagents = new Subagents({ sessions, engine, agents: registry });
   tools.subagents.bind(subagents);

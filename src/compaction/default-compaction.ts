@@ -11,7 +11,8 @@ import type { AgentRegistry } from '../agents/agent-registry.js';
 import { DEFAULT_MAX_SUMMARY_CHARS } from '../agents/agent-config.js';
 import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
-import type { ModelCallScope, ModelClient } from '../llm/model-client.js';
+import type { ModelCallScope, ModelClient, ModelRequest } from '../llm/model-client.js';
+import { callReserved, claimedTokens, type Budget, type Reservation } from '../runtime/budget.js';
 import { inSpan, NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type {
@@ -123,6 +124,8 @@ export interface CompactionDeps {
   model: ModelClient;
   /** A `cairn.compaction` span per compaction. */
   tracing?: Tracing;
+  /** The session owner's token budget: a summary reserves its tokens like a turn's call. */
+  budget?: Budget;
 }
 
 export class DefaultCompaction {
@@ -251,8 +254,13 @@ export class DefaultCompaction {
       maxSummaryChars,
       format: this.formatOf(session.agent_name),
     });
-    const { summary: newSummary, usage } = await this.summarize(
+    const {
+      summary: newSummary,
+      usage,
+      reservation,
+    } = await this.summarize(
       { sessionId: session.id, ...(span ? { span } : {}) },
+      session.owner_key,
       messages,
       maxTokens,
       maxSummaryChars,
@@ -261,6 +269,7 @@ export class DefaultCompaction {
     // Compare-and-set: lands only if nobody compacted or reset meanwhile.
     const last = metas[request.cutoff - 1]!;
     const land = options.door ?? ((write) => write());
+    // The landing write charges the summary's tokens: the reservation ends after it, either way.
     const updated = await land(() =>
       store.commitCompaction({
         sessionId: session.id,
@@ -277,7 +286,7 @@ export class DefaultCompaction {
         outputTokens: usage.output_tokens,
         ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
       }),
-    );
+    ).finally(() => reservation?.release());
     if (!updated) {
       throw new CairnError(
         'COMPACTION_CONFLICT',
@@ -350,12 +359,19 @@ export class DefaultCompaction {
       maxSummaryChars,
       format: this.formatOf(agentName),
     });
-    const { summary } = await this.summarize(
+    // Only a budget needs the owner: a read on this rare path, never on a turn's.
+    const ownerKey = this.deps.budget
+      ? ((await this.deps.store.findSession(sessionId))?.owner_key ?? null)
+      : null;
+    const { summary, usage, reservation } = await this.summarize(
       { sessionId },
+      ownerKey,
       request.messages,
       request.maxTokens,
       maxSummaryChars,
     );
+    // This summary is never stored, so no write charges it: the reservation does.
+    await reservation?.charge(usage.input_tokens + usage.output_tokens);
     await this.deps.events.emit('context.compacted', sessionId, {
       messageCount: messages.length,
       summaryChars: summary.length,
@@ -450,21 +466,33 @@ export class DefaultCompaction {
   /** One summary call, with no tools; empty or non-text output is an error, never stored. */
   private async summarize(
     scope: ModelCallScope,
+    ownerKey: string | null,
     messages: ChatMessage[],
     maxTokens: number,
     maxSummaryChars: number,
-  ): Promise<{ summary: string; usage: { input_tokens: number; output_tokens: number } }> {
+  ): Promise<{
+    summary: string;
+    usage: { input_tokens: number; output_tokens: number };
+    /** Held until the summary lands (the caller ends it). */
+    reservation: Reservation | undefined;
+  }> {
     // A small window (under the input floor) cannot hold the whole summary the
     // agent allows beside the input: ask for what fits, so the request does.
     const room =
       this.deps.model.contextWindow -
       Math.ceil(estimateMessagesTokens(messages) * OTHER_TOKENIZER_MARGIN);
     const fittingMaxTokens = Math.max(MIN_SUMMARY_TOKENS, Math.min(maxTokens, room));
+    const request: ModelRequest = {
+      messages,
+      maxTokens: fittingMaxTokens,
+      temperature: 0,
+      purpose: 'summary',
+    };
+    const reservation = await this.deps.budget?.reserve(ownerKey, claimedTokens(request, 0));
     let response;
     try {
-      response = await this.deps.model.complete(
-        { messages, maxTokens: fittingMaxTokens, temperature: 0, purpose: 'summary' },
-        { scope },
+      response = await callReserved(reservation, () =>
+        this.deps.model.complete(request, { scope }),
       );
     } catch (err) {
       if (err instanceof CairnError && (err.code === 'LLM_ERROR' || err.code === 'LLM_TIMEOUT'))
@@ -475,6 +503,7 @@ export class DefaultCompaction {
     }
     const text = response.message.content ?? '';
     if (response.message.tool_calls?.length || text.trim() === '') {
+      await reservation?.release();
       throw new CairnError(
         'COMPACTION_EMPTY_SUMMARY',
         'LLM returned an empty summary; nothing was changed. Try again, or use another compact model.',
@@ -487,6 +516,7 @@ export class DefaultCompaction {
         input_tokens: response.usage?.prompt_tokens ?? 0,
         output_tokens: response.usage?.completion_tokens ?? 0,
       },
+      reservation,
     };
   }
 }

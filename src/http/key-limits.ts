@@ -7,6 +7,7 @@
 import { CairnError } from '../errors.js';
 import type { KeyRow, KeyStore } from '../store/store.js';
 import { usageDay } from '../store/records.js';
+import { dayBudgetExceeded, nextUtcMidnight } from '../runtime/budget.js';
 
 const MINUTE_MS = 60_000;
 /** Windows tracked at most; expired ones are swept first. */
@@ -60,10 +61,7 @@ export class WindowCounter {
   }
 }
 
-/** The next UTC midnight after `at`: when a day's token budget resets. */
-export function nextUtcMidnight(at: Date): Date {
-  return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1));
-}
+export { nextUtcMidnight };
 
 export class KeyLimits {
   private readonly perMinute: WindowCounter;
@@ -91,18 +89,18 @@ export class KeyLimits {
     );
   }
 
-  /** 429 BUDGET_EXCEEDED when the key already spent its tokensPerDay today (UTC). */
+  /**
+   * 429 BUDGET_EXCEEDED when the key already spent its tokensPerDay today
+   * (UTC): refused before anything is stored. Each model call then reserves
+   * its own tokens (`runtime/budget.ts`), which is what holds the limit
+   * under concurrent calls.
+   */
   async checkTokens(key: KeyRow): Promise<void> {
     const max = key.limits.tokensPerDay;
     if (max === undefined) return;
     const now = new Date(this.now());
     const spent = await this.store.keyTokensOn(key.id, usageDay(now.toISOString()));
     if (spent < max) return;
-    const resets = nextUtcMidnight(now);
-    throw new CairnError(
-      'BUDGET_EXCEEDED',
-      `Key "${key.name}" spent ${spent} of its ${max} tokens for today (tokensPerDay); the budget resets at ${resets.toISOString()}.`,
-      { retryAfterSeconds: (resets.getTime() - now.getTime()) / 1000 },
-    );
+    throw dayBudgetExceeded({ keyName: key.name, max, spent, held: 0, needed: 0 }, now);
   }
 }

@@ -158,7 +158,7 @@ export class ChatTurns {
         seen.outcome = 'answer';
         const userSeq = turn.stored[0]?.seq;
         if (agent.autoTitle && session.title === null && userSeq !== undefined)
-          this.deps.titler?.titleLater(session.id, userSeq, input.message, outcome.reply);
+          this.deps.titler?.titleLater(session, userSeq, input.message, outcome.reply);
         return envelope(session.id, turn, outcome.reply);
       }
       case 'held-question':

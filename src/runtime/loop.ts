@@ -8,12 +8,18 @@
  */
 import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage, TokenUsage, ToolCall } from '../llm/messages.js';
-import type { ModelCallScope, ModelClient, ModelResponse } from '../llm/model-client.js';
+import type {
+  ModelCallScope,
+  ModelClient,
+  ModelRequest,
+  ModelResponse,
+} from '../llm/model-client.js';
 import type { ToolContext } from '../tools/tool.js';
 import { isOutsideAnswer, isWaitForUser, TOOL_TIMEOUT_MS } from '../tools/tool.js';
 import type { ToolSet } from '../tools/tool-set.js';
 import { EMPTY_TOOL_RESULT, normalizeOutgoing } from '../llm/normalize-request.js';
 import type { TurnBudget } from './turn-budget.js';
+import { settleOverrun, type Reservation } from './budget.js';
 
 export const EMPTY_REPLY_NUDGE =
   'Your previous reply was empty. Answer the last message, or call a tool if you need one.';
@@ -64,6 +70,13 @@ export interface LoopOptions {
   scope?: ModelCallScope;
   /** The agent's budgets: asked before each model call and each tool call. */
   budget?: Pick<TurnBudget, 'beforeModelCall' | 'takeToolCall' | 'toolCallsExceeded'>;
+  /**
+   * Reserves the tokens of each model call on the session owner's budget
+   * before it starts (throws BUDGET_EXCEEDED when they cannot be covered);
+   * the loop ends each reservation once the call's usage is stored, or the
+   * call failed. Absent: nothing limits the session's owner.
+   */
+  reserve?: (request: ModelRequest) => Promise<Reservation | undefined>;
 }
 
 export type LoopResult =
@@ -174,57 +187,65 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
     );
     note = undefined;
     const recalledSeqs = options.turn.recalledSeqs?.();
-
-    const response = await model.complete(
-      {
-        messages: outgoing,
-        ...(tools.size > 0 ? { tools: tools.specs() } : {}),
-        ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
-        ...(options.modelName !== undefined ? { model: options.modelName } : {}),
-        purpose: 'chat',
-        ...(recalledSeqs !== undefined && recalledSeqs.length > 0 ? { recalledSeqs } : {}),
-        // Calls of one session share their prefix: one cache key keeps them on one cache.
-        promptCacheKey: options.toolContext.sessionId,
-      },
-      {
+    const request: ModelRequest = {
+      messages: outgoing,
+      ...(tools.size > 0 ? { tools: tools.specs() } : {}),
+      ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+      ...(options.modelName !== undefined ? { model: options.modelName } : {}),
+      purpose: 'chat',
+      ...(recalledSeqs !== undefined && recalledSeqs.length > 0 ? { recalledSeqs } : {}),
+      // Calls of one session share their prefix: one cache key keeps them on one cache.
+      promptCacheKey: options.toolContext.sessionId,
+    };
+    const reservation = await options.reserve?.(request);
+    let assistant: ChatMessage;
+    let calls: ToolCall[];
+    let text: string;
+    // The reservation ends once the call's usage is stored with its message
+    // (the same write charges the owner key), or when nothing is stored.
+    try {
+      const response = await model.complete(request, {
         ...(signal ? { signal } : {}),
         ...(options.scope ? { scope: options.scope } : {}),
         ...(options.stream
-          ? { onDelta: (text: string) => options.onEvent?.({ type: 'delta', text }) }
+          ? { onDelta: (delta: string) => options.onEvent?.({ type: 'delta', text: delta }) }
           : {}),
-      },
-    );
-    const callUsage = callUsageOf(response);
-    addUsage(usage, callUsage);
-    const reply = response.message;
-    const calls = reply.tool_calls ?? [];
+      });
+      await settleOverrun(reservation, response);
+      const callUsage = callUsageOf(response);
+      addUsage(usage, callUsage);
+      const reply = response.message;
+      calls = reply.tool_calls ?? [];
 
-    if (calls.length > 0 && response.finishReason === 'length') {
-      // Arguments cut at max_tokens are not JSON we can trust: run nothing,
-      // store nothing, tell the model, and never replay the cut arguments.
-      note = TRUNCATED_TOOL_CALL_NOTE;
-      badRounds += 1;
-      checkCorrections();
-      continue;
-    }
-    const text = reply.content ?? '';
-    if (calls.length === 0 && text.trim() === '') {
-      emptyReplies += 1;
-      if (emptyReplies > 1) {
-        throw new CairnError(
-          'LLM_ERROR',
-          'The model returned an empty reply twice. Try again or use another model.',
-        );
+      if (calls.length > 0 && response.finishReason === 'length') {
+        // Arguments cut at max_tokens are not JSON we can trust: run nothing,
+        // store nothing, tell the model, and never replay the cut arguments.
+        note = TRUNCATED_TOOL_CALL_NOTE;
+        badRounds += 1;
+        checkCorrections();
+        continue;
       }
-      note = EMPTY_REPLY_NUDGE;
-      continue;
-    }
+      text = reply.content ?? '';
+      if (calls.length === 0 && text.trim() === '') {
+        emptyReplies += 1;
+        if (emptyReplies > 1) {
+          throw new CairnError(
+            'LLM_ERROR',
+            'The model returned an empty reply twice. Try again or use another model.',
+          );
+        }
+        note = EMPTY_REPLY_NUDGE;
+        continue;
+      }
 
-    const assistant: ChatMessage =
-      calls.length > 0
-        ? { role: 'assistant', content: text.trim() === '' ? null : text, tool_calls: calls }
-        : { role: 'assistant', content: text };
-    await options.turn.persist([assistant], callUsage, response.usage?.prompt_tokens);
+      assistant =
+        calls.length > 0
+          ? { role: 'assistant', content: text.trim() === '' ? null : text, tool_calls: calls }
+          : { role: 'assistant', content: text };
+      await options.turn.persist([assistant], callUsage, response.usage?.prompt_tokens);
+    } finally {
+      await reservation?.release();
+    }
     messages = [...messages, assistant];
     if (calls.length === 0) return { kind: 'answer', reply: text, usage };
 

@@ -4,8 +4,9 @@
  * it. It runs in the background and never fails or delays the turn; a
  * failure is logged and leaves the session untitled.
  */
-import type { ModelClient } from '../llm/model-client.js';
-import type { Store } from '../store/store.js';
+import type { ModelClient, ModelRequest } from '../llm/model-client.js';
+import type { SessionRow, Store } from '../store/store.js';
+import { callReserved, claimedTokens, responseTokens, type Budget } from './budget.js';
 
 export const TITLE_PROMPT =
   'Write a title of at most six words for the conversation below. Reply with the title only: no quotes, no punctuation at the end.';
@@ -18,6 +19,8 @@ export interface SessionTitlerDeps {
   store: Pick<Store, 'findSession' | 'updateSession' | 'listMessageMeta'>;
   /** The compact role's model. */
   model: ModelClient;
+  /** The session owner's token budget: a title reserves its call like a turn does. */
+  budget?: Budget;
   warn?: (details: Record<string, unknown>, message: string) => void;
 }
 
@@ -27,11 +30,17 @@ export class SessionTitler {
   constructor(private readonly deps: SessionTitlerDeps) {}
 
   /**
-   * Starts titling `sessionId` if the turn whose user message has `userSeq`
+   * Starts titling `session` if the turn whose user message has `userSeq`
    * was its first exchange; returns at once.
    */
-  titleLater(sessionId: string, userSeq: number, userText: string, reply: string): void {
-    const run = this.title(sessionId, userSeq, userText, reply).catch((err: unknown) =>
+  titleLater(
+    session: Pick<SessionRow, 'id' | 'owner_key'>,
+    userSeq: number,
+    userText: string,
+    reply: string,
+  ): void {
+    const sessionId = session.id;
+    const run = this.title(session, userSeq, userText, reply).catch((err: unknown) =>
       this.deps.warn?.(
         { sessionId, err: err instanceof Error ? err.message : String(err) },
         'automatic session title failed; the session stays untitled',
@@ -47,7 +56,7 @@ export class SessionTitler {
   }
 
   private async title(
-    sessionId: string,
+    { id: sessionId, owner_key: ownerKey }: Pick<SessionRow, 'id' | 'owner_key'>,
     userSeq: number,
     userText: string,
     reply: string,
@@ -55,20 +64,24 @@ export class SessionTitler {
     // Only the first exchange names a session (system messages do not count).
     const earlier = await this.deps.store.listMessageMeta(sessionId, 0);
     if (earlier.some((message) => message.seq < userSeq)) return;
-    const response = await this.deps.model.complete(
-      {
-        purpose: 'title',
-        maxTokens: 30,
-        messages: [
-          { role: 'system', content: TITLE_PROMPT },
-          {
-            role: 'user',
-            content: `User: ${userText.slice(0, MAX_EXCERPT_CHARS)}\n\nAssistant: ${reply.slice(0, MAX_EXCERPT_CHARS)}`,
-          },
-        ],
-      },
-      { scope: { sessionId } },
+    const request: ModelRequest = {
+      purpose: 'title',
+      maxTokens: 30,
+      messages: [
+        { role: 'system', content: TITLE_PROMPT },
+        {
+          role: 'user',
+          content: `User: ${userText.slice(0, MAX_EXCERPT_CHARS)}\n\nAssistant: ${reply.slice(0, MAX_EXCERPT_CHARS)}`,
+        },
+      ],
+    };
+    // A key out of budget gets no title: the refusal is logged like any failure.
+    const reservation = await this.deps.budget?.reserve(ownerKey, claimedTokens(request, 0));
+    const response = await callReserved(reservation, () =>
+      this.deps.model.complete(request, { scope: { sessionId } }),
     );
+    // No write records a title's usage: the reservation charges it to the key.
+    await reservation?.charge(responseTokens(response));
     const title = cleanTitle(response.message.content ?? '');
     if (title === '') return;
     // A title set meanwhile (PATCH /sessions/:id) wins over the generated one.

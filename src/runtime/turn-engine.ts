@@ -26,7 +26,8 @@ import { ContextBuilder, type BuiltContext } from './context-builder.js';
 import { previewContext } from './context-preview.js';
 import type { ContextGuard, ContextRecall } from './context-guard.js';
 import type { EventBus } from './event-bus.js';
-import { runApprovedToolCall, runLoop, type LoopEvent } from './loop.js';
+import { runApprovedToolCall, runLoop, type LoopEvent, type LoopOptions } from './loop.js';
+import { claimedTokens, type Budget } from './budget.js';
 import { reportOutage } from './outage-report.js';
 import { refuseIfTaskWaiting, requireUsable } from './session-rules.js';
 import type { SessionLock, SlotTenure } from './session-lock.js';
@@ -62,6 +63,11 @@ export interface TurnEngineDeps {
   records?: Pick<CallRecorder, 'takeFor'>;
   /** Arms the deadline of a wait for approval of a tool with an approvalTimeout. */
   approvalTimer?: ApprovalTimer;
+  /**
+   * The session owner's token budget, reserved before each model call; with
+   * the output tokens a call claims when it asks for no maximum.
+   */
+  budget?: { budget: Budget; defaultOutputTokens: number };
 }
 
 /** One turn's request, as a caller inside the session's slot gives it. */
@@ -424,6 +430,7 @@ export class TurnEngine {
         tools,
         maxIterations: agent.maxIterations,
         ...(budget.unlimited ? {} : { budget }),
+        ...this.reserving(input.session.owner_key),
         turn,
         scope: {
           sessionId: input.session.id,
@@ -453,6 +460,16 @@ export class TurnEngine {
       // Calls that wait (approval, ask_user, client tools) end with the turn.
       trace.endOpenToolCalls();
     }
+  }
+
+  /** The loop's `reserve` for a session of `ownerKey` (nothing for the admin's sessions). */
+  private reserving(ownerKey: string | null): Pick<LoopOptions, 'reserve'> {
+    const spending = this.deps.budget;
+    if (!spending || ownerKey === null) return {};
+    return {
+      reserve: (request) =>
+        spending.budget.reserve(ownerKey, claimedTokens(request, spending.defaultOutputTokens)),
+    };
   }
 
   /**

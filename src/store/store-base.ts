@@ -17,6 +17,8 @@ import type {
   KeyLimits,
   KeyRow,
   KeySpend,
+  TokenReservationInput,
+  TokenReservationResult,
   KeyStore,
   ModelCallFilter,
   ModelCallRecord,
@@ -192,5 +194,21 @@ export abstract class StoreBase implements KeyStore, CallRecordStore {
 
   listKeySpend(day: string): Promise<Map<string, KeySpend>> {
     return this.keys.listKeySpend(day);
+  }
+
+  reserveKeyTokens(input: TokenReservationInput): Promise<TokenReservationResult> {
+    return this.keys.reserveKeyTokens(input);
+  }
+
+  settleReservation(id: string, tokens: number): Promise<void> {
+    return this.keys.settleReservation(id, tokens);
+  }
+
+  releaseReservation(id: string): Promise<void> {
+    return this.keys.releaseReservation(id);
+  }
+
+  chargeReservation(id: string, tokens: number): Promise<void> {
+    return this.keys.chargeReservation(id, tokens);
   }
 }

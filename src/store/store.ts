@@ -724,6 +724,40 @@ export interface KeyStore {
   keySpend(keyId: string, day: string): Promise<KeySpend>;
   /** What every key has spent, by key id, in one grouped query (not one query per key). */
   listKeySpend(day: string): Promise<Map<string, KeySpend>>;
+  /**
+   * Checks the key's `tokensPerDay` against its usage of `day` plus the
+   * reservations of live holders, and reserves `tokens` when they fit, in one
+   * atomic step against every other reserver on the database. A key with no
+   * such limit reserves nothing (`max` undefined); an unknown key neither.
+   */
+  reserveKeyTokens(input: TokenReservationInput): Promise<TokenReservationResult>;
+  /** Sets a reservation to the tokens its call really used (until it is released). */
+  settleReservation(id: string, tokens: number): Promise<void>;
+  /** Ends a reservation: its usage was charged with the write that recorded it, or the call failed. */
+  releaseReservation(id: string): Promise<void>;
+  /** Charges `tokens` to the reservation's key and day and ends it, in one step (for usage no other write charges). */
+  chargeReservation(id: string, tokens: number): Promise<void>;
+}
+
+export interface TokenReservationInput {
+  id: string;
+  keyId: string;
+  /** The UTC day (YYYY-MM-DD) the tokens count on. */
+  day: string;
+  tokens: number;
+  /** Who holds it, and how old a heartbeat may be for its holder to count as live. */
+  holder: OrphanScope;
+}
+
+export interface TokenReservationResult {
+  /** The key's name, for the refusal's message; undefined for an unknown key. */
+  keyName?: string;
+  /** The key's tokensPerDay; undefined when it has none (nothing was reserved). */
+  max?: number;
+  /** Tokens charged on the day, and held by live reservations, before this one. */
+  spent: number;
+  held: number;
+  reserved: boolean;
 }
 
 /** What a model call was for: the turn's calls, a compaction's summary, a session title. */

@@ -18,7 +18,7 @@ beforeAll(async () => {
   b = await startApp(loadSettings({ home: a.home, env: {} }), { logger: false, daemons: false });
   a.fake!.setDefault(() => ({
     content: 'ok',
-    usage: { prompt_tokens: 30, completion_tokens: 10 },
+    usage: { prompt_tokens: 300, completion_tokens: 100 },
   }));
 });
 afterAll(async () => {
@@ -57,7 +57,8 @@ describe('client keys on two instances sharing Postgres', () => {
   });
 
   it("counts a key's tokens once for both instances", async () => {
-    const key = await issue({ tokensPerDay: 50 });
+    // Room for the second call's claim (its prompt estimate) after the first's 400.
+    const key = await issue({ tokensPerDay: 700 });
     const chat = (app: CairnApp, message: string) =>
       app.server.inject({
         method: 'POST',
@@ -67,7 +68,7 @@ describe('client keys on two instances sharing Postgres', () => {
       });
     expect((await chat(a.app, 'on a')).statusCode).toBe(200);
     expect((await chat(b, 'on b')).statusCode).toBe(200);
-    // 80 tokens spent across the two: both refuse now.
+    // 800 tokens spent across the two: both refuse now.
     for (const app of [a.app, b]) {
       const refused = await chat(app, 'again');
       expect(refused.statusCode).toBe(429);

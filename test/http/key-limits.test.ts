@@ -2,8 +2,8 @@
  * Per-key limits on a real app: requests per minute (429 with Retry-After,
  * per key), an MCP JSON-RPC batch counted by its calls (server-wide and per
  * key), and tokens per UTC day (429 BUDGET_EXCEEDED naming the limit and the
- * reset; compaction counts; the day's usage is stored, so it holds after a
- * restart).
+ * reset; compaction counts and is refused once the day is spent; the day's
+ * usage is stored, so it holds after a restart).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { startApp } from '../../src/app.js';
@@ -105,43 +105,66 @@ describe('tokens per day, per key', () => {
       content: 'an answer',
       usage: { prompt_tokens: 40, completion_tokens: 20 },
     }));
-    const secret = await issue(harness, { tokensPerDay: 100 });
+    // Room for a summary's claim: the prompt plus the summary's output maximum.
+    const secret = await issue(harness, { tokensPerDay: 10_000 });
     const first = await as(harness, secret, 'POST', '/agents/assistant/chat', { message: 'one' });
     expect(first.statusCode).toBe(200);
     const sessionId = first.json<{ sessionId: string }>().sessionId;
-    await as(harness, secret, 'POST', '/agents/assistant/chat', { message: 'two', sessionId });
+    const second = await as(harness, secret, 'POST', '/agents/assistant/chat', {
+      message: 'two',
+      sessionId,
+    });
+    expect(second.statusCode, second.body).toBe(200);
     const keyId = (await harness.app.store.listKeys())[0]!.id;
     const today = new Date().toISOString().slice(0, 10);
     expect(await harness.app.store.keyTokensOn(keyId, today)).toBe(120);
 
-    const refused = await as(harness, secret, 'POST', '/agents/assistant/chat', {
+    // Compaction of the key's session is charged to the key (here run by the admin).
+    harness.fake!.setDefault(() => ({
+      content: 'a summary',
+      usage: { prompt_tokens: 7, completion_tokens: 3 },
+    }));
+    const compact = () =>
+      harness!.app.server.inject({
+        method: 'POST',
+        url: `/sessions/${sessionId}/compact`,
+        headers: { authorization: `Bearer ${ADMIN_KEY}` },
+      });
+    const compacted = await compact();
+    expect(compacted.statusCode, compacted.body).toBe(200);
+    expect(await harness.app.store.keyTokensOn(keyId, today)).toBe(130);
+
+    harness.fake!.setDefault(() => ({
+      content: 'an answer',
+      usage: { prompt_tokens: 5_000, completion_tokens: 4_900 },
+    }));
+    const third = await as(harness, secret, 'POST', '/agents/assistant/chat', {
       message: 'three',
+      sessionId,
+    });
+    expect(third.statusCode, third.body).toBe(200);
+    expect(await harness.app.store.keyTokensOn(keyId, today)).toBe(10_030);
+
+    const refused = await as(harness, secret, 'POST', '/agents/assistant/chat', {
+      message: 'four',
       sessionId,
     });
     expect(refused.statusCode).toBe(429);
     const { code, message } = refused.json().error;
     expect(code).toBe('BUDGET_EXCEEDED');
-    expect(message).toContain('100 tokens for today (tokensPerDay)');
+    expect(message).toContain('spent 10030 of its 10000 tokens for today (tokensPerDay)');
     expect(message).toContain(nextUtcMidnight(new Date()).toISOString());
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     // Reading is not spending.
     expect((await as(harness, secret, 'GET', `/sessions/${sessionId}`)).statusCode).toBe(200);
     // Nothing of the refused turn was stored.
     const messages = await harness.app.store.listMessages(sessionId, { afterSeq: 0, limit: 100 });
-    expect(messages.map((m) => m.content)).not.toContain('three');
-
-    // Compaction of the key's session is charged to the key (here by the admin, who has no budget).
-    harness.fake!.setDefault(() => ({
-      content: 'a summary',
-      usage: { prompt_tokens: 7, completion_tokens: 3 },
-    }));
-    const compacted = await harness.app.server.inject({
-      method: 'POST',
-      url: `/sessions/${sessionId}/compact`,
-      headers: { authorization: `Bearer ${ADMIN_KEY}` },
-    });
-    expect(compacted.statusCode, compacted.body).toBe(200);
-    expect(await harness.app.store.keyTokensOn(keyId, today)).toBe(130);
+    expect(messages.map((m) => m.content)).not.toContain('four');
+    // A compaction of the spent key's session is refused too, whoever asks for it.
+    const refusedCompaction = await compact();
+    expect(refusedCompaction.statusCode).toBe(429);
+    expect(refusedCompaction.json().error.code).toBe('BUDGET_EXCEEDED');
+    expect(refusedCompaction.json().error.message).toContain('tokensPerDay');
 
     // A restarted server reads the day's usage from the database.
     await harness.app.close();

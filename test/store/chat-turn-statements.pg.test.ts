@@ -28,10 +28,28 @@ afterAll(async () => {
   for (const app of apps.values()) await app.close();
 });
 
-/** The statements of each of `turns` chat turns on one session, after two turns not counted. */
-async function statementsPerTurn(database: DatabaseKind, turns: number) {
+/**
+ * The statements of each of `turns` chat turns on one session, after two turns not counted;
+ * the session the admin's, or owned by a key with `limits`.
+ */
+async function statementsPerTurn(
+  database: DatabaseKind,
+  turns: number,
+  limits?: Record<string, number>,
+) {
   const { app } = apps.get(database)!;
-  const session = await app.sessions.create({ agentName: AGENT.name });
+  const key =
+    limits &&
+    (await app.store.createKey({
+      name: 'tenant',
+      agents: '*',
+      limits,
+      secretHash: Math.random().toString(16).slice(2).padEnd(64, '0'),
+    }));
+  const session = await app.sessions.create({
+    agentName: AGENT.name,
+    ...(key ? { owner: { key: key.id, user: null } } : {}),
+  });
   const chat = (message: string) =>
     app.chats.run({ agentName: AGENT.name, message, sessionId: session.id });
   await chat('first');
@@ -59,6 +77,23 @@ describe('statements of one chat turn', () => {
     const events = await app.store.listEvents({ afterId: 0, sessionId: session!.id, limit: 100 });
     expect(events.filter((e) => e.type === 'message.created')).toHaveLength(2 * 7);
     expect(events.map((e) => e.id)).toEqual([...events.map((e) => e.id)].sort((a, b) => a - b));
+  });
+
+  // A key's session adds its token reservation: nothing for a key with no
+  // tokensPerDay but the one call that finds no limit, the reserve and its
+  // release for a limited key.
+  it('on Postgres, a key with no tokensPerDay: one statement more', async () => {
+    const admin = (await statementsPerTurn('postgres', 3)).counts.map((c) => c.postgres);
+    const free = (await statementsPerTurn('postgres', 3, {})).counts.map((c) => c.postgres);
+    expect(free).toEqual(admin.map((n) => n + 1));
+  });
+
+  it('on Postgres, a key with a tokensPerDay: two statements more', async () => {
+    const admin = (await statementsPerTurn('postgres', 3)).counts.map((c) => c.postgres);
+    const limited = (await statementsPerTurn('postgres', 3, { tokensPerDay: 1_000_000 })).counts;
+    expect(limited.map((c) => c.postgres)).toEqual(admin.map((n) => n + 2));
+    for (const count of limited)
+      expect(count.postgres).toBeLessThanOrEqual(MAX_POSTGRES_STATEMENTS_PER_TURN);
   });
 
   it('on SQLite: counted the same way', async () => {

@@ -2830,6 +2830,85 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.keyTokensOn(key.id, '2000-01-01')).toBe(0);
       });
 
+      describe('token reservations', () => {
+        const holder = (self: string) => ({ self, staleAfterMs: 60_000 });
+        const reserve = (keyId: string, id: string, tokens: number, self = 'inst_self') =>
+          store.reserveKeyTokens({ id, keyId, day: today(), tokens, holder: holder(self) });
+
+        it("reserves within a key's tokensPerDay, counting the day's usage and live reservations", async () => {
+          const key = await store.createKey({
+            ...keyInput('limited', '5'.repeat(64)),
+            limits: { tokensPerDay: 100 },
+          });
+          const owned = await newSession({ owner: { key: key.id, user: null } });
+          await store.appendMessages(owned.id, conversation(2), {
+            usage: { input_tokens: 30, output_tokens: 10 },
+          });
+          expect(await reserve(key.id, 'rsv_a', 50)).toEqual({
+            keyName: 'limited',
+            max: 100,
+            spent: 40,
+            held: 0,
+            reserved: true,
+          });
+          expect(await reserve(key.id, 'rsv_b', 11)).toMatchObject({
+            spent: 40,
+            held: 50,
+            reserved: false,
+          });
+          expect(await reserve(key.id, 'rsv_c', 10)).toMatchObject({ reserved: true });
+          // Settled to what the call used, then charged: the usage counts once.
+          await store.settleReservation('rsv_a', 45);
+          expect(await reserve(key.id, 'rsv_d', 0)).toMatchObject({ held: 55 });
+          await store.chargeReservation('rsv_a', 45);
+          expect(await store.keyTokensOn(key.id, today())).toBe(85);
+          expect(await reserve(key.id, 'rsv_e', 0)).toMatchObject({ spent: 85, held: 10 });
+          await store.releaseReservation('rsv_c');
+          expect(await reserve(key.id, 'rsv_f', 15)).toMatchObject({ held: 0, reserved: true });
+          // A key with no tokensPerDay, and an unknown key, reserve nothing.
+          const free = await store.createKey(keyInput('free', '6'.repeat(64)));
+          expect(await reserve(free.id, 'rsv_g', 1e9)).toEqual({
+            keyName: 'free',
+            spent: 0,
+            held: 0,
+            reserved: false,
+          });
+          expect(await reserve('key_missing', 'rsv_h', 1)).toMatchObject({ reserved: false });
+          expect((await reserve('key_missing', 'rsv_h', 1)).max).toBeUndefined();
+        });
+
+        it('counts a live holder, and forgets a holder that stopped heartbeating', async () => {
+          const key = await store.createKey({
+            ...keyInput('shared', '7'.repeat(64)),
+            limits: { tokensPerDay: 100 },
+          });
+          await store.heartbeatInstance('inst_peer');
+          expect(await reserve(key.id, 'rsv_peer', 40, 'inst_peer')).toMatchObject({
+            reserved: true,
+          });
+          // Never heartbeats: a holder that died mid-call.
+          expect(await reserve(key.id, 'rsv_dead', 60, 'inst_dead')).toMatchObject({
+            reserved: true,
+          });
+          expect(await reserve(key.id, 'rsv_self', 60)).toMatchObject({ held: 40, reserved: true });
+          // Gone for good: the dead holder's row was deleted, not just skipped.
+          await store.heartbeatInstance('inst_dead');
+          expect(await reserve(key.id, 'rsv_probe', 0)).toMatchObject({ held: 100 });
+        });
+
+        it('lets concurrent reservers take no more than the day between them', async () => {
+          const key = await store.createKey({
+            ...keyInput('busy', '8'.repeat(64)),
+            limits: { tokensPerDay: 2_000 },
+          });
+          const results = await Promise.all(
+            Array.from({ length: 20 }, (_, i) => reserve(key.id, `rsv_${i}`, 150)),
+          );
+          expect(results.filter((r) => r.reserved)).toHaveLength(13);
+          expect(await reserve(key.id, 'rsv_probe', 0)).toMatchObject({ held: 1_950 });
+        });
+      });
+
       it("sums each key's spend from the sessions it owns and its tokens of the day", async () => {
         const a = await store.createKey(keyInput('a', '1'.repeat(64)));
         const b = await store.createKey(keyInput('b', '2'.repeat(64)));

@@ -19,6 +19,7 @@ import * as m014 from './014-session-scoped-history-index.js';
 import * as m015 from './015-one-result-per-call.js';
 import * as m016 from './016-compaction-dropped.js';
 import * as m018 from './018-stemmed-history-index.js';
+import * as m022 from './022-budget-reservations.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -33,7 +34,7 @@ interface MigrationSource {
   readonly up: (dialect: SchemaDialect) => string;
 }
 
-// Versions need not be contiguous: there is no 011 (016 and 017 are other branches' numbers).
+// Versions need not be contiguous: there is no 011, nor 017 and 019 to 021 (other branches' numbers).
 const MIGRATIONS: readonly MigrationSource[] = [
   m001,
   m002,
@@ -51,6 +52,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m015,
   m016,
   m018,
+  m022,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {

@@ -3,7 +3,15 @@
  * twin), and the statement that charges a session's tokens to its owner key.
  */
 import type pg from 'pg';
-import type { KeyLimits, KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
+import type {
+  KeyLimits,
+  KeyRow,
+  KeySpend,
+  KeyStore,
+  NewKey,
+  TokenReservationInput,
+  TokenReservationResult,
+} from '../store.js';
 import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
 import type { Queryable } from './open-pool.js';
 
@@ -122,5 +130,50 @@ export class PgKeys implements KeyStore {
       [day],
     );
     return new Map(rows.map((r) => [r.key_id, { cost: Number(r.cost), tokens: Number(r.tokens) }]));
+  }
+
+  async reserveKeyTokens(input: TokenReservationInput): Promise<TokenReservationResult> {
+    // One round trip: the function locks the key's row, then sums and inserts (migration 022).
+    const [row] = await this.rows<{
+      key_name: string | null;
+      max_tokens: string | null;
+      spent: string;
+      held: string;
+      reserved: boolean;
+    }>('SELECT * FROM cairn_reserve_tokens($1, $2, $3, $4, $5, $6, $7)', [
+      input.id,
+      input.keyId,
+      input.day,
+      input.tokens,
+      input.holder.self,
+      input.holder.staleAfterMs,
+      now(),
+    ]);
+    return {
+      ...(row?.key_name != null ? { keyName: row.key_name } : {}),
+      ...(row?.max_tokens != null ? { max: Number(row.max_tokens) } : {}),
+      spent: Number(row?.spent ?? 0),
+      held: Number(row?.held ?? 0),
+      reserved: row?.reserved ?? false,
+    };
+  }
+
+  async settleReservation(id: string, tokens: number): Promise<void> {
+    await this.rows('UPDATE budget_reservations SET tokens = $2 WHERE id = $1', [id, tokens]);
+  }
+
+  async releaseReservation(id: string): Promise<void> {
+    await this.rows('DELETE FROM budget_reservations WHERE id = $1', [id]);
+  }
+
+  async chargeReservation(id: string, tokens: number): Promise<void> {
+    // One statement: the delete hands its key and day to the charge.
+    await this.rows(
+      `WITH gone AS (DELETE FROM budget_reservations WHERE id = $1 RETURNING key_id, day)
+       INSERT INTO key_usage (key_id, day, tokens)
+       SELECT key_id, day, $2::bigint FROM gone WHERE $2::bigint > 0
+       ON CONFLICT (key_id, day) DO UPDATE SET tokens = key_usage.tokens + EXCLUDED.tokens`,
+      [id, tokens],
+    );
   }
 }

@@ -3,7 +3,15 @@
  * that charges a session's tokens to its owner key for the day. Kept apart
  * from the rest of the store: it shares only the connection.
  */
-import type { KeyLimits, KeyRow, KeySpend, KeyStore, NewKey } from '../store.js';
+import type {
+  KeyLimits,
+  KeyRow,
+  KeySpend,
+  KeyStore,
+  NewKey,
+  TokenReservationInput,
+  TokenReservationResult,
+} from '../store.js';
 import { newId, now, toKeyRow, usageDay, type KeyRecord } from '../records.js';
 import type { SqliteDatabase } from './open-database.js';
 
@@ -39,6 +47,24 @@ export function prepareKeyStatements(db: SqliteDatabase) {
       SELECT owner_key, @day, @tokens FROM sessions WHERE id = @id AND owner_key IS NOT NULL AND @tokens > 0
       ON CONFLICT (key_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`),
     chargeKey: db.prepare(`INSERT INTO key_usage (key_id, day, tokens) VALUES (@key, @day, @tokens)
+      ON CONFLICT (key_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`),
+    keyBudget: db.prepare<[string], { name: string; max: number | null }>(
+      `SELECT name, json_extract(limits, '$.tokensPerDay') AS max FROM keys WHERE id = ?`,
+    ),
+    // A holder is live when it is this process, or an instance whose heartbeat is fresh.
+    dropDeadReservations: db.prepare(`DELETE FROM budget_reservations
+      WHERE key_id = @key AND instance_id <> @self
+        AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = budget_reservations.instance_id
+                        AND i.heartbeat_at >= @live_since)`),
+    keyHeld: db.prepare<{ key: string; day: string }, { spent: number; held: number }>(`SELECT
+        COALESCE((SELECT tokens FROM key_usage WHERE key_id = @key AND day = @day), 0) AS spent,
+        COALESCE((SELECT SUM(tokens) FROM budget_reservations WHERE key_id = @key AND day = @day), 0) AS held`),
+    insertReservation: db.prepare(`INSERT INTO budget_reservations
+      (id, key_id, day, tokens, instance_id, created_at) VALUES (@id, @key, @day, @tokens, @self, @at)`),
+    settleReservation: db.prepare('UPDATE budget_reservations SET tokens = @tokens WHERE id = @id'),
+    releaseReservation: db.prepare('DELETE FROM budget_reservations WHERE id = ?'),
+    chargeReservation: db.prepare(`INSERT INTO key_usage (key_id, day, tokens)
+      SELECT key_id, day, @tokens FROM budget_reservations WHERE id = @id AND @tokens > 0
       ON CONFLICT (key_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`),
   };
 }
@@ -127,5 +153,48 @@ export class SqliteKeys implements KeyStore {
   async listKeySpend(day: string): Promise<Map<string, KeySpend>> {
     const rows = this.stmt.listKeySpend.all({ day });
     return new Map(rows.map(({ key_id, cost, tokens }) => [key_id, { cost, tokens }]));
+  }
+
+  async reserveKeyTokens(input: TokenReservationInput): Promise<TokenReservationResult> {
+    const key = this.stmt.keyBudget.get(input.keyId);
+    if (!key || key.max === null)
+      return { spent: 0, held: 0, reserved: false, ...(key ? { keyName: key.name } : {}) };
+    const max = key.max;
+    // One synchronous transaction: no other reserver runs between the sums and the insert.
+    return this.write(() => {
+      const liveSince = new Date(Date.now() - input.holder.staleAfterMs).toISOString();
+      this.stmt.dropDeadReservations.run({
+        key: input.keyId,
+        self: input.holder.self,
+        live_since: liveSince,
+      });
+      const { spent, held } = this.stmt.keyHeld.get({ key: input.keyId, day: input.day })!;
+      const reserved = spent + held + input.tokens <= max;
+      if (reserved)
+        this.stmt.insertReservation.run({
+          id: input.id,
+          key: input.keyId,
+          day: input.day,
+          tokens: input.tokens,
+          self: input.holder.self,
+          at: now(),
+        });
+      return { keyName: key.name, max, spent, held, reserved };
+    });
+  }
+
+  async settleReservation(id: string, tokens: number): Promise<void> {
+    await this.write(() => this.stmt.settleReservation.run({ id, tokens }));
+  }
+
+  async releaseReservation(id: string): Promise<void> {
+    await this.write(() => this.stmt.releaseReservation.run(id));
+  }
+
+  async chargeReservation(id: string, tokens: number): Promise<void> {
+    await this.write(() => {
+      this.stmt.chargeReservation.run({ id, tokens });
+      this.stmt.releaseReservation.run(id);
+    });
   }
 }
