@@ -78,6 +78,8 @@ describe('loadAgents', () => {
         autoThreshold: 80,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
         summaryFormat: 'sections',
+        // Absent in the file: old tool results are cleared by default.
+        pruneToolResults: { keepLast: 3, minTokens: 400 },
         recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
       },
       dir: fs.realpathSync(path.join(agentsDir, 'a')),
