@@ -422,6 +422,9 @@ function schemaMessage(e: ErrorObject): string {
   if (e.keyword === 'oneOf' && e.instancePath === '/defaultCompaction/autoThreshold') {
     return 'must be 0 (automatic compaction off) or a percent from 1 to 100';
   }
+  if (e.keyword === 'const' && e.instancePath === '/defaultCompaction/pruneToolResults') {
+    return 'must be false (clearing off) or an object {keepLast, minTokens}';
+  }
   if (e.keyword === 'oneOf') {
     const alternatives = requiredAlternatives(e.schema);
     if (alternatives)
