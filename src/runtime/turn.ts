@@ -121,14 +121,15 @@ export class Turn implements LoopTurn, GuardedTurn {
     this.current = session;
     this.builtAtSeq = session.compact_seq;
     this.unverified = deps.ifVersion;
-    const { pruneToolResults, recall } = agent.defaultCompaction;
+    // Without the window (a turn built for a test of its parts) nothing is cleared.
+    const compaction = deps.contextWindow === undefined ? undefined : agent.defaultCompaction;
     const policy =
-      deps.contextWindow === undefined
+      compaction === undefined
         ? null
         : clearingPolicy(
-            pruneToolResults,
-            deps.contextWindow,
-            deps.recall !== undefined && recall.enabled,
+            compaction.pruneToolResults,
+            deps.contextWindow!,
+            deps.recall !== undefined && compaction.recall.enabled,
           );
     this.clearing = policy ? new ToolResultClearing(policy) : null;
   }
