@@ -39,6 +39,8 @@ export function writeDemoHome(
 export async function startBenchApp(
   agent: { name: string } & Record<string, unknown>,
   cairnJson: Record<string, unknown> = {},
+  /** Extra files of the agent's folder (path inside it → content), e.g. tool modules. */
+  agentFiles: Record<string, string> = {},
 ): Promise<{ app: AppModule.CairnApp; close: () => Promise<void> }> {
   const { startApp } = (await import(new URL('app.js', DIST).href)) as typeof AppModule;
   const { loadSettings } = (await import(
@@ -47,6 +49,10 @@ export async function startBenchApp(
   const home = mkdtempSync(join(tmpdir(), 'cairn-bench-app-'));
   mkdirSync(join(home, 'agents', agent.name), { recursive: true });
   writeFileSync(join(home, 'agents', agent.name, 'agent.json'), JSON.stringify(agent));
+  for (const [path, content] of Object.entries(agentFiles)) {
+    mkdirSync(join(home, 'agents', agent.name, path, '..'), { recursive: true });
+    writeFileSync(join(home, 'agents', agent.name, path), content);
+  }
   writeFileSync(join(home, 'cairn.json'), JSON.stringify(cairnJson));
   const app = await startApp(loadSettings({ home, env: {} }), { logger: false, daemons: false });
   return {

@@ -85,6 +85,7 @@ import { postgresRows } from './postgres-instances.js';
 import { openaiApiRows } from './openai-api.js';
 import { callRecordRows } from './call-records.js';
 import { promptCacheRows } from './prompt-cache.js';
+import { toolResultClearingRows } from './tool-result-clearing.js';
 import { throughputRows } from './throughput.js';
 import { IDLE_WAIT_MS, usageWhenIdle } from './idle-memory.js';
 
@@ -501,6 +502,7 @@ async function main(): Promise<void> {
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),
       ...(await promptCacheRows()),
+      ...(await toolResultClearingRows()),
     );
 
     const out = [

@@ -20,6 +20,20 @@ export const DEFAULT_RECALL: AgentConfig['defaultCompaction']['recall'] = {
 };
 export const DEFAULT_MEMORY_MAX_CHARS = 4_000;
 
+/** agent.json's `defaultCompaction.pruneToolResults` when it is on. */
+export interface PruneToolResults {
+  /** The newest tool results always sent whole. */
+  readonly keepLast: number;
+  /** Results of at most this many tokens are always sent whole. */
+  readonly minTokens: number;
+}
+
+/** Old tool results are cleared for an agent that does not set pruneToolResults. */
+export const DEFAULT_PRUNE_TOOL_RESULTS: PruneToolResults = Object.freeze({
+  keepLast: 3,
+  minTokens: 400,
+});
+
 export interface AgentConfig {
   readonly name: string;
   readonly description: string;
@@ -52,6 +66,8 @@ export interface AgentConfig {
     readonly maxSummaryChars: number;
     /** Fixed sections edited in place by each compaction, or free prose. */
     readonly summaryFormat: 'sections' | 'prose';
+    /** Old tool results sent as one-line placeholders (the stored messages stay whole); false = off. */
+    readonly pruneToolResults: PruneToolResults | false;
     /** Before each model call, search the compacted raw messages and put the best matches back. */
     readonly recall: {
       readonly enabled: boolean;

@@ -19,6 +19,7 @@ import {
   DEFAULT_AUTO_THRESHOLD,
   DEFAULT_MAX_SUMMARY_CHARS,
   DEFAULT_MEMORY_MAX_CHARS,
+  DEFAULT_PRUNE_TOOL_RESULTS,
   DEFAULT_RECALL,
   type AgentConfig,
   type AgentLimits,
@@ -51,6 +52,7 @@ interface AgentFile {
     autoThreshold?: number;
     maxSummaryChars?: number;
     summaryFormat?: 'sections' | 'prose';
+    pruneToolResults?: false | { keepLast?: number; minTokens?: number };
     recall?: { enabled?: boolean; maxMessages?: number; maxTokens?: number; minScore?: number };
   };
   daemon?: { every?: string; cron?: string; prompt: string };
@@ -332,6 +334,10 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
       autoThreshold: compaction.autoThreshold ?? DEFAULT_AUTO_THRESHOLD,
       maxSummaryChars: compaction.maxSummaryChars ?? DEFAULT_MAX_SUMMARY_CHARS,
       summaryFormat: compaction.summaryFormat ?? 'sections',
+      pruneToolResults:
+        compaction.pruneToolResults === false
+          ? false
+          : { ...DEFAULT_PRUNE_TOOL_RESULTS, ...compaction.pruneToolResults },
       recall: { ...DEFAULT_RECALL, ...compaction.recall },
     },
     ...(data.daemon !== undefined && { daemon: { ...data.daemon } }),
@@ -415,6 +421,9 @@ function schemaMessage(e: ErrorObject): string {
   }
   if (e.keyword === 'oneOf' && e.instancePath === '/defaultCompaction/autoThreshold') {
     return 'must be 0 (automatic compaction off) or a percent from 1 to 100';
+  }
+  if (e.keyword === 'const' && e.instancePath === '/defaultCompaction/pruneToolResults') {
+    return 'must be false (clearing off) or an object {keepLast, minTokens}';
   }
   if (e.keyword === 'oneOf') {
     const alternatives = requiredAlternatives(e.schema);

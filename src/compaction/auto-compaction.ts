@@ -1,8 +1,9 @@
 /**
  * Automatic compaction and context-overflow recovery, plugged
  * into the turn engine as its `ContextGuard`:
- * - before every model call, estimate the prompt (last reported usage + a
- *   tokenizer estimate of what was added since), add the room automatic
+ * - before every model call, estimate the prompt as sent (last reported
+ *   usage + a tokenizer estimate of what was added since, less the old tool
+ *   results the call clears that the last one sent whole), add the room automatic
  *   recall may take in it, and run defaultCompaction at or above
  *   `autoThreshold`% of the context window (80 unless the agent sets it; 0 is
  *   off), never covering the running turn;
@@ -57,17 +58,24 @@ export interface AutoCompactionDeps {
 /**
  * Tokens the guard keeps free below its threshold for the block automatic
  * recall adds to the call: recall's `maxTokens`, capped at
- * RECALL_RESERVE_MAX_SHARE of the threshold. None when recall is off or the
- * session has nothing compacted (recall then adds nothing).
+ * RECALL_RESERVE_MAX_SHARE of the threshold. None when recall is off, or
+ * when the session has nothing compacted and the call clears no old tool
+ * result (recall then has nothing to search).
  */
 export function recallReserve(
   agent: Pick<AgentConfig, 'defaultCompaction'>,
   session: Pick<SessionRow, 'compact_seq'>,
   thresholdTokens: number,
+  clearsToolResults = false,
 ): number {
   const recall = agent.defaultCompaction.recall;
-  if (!recall.enabled || session.compact_seq <= 0) return 0;
+  if (!recall.enabled || (session.compact_seq <= 0 && !clearsToolResults)) return 0;
   return Math.min(recall.maxTokens, Math.floor(thresholdTokens * RECALL_RESERVE_MAX_SHARE));
+}
+
+/** The call with `messages` sends an old tool result as a placeholder. */
+function hasCleared(turn: GuardedTurn, messages: readonly ChatMessage[]): boolean {
+  return (turn.clearing?.plan(messages).length ?? 0) > 0;
 }
 
 function isOverflow(err: unknown): boolean {
@@ -84,15 +92,26 @@ export class AutoCompaction implements ContextGuard {
    * last reported prompt plus what was stored since, else the whole context.
    */
   async estimate(turn: GuardedTurn, messages: readonly ChatMessage[]): Promise<number> {
-    const { session } = turn;
+    const { session, clearing } = turn;
+    const cleared = clearing?.plan(messages) ?? [];
     if (session.last_prompt_tokens !== null && session.last_prompt_seq !== null) {
       const since = await turn.messagesAfter(session.last_prompt_seq, SINCE_LIMIT);
       if (since.length < SINCE_LIMIT) {
         const recalled = this.deps.recalledTokens?.(session.id) ?? 0;
-        return Math.max(0, session.last_prompt_tokens - recalled) + estimateMessagesTokens(since);
+        // The last call's reported prompt already had its own results cleared;
+        // what this call clears beyond them (a new batch, or what was stored
+        // since) is not sent, so it is taken off.
+        const before = messages.slice(0, Math.max(0, messages.length - since.length));
+        const newlyCleared = clearing
+          ? clearing.savedTokens(cleared) - clearing.savedTokens(clearing.plan(before))
+          : 0;
+        return Math.max(
+          0,
+          session.last_prompt_tokens - recalled + estimateMessagesTokens(since) - newlyCleared,
+        );
       }
     }
-    return estimateMessagesTokens(messages);
+    return estimateMessagesTokens(clearing ? clearing.apply(messages, cleared) : messages);
   }
 
   async beforeModelCall(ctx: GuardedTurn, messages: ChatMessage[]): Promise<ChatMessage[]> {
@@ -101,7 +120,8 @@ export class AutoCompaction implements ContextGuard {
     const limit = (threshold / 100) * this.deps.contextWindow;
     const before = await this.estimate(ctx, messages);
     // Recall's block goes into this call after the guard: its room is kept now.
-    if (before + recallReserve(ctx.agent, ctx.session, limit) < limit) return messages;
+    const reserve = recallReserve(ctx.agent, ctx.session, limit, hasCleared(ctx, messages));
+    if (before + reserve < limit) return messages;
 
     const sessionId = ctx.session.id;
     try {
@@ -121,7 +141,7 @@ export class AutoCompaction implements ContextGuard {
       this.failures.delete(sessionId);
       ctx.recordCompaction(result);
       const rebuilt = await ctx.rebuild();
-      const after = estimateMessagesTokens(rebuilt);
+      const after = estimateMessagesTokens(ctx.forRequest(rebuilt));
       if (after > before * (1 - MIN_PROGRESS_FRACTION)) {
         await this.suspend(
           ctx,
@@ -165,7 +185,10 @@ export class AutoCompaction implements ContextGuard {
       ): Promise<Awaited<ReturnType<ModelClient['complete']>> | undefined> => {
         try {
           return await model.complete(
-            { ...request, messages: normalizeOutgoing(messages) } satisfies ModelRequest,
+            {
+              ...request,
+              messages: normalizeOutgoing(ctx.forRequest(messages)),
+            } satisfies ModelRequest,
             options,
           );
         } catch (err) {

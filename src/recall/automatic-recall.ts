@@ -1,16 +1,19 @@
 /**
  * Automatic recall: before each model call of a session with compacted
- * messages, search the compacted raw messages (seq ≤ the compaction pointer)
- * with the newest user message, and the latest tool result inside a tool
- * loop, and put the best matches in the request as one `<recalled_messages>`
- * data block. One indexed query per call; the block is bounded by the
+ * messages or cleared tool results, search the compacted raw messages (seq ≤
+ * the compaction pointer) and the old tool results the call sends as
+ * placeholders with the newest user message, and the latest tool result
+ * inside a tool loop, and put the best matches in the request as one
+ * `<recalled_messages>` data block. One indexed query per call; the block is bounded by the
  * agent's `defaultCompaction.recall` and by the room the window has left, so
- * it never pushes a request over the window. It never repeats the raw tail:
- * the tail is everything after the pointer, and the search stops at it.
+ * it never pushes a request over the window. It never repeats what the
+ * request holds: the tail is everything after the pointer, and the search
+ * stops at it, except for the tail's cleared results, which it does not hold.
  */
 import type { ChatMessage } from '../llm/messages.js';
 import { CHARS_PER_TOKEN, estimateMessagesTokens, estimateTextTokens } from '../llm/tokens.js';
 import type { ContextRecall, GuardedTurn, RecallDone } from '../runtime/context-guard.js';
+import { storedClearedResults, type ClearedToolResult } from '../runtime/tool-result-clearing.js';
 import type { MessageLog, RecallHit } from '../store/store.js';
 import {
   injectRecall,
@@ -140,7 +143,8 @@ export class AutomaticRecall implements ContextRecall {
     const pointer = turn.session.compact_seq;
     const none: RecallOutcome = { messages, done: null };
     const ledger = options.preview ? undefined : this.deps.ledger;
-    if (!settings.enabled || pointer <= 0) {
+    const cleared = turn.clearing?.plan(messages) ?? [];
+    if (!settings.enabled || (pointer <= 0 && cleared.length === 0)) {
       ledger?.set(turn.session.id, 0);
       return none;
     }
@@ -169,11 +173,15 @@ export class AutomaticRecall implements ContextRecall {
       pointer,
       settings.maxMessages * CANDIDATES_PER_MESSAGE,
     );
-    const kept = hits
+    const found = hits
       .filter((hit) => hit.content.trim() !== '')
       .filter((hit) => score(hit.content) >= settings.minScore)
-      .slice(0, settings.maxMessages)
       .map(toItem);
+    const kept = withClearedResults(
+      found,
+      await clearedCandidates(turn, messages, cleared, score, settings.minScore),
+      score,
+    ).slice(0, settings.maxMessages);
     const ranked = (await this.withNeighbours(turn.session.id, kept, pointer)).slice(
       0,
       settings.maxMessages,
@@ -188,6 +196,61 @@ export class AutomaticRecall implements ContextRecall {
       done: { seqs: items.map((item) => item.seq), tokens, block },
     };
   }
+}
+
+/** Stored tool messages read at most to find the cleared results' seqs. */
+const CLEARED_LOOKUP_LIMIT = 10_000;
+
+/**
+ * The old tool results the call sends cleared that match the query: the
+ * request holds only their placeholders, so they are searched like compacted
+ * messages (in memory: they are in the raw tail the turn has loaded), scored
+ * as the store's hits are and kept at the same minimum score.
+ */
+async function clearedCandidates(
+  turn: GuardedTurn,
+  messages: readonly ChatMessage[],
+  cleared: readonly ClearedToolResult[],
+  score: (content: string) => number,
+  minScore: number,
+): Promise<{ item: RecalledItem; score: number }[]> {
+  // The latest tool result is part of the query: it would only find itself.
+  const latest = messages.findLastIndex((m) => m.role === 'tool');
+  const matching = cleared.filter(
+    (r) => r.index !== latest && score(messages[r.index]?.content ?? '') >= minScore,
+  );
+  if (matching.length === 0) return [];
+  const stored = await turn.messagesAfter(turn.session.compact_seq, CLEARED_LOOKUP_LIMIT);
+  return storedClearedResults(matching, stored).map(({ message }) => ({
+    item: {
+      seq: message.seq,
+      role: message.role,
+      created_at: message.created_at,
+      text: message.content ?? '',
+    },
+    score: score(message.content ?? ''),
+  }));
+}
+
+/**
+ * The store's hits (in their own order) with the matching cleared results
+ * placed among them by score: each before the first hit that scores lower.
+ */
+function withClearedResults(
+  hits: readonly RecalledItem[],
+  cleared: readonly { item: RecalledItem; score: number }[],
+  score: (content: string) => number,
+): RecalledItem[] {
+  if (cleared.length === 0) return [...hits];
+  const out = [...hits];
+  const scores = hits.map((hit) => score(hit.text));
+  for (const candidate of [...cleared].sort((a, b) => b.score - a.score)) {
+    let at = scores.findIndex((s) => s < candidate.score);
+    if (at < 0) at = out.length;
+    out.splice(at, 0, candidate.item);
+    scores.splice(at, 0, candidate.score);
+  }
+  return out;
 }
 
 /**

@@ -1,12 +1,17 @@
 /**
  * What the next model call's context costs, part by part (`GET
  * /sessions/:id/context`): system prompt, memory notes, summary and raw tail,
- * counted by the one token estimator over exactly what the model is sent.
+ * counted by the one token estimator over exactly what the model is sent
+ * (old tool results as their placeholders, listed apart).
  */
 import type { ChatMessage } from '../llm/messages.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
-import { summaryMessages, type BuiltContext } from './context-builder.js';
+import {
+  summaryMessages,
+  type BuiltContext,
+  type ClearedToolResultView,
+} from './context-builder.js';
 
 export interface ContextAccount {
   /** The messages as the model would get them (normalized). */
@@ -22,6 +27,8 @@ export interface ContextAccount {
   };
   /** Seqs of the compacted messages that block holds. */
   recalled: number[];
+  /** Old tool results sent as placeholders, oldest first (`tokens`: their stored size). */
+  clearedToolResults: ClearedToolResultView[];
 }
 
 export function accountContext(built: BuiltContext): ContextAccount {
@@ -45,5 +52,6 @@ export function accountContext(built: BuiltContext): ContextAccount {
       total: stable + recall,
     },
     recalled: built.recall?.seqs ?? [],
+    clearedToolResults: built.cleared ?? [],
   };
 }

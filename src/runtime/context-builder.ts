@@ -58,6 +58,19 @@ export interface BuiltContext {
    * view's preview; a model call places the block right before that message).
    */
   recall?: { block: ChatMessage; seqs: number[]; tokens: number };
+  /**
+   * Old tool results `messages` send as placeholders (the context view's
+   * list; `tokens` is the size of the stored text).
+   */
+  cleared?: ClearedToolResultView[];
+}
+
+/** One cleared tool result as the context view lists it. */
+export interface ClearedToolResultView {
+  seq: number;
+  toolCallId: string;
+  tool: string;
+  tokens: number;
 }
 
 export interface ContextBuilderDeps {

@@ -8,6 +8,7 @@ import type { AgentConfig } from '../agents/agent-config.js';
 import type { ChatMessage, StoredMessage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionRow } from '../store/store.js';
+import type { ToolResultClearing } from './tool-result-clearing.js';
 
 /** What one compaction during a turn did, as the turn's report sums it. */
 export interface CompactionDone {
@@ -28,6 +29,10 @@ export interface GuardedTurn {
   readonly traceSpan?: unknown;
   /** The task the turn runs: a compaction it triggers is refused once the task was taken over. */
   readonly runningTask?: string;
+  /** Which old tool results go out as placeholders (null: the agent turned clearing off). */
+  readonly clearing: ToolResultClearing | null;
+  /** `messages` as the request sends them: old tool results cleared. */
+  forRequest(messages: readonly ChatMessage[]): ChatMessage[];
   /** The stored non-system messages after `seq`, at most `limit` (from memory when the turn has them). */
   messagesAfter(seq: number, limit: number): Promise<StoredMessage[]>;
   /** Re-reads the session and builds its context afresh (system, summary, tail). */

@@ -50,6 +50,11 @@ export interface LoopTurn {
   persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void>;
   /** Seqs of the compacted messages recalled into the messages `prepare` last returned. */
   recalledSeqs?(): readonly number[] | undefined;
+  /**
+   * The messages as the request sends them (old tool results cleared). The
+   * loop keeps the whole messages and asks again at every call.
+   */
+  forRequest?(messages: ChatMessage[]): ChatMessage[];
 }
 
 export interface LoopOptions {
@@ -182,9 +187,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
     messages = await options.turn.prepare(messages);
     // After prepare: an automatic compaction it ran counts against the turn.
     options.budget?.beforeModelCall(usage);
-    const outgoing = normalizeOutgoing(
-      note ? [...messages, { role: 'user', content: note }] : messages,
-    );
+    const sent = options.turn.forRequest?.(messages) ?? messages;
+    const outgoing = normalizeOutgoing(note ? [...sent, { role: 'user', content: note }] : sent);
     note = undefined;
     const recalledSeqs = options.turn.recalledSeqs?.();
     const request: ModelRequest = {

@@ -301,7 +301,13 @@ export class TurnEngine {
   async buildContext(session: SessionRow, agent: AgentConfig): Promise<BuiltContext> {
     const { store, events, contextRecall } = this.deps;
     return previewContext(
-      { store, events, context: this.context, ...(contextRecall ? { recall: contextRecall } : {}) },
+      {
+        store,
+        events,
+        context: this.context,
+        contextWindow: this.deps.model.contextWindow,
+        ...(contextRecall ? { recall: contextRecall } : {}),
+      },
       session,
       agent,
     );
@@ -380,6 +386,7 @@ export class TurnEngine {
       ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
       ...(this.deps.records ? { records: this.deps.records } : {}),
       span: trace.span,
+      contextWindow: this.deps.model.contextWindow,
       ...(input.ifVersion !== undefined ? { ifVersion: input.ifVersion } : {}),
       ...(this.deps.lock.confirm
         ? { confirmSlot: () => this.deps.lock.confirm!(input.session.id) }

@@ -21,6 +21,7 @@ import type { LoopTurn } from './loop.js';
 import type { CallRecorder } from '../records/call-recorder.js';
 import { sessionLockLost } from './session-lock.js';
 import { SessionMovedError } from '../store/session-moved.js';
+import { clearingPolicy, ToolResultClearing } from './tool-result-clearing.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -77,6 +78,8 @@ export interface TurnDeps {
    * write asks before it retries.
    */
   confirmSlot?: () => Promise<boolean>;
+  /** The main model's context window: old tool results are cleared in batches sized by it. */
+  contextWindow?: number;
 }
 
 export class Turn implements LoopTurn, GuardedTurn {
@@ -108,6 +111,7 @@ export class Turn implements LoopTurn, GuardedTurn {
   private fence: string | undefined;
   /** The session row as this turn's last append left it (stores that version rows). */
   private lastWritten: VersionedSession | undefined;
+  readonly clearing: ToolResultClearing | null;
 
   constructor(
     session: SessionRow,
@@ -117,6 +121,17 @@ export class Turn implements LoopTurn, GuardedTurn {
     this.current = session;
     this.builtAtSeq = session.compact_seq;
     this.unverified = deps.ifVersion;
+    // Without the window (a turn built for a test of its parts) nothing is cleared.
+    const compaction = deps.contextWindow === undefined ? undefined : agent.defaultCompaction;
+    const policy =
+      compaction === undefined
+        ? null
+        : clearingPolicy(
+            compaction.pruneToolResults,
+            deps.contextWindow!,
+            deps.recall !== undefined && compaction.recall.enabled,
+          );
+    this.clearing = policy ? new ToolResultClearing(policy) : null;
   }
 
   get session(): SessionRow {
@@ -272,6 +287,11 @@ export class Turn implements LoopTurn, GuardedTurn {
       this.noteRecall({ seqs: done.seqs, tokens: done.tokens });
     }
     return out;
+  }
+
+  forRequest(messages: readonly ChatMessage[]): ChatMessage[] {
+    if (!this.clearing) return [...messages];
+    return this.clearing.apply(messages, this.clearing.plan(messages));
   }
 
   async rebuild(): Promise<ChatMessage[]> {

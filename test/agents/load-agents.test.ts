@@ -78,6 +78,8 @@ describe('loadAgents', () => {
         autoThreshold: 80,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
         summaryFormat: 'sections',
+        // Absent in the file: old tool results are cleared by default.
+        pruneToolResults: { keepLast: 3, minTokens: 400 },
         recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
       },
       dir: fs.realpathSync(path.join(agentsDir, 'a')),
@@ -362,6 +364,21 @@ describe('agent.json rules', () => {
       [['/defaultCompaction/autoThreshold', 'maximum']],
     ],
     [
+      'pruneToolResults true (on is an object; false is off)',
+      { system: 'x', defaultCompaction: { pruneToolResults: true } },
+      [['/defaultCompaction/pruneToolResults', 'const']],
+    ],
+    [
+      'pruneToolResults.keepLast below 0',
+      { system: 'x', defaultCompaction: { pruneToolResults: { keepLast: -1 } } },
+      [['/defaultCompaction/pruneToolResults/keepLast', 'minimum']],
+    ],
+    [
+      'unknown pruneToolResults property',
+      { system: 'x', defaultCompaction: { pruneToolResults: { batch: 2 } } },
+      [['/defaultCompaction/pruneToolResults', 'additionalProperties']],
+    ],
+    [
       'maxSummaryChars 499',
       { system: 'x', defaultCompaction: { maxSummaryChars: 499 } },
       [['/defaultCompaction/maxSummaryChars', 'minimum']],
@@ -403,6 +420,16 @@ describe('agent.json rules', () => {
     ],
   ])('rejects %s', (_label, extra, expected) => {
     expect(problemsOf(extra)).toEqual(expected);
+  });
+
+  it('clears old tool results by default; false turns it off; a partial setting keeps the other default', () => {
+    const pruneOf = (defaultCompaction: object) => {
+      writeAgent('a', { name: 'a', system: 'x', defaultCompaction });
+      return loadAgents(agentsDir).agents[0]?.defaultCompaction.pruneToolResults;
+    };
+    expect(pruneOf({})).toEqual({ keepLast: 3, minTokens: 400 });
+    expect(pruneOf({ pruneToolResults: false })).toBe(false);
+    expect(pruneOf({ pruneToolResults: { keepLast: 5 } })).toEqual({ keepLast: 5, minTokens: 400 });
   });
 
   it('takes compactCount, and compactionCount as its older spelling, but not both', () => {

@@ -24,6 +24,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
       autoThreshold: 80,
       maxSummaryChars: 12_000,
       summaryFormat: 'sections',
+      pruneToolResults: { keepLast: 3, minTokens: 400 },
       recall: { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 },
     },
     ...(daemon ? { daemon } : {}),
