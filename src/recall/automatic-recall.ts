@@ -22,6 +22,7 @@ import {
 } from './recall-block.js';
 import type { RecallLedger } from './recall-ledger.js';
 import { recallScore, recallTerms, refersToNext } from './recall-query.js';
+import { markSuperseded } from './superseded.js';
 
 /** Share of the window a request with recall may fill when automatic compaction is off (autoThreshold 0). */
 export const RECALL_CEILING_PERCENT = 90;
@@ -169,16 +170,18 @@ export class AutomaticRecall implements ContextRecall {
       pointer,
       settings.maxMessages * CANDIDATES_PER_MESSAGE,
     );
-    const kept = hits
+    const matching = hits
       .filter((hit) => hit.content.trim() !== '')
-      .filter((hit) => score(hit.content) >= settings.minScore)
+      .filter((hit) => score(hit.content) >= settings.minScore);
+    const kept = relativeCut(matching, settings.minRelativeScore)
       .slice(0, settings.maxMessages)
       .map(toItem);
     const ranked = (await this.withNeighbours(turn.session.id, kept, pointer)).slice(
       0,
       settings.maxMessages,
     );
-    const items = fitItems(ranked, budget, estimateTextTokens).sort((a, b) => a.seq - b.seq);
+    const fitted = fitItems(ranked, budget, estimateTextTokens).sort((a, b) => a.seq - b.seq);
+    const items = markSuperseded(fitted, terms);
     if (items.length === 0) return none;
     const block: ChatMessage = { role: 'user', content: renderRecallBlock(items) };
     const tokens = estimateMessagesTokens([block]);
@@ -216,6 +219,17 @@ async function nextMessage(
   );
   if (!next) return undefined;
   return { seq: next.seq, role: next.role, created_at: next.created_at, text: next.content ?? '' };
+}
+
+/**
+ * The hits (best first) whose score is at least `share` of the best one's:
+ * an item earns its place against the best match, so one strong match does
+ * not come with five that merely share a word with the question.
+ */
+export function relativeCut(hits: readonly RecallHit[], share: number): RecallHit[] {
+  const best = hits.reduce((top, hit) => Math.max(top, hit.score), 0);
+  if (best <= 0) return [...hits];
+  return hits.filter((hit) => hit.score >= share * best);
 }
 
 function toItem(hit: RecallHit): RecalledItem {

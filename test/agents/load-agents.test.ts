@@ -78,7 +78,13 @@ describe('loadAgents', () => {
         autoThreshold: 80,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
         summaryFormat: 'sections',
-        recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
+        recall: {
+          enabled: true,
+          maxMessages: 6,
+          maxTokens: 1200,
+          minScore: 0.5,
+          minRelativeScore: 0.4,
+        },
       },
       dir: fs.realpathSync(path.join(agentsDir, 'a')),
     } satisfies AgentConfig);
