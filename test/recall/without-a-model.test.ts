@@ -137,6 +137,21 @@ describe('recall without a model', () => {
     expect(await recalled(turn, ask('Where is the backup path?'))).toEqual([2, 4]);
   });
 
+  it('brings the earlier half of a split fact: the announcement, or what "that was" refers to', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'The backup path is in my next message.' }, // 2
+      { role: 'assistant', content: 'Ok, send it.' }, // 3
+      { role: 'user', content: '/srv/backups/ledger-nightly' }, // 4
+      { role: 'assistant', content: 'Got it.' }, // 5
+      { role: 'user', content: 'Rotterdam, Wilhelminakade 909, gate B.' }, // 6
+      { role: 'assistant', content: 'What is that address?' }, // 7
+      { role: 'user', content: 'That was the address of the storage warehouse.' }, // 8
+      { role: 'assistant', content: 'Thanks.' }, // 9
+    ]);
+    expect(await recalled(turn, ask('Where are the ledger backups?'))).toEqual([2, 4]);
+    expect(await recalled(turn, ask('What is the storage warehouse address?'))).toEqual([6, 8]);
+  });
+
   it('a short session reads a word again right after finding it common', async () => {
     const turn = await compacted([
       { role: 'user', content: 'alpha one' }, // 2
