@@ -29,7 +29,7 @@
  *   (before: 10 queries; after: 50. Postgres needed no change.)
  *
  * Then SQLite's ranking (50 queries, the same hour, the ranked query against
- * src/store/sqlite/recall-rank.ts):
+ * src/store/recall-rank.ts):
  *
  *   store     session   whole index    FTS5 bm25()            BM25 over the session's matches
  *   SQLite     1 000       101 000      11.6–13.9 / 18–23 ms    5.9 / 9.6 ms

@@ -17,6 +17,7 @@ export const DEFAULT_RECALL: AgentConfig['defaultCompaction']['recall'] = {
   maxMessages: 6,
   maxTokens: 1_200,
   minScore: 0.5,
+  minRelativeScore: 0.4,
 };
 export const DEFAULT_MEMORY_MAX_CHARS = 4_000;
 
@@ -75,6 +76,11 @@ export interface AgentConfig {
       readonly maxTokens: number;
       /** 0–1: the share of the query's terms (up to four) a message must contain. */
       readonly minScore: number;
+      /**
+       * 0–1: a message is recalled only when its rank score is at least this
+       * share of the best match's, so weak matches do not fill the block.
+       */
+      readonly minRelativeScore: number;
     };
   };
   readonly daemon?: { readonly every?: string; readonly cron?: string; readonly prompt: string };

@@ -53,7 +53,13 @@ interface AgentFile {
     maxSummaryChars?: number;
     summaryFormat?: 'sections' | 'prose';
     pruneToolResults?: false | { keepLast?: number; minTokens?: number };
-    recall?: { enabled?: boolean; maxMessages?: number; maxTokens?: number; minScore?: number };
+    recall?: {
+      enabled?: boolean;
+      maxMessages?: number;
+      maxTokens?: number;
+      minScore?: number;
+      minRelativeScore?: number;
+    };
   };
   daemon?: { every?: string; cron?: string; prompt: string };
 }

@@ -64,8 +64,8 @@ export function evalSettings(settings: Settings, dir: string, modelUrl?: string)
   };
 }
 
-/** A one-line progress bar on stderr, only when stderr is a terminal. */
-function progressBar(
+/** A one-line progress bar on stderr, only when stderr is a terminal (shared by the evals). */
+export function progressBar(
   stream: NodeJS.WriteStream,
 ): ((done: number, total: number) => void) | undefined {
   if (stream.isTTY !== true) return undefined;

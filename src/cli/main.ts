@@ -22,6 +22,7 @@ import {
 } from './commands.js';
 import { doctor } from './doctor.js';
 import { evalCompaction, type EvalCompactionOptions } from './eval-compaction.js';
+import { evalRecall, type EvalRecallOptions } from './eval-recall.js';
 import { serveMcpStdio } from './mcp-stdio.js';
 import { serve } from './serve.js';
 import { exportSession, importSessionFile } from './session-transfer.js';
@@ -221,9 +222,9 @@ program
     },
   );
 
-program
-  .command('eval')
-  .description('measurements')
+const evalCommand = program.command('eval').description('measurements');
+
+evalCommand
   .command('compaction')
   .description(
     'measure what compaction keeps: plant facts in a generated conversation, force rolling compactions, probe each fact',
@@ -239,6 +240,19 @@ program
   .option('--json', 'print the report as JSON')
   .action(async (options: EvalCompactionOptions) => {
     await evalCompaction(options).catch(fail);
+  });
+
+evalCommand
+  .command('recall')
+  .description(
+    'measure automatic recall on long conversations: seed each, compact it, ask each question in a fork',
+  )
+  .option('--data <file>', 'conversations and questions (default: the file shipped with Cairn)')
+  .option('--compacted <share>', 'share of each conversation behind the compaction pointer', '0.9')
+  .option('--agent <name>', 'agent to evaluate (default: the first agent)')
+  .option('--json', 'print the report as JSON')
+  .action(async (options: EvalRecallOptions) => {
+    await evalRecall(options).catch(fail);
   });
 
 program

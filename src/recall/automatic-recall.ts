@@ -24,7 +24,14 @@ import {
   type RecalledItem,
 } from './recall-block.js';
 import type { RecallLedger } from './recall-ledger.js';
-import { recallScore, recallTerms, refersToNext } from './recall-query.js';
+import {
+  mayCompleteEarlier,
+  recallScore,
+  recallTerms,
+  refersBack,
+  refersToNext,
+} from './recall-query.js';
+import { markSuperseded } from './superseded.js';
 
 /** Share of the window a request with recall may fill when automatic compaction is off (autoThreshold 0). */
 export const RECALL_CEILING_PERCENT = 90;
@@ -104,10 +111,13 @@ export class AutomaticRecall implements ContextRecall {
   constructor(private readonly deps: AutomaticRecallDeps) {}
 
   /**
-   * `items` with, right after each one that says its answer is in the next
-   * message ("the path is in my next message"), that next message: the two
-   * answer together. A message already there is not repeated; at most
-   * MAX_NEIGHBOURS reads a call.
+   * `items` with the other half of a fact split over two messages: right
+   * after one that says its answer is in the next message ("the path is in
+   * my next message"), that next message; right before one that is the
+   * announced answer, or that refers back to what the speaker just said
+   * ("that was the address of the warehouse"), that earlier message. A
+   * message already there is not repeated; at most MAX_NEIGHBOURS reads a
+   * call.
    */
   private async withNeighbours(
     sessionId: string,
@@ -118,6 +128,14 @@ export class AutomaticRecall implements ContextRecall {
     const seen = new Set(items.map((item) => item.seq));
     let reads = 0;
     for (const item of items) {
+      if (reads < MAX_NEIGHBOURS && item.seq > 1 && mayCompleteEarlier(item.text)) {
+        reads += 1;
+        const before = await previousMessage(this.deps.store, sessionId, item);
+        if (before && !seen.has(before.seq)) {
+          seen.add(before.seq);
+          out.push(before);
+        }
+      }
       out.push(item);
       if (reads >= MAX_NEIGHBOURS || !refersToNext(item.text)) continue;
       reads += 1;
@@ -173,10 +191,10 @@ export class AutomaticRecall implements ContextRecall {
       pointer,
       settings.maxMessages * CANDIDATES_PER_MESSAGE,
     );
-    const found = hits
+    const matching = hits
       .filter((hit) => hit.content.trim() !== '')
-      .filter((hit) => score(hit.content) >= settings.minScore)
-      .map(toItem);
+      .filter((hit) => score(hit.content) >= settings.minScore);
+    const found = relativeCut(matching, settings.minRelativeScore).map(toItem);
     const kept = withClearedResults(
       found,
       await clearedCandidates(turn, messages, cleared, score, settings.minScore),
@@ -186,7 +204,8 @@ export class AutomaticRecall implements ContextRecall {
       0,
       settings.maxMessages,
     );
-    const items = fitItems(ranked, budget, estimateTextTokens).sort((a, b) => a.seq - b.seq);
+    const fitted = fitItems(ranked, budget, estimateTextTokens).sort((a, b) => a.seq - b.seq);
+    const items = markSuperseded(fitted, terms);
     if (items.length === 0) return none;
     const block: ChatMessage = { role: 'user', content: renderRecallBlock(items) };
     const tokens = estimateMessagesTokens([block]);
@@ -279,6 +298,44 @@ async function nextMessage(
   );
   if (!next) return undefined;
   return { seq: next.seq, role: next.role, created_at: next.created_at, text: next.content ?? '' };
+}
+
+/**
+ * The hits (best first) whose score is at least `share` of the best one's:
+ * an item earns its place against the best match, so one strong match does
+ * not come with five that merely share a word with the question.
+ */
+export function relativeCut(hits: readonly RecallHit[], share: number): RecallHit[] {
+  const best = hits.reduce((top, hit) => Math.max(top, hit.score), 0);
+  if (best <= 0) return [...hits];
+  return hits.filter((hit) => hit.score >= share * best);
+}
+
+/**
+ * The earlier half of a fact `item` completes: the speaker's own message
+ * among the NEIGHBOUR_LOOKAHEAD before it, when `item` refers back to it
+ * (refersBack) or it announced its answer in the next message (refersToNext).
+ */
+async function previousMessage(
+  store: Pick<MessageLog, 'listMessages'>,
+  sessionId: string,
+  item: RecalledItem,
+): Promise<RecalledItem | undefined> {
+  const before = await store.listMessages(sessionId, {
+    afterSeq: Math.max(0, item.seq - NEIGHBOUR_LOOKAHEAD - 1),
+    limit: NEIGHBOUR_LOOKAHEAD,
+  });
+  const own = before
+    .filter(
+      (message) =>
+        message.seq < item.seq &&
+        message.role === item.role &&
+        (message.content ?? '').trim() !== '',
+    )
+    .at(-1);
+  if (!own) return undefined;
+  if (!refersBack(item.text) && !refersToNext(own.content ?? '')) return undefined;
+  return { seq: own.seq, role: own.role, created_at: own.created_at, text: own.content ?? '' };
 }
 
 function toItem(hit: RecallHit): RecalledItem {

@@ -20,6 +20,8 @@ export interface RecalledItem {
   role: string;
   created_at: string;
   text: string;
+  /** The seq of an older recalled message whose value this one replaces (superseded.ts). */
+  supersedes?: number;
 }
 
 /** A message's text cannot close the block or an item early. */
@@ -27,9 +29,14 @@ function escapeMarkup(text: string): string {
   return text.replace(/<(\/?)(recalled_messages|message)\b/gi, '&lt;$1$2');
 }
 
-/** One item's line in the block. */
+/**
+ * One item's line in the block. An item that gives a newer value than an
+ * older item carries `supersedes="<its seq>"`: the attribute names the
+ * relation, so the frame stays the same short text on every call.
+ */
 export function renderItem(item: RecalledItem): string {
-  return `<message seq="${item.seq}" role="${item.role}" time="${item.created_at}">\n${escapeMarkup(item.text)}\n</message>`;
+  const newer = item.supersedes === undefined ? '' : ` supersedes="${item.supersedes}"`;
+  return `<message seq="${item.seq}" role="${item.role}" time="${item.created_at}"${newer}>\n${escapeMarkup(item.text)}\n</message>`;
 }
 
 /** The block's text for `items` (in the order given). */

@@ -156,3 +156,25 @@ const REFERS_TO_NEXT =
 export function refersToNext(text: string): boolean {
   return REFERS_TO_NEXT.test(text);
 }
+
+// "that was the address of the warehouse", "this is the key for the vault",
+// "the above is the path": the message completes the one before it.
+const REFERS_BACK = /^\W*(that|this|those|these)('s| was| is| were| are)\b|\b(the|see) above\b/i;
+
+/** A message's own words, without an imported `[time] speaker:` label. */
+function bodyOf(text: string): string {
+  return text.replace(/^\[[^\]]*\]\s*[^:]{1,40}:\s*/, '');
+}
+
+/** Whether a message says what the speaker's previous message was ("that was the address of …"). */
+export function refersBack(text: string): boolean {
+  return REFERS_BACK.test(bodyOf(text));
+}
+
+/** A message this short may be the bare answer an earlier one announced ("/srv/data/…"). */
+export const SHORT_ANSWER_CHARS = 80;
+
+/** Whether a message may complete the one before it: it refers back, or it is a short bare answer. */
+export function mayCompleteEarlier(text: string): boolean {
+  return refersBack(text) || bodyOf(text).trim().length <= SHORT_ANSWER_CHARS;
+}

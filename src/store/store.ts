@@ -372,6 +372,31 @@ export interface RecallHit {
   /** The message's text, at most RECALL_CONTENT_CHARS characters of it. */
   content: string;
   created_at: string;
+  /**
+   * How well it matches, higher is better (the store's rank: BM25 over the
+   * session on SQLite, ts_rank on Postgres). Only its ratio to the best
+   * hit's score of the same search means anything.
+   */
+  score: number;
+}
+
+/**
+ * A recall hit must hold at least one word that fewer than this share of the
+ * session's searched messages hold: a word most of the conversation repeats
+ * (its topic, a speaker's name, chat filler) is no evidence that a message
+ * answers the question, so a question of only such words recalls nothing.
+ */
+export const RECALL_EVIDENCE_SHARE = 0.25;
+/** The evidence rule applies from this many searched messages: below, every word is rare and common at once. */
+export const RECALL_EVIDENCE_MIN_MESSAGES = 40;
+
+/**
+ * Which of a search's words are evidence (RECALL_EVIDENCE_SHARE): word i,
+ * held by `held[i]` of `searched` messages. All of them in a short session.
+ */
+export function evidenceWords(held: readonly number[], searched: number): boolean[] {
+  if (searched < RECALL_EVIDENCE_MIN_MESSAGES) return held.map(() => true);
+  return held.map((df) => df < RECALL_EVIDENCE_SHARE * searched);
 }
 
 /** How much of one message a recall search returns (a long tool output is clipped). */

@@ -80,7 +80,13 @@ describe('loadAgents', () => {
         summaryFormat: 'sections',
         // Absent in the file: old tool results are cleared by default.
         pruneToolResults: { keepLast: 3, minTokens: 400 },
-        recall: { enabled: true, maxMessages: 6, maxTokens: 1200, minScore: 0.5 },
+        recall: {
+          enabled: true,
+          maxMessages: 6,
+          maxTokens: 1200,
+          minScore: 0.5,
+          minRelativeScore: 0.4,
+        },
       },
       dir: fs.realpathSync(path.join(agentsDir, 'a')),
     } satisfies AgentConfig);

@@ -19,7 +19,13 @@ import type { RecallHit, SessionRow } from '../../src/store/store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 
 type RecallSettings = AgentConfig['defaultCompaction']['recall'];
-const SETTINGS: RecallSettings = { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 };
+const SETTINGS: RecallSettings = {
+  enabled: true,
+  maxMessages: 6,
+  maxTokens: 1_200,
+  minScore: 0.5,
+  minRelativeScore: 0.4,
+};
 
 /** Stored before the compaction pointer; seqs 2..7. */
 const HISTORY: ChatMessage[] = [
@@ -141,8 +147,20 @@ describe('AutomaticRecall', () => {
 
   it('lays the items out in seq order whatever the rank, with their stored role and time', async () => {
     const hits: RecallHit[] = [
-      { seq: 5, role: 'assistant', content: 'marina gate', created_at: '2026-01-05T00:00:00.000Z' },
-      { seq: 2, role: 'user', content: 'marina gate code', created_at: '2026-01-02T00:00:00.000Z' },
+      {
+        seq: 5,
+        role: 'assistant',
+        content: 'marina gate',
+        created_at: '2026-01-05T00:00:00.000Z',
+        score: 2,
+      },
+      {
+        seq: 2,
+        role: 'user',
+        content: 'marina gate code',
+        created_at: '2026-01-02T00:00:00.000Z',
+        score: 1,
+      },
     ];
     const out = await recaller({ hits }).recall(turn(), ask('marina gate'));
     expect(out.done!.seqs).toEqual([2, 5]);
@@ -160,6 +178,7 @@ describe('AutomaticRecall', () => {
       role: 'user',
       content,
       created_at: '2026-01-01T00:00:00.000Z',
+      score: 1,
     });
     // Four terms: marina, gate, code, roof.
     const question = ask('marina gate code roof');

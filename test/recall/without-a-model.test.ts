@@ -16,7 +16,13 @@ import { isFollowUp, refersToNext } from '../../src/recall/recall-query.js';
 import type { GuardedTurn } from '../../src/runtime/context-guard.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 
-const SETTINGS = { enabled: true, maxMessages: 6, maxTokens: 1_200, minScore: 0.5 };
+const SETTINGS = {
+  enabled: true,
+  maxMessages: 6,
+  maxTokens: 1_200,
+  minScore: 0.5,
+  minRelativeScore: 0.4,
+};
 
 describe('recall without a model', () => {
   let dir: string;
@@ -129,6 +135,37 @@ describe('recall without a model', () => {
       { role: 'assistant', content: 'Got it.' }, // 5
     ]);
     expect(await recalled(turn, ask('Where is the backup path?'))).toEqual([2, 4]);
+  });
+
+  it('brings the earlier half of a split fact: the announcement, or what "that was" refers to', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'The backup path is in my next message.' }, // 2
+      { role: 'assistant', content: 'Ok, send it.' }, // 3
+      { role: 'user', content: '/srv/backups/ledger-nightly' }, // 4
+      { role: 'assistant', content: 'Got it.' }, // 5
+      { role: 'user', content: 'Rotterdam, Wilhelminakade 909, gate B.' }, // 6
+      { role: 'assistant', content: 'What is that address?' }, // 7
+      { role: 'user', content: 'That was the address of the storage warehouse.' }, // 8
+      { role: 'assistant', content: 'Thanks.' }, // 9
+    ]);
+    expect(await recalled(turn, ask('Where are the ledger backups?'))).toEqual([2, 4]);
+    expect(await recalled(turn, ask('What is the storage warehouse address?'))).toEqual([6, 8]);
+  });
+
+  it('a short session reads a word again right after finding it common', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'alpha one' }, // 2
+      { role: 'assistant', content: 'alpha two' }, // 3
+      { role: 'user', content: 'alpha three' }, // 4
+      { role: 'assistant', content: 'zeta four' }, // 5
+    ]);
+    const terms = (...words: string[]) => words.map((text) => ({ text, prefix: false }));
+    const id = turn.session.id;
+    const pointer = turn.session.compact_seq;
+    expect(await store.recallMessages(id, terms('alpha'), pointer, 10)).toHaveLength(3);
+    // "alpha" was just found in most messages; it is still read, with "zeta".
+    const both = await store.recallMessages(id, terms('alpha', 'zeta'), pointer, 10);
+    expect(both.map((hit) => hit.seq).sort()).toEqual([2, 3, 4, 5]);
   });
 
   it('tells follow-ups and announcements by their words', () => {

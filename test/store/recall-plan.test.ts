@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  COMMON_SKIP_MIN_MESSAGES,
   RARE_WORD_MATCHES,
   RecallPlanner,
   WORD_COUNT_TTL_MS,
@@ -84,13 +85,21 @@ describe('RecallPlanner', () => {
 
   it("remembers a word's share of a session for a minute, per session", () => {
     const { p, advance } = planner({});
-    expect(p.knownShare('s1', '"deploy"')).toBeUndefined();
+    const long = COMMON_SKIP_MIN_MESSAGES;
+    expect(p.knownShare('s1', '"deploy"', long)).toBeUndefined();
     p.rememberShare('s1', '"deploy"', 400, 1_000);
-    expect(p.knownShare('s1', '"deploy"')).toBe(0.4);
-    expect(p.knownShare('s2', '"deploy"')).toBeUndefined();
+    expect(p.knownShare('s1', '"deploy"', long)).toBe(0.4);
+    expect(p.knownShare('s2', '"deploy"', long)).toBeUndefined();
     advance(WORD_COUNT_TTL_MS - 1);
-    expect(p.knownShare('s1', '"deploy"')).toBe(0.4);
+    expect(p.knownShare('s1', '"deploy"', long)).toBe(0.4);
     advance(1);
-    expect(p.knownShare('s1', '"deploy"')).toBeUndefined();
+    expect(p.knownShare('s1', '"deploy"', long)).toBeUndefined();
+  });
+
+  it('offers no remembered share for a short session: all its words are read', () => {
+    const { p } = planner({});
+    p.rememberShare('s1', '"deploy"', 5, 10);
+    expect(p.knownShare('s1', '"deploy"', COMMON_SKIP_MIN_MESSAGES - 1)).toBeUndefined();
+    expect(p.knownShare('s1', '"deploy"', COMMON_SKIP_MIN_MESSAGES)).toBe(0.5);
   });
 });

@@ -12,7 +12,7 @@ import {
   saturation,
   shortlist,
   termCounts,
-} from '../../src/store/sqlite/recall-rank.js';
+} from '../../src/store/recall-rank.js';
 
 const word = (text: string, prefix = false) => ({ text, prefix });
 

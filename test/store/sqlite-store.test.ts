@@ -27,7 +27,7 @@ import { SQLITE_MIGRATIONS } from '../../src/store/migrations/index.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessageTokens } from '../../src/llm/tokens.js';
 import { RecallPlanner, WORD_MATCHES_CAP } from '../../src/store/sqlite/recall-plan.js';
-import { TERM_ROWS_CAP } from '../../src/store/sqlite/recall-rank.js';
+import { TERM_ROWS_CAP } from '../../src/store/recall-rank.js';
 import { describeStoreContract } from './store-contract.js';
 
 const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));

@@ -17,7 +17,7 @@ import type pg from 'pg';
 import type { ChatMessage, StoredMessage } from '../../llm/messages.js';
 import { estimateMessageTokens } from '../../llm/tokens.js';
 import type * as store from '../store.js';
-import { ADMIN_OWNER, RECALL_CONTENT_CHARS } from '../store.js';
+import { ADMIN_OWNER, evidenceWords, RECALL_CONTENT_CHARS } from '../store.js';
 import { PgCallRecords } from './pg-call-records.js';
 import { chargeSessionTokens, PgKeys } from './pg-keys.js';
 import {
@@ -32,6 +32,7 @@ import { requireRunningTask } from '../task-taken-over.js';
 import * as decide from '../decisions.js';
 import { newId, now } from '../records.js';
 import * as records from '../records.js';
+import { inverseFrequency, rankShortlist } from '../recall-rank.js';
 import { stemPrefix } from '../stem.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
@@ -593,23 +594,33 @@ export class PgStore extends StoreBase implements store.Store {
     // (session_id, seq) index backwards, bounded); a rarer word's are all
     // its rows, through the GIN index (few, by that test). A GIN read of a
     // common word would fetch and sort every row that holds it.
-    const counts = await this.rows<{ term: string; held: number }>(
+    const counts = await this.rows<{ term: string; held: number; size: number }>(
       `WITH t AS MATERIALIZED (SELECT term, to_tsquery('simple', term) AS q
                                FROM unnest($1::text[]) AS term),
             w AS MATERIALIZED (SELECT search FROM messages
                                WHERE session_id = $2 AND seq <= $3 AND role <> 'system'
                                ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW})
-       SELECT t.term, (SELECT count(*)::int FROM w WHERE w.search @@ t.q) AS held FROM t`,
+       SELECT t.term, (SELECT count(*)::int FROM w WHERE w.search @@ t.q) AS held,
+              (SELECT count(*)::int FROM w) AS size FROM t`,
       [terms, sessionId, maxSeq],
     );
     const held = new Map(counts.map((c) => [c.term, c.held]));
+    // Evidence is judged on the newest window's shares, the same rule as
+    // SQLite's over the whole session (a window is a fair sample of it).
+    const evidence = evidenceWords(
+      terms.map((t) => held.get(t) ?? 0),
+      counts[0]?.size ?? 0,
+    );
     const common = terms.filter((t) => (held.get(t) ?? 0) >= PG_COMMON_IN_WINDOW);
     const rare = terms.filter((t) => (held.get(t) ?? 0) < PG_COMMON_IN_WINDOW);
     // ts_rank with length normalisation 1 (divide by 1 + log length), close
     // to bm25's; ts_rank knows no word's rarity, so the rarer words' rank
     // counts PG_RARE_WEIGHT times (a rare word is the evidence).
     const hits = await this.rows<store.RecallHit>(
-      `SELECT m.seq, m.role, left(m.content, ${RECALL_CONTENT_CHARS}) AS content, m.created_at
+      `SELECT m.seq, m.role, left(m.content, ${RECALL_CONTENT_CHARS}) AS content, m.created_at,
+              (ts_rank(m.search, q, 1)
+                + CASE WHEN $4 <> '' THEN ${PG_RARE_WEIGHT} * ts_rank(m.search, to_tsquery('simple', $4), 1) ELSE 0 END
+              )::float8 AS score
        FROM (SELECT w.id FROM (SELECT id, search FROM messages
                WHERE session_id = $1 AND seq <= $2 AND role <> 'system'
                ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW}) w
@@ -619,15 +630,22 @@ export class PgStore extends StoreBase implements store.Store {
              WHERE $4 <> '' AND session_id = $1 AND seq <= $2 AND role <> 'system'
                AND search @@ to_tsquery('simple', $4)) ids
        JOIN messages m ON m.id = ids.id, to_tsquery('simple', $5) q
-       ORDER BY ts_rank(m.search, q, 1)
-         + CASE WHEN $4 <> '' THEN ${PG_RARE_WEIGHT} * ts_rank(m.search, to_tsquery('simple', $4), 1) ELSE 0 END
-         DESC, m.seq LIMIT $6`,
+       ORDER BY score DESC, m.seq LIMIT $6`,
       [sessionId, maxSeq, common.join(' | '), rare.join(' | '), terms.join(' | '), limit],
     );
-    return hits.filter((hit) => {
-      const found = records.wordsOf(hit.content);
-      return words.some((t) => found.some((w) => records.matchesTerm(t, w)));
-    });
+    const matching = hits
+      .filter((hit) => {
+        const found = records.wordsOf(hit.content);
+        return words.some((t, i) => evidence[i] && found.some((w) => records.matchesTerm(t, w)));
+      })
+      .map((hit) => ({ ...hit, chars: hit.content.length, held: 0 }));
+    // The final order and score by BM25 with the window's frequencies, as on
+    // SQLite: ts_rank's order picked the candidates, not their scores.
+    const size = counts[0]?.size ?? 0;
+    const weights = terms.map((t) => inverseFrequency(size, held.get(t) ?? 0));
+    return rankShortlist(matching, words, weights, limit).map(
+      ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
+    );
   }
 
   // ---- compaction -----------------------------------------------------------

@@ -28,6 +28,13 @@ export const RARE_WORD_MATCHES = 1_000;
  * the rarer words find).
  */
 export const COMMON_SHARE = 0.2;
+/**
+ * Words remembered as common are skipped only in a session with this many
+ * messages to search or more: in a shorter one every word's rows are few and
+ * cheap to read, and skipping a word there drops the rows that hold only it
+ * (a tiny session read too few candidates).
+ */
+export const COMMON_SKIP_MIN_MESSAGES = 1_000;
 /** A word's count is reused this long: counts change slowly, and a stale one only picks the slower plan. */
 export const WORD_COUNT_TTL_MS = 60_000;
 /** Counts remembered at most; the memo starts over past it. */
@@ -79,8 +86,13 @@ export class RecallPlanner {
     return this.matchesOf(term, RARE_WORD_MATCHES) < RARE_WORD_MATCHES;
   }
 
-  /** `term`'s remembered share of the session's searched messages, if read in the last WORD_COUNT_TTL_MS. */
-  knownShare(sessionId: string, term: string): number | undefined {
+  /**
+   * `term`'s remembered share of the session's `searched` messages, if read
+   * in the last WORD_COUNT_TTL_MS and the session is long enough for a
+   * common word to be skipped (COMMON_SKIP_MIN_MESSAGES).
+   */
+  knownShare(sessionId: string, term: string, searched: number): number | undefined {
+    if (searched < COMMON_SKIP_MIN_MESSAGES) return undefined;
     const known = this.shares.get(`${sessionId}\u0000${term}`);
     return known !== undefined && this.now() - known.at < WORD_COUNT_TTL_MS
       ? known.share

@@ -41,7 +41,7 @@ import type {
   TaskRow,
   TaskStatus,
 } from '../store.js';
-import { ADMIN_OWNER, RECALL_CONTENT_CHARS } from '../store.js';
+import { ADMIN_OWNER, evidenceWords, RECALL_CONTENT_CHARS } from '../store.js';
 import { SqliteCallRecords } from './sqlite-call-records.js';
 import {
   StoreBase,
@@ -74,7 +74,7 @@ import {
   shortlist,
   SHORTLIST_PER_HIT,
   TERM_ROWS_CAP,
-} from './recall-rank.js';
+} from '../recall-rank.js';
 import { GroupCommit, retryWhileBusy } from './group-commit.js';
 import * as decide from '../decisions.js';
 import { secondResultError } from '../second-result.js';
@@ -902,8 +902,13 @@ export class SqliteStore extends StoreBase implements Store {
     const bound = this.stmt.recallBound.get(sessionId, maxSeq);
     if (bound === undefined) return [];
     const read = this.rowsHolding(sessionId, ranked.map(ftsTerm), maxSeq, bound);
+    const evidence = evidenceWords(
+      read.map((r) => r.df),
+      maxSeq,
+    );
+    // A row read only for words that are no evidence is no candidate.
     const { weights, picked } = shortlist(
-      read.map((r) => r.rows),
+      read.map((r, i) => (evidence[i] ? r.rows : [])),
       maxSeq,
       limit * SHORTLIST_PER_HIT,
       read.map((r) => r.df),
@@ -914,7 +919,7 @@ export class SqliteStore extends StoreBase implements Store {
       .all(JSON.stringify(picked.map((p) => p.id)), sessionId, maxSeq)
       .map((row) => ({ ...row, held: held.get(row.id) ?? 0 }));
     return rankShortlist(rows, ranked, weights, limit).map(
-      ({ seq, role, content, created_at }) => ({ seq, role, content, created_at }),
+      ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
     );
   }
 
@@ -927,8 +932,8 @@ export class SqliteStore extends StoreBase implements Store {
    * - another is read with the session named in the MATCH, newest first, at
    *   most TERM_ROWS_CAP rows; past the cap its frequency is estimated from
    *   how far back the rows reach (estimateFrequency);
-   * - a word remembered as common in this session (COMMON_SHARE) is not read
-   *   again: it weighs little, and it still counts when the rows the other
+   * - in a long session (COMMON_SKIP_MIN_MESSAGES), a word remembered as
+   *   common there (COMMON_SHARE) is not read again: it weighs little, and it still counts when the rows the other
    *   words find are ranked. If every word is common, the least common is read.
    */
   private rowsHolding(
@@ -938,7 +943,7 @@ export class SqliteStore extends StoreBase implements Store {
     bound: number,
   ): { rows: number[]; df: number }[] {
     const planner = this.recallPlanner;
-    const shares = terms.map((term) => planner.knownShare(sessionId, term));
+    const shares = terms.map((term) => planner.knownShare(sessionId, term, maxSeq));
     const common = shares.map((share) => share !== undefined && share >= COMMON_SHARE);
     if (common.every(Boolean) && terms.length > 0) {
       const least = shares.indexOf(Math.min(...shares.map((share) => share ?? 1)));

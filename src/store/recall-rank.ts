@@ -1,6 +1,9 @@
 /**
- * How the SQLite store ranks recall's matches: BM25 over the searched part of
- * the session, computed here rather than by FTS5's bm25().
+ * How the stores rank recall's matches: BM25 over the searched part of the
+ * session, computed here rather than by FTS5's bm25() or Postgres' ts_rank
+ * (which knows no word's rarity). Postgres uses the final ranking
+ * (rankShortlist) on its candidates, with the frequencies of the session's
+ * newest messages, so a score means the same on both dialects.
  *
  * FTS5's bm25() takes each word's document frequency from the whole index —
  * every session's messages — and counts it afresh on every query by reading
@@ -28,8 +31,8 @@
  * still counts for a little rather than nothing. Pure: the store runs the
  * queries.
  */
-import { digitGroups, matchesTerm, wordsOf } from '../records.js';
-import type { SearchTerm } from '../store.js';
+import { digitGroups, matchesTerm, wordsOf } from './records.js';
+import type { SearchTerm } from './store.js';
 
 const K1 = 1.2;
 const B = 0.75;
@@ -175,7 +178,7 @@ export function rankShortlist<R extends ReadRow>(
   terms: readonly SearchTerm[],
   weights: readonly number[],
   limit: number,
-): R[] {
+): (R & { score: number })[] {
   const average = rows.reduce((sum, row) => sum + row.chars, 0) / Math.max(rows.length, 1);
   const scored = rows.map((row) => {
     let score = 0;
@@ -186,5 +189,5 @@ export function rankShortlist<R extends ReadRow>(
     return { row, score };
   });
   scored.sort((a, b) => b.score - a.score || a.row.seq - b.row.seq);
-  return scored.slice(0, limit).map((s) => s.row);
+  return scored.slice(0, limit).map((s) => ({ ...s.row, score: s.score }));
 }

@@ -1,0 +1,321 @@
+/**
+ * `cairn eval recall`: measures automatic recall from outside, the way any
+ * benchmark of long conversations can be run against Cairn. Each
+ * conversation of a data file is seeded as one session (the speaker named
+ * `user` as user messages, the others as assistant messages, each stored as
+ * `[time] speaker: text`), compacted until the given share of it is behind
+ * the pointer, and each question is asked in a fork of it through the chat
+ * route. A question is found when a message holding one of its evidence
+ * turns is in the chat response's `recall.seqs`, or still in the raw tail.
+ * Reported per category: found (any / all evidence), items per question
+ * (`recall.seqs.length`, neighbours included), tokens added, time per call.
+ */
+import type { CairnApp } from '../app.js';
+import type { ChatMessage } from '../llm/messages.js';
+
+export interface RecallTurn {
+  id: string;
+  speaker: string;
+  time: string;
+  text: string;
+}
+
+export interface RecallQuestion {
+  question: string;
+  evidence: string[];
+  category: string;
+}
+
+export interface RecallConversation {
+  id: string;
+  user: string;
+  turns: RecallTurn[];
+  questions: RecallQuestion[];
+}
+
+export interface RecallData {
+  conversations: RecallConversation[];
+}
+
+/** A data file that does not have the documented shape; the message names the place. */
+export class RecallDataError extends Error {}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function text(value: unknown, at: string): string {
+  if (typeof value !== 'string') throw new RecallDataError(`${at} must be a string.`);
+  return value;
+}
+
+function list(value: unknown, at: string): unknown[] {
+  if (!Array.isArray(value)) throw new RecallDataError(`${at} must be an array.`);
+  return value;
+}
+
+function parseTurn(value: unknown, at: string): RecallTurn {
+  if (!isObject(value)) throw new RecallDataError(`${at} must be an object.`);
+  return {
+    id: text(value.id, `${at}.id`),
+    speaker: text(value.speaker, `${at}.speaker`),
+    time: text(value.time ?? '', `${at}.time`),
+    text: text(value.text, `${at}.text`),
+  };
+}
+
+function parseQuestion(value: unknown, at: string, turnIds: ReadonlySet<string>): RecallQuestion {
+  if (!isObject(value)) throw new RecallDataError(`${at} must be an object.`);
+  const evidence = list(value.evidence, `${at}.evidence`).map((id, i) =>
+    text(id, `${at}.evidence[${i}]`),
+  );
+  for (const id of evidence) {
+    if (!turnIds.has(id)) throw new RecallDataError(`${at}.evidence names no turn "${id}".`);
+  }
+  // Benchmarks number their categories; a number is read as its name.
+  const category = typeof value.category === 'number' ? String(value.category) : value.category;
+  return {
+    question: text(value.question, `${at}.question`),
+    evidence,
+    category: text(category ?? 'all', `${at}.category`),
+  };
+}
+
+/** The data file's content, checked: every turn and question has its fields, every evidence id names a turn. */
+export function parseRecallData(json: unknown): RecallData {
+  if (!isObject(json))
+    throw new RecallDataError('The data must be an object with "conversations".');
+  const conversations = list(json.conversations, 'conversations').map((value, c) => {
+    const at = `conversations[${c}]`;
+    if (!isObject(value)) throw new RecallDataError(`${at} must be an object.`);
+    const turns = list(value.turns, `${at}.turns`).map((turn, t) =>
+      parseTurn(turn, `${at}.turns[${t}]`),
+    );
+    if (turns.length === 0) throw new RecallDataError(`${at}.turns is empty.`);
+    const ids = new Set(turns.map((turn) => turn.id));
+    if (ids.size !== turns.length) throw new RecallDataError(`${at}.turns repeat an id.`);
+    return {
+      id: text(value.id ?? String(c + 1), `${at}.id`),
+      user: text(value.user, `${at}.user`),
+      turns,
+      questions: list(value.questions, `${at}.questions`).map((q, i) =>
+        parseQuestion(q, `${at}.questions[${i}]`, ids),
+      ),
+    };
+  });
+  if (conversations.length === 0) throw new RecallDataError('"conversations" is empty.');
+  return { conversations };
+}
+
+/** How one turn is stored: `[time] speaker: text` (no time, no brackets). */
+export function storedText(turn: RecallTurn): string {
+  return `${turn.time === '' ? '' : `[${turn.time}] `}${turn.speaker}: ${turn.text}`;
+}
+
+export interface RecallCategoryReport {
+  category: string;
+  questions: number;
+  foundAny: number;
+  foundAll: number;
+  /** Mean `recall.seqs.length` a question. */
+  itemsPerQuestion: number;
+  /** Mean tokens of the recalled block a question. */
+  tokensAdded: number;
+  /** Median milliseconds of one chat call (the whole turn, recall included). */
+  msPerCall: number;
+}
+
+export interface RecallEvalReport {
+  agent: string;
+  model: string;
+  /** The share asked for behind the pointer, and the share reached (mean over conversations). */
+  compacted: { asked: number; reached: number };
+  conversations: number;
+  /** Questions left out: no evidence to find. */
+  skipped: number;
+  categories: RecallCategoryReport[];
+  total: RecallCategoryReport;
+}
+
+export interface RecallEvalInput {
+  app: CairnApp;
+  agentName: string;
+  data: RecallData;
+  /** Share (0–1) of each conversation to put behind the compaction pointer. */
+  compacted: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+interface Asked {
+  category: string;
+  foundAny: boolean;
+  foundAll: boolean;
+  items: number;
+  tokens: number;
+  ms: number;
+}
+
+interface ChatReply {
+  recall: { seqs: number[]; tokens: number } | null;
+}
+
+/** Compactions tried at most per conversation before the share counts as reached. */
+const MAX_COMPACTIONS = 12;
+
+async function inject(
+  app: CairnApp,
+  method: 'GET' | 'POST' | 'DELETE',
+  url: string,
+  payload?: Record<string, unknown>,
+): Promise<unknown> {
+  const res = await app.server.inject({ method, url, ...(payload ? { payload } : {}) });
+  if (res.statusCode >= 300) throw new Error(`${method} ${url} failed: ${res.body}`);
+  return res.statusCode === 204 ? undefined : res.json();
+}
+
+/** The session seeded with the conversation, compacted to `share`; its turns' seqs and the share reached. */
+async function seed(
+  input: RecallEvalInput,
+  conversation: RecallConversation,
+): Promise<{ sessionId: string; seqOf: Map<string, number>; reached: number }> {
+  const { app } = input;
+  const compactCount = Math.min(99, Math.max(1, Math.round(input.compacted * 100)));
+  const created = (await inject(app, 'POST', '/sessions', {
+    agentName: input.agentName,
+    compactCount,
+  })) as { session: { id: string } };
+  const sessionId = created.session.id;
+  const messages: ChatMessage[] = conversation.turns.map((turn) => ({
+    role: turn.speaker === conversation.user ? 'user' : 'assistant',
+    content: storedText(turn),
+  }));
+  const stored = await app.store.appendMessages(sessionId, messages);
+  const seqOf = new Map(conversation.turns.map((turn, i) => [turn.id, stored[i]!.seq]));
+  const first = stored[0]!.seq;
+  const last = stored.at(-1)!.seq;
+  const share = async (): Promise<number> => {
+    const session = await app.store.findSession(sessionId);
+    return Math.max(0, (session?.compact_seq ?? 0) - first + 1) / (last - first + 1);
+  };
+  for (let i = 0; i < MAX_COMPACTIONS && (await share()) < input.compacted; i++) {
+    const done = (await inject(app, 'POST', `/sessions/${sessionId}/compact`)) as {
+      alreadyUpToDate?: boolean;
+    };
+    if (done.alreadyUpToDate === true) break;
+  }
+  return { sessionId, seqOf, reached: await share() };
+}
+
+async function ask(
+  input: RecallEvalInput,
+  sessionId: string,
+  seqOf: ReadonlyMap<string, number>,
+  question: RecallQuestion,
+): Promise<Asked> {
+  const { app } = input;
+  const fork = (await inject(app, 'POST', `/sessions/${sessionId}/fork`)) as {
+    session: { id: string; compact_seq: number };
+  };
+  const started = performance.now();
+  const reply = (await inject(app, 'POST', `/agents/${input.agentName}/chat`, {
+    message: question.question,
+    sessionId: fork.session.id,
+  })) as ChatReply;
+  const ms = performance.now() - started;
+  await inject(app, 'DELETE', `/sessions/${fork.session.id}`);
+  const recalled = new Set(reply.recall?.seqs ?? []);
+  const pointer = fork.session.compact_seq;
+  const found = question.evidence.map((id) => {
+    const seq = seqOf.get(id)!;
+    return seq > pointer || recalled.has(seq);
+  });
+  return {
+    category: question.category,
+    foundAny: found.some(Boolean),
+    foundAll: found.every(Boolean),
+    items: recalled.size,
+    tokens: reply.recall?.tokens ?? 0,
+    ms,
+  };
+}
+
+function median(values: readonly number[]): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+const round = (value: number, places: number): number => Number(value.toFixed(places));
+
+function summarise(category: string, asked: readonly Asked[]): RecallCategoryReport {
+  const mean = (pick: (a: Asked) => number) =>
+    asked.length === 0 ? 0 : asked.reduce((sum, a) => sum + pick(a), 0) / asked.length;
+  return {
+    category,
+    questions: asked.length,
+    foundAny: asked.filter((a) => a.foundAny).length,
+    foundAll: asked.filter((a) => a.foundAll).length,
+    itemsPerQuestion: round(
+      mean((a) => a.items),
+      2,
+    ),
+    tokensAdded: Math.round(mean((a) => a.tokens)),
+    msPerCall: round(median(asked.map((a) => a.ms)), 1),
+  };
+}
+
+export async function runRecallEval(input: RecallEvalInput): Promise<RecallEvalReport> {
+  const { data } = input;
+  const askable = data.conversations.flatMap((c) => c.questions.filter((q) => q.evidence.length));
+  const total = askable.length;
+  let done = 0;
+  const asked: Asked[] = [];
+  const reached: number[] = [];
+  for (const conversation of data.conversations) {
+    const { sessionId, seqOf, reached: share } = await seed(input, conversation);
+    reached.push(share);
+    for (const question of conversation.questions) {
+      if (question.evidence.length === 0) continue;
+      asked.push(await ask(input, sessionId, seqOf, question));
+      input.onProgress?.(++done, total);
+    }
+    await inject(input.app, 'DELETE', `/sessions/${sessionId}`);
+  }
+  const categories = [...new Set(asked.map((a) => a.category))];
+  return {
+    agent: input.agentName,
+    model: input.app.settings.models.main.model,
+    compacted: {
+      asked: input.compacted,
+      reached: round(reached.reduce((a, b) => a + b, 0) / Math.max(reached.length, 1), 3),
+    },
+    conversations: data.conversations.length,
+    skipped: data.conversations.reduce((n, c) => n + c.questions.length, 0) - total,
+    categories: categories.map((category) =>
+      summarise(
+        category,
+        asked.filter((a) => a.category === category),
+      ),
+    ),
+    total: summarise('all', asked),
+  };
+}
+
+function percent(part: number, whole: number): string {
+  return whole === 0 ? '—' : `${Math.round((part / whole) * 100)} %`;
+}
+
+/** The report as a Markdown table (what the CLI prints without --json). */
+export function formatRecallReport(report: RecallEvalReport): string {
+  const line = (r: RecallCategoryReport): string =>
+    `| ${r.category} | ${r.questions} | ${percent(r.foundAny, r.questions)} | ${percent(r.foundAll, r.questions)} | ${r.itemsPerQuestion.toFixed(1)} | ${r.tokensAdded} | ${r.msPerCall.toFixed(1)} |`;
+  return [
+    `agent ${report.agent}, model ${report.model}: ${report.conversations} conversation(s), ${Math.round(report.compacted.reached * 100)} % compacted (asked ${Math.round(report.compacted.asked * 100)} %)${report.skipped ? `, ${report.skipped} question(s) without evidence skipped` : ''}`,
+    '',
+    '| category | questions | found (any) | found (all) | items / question | tokens added | ms / call |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    ...report.categories.map(line),
+    line(report.total),
+  ].join('\n');
+}

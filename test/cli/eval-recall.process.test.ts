@@ -1,0 +1,145 @@
+/**
+ * `cairn eval recall` as a user runs it: the compiled CLI in a folder made
+ * by `cairn init`, the offline model, a data file in the documented format;
+ * a question counts as found when its evidence is recalled or still in the
+ * raw tail, and not otherwise; bad data and bad options exit 1 with a
+ * message naming the problem.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_PATH } from '../process/spawn-server.js';
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cairn(cwd: string, args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI_PATH, ...args],
+      { cwd, env: { PATH: process.env.PATH ?? '' }, timeout: 120_000 },
+      (err, stdout, stderr) => {
+        const code = err ? ((err as { code?: number }).code ?? 1) : 0;
+        resolve({ code: typeof code === 'number' ? code : 1, stdout, stderr });
+      },
+    );
+  });
+}
+
+/**
+ * 80 turns of filler, a fact at turn 5 and another at turn 77 (in the raw
+ * tail once 90 % is compacted), and questions: one about each fact, one
+ * about nothing said, one whose evidence holds none of its words.
+ */
+function data(): unknown {
+  const turns = Array.from({ length: 80 }, (_, i) => ({
+    id: `D1:${i + 1}`,
+    speaker: i % 2 === 0 ? 'Ana' : 'Bo',
+    time: `2024-01-01T10:${String(i % 60).padStart(2, '0')}:00Z`,
+    text: i % 2 === 0 ? `Chatting about little thing number ${i}.` : 'Nice, go on.',
+  }));
+  turns[4]!.text = 'The harbour crane is painted vermilion.';
+  turns[76]!.text = 'The ferry timetable changes in spring.';
+  return {
+    conversations: [
+      {
+        id: 'c1',
+        user: 'Ana',
+        turns,
+        questions: [
+          { question: 'What colour is the harbour crane?', evidence: ['D1:5'], category: 'plain' },
+          { question: 'When does the timetable change?', evidence: ['D1:77'], category: 'tail' },
+          { question: 'Who won the chess final?', evidence: ['D1:5'], category: 'miss' },
+          { question: 'Anything about cranes?', evidence: [], category: 'plain' },
+        ],
+      },
+    ],
+  };
+}
+
+describe('cairn eval recall', () => {
+  let home: string;
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'cairn-eval-recall-cli-'));
+    expect((await cairn(home, ['init', '.'])).code).toBe(0);
+    writeFileSync(join(home, 'data.json'), JSON.stringify(data()));
+  });
+  afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+  it('reports found, items, tokens and time per category, as JSON', async () => {
+    const run = await cairn(home, ['eval', 'recall', '--data', 'data.json', '--json']);
+    expect(run.code, run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report).toMatchObject({ agent: 'assistant', model: 'offline', conversations: 1 });
+    expect(report.skipped).toBe(1);
+    expect(report.compacted.asked).toBe(0.9);
+    expect(report.compacted.reached).toBeGreaterThanOrEqual(0.9);
+    const byName = Object.fromEntries(
+      report.categories.map((c: { category: string }) => [c.category, c]),
+    );
+    // Recalled: the crane's message comes back, and only it.
+    expect(byName.plain).toMatchObject({ questions: 1, foundAny: 1, foundAll: 1 });
+    expect(byName.plain.itemsPerQuestion).toBe(1);
+    expect(byName.plain.tokensAdded).toBeGreaterThan(0);
+    // Still in the raw tail: found with nothing recalled.
+    expect(byName.tail).toMatchObject({ questions: 1, foundAny: 1, itemsPerQuestion: 0 });
+    // Evidence compacted and not recalled: not found.
+    expect(byName.miss).toMatchObject({ questions: 1, foundAny: 0, foundAll: 0 });
+    expect(report.total).toMatchObject({ category: 'all', questions: 3, foundAny: 2 });
+    expect(report.total.msPerCall).toBeGreaterThan(0);
+    expect(run.stderr).toBe('');
+  }, 120_000);
+
+  it('runs the conversation file shipped with Cairn by default, as a table', async () => {
+    const run = await cairn(home, ['eval', 'recall', '--compacted', '0.8']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain(
+      '| category | questions | found (any) | found (all) | items / question | tokens added | ms / call |',
+    );
+    expect(run.stdout).toMatch(/\| all \| \d+ \|/);
+    expect(run.stdout).toContain('| paraphrase |');
+  }, 120_000);
+
+  it('refuses bad data and bad options with a message and exit status 1', async () => {
+    const bad = (name: string, content: unknown) => {
+      writeFileSync(join(home, name), JSON.stringify(content));
+      return name;
+    };
+    const turn = { id: 'D1:1', speaker: 'Ana', time: '', text: 'hi' };
+    for (const [args, message] of [
+      [['--compacted', '1.5'], '--compacted must be a share between 0 and 1'],
+      [['--data', 'missing.json'], '--data missing.json'],
+      [['--data', bad('a.json', { talks: [] })], 'conversations must be an array'],
+      [
+        ['--data', bad('b.json', { conversations: [{ user: 'Ana', turns: [{ id: 'x' }] }] })],
+        'conversations[0].turns[0].speaker must be a string',
+      ],
+      [
+        [
+          '--data',
+          bad('c.json', {
+            conversations: [
+              {
+                user: 'Ana',
+                turns: [turn],
+                questions: [{ question: 'q', evidence: ['D9:9'], category: 'plain' }],
+              },
+            ],
+          }),
+        ],
+        'conversations[0].questions[0].evidence names no turn "D9:9"',
+      ],
+      [['--agent', 'nobody'], 'There is no agent "nobody"'],
+    ] as const) {
+      const run = await cairn(home, ['eval', 'recall', ...args]);
+      expect(run.code, args.join(' ')).toBe(1);
+      expect(run.stderr).toContain(message);
+    }
+  }, 120_000);
+});
