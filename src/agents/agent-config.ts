@@ -59,6 +59,12 @@ export interface AgentConfig {
       readonly maxTokens: number;
       /** 0–1: the share of the query's terms (up to four) a message must contain. */
       readonly minScore: number;
+      /**
+       * `hybrid`: lexical and vector candidates fused (needs the `embed` model
+       * role); `lexical`: the full-text search alone. Absent: hybrid when an
+       * `embed` role is configured, lexical otherwise.
+       */
+      readonly mode?: 'hybrid' | 'lexical';
     };
   };
   readonly daemon?: { readonly every?: string; readonly cron?: string; readonly prompt: string };

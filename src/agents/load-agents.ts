@@ -51,7 +51,13 @@ interface AgentFile {
     autoThreshold?: number;
     maxSummaryChars?: number;
     summaryFormat?: 'sections' | 'prose';
-    recall?: { enabled?: boolean; maxMessages?: number; maxTokens?: number; minScore?: number };
+    recall?: {
+      enabled?: boolean;
+      maxMessages?: number;
+      maxTokens?: number;
+      minScore?: number;
+      mode?: 'hybrid' | 'lexical';
+    };
   };
   daemon?: { every?: string; cron?: string; prompt: string };
 }

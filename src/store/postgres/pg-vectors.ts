@@ -79,7 +79,11 @@ export class PgVectors implements VectorStore {
             '$3',
             'owner.tokens',
           ),
-          [spent.map((charge) => charge.sessionId), spent.map((charge) => charge.tokens), usageDay()],
+          [
+            spent.map((charge) => charge.sessionId),
+            spent.map((charge) => charge.tokens),
+            usageDay(),
+          ],
         );
     });
   }

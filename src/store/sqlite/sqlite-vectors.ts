@@ -38,7 +38,8 @@ function prepare(db: SqliteDatabase) {
       ORDER BY m.id LIMIT @limit`),
     // A re-embedded message's old row goes and a new one (a new id) comes, so a loaded copy sees it as new.
     drop: db.prepare('DELETE FROM message_vectors WHERE message_id = ?'),
-    insert: db.prepare(`INSERT INTO message_vectors (message_id, session_id, seq, model, dimensions, vector)
+    insert:
+      db.prepare(`INSERT INTO message_vectors (message_id, session_id, seq, model, dimensions, vector)
       SELECT id, session_id, seq, @model, @dimensions, @vector FROM messages WHERE id = @message_id`),
     charge: db.prepare(`INSERT INTO key_usage (key_id, day, tokens)
       SELECT owner_key, @day, @tokens FROM sessions WHERE id = @id AND owner_key IS NOT NULL AND @tokens > 0
@@ -53,7 +54,8 @@ function prepare(db: SqliteDatabase) {
       `SELECT id, seq, model, dimensions, vector FROM message_vectors
        WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
     ),
-    imported: db.prepare(`INSERT INTO message_vectors (message_id, session_id, seq, model, dimensions, vector)
+    imported:
+      db.prepare(`INSERT INTO message_vectors (message_id, session_id, seq, model, dimensions, vector)
       SELECT id, session_id, seq, @model, @dimensions, @vector FROM messages
       WHERE session_id = @session AND seq = @seq
       ON CONFLICT (message_id) DO NOTHING`),
@@ -61,7 +63,8 @@ function prepare(db: SqliteDatabase) {
         substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content, m.created_at AS created_at
       FROM json_each(?) j CROSS JOIN messages m ON m.session_id = ? AND m.seq = j.value
       WHERE m.seq <= ? AND m.role <> 'system' AND m.content IS NOT NULL`),
-    copyFork: db.prepare(`INSERT INTO message_vectors (message_id, session_id, seq, model, dimensions, vector)
+    copyFork:
+      db.prepare(`INSERT INTO message_vectors (message_id, session_id, seq, model, dimensions, vector)
       SELECT m.id, m.session_id, m.seq, v.model, v.dimensions, v.vector
       FROM message_vectors v JOIN messages m ON m.session_id = @id AND m.seq = v.seq
       WHERE v.session_id = @source AND v.seq <= @at_seq ORDER BY v.seq`),
