@@ -76,6 +76,7 @@ import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { SeedRequest } from './seed.js';
 import { bookkeepingRows, promptTokenRows } from './compaction.js';
 import { serverCostRows } from './server-cost.js';
+import { hybridRecallRows } from './hybrid-recall.js';
 import { writeDemoHome } from './bench-app.js';
 import { startScript } from './child-script.js';
 import { percentile, trimTail } from './compacted-tail.js';
@@ -495,6 +496,7 @@ async function main(): Promise<void> {
       ...(await serverCostRows(AIM_SMALL_MS)),
       ...(await growingConversationRows(baseURL)),
       ...(await recallCostRows()),
+      ...(await hybridRecallRows()),
       ...(await throughputRows()),
       ...(await callRecordRows(baseURL)),
       ...(await postgresRows(baseURL)),

@@ -91,6 +91,11 @@ import { KeyLimits } from './http/key-limits.js';
 import { Access } from './http/access.js';
 import { keyRoutes } from './http/routes/keys.js';
 import { LateBinding } from './late-binding.js';
+import { OpenAiEmbeddings, type EmbeddingClient } from './llm/embedding-client.js';
+import { LocalEmbeddings, resolveLocalModel } from './llm/local-embeddings.js';
+import { Embedder } from './recall/embedder.js';
+import { EmbeddingBacklog } from './recall/embedding-backlog.js';
+import { VectorRecall } from './recall/hybrid-recall.js';
 import { createLogger, logLines, type Logger, type LoggerSetting } from './logger.js';
 
 export interface AppOptions {
@@ -156,6 +161,8 @@ export interface CairnApp {
   readonly daemons: DaemonScheduler;
   readonly mcp: McpManager;
   readonly agentProblems: readonly AgentProblem[];
+  /** The background walk that embeds stored messages; undefined without an `embed` role. */
+  readonly embeddingBacklog: EmbeddingBacklog | undefined;
   /**
    * Starts the background work (see `start`); a step that fails closes
    * everything and rejects. Once only.
@@ -313,6 +320,8 @@ interface ContextCare {
   readonly compaction: DefaultCompaction;
   readonly autoCompaction: AutoCompaction;
   readonly recall: AutomaticRecall;
+  /** The `embed` role's client and background walk; absent when no embed role is configured. */
+  readonly embedding?: { readonly client: EmbeddingClient; readonly backlog: EmbeddingBacklog };
 }
 
 /** Sessions and turns, and the tasks, subagents, daemons and reloads that run them. */
@@ -456,9 +465,10 @@ function buildContextCare(
   { store, events, budget }: Storage,
   agents: LoadedAgents,
   models: Models,
-  { tracing }: Observers,
+  observers: Observers,
   logger: Logger,
 ): ContextCare {
+  const { tracing } = observers;
   const compaction = new DefaultCompaction({
     store,
     events,
@@ -476,13 +486,50 @@ function buildContextCare(
     logger,
     recalledTokens: (sessionId) => recallLedger.tokens(sessionId),
   });
+  const embedding = buildEmbedding(settings, store, observers, logger);
   const recall = new AutomaticRecall({
     store,
     contextWindow: settings.models.main.contextWindow,
     estimate: (turn, messages) => autoCompaction.estimate(turn, messages),
     ledger: recallLedger,
+    ...(embedding ? { vectors: embedding.vectors } : {}),
   });
-  return { compaction, autoCompaction, recall };
+  return {
+    compaction,
+    autoCompaction,
+    recall,
+    ...(embedding ? { embedding: { client: embedding.client, backlog: embedding.backlog } } : {}),
+  };
+}
+
+/**
+ * The `embed` role, when configured: its client (the local model's worker
+ * is started on first use), every call recorded and counted, the background
+ * walk that embeds stored messages, and the vector half of hybrid recall.
+ * A `local` role without its optional packages fails here, at start.
+ */
+function buildEmbedding(
+  settings: Settings,
+  store: Store,
+  { metrics, recorder }: Observers,
+  logger: Logger,
+): { client: EmbeddingClient; backlog: EmbeddingBacklog; vectors: VectorRecall } | undefined {
+  const role = settings.models.embed;
+  if (role === null) return undefined;
+  const { warn } = logLines(logger);
+  const client: EmbeddingClient =
+    role.provider === 'local'
+      ? new LocalEmbeddings(resolveLocalModel(), role.timeoutMs)
+      : new OpenAiEmbeddings(role);
+  const embedder = new Embedder({ client, role, recorder, metrics, store });
+  const backlog = new EmbeddingBacklog({ store, embedder, warn });
+  const vectors = new VectorRecall({
+    store,
+    embedder,
+    warn,
+    degraded: (reason) => metrics.recallDegradedTo(reason),
+  });
+  return { client, backlog, vectors };
 }
 
 /** Everything the runtime step is built from. */
@@ -711,6 +758,7 @@ interface BuiltApp {
   readonly tools: Tools;
   readonly parts: RuntimeParts;
   readonly server: FastifyInstance;
+  readonly context: ContextCare;
   /** The MCP servers' first attempts and the checks after them, running in the background. */
   mcpChecks?: Promise<void>;
 }
@@ -783,6 +831,7 @@ async function start(built: BuiltApp, options: AppOptions, logger: Logger): Prom
   step('start:daemons');
   if (options.daemons !== false) await parts.daemons.start();
   observers.recordsPruner.start();
+  built.context.embedding?.backlog.start();
 }
 
 /** Stops accepting work, waits for running turns, then closes what they used, database last. */
@@ -795,6 +844,8 @@ async function close(built: BuiltApp): Promise<void> {
   await parts.tasks.drain();
   await parts.engine.drain();
   await observers.recordsPruner.stop();
+  await built.context.embedding?.backlog.close();
+  await built.context.embedding?.client.close();
   // After the turns: a running turn may still be calling an MCP tool.
   await tools.mcp.close();
   await built.mcpChecks?.catch(() => undefined);
@@ -871,7 +922,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       options.consoleDir ?? DEFAULT_CONSOLE_DIR,
     );
     opened.add(() => server.close());
-    const built: BuiltApp = { agents, storage, observers, tools, parts, server };
+    const built: BuiltApp = { agents, storage, observers, tools, parts, server, context };
     let started: Promise<void> | undefined;
     return {
       settings,
@@ -888,6 +939,7 @@ export async function buildApp(settings: Settings, options: AppOptions = {}): Pr
       tasks: parts.tasks,
       daemons: parts.daemons,
       mcp: tools.mcp,
+      embeddingBacklog: context.embedding?.backlog,
       start: () =>
         (started ??= start(built, options, logger).catch(async (err: unknown) => {
           await close(built).catch(() => undefined);

@@ -81,6 +81,12 @@ export interface AgentConfig {
        * share of the best match's, so weak matches do not fill the block.
        */
       readonly minRelativeScore: number;
+      /**
+       * `hybrid`: lexical and vector candidates fused (needs the `embed` model
+       * role); `lexical`: the full-text search alone. Absent: hybrid when an
+       * `embed` role is configured, lexical otherwise.
+       */
+      readonly mode?: 'hybrid' | 'lexical';
     };
   };
   readonly daemon?: { readonly every?: string; readonly cron?: string; readonly prompt: string };

@@ -59,6 +59,7 @@ interface AgentFile {
       maxTokens?: number;
       minScore?: number;
       minRelativeScore?: number;
+      mode?: 'hybrid' | 'lexical';
     };
   };
   daemon?: { every?: string; cron?: string; prompt: string };

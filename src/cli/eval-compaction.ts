@@ -60,7 +60,7 @@ export function evalSettings(settings: Settings, dir: string, modelUrl?: string)
   return {
     ...settings,
     database: { ...settings.database, kind: 'sqlite', url: null, path: join(dir, 'eval.db') },
-    models: { main: role, compact: role, title: role },
+    models: { main: role, compact: role, title: role, embed: settings.models.embed },
   };
 }
 

@@ -100,6 +100,39 @@ export interface ModelPricing {
 
 export const DEFAULT_RECORDS_KEEP_DAYS = 30;
 
+/** The providers the `embed` role can name. */
+export const EMBED_PROVIDERS = ['openai', 'local'] as const;
+/** OpenAI's embedding model when `models.embed` names none. */
+export const DEFAULT_OPENAI_EMBED_MODEL = 'text-embedding-3-small';
+/** The one model `provider: "local"` runs (Universal Sentence Encoder lite, shipped in an npm package). */
+export const LOCAL_EMBED_MODEL = 'universal-sentence-encoder-lite';
+/**
+ * An embedding call waits at most this long by default: the query of a turn
+ * is embedded on the way to the model, so a slow provider must give up
+ * quickly (recall then falls back to lexical search).
+ */
+export const DEFAULT_EMBED_TIMEOUT_MS = 2_000;
+
+/**
+ * The `embed` model role (hybrid recall). It exists only when cairn.json
+ * configures it: it never inherits from `main`, since a chat endpoint is not
+ * an embeddings endpoint and embedding every message costs money.
+ */
+export interface EmbedRoleSettings {
+  /** `openai`: any `/v1/embeddings` endpoint; `local`: the bundled sentence encoder, in a worker thread. */
+  readonly provider: (typeof EMBED_PROVIDERS)[number];
+  /** Null for `local`. */
+  readonly baseURL: string | null;
+  readonly model: string;
+  readonly apiKeyEnv: string;
+  /** Resolved from the environment. Never logged, never returned by the API. */
+  readonly apiKey: string | null;
+  /** Asked of the provider (OpenAI's `dimensions`); null: the model's own. */
+  readonly dimensions: number | null;
+  readonly timeoutMs: number;
+  readonly pricing: ModelPricing | null;
+}
+
 /** Where traces go over OTLP/HTTP; null when tracing is off. */
 export interface OtlpSettings {
   /** The traces URL (`…/v1/traces`). */
@@ -158,6 +191,8 @@ export interface Settings {
     readonly compact: ModelRoleSettings;
     /** Session titles; falls back to `compact` field by field. */
     readonly title: ModelRoleSettings;
+    /** Message embeddings for hybrid recall; null unless cairn.json configures `models.embed`. */
+    readonly embed: EmbedRoleSettings | null;
   };
   /** MCP tool servers by name; empty when cairn.json has none. */
   readonly mcpServers: Readonly<Record<string, McpServerSettings>>;
@@ -196,6 +231,19 @@ const modelRoleSchema = closedObject({
     required: ['inputPerMTok', 'outputPerMTok'],
   },
   fallbacks: { type: 'array', maxItems: 5, items: closedObject(modelEndpointProperties) },
+});
+
+const embedRoleSchema = closedObject({
+  provider: { type: 'string', enum: EMBED_PROVIDERS },
+  baseURL: { type: 'string', minLength: 1 },
+  model: { type: 'string', minLength: 1 },
+  apiKeyEnv: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+  dimensions: { type: 'integer', minimum: 1, maximum: 8192 },
+  timeoutMs: { type: 'integer', minimum: 1 },
+  pricing: {
+    ...closedObject({ inputPerMTok: { type: 'number', minimum: 0 } }),
+    required: ['inputPerMTok'],
+  },
 });
 
 /** JSON Schema of cairn.json. */
@@ -250,6 +298,7 @@ export const CAIRN_JSON_SCHEMA = {
       main: modelRoleSchema,
       compact: modelRoleSchema,
       title: modelRoleSchema,
+      embed: embedRoleSchema,
     }),
     mcpServers: MCP_SERVERS_SCHEMA,
     records: closedObject({
@@ -292,6 +341,16 @@ interface ModelRoleFile extends ModelEndpointFile {
   fallbacks?: ModelEndpointFile[];
 }
 
+interface EmbedRoleFile {
+  provider?: (typeof EMBED_PROVIDERS)[number];
+  baseURL?: string;
+  model?: string;
+  apiKeyEnv?: string;
+  dimensions?: number;
+  timeoutMs?: number;
+  pricing?: { inputPerMTok: number };
+}
+
 interface OtlpFile {
   endpoint: string;
   protocol?: 'http/protobuf' | 'http/json';
@@ -316,7 +375,12 @@ interface CairnJson {
     requestTimeoutMs?: number;
   };
   database?: { path?: string; url?: string | null; poolSize?: number; cacheMb?: number };
-  models?: { main?: ModelRoleFile; compact?: ModelRoleFile; title?: ModelRoleFile };
+  models?: {
+    main?: ModelRoleFile;
+    compact?: ModelRoleFile;
+    title?: ModelRoleFile;
+    embed?: EmbedRoleFile;
+  };
   mcpServers?: Record<string, McpServerFile>;
   records?: { enabled?: boolean; keepDays?: number };
   telemetry?: { otlp?: OtlpFile | null };
@@ -482,6 +546,59 @@ function resolveEndpoint(
   });
 }
 
+/**
+ * The `embed` role as configured, or null when cairn.json has no
+ * `models.embed`. `local` has one model and no endpoint or key: naming
+ * either is a mistake worth reporting.
+ */
+function resolveEmbedRole(file: EmbedRoleFile | undefined, env: Env): EmbedRoleSettings | null {
+  if (file === undefined) return null;
+  const provider = file.provider ?? 'openai';
+  const pricing = file.pricing
+    ? Object.freeze({
+        inputPerMTok: file.pricing.inputPerMTok,
+        outputPerMTok: 0,
+        cachedInputPerMTok: file.pricing.inputPerMTok,
+      })
+    : null;
+  const timeoutMs = file.timeoutMs ?? DEFAULT_EMBED_TIMEOUT_MS;
+  if (provider === 'local') {
+    const stray = (['baseURL', 'apiKeyEnv'] as const).filter((key) => file[key] !== undefined);
+    if (file.model !== undefined && file.model !== LOCAL_EMBED_MODEL) stray.push('model' as never);
+    if (stray.length > 0)
+      throw new CairnError(
+        'VALIDATION_ERROR',
+        `models.embed: provider "local" runs the bundled ${LOCAL_EMBED_MODEL} and takes no ${stray.join(', ')}.`,
+      );
+    if (file.dimensions !== undefined && file.dimensions !== 512)
+      throw new CairnError(
+        'VALIDATION_ERROR',
+        `models.embed.dimensions: ${LOCAL_EMBED_MODEL} makes 512-dimension vectors, not ${file.dimensions}.`,
+      );
+    return Object.freeze({
+      provider,
+      baseURL: null,
+      model: LOCAL_EMBED_MODEL,
+      apiKeyEnv: '',
+      apiKey: null,
+      dimensions: 512,
+      timeoutMs,
+      pricing,
+    });
+  }
+  const apiKeyEnv = file.apiKeyEnv ?? 'OPENAI_API_KEY';
+  return Object.freeze({
+    provider,
+    baseURL: file.baseURL ?? DEFAULT_OPENAI_BASE_URL,
+    model: file.model ?? DEFAULT_OPENAI_EMBED_MODEL,
+    apiKeyEnv,
+    apiKey: nonEmpty(env[apiKeyEnv]) ?? null,
+    dimensions: file.dimensions ?? null,
+    timeoutMs,
+    pricing,
+  });
+}
+
 /** `OTEL_EXPORTER_OTLP_HEADERS`: `key=value,key2=value2`, values URL-encoded. */
 function parseOtlpHeaders(text: string | undefined): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -587,7 +704,12 @@ export function loadSettings(options: { home?: string; env?: Env } = {}): Settin
       poolSize: file.database?.poolSize ?? DEFAULT_POOL_SIZE,
       cacheMb: file.database?.cacheMb ?? DEFAULT_SQLITE_CACHE_MB,
     }),
-    models: Object.freeze({ main, compact, title }),
+    models: Object.freeze({
+      main,
+      compact,
+      title,
+      embed: resolveEmbedRole(file.models?.embed, env),
+    }),
     mcpServers: resolveMcpServers(file.mcpServers, env, home),
     records: Object.freeze({
       enabled: file.records?.enabled ?? true,

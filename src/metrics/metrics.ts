@@ -43,6 +43,7 @@ export class CairnMetrics {
   private readonly taskTransitions: Counter<'state'>;
   private readonly daemonTicks: Counter<'agent'>;
   private readonly toolCalls: Counter<'tool' | 'outcome'>;
+  private readonly recallDegraded: Counter<'reason'>;
   /** The agent of each task not yet finished (kept while it waits, for its resumed turn). */
   private readonly taskAgents = new Map<string, string>();
   /** When each running task's current turn started. */
@@ -115,6 +116,11 @@ export class CairnMetrics {
     this.daemonTicks = counter('cairn_daemon_ticks_total', 'Daemon ticks run, by agent.', [
       'agent',
     ]);
+    this.recallDegraded = counter(
+      'cairn_recall_degraded_total',
+      'Model calls whose hybrid recall fell back to lexical search, by reason (embed_failed: the embedding provider failed or timed out; embed_paused: it failed a moment ago and is not asked again yet).',
+      ['reason'],
+    );
     this.toolCalls = counter(
       'cairn_tool_calls_total',
       'Tool calls run by the loop, by tool and outcome (ok, error).',
@@ -165,6 +171,25 @@ export class CairnMetrics {
         modelSeconds.observe(labels, (now() - started) / 1000);
       }
     });
+  }
+
+  /** An embedding call (the `embed` role): counted like other model calls, under role `embed`. */
+  embeddingCall(
+    outcome: 'ok' | 'error',
+    tokens: number,
+    cost: number | null,
+    seconds: number,
+  ): void {
+    const labels = { role: 'embed', purpose: 'embed' };
+    this.modelCalls.inc({ ...labels, outcome });
+    this.modelSeconds.observe(labels, seconds);
+    if (tokens > 0) this.modelTokens.inc({ role: 'embed', direction: 'in' }, tokens);
+    if (cost !== null && cost > 0) this.modelCost.inc({ role: 'embed' }, cost);
+  }
+
+  /** A model call whose hybrid recall fell back to lexical search. */
+  recallDegradedTo(reason: 'embed_failed' | 'embed_paused'): void {
+    this.recallDegraded.inc({ reason });
   }
 
   /** A chat turn as the HTTP layer saw it. */

@@ -24,6 +24,7 @@ import {
   type RecalledItem,
 } from './recall-block.js';
 import type { RecallLedger } from './recall-ledger.js';
+import { fuseCandidates, type VectorRecall } from './hybrid-recall.js';
 import {
   mayCompleteEarlier,
   recallScore,
@@ -51,6 +52,8 @@ export interface AutomaticRecallDeps {
   /** The prompt tokens of the turn's next call with `messages` (the context guard's estimate). */
   estimate: (turn: GuardedTurn, messages: readonly ChatMessage[]) => Promise<number>;
   ledger: RecallLedger;
+  /** The vector half of hybrid recall; absent when no `embed` role is configured. */
+  vectors?: Pick<VectorRecall, 'candidates'>;
 }
 
 /** What `AutomaticRecall.recall` adds to one call. */
@@ -149,6 +152,29 @@ export class AutomaticRecall implements ContextRecall {
   }
 
   /**
+   * In hybrid mode, `lexical` fused with the compacted messages nearest the
+   * user's message in meaning (hybrid-recall.ts); the lexical list as it is
+   * otherwise, or when the embedding provider fails.
+   */
+  private async withVectors(
+    turn: GuardedTurn,
+    userText: string,
+    lexical: RecallHit[],
+    pointer: number,
+  ): Promise<RecallHit[]> {
+    const vectors = this.deps.vectors;
+    const settings = turn.agent.defaultCompaction.recall;
+    if (!vectors || settings.mode === 'lexical' || userText.trim() === '') return lexical;
+    const found = await vectors.candidates(
+      turn.session,
+      userText,
+      pointer,
+      settings.maxMessages * CANDIDATES_PER_MESSAGE,
+    );
+    return found ? fuseCandidates(lexical, found) : lexical;
+  }
+
+  /**
    * The call's messages with the recalled block, if anything matched and
    * fits. A `preview` (the context view) leaves the ledger alone: no call carries it.
    */
@@ -191,12 +217,17 @@ export class AutomaticRecall implements ContextRecall {
       pointer,
       settings.maxMessages * CANDIDATES_PER_MESSAGE,
     );
-    const matching = hits
+    const lexical = hits
       .filter((hit) => hit.content.trim() !== '')
       .filter((hit) => score(hit.content) >= settings.minScore);
-    const found = relativeCut(matching, settings.minRelativeScore).map(toItem);
+    const fused = await this.withVectors(
+      turn,
+      query?.user ?? '',
+      relativeCut(lexical, settings.minRelativeScore),
+      pointer,
+    );
     const kept = withClearedResults(
-      found,
+      fused.map(toItem),
       await clearedCandidates(turn, messages, cleared, score, settings.minScore),
       score,
     ).slice(0, settings.maxMessages);

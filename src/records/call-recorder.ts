@@ -166,6 +166,52 @@ export class CallRecorder {
     });
   }
 
+  /**
+   * An embedding call (the `embed` role) of `sessionId`, priced by the
+   * role's pricing and written a moment later with the session's other
+   * calls: the messages it embedded are in `request.input`. Returns its cost.
+   */
+  noteEmbedding(call: {
+    sessionId: string;
+    provider: string;
+    model: string;
+    createdAt: string;
+    latencyMs: number;
+    request: Readonly<Record<string, unknown>>;
+    tokens: number | null;
+    pricing: ModelPricing | null;
+    error: { code: string; message: string } | null;
+  }): number | null {
+    const usage =
+      call.tokens === null ? null : { prompt_tokens: call.tokens, completion_tokens: 0 };
+    const cost = callCost(usage, call.pricing);
+    this.note({
+      id: newCallId(),
+      sessionId: call.sessionId,
+      turnSeq: null,
+      role: 'embed',
+      provider: call.provider,
+      model: call.model,
+      createdAt: call.createdAt,
+      latencyMs: call.latencyMs,
+      request: { messages: [], purpose: 'chat' },
+      sent: call.request,
+      response:
+        call.error === null
+          ? {
+              message: { role: 'assistant', content: null },
+              finishReason: 'stop',
+              usage,
+              model: call.model,
+            }
+          : undefined,
+      cost,
+      error: call.error,
+      recalledSeqs: undefined,
+    });
+    return cost;
+  }
+
   /** Resolves once every call noted so far is written (or given up). */
   async flush(): Promise<void> {
     this.scheduled = false;

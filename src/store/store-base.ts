@@ -20,14 +20,19 @@ import type {
   TokenReservationInput,
   TokenReservationResult,
   KeyStore,
+  LoadedVector,
+  MessageVector,
   ModelCallFilter,
   ModelCallRecord,
   ModelCallSummary,
   NewKey,
+  NewMessageVector,
   NewModelCall,
   Page,
   RecallHit,
   SearchTerm,
+  UnembeddedMessage,
+  VectorStore,
 } from './store.js';
 
 /** One append as a dialect writes it, in one transaction. */
@@ -55,9 +60,10 @@ export interface FinishedRun {
   nextRunAt: string | null;
 }
 
-export abstract class StoreBase implements KeyStore, CallRecordStore {
+export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStore {
   protected abstract readonly keys: KeyStore;
   protected abstract readonly calls: CallRecordStore;
+  protected abstract readonly vectors: VectorStore;
 
   // ---- messages -------------------------------------------------------------
 
@@ -152,6 +158,46 @@ export abstract class StoreBase implements KeyStore, CallRecordStore {
 
   pruneModelCalls(before: string, maxChains: number): Promise<number> {
     return this.calls.pruneModelCalls(before, maxChains);
+  }
+
+  // ---- message vectors ------------------------------------------------------
+
+  unembeddedMessages(
+    model: string,
+    dimensions: number,
+    afterId: number,
+    limit: number,
+  ): Promise<UnembeddedMessage[]> {
+    return this.vectors.unembeddedMessages(model, dimensions, afterId, limit);
+  }
+
+  saveVectors(
+    vectors: readonly NewMessageVector[],
+    charges: readonly { sessionId: string; tokens: number }[],
+  ): Promise<void> {
+    return this.vectors.saveVectors(vectors, charges);
+  }
+
+  loadVectors(
+    sessionId: string,
+    model: string,
+    dimensions: number,
+    afterId: number,
+    limit: number,
+  ): Promise<LoadedVector[]> {
+    return this.vectors.loadVectors(sessionId, model, dimensions, afterId, limit);
+  }
+
+  listVectors(sessionId: string, afterSeq: number, limit: number): Promise<MessageVector[]> {
+    return this.vectors.listVectors(sessionId, afterSeq, limit);
+  }
+
+  appendImportedVectors(sessionId: string, vectors: readonly MessageVector[]): Promise<void> {
+    return this.vectors.appendImportedVectors(sessionId, vectors);
+  }
+
+  messagesAtSeqs(sessionId: string, seqs: readonly number[], maxSeq: number): Promise<RecallHit[]> {
+    return this.vectors.messagesAtSeqs(sessionId, seqs, maxSeq);
   }
 
   // ---- keys -----------------------------------------------------------------

@@ -500,6 +500,80 @@ export interface MessageLog {
   appendImportedMessages(sessionId: string, messages: readonly ImportedMessage[]): Promise<void>;
 }
 
+/** A message's embedding, as exported and imported: which model made it, and how many dimensions. */
+export interface MessageVector {
+  seq: number;
+  model: string;
+  dimensions: number;
+  /** Unit length (normalised when written), `dimensions` long. */
+  vector: Float32Array;
+}
+
+/** A message that has text and no vector of the current model and dimensions yet. */
+export interface UnembeddedMessage {
+  /** The message's row id: the backlog walks the table in this order. */
+  id: number;
+  session_id: string;
+  seq: number;
+  content: string;
+}
+
+/** A vector as recall loads it into memory: `id` grows with every vector written. */
+export interface LoadedVector {
+  id: number;
+  seq: number;
+  vector: Float32Array;
+}
+
+/** A vector to write for a stored message. */
+export interface NewMessageVector {
+  messageId: number;
+  model: string;
+  dimensions: number;
+  vector: Float32Array;
+}
+
+/**
+ * Message embeddings (hybrid recall): one vector per message, the model and
+ * dimensions that made it beside it, dropped with its message. Plain columns
+ * (a BLOB, a bytea) holding little-endian float32s.
+ */
+export interface VectorStore {
+  /**
+   * Non-system messages with text, `id > afterId`, in id order, that have no
+   * vector made by `model` with `dimensions`: what the background embedder does next.
+   */
+  unembeddedMessages(
+    model: string,
+    dimensions: number,
+    afterId: number,
+    limit: number,
+  ): Promise<UnembeddedMessage[]>;
+  /**
+   * Writes the vectors (replacing a message's older one) and charges each
+   * session's owner key `tokens` as a model call would, in one transaction;
+   * vectors of messages deleted meanwhile are skipped.
+   */
+  saveVectors(
+    vectors: readonly NewMessageVector[],
+    charges: readonly { sessionId: string; tokens: number }[],
+  ): Promise<void>;
+  /** The session's vectors of `model` and `dimensions` with `id > afterId`, in id order, at most `limit`. */
+  loadVectors(
+    sessionId: string,
+    model: string,
+    dimensions: number,
+    afterId: number,
+    limit: number,
+  ): Promise<LoadedVector[]>;
+  /** Export: the session's vectors with seq > `afterSeq`, in seq order, at most `limit`. */
+  listVectors(sessionId: string, afterSeq: number, limit: number): Promise<MessageVector[]>;
+  /** Import: vectors for the session's messages of those seqs (a seq with no message is skipped). */
+  appendImportedVectors(sessionId: string, vectors: readonly MessageVector[]): Promise<void>;
+  /** The session's compacted non-system messages (seq ≤ `maxSeq`) of `seqs`, in no order. */
+  messagesAtSeqs(sessionId: string, seqs: readonly number[], maxSeq: number): Promise<RecallHit[]>;
+}
+
 /** Compaction rows and the compaction columns of a session. */
 export interface CompactionStore {
   /** Compare-and-set: applies only where compact_size still equals expectedSize. */
@@ -786,7 +860,7 @@ export interface TokenReservationResult {
 }
 
 /** What a model call was for: the turn's calls, a compaction's summary, a session title. */
-export type ModelCallRole = 'main' | 'compact' | 'title';
+export type ModelCallRole = 'main' | 'compact' | 'title' | 'embed';
 
 /** A model call as listed (GET /sessions/:id/calls): everything but the request it sent. */
 export interface ModelCallSummary {
@@ -889,6 +963,7 @@ export interface Store
     InstanceStore,
     ResponseStore,
     CallRecordStore,
+    VectorStore,
     KeyStore {
   readonly kind: 'sqlite' | 'postgres';
   /** Answers once the database answers a trivial query; rejects when it cannot be reached. */

@@ -1,7 +1,8 @@
 /**
  * Session import from NDJSON (the format of session-export.ts): the session
  * line is written under a new id, messages follow in batches as they arrive,
- * compactions last. Every line is checked against a JSON Schema, seqs must
+ * compactions last, then the messages' vectors (hybrid recall; an export
+ * without them is embedded by the background walk instead). Every line is checked against a JSON Schema, seqs must
  * increase, and the summary pointer must match the messages; on any problem
  * the half-written session is deleted and the import fails with the line
  * number and what is wrong.
@@ -14,9 +15,12 @@ import type {
   ImportedSession,
   CompactionStore,
   MessageLog,
+  MessageVector,
   SessionRow,
   SessionStore,
+  VectorStore,
 } from '../store/store.js';
+import { vectorOf } from '../store/vector-bytes.js';
 import { EXPORT_FORMAT, EXPORT_VERSION } from './session-export.js';
 import { ADMIN_OWNER, MAX_DROPPED_ITEMS, type Owner } from '../store/store.js';
 
@@ -30,7 +34,8 @@ export type ImportStore = Pick<
   'createImportedSession' | 'deleteSession' | 'findSession'
 > &
   Pick<MessageLog, 'appendImportedMessages'> &
-  Pick<CompactionStore, 'appendImportedCompactions'>;
+  Pick<CompactionStore, 'appendImportedCompactions'> &
+  Pick<VectorStore, 'appendImportedVectors'>;
 
 /**
  * The largest seq, size or count an import may carry: both stores keep them as
@@ -158,10 +163,28 @@ const COMPACTION_LINE = lineSchema(
   ),
 );
 
+const VECTOR_LINE = lineSchema(
+  'vector',
+  object(['seq', 'model', 'dimensions', 'data'], {
+    seq: { type: 'integer', minimum: 1, maximum: MAX_IMPORTED_SEQ },
+    model: { type: 'string', minLength: 1, maxLength: 200 },
+    dimensions: { type: 'integer', minimum: 1, maximum: 8192 },
+    data: { type: 'string', pattern: '^[A-Za-z0-9+/]*={0,2}$' },
+  }),
+);
+
+interface VectorLine {
+  seq: number;
+  model: string;
+  dimensions: number;
+  data: string;
+}
+
 interface Validators {
   session: ValidateFunction<{ session: SessionLine }>;
   message: ValidateFunction<{ message: ImportedMessage }>;
   compaction: ValidateFunction<{ compaction: CompactionLine }>;
+  vector: ValidateFunction<{ vector: VectorLine }>;
 }
 type ImportedSessionCore = Pick<
   SessionRow,
@@ -185,6 +208,7 @@ function lineValidators(): Validators {
       session: ajv.compile(SESSION_LINE),
       message: ajv.compile(MESSAGE_LINE),
       compaction: ajv.compile(COMPACTION_LINE),
+      vector: ajv.compile(VECTOR_LINE),
     };
   }
   return validators;
@@ -288,6 +312,8 @@ export async function importSession(
     let coveredBySummary = 0;
     let batch: ImportedMessage[] = [];
     const compactions: ImportedCompaction[] = [];
+    const vectors: MessageVector[] = [];
+    const importedSeqs = new Set<number>();
     for await (const text of lines) {
       lineNo += 1;
       const value = parseLine(text, lineNo);
@@ -320,6 +346,7 @@ export async function importSession(
             `a system message may only open the history; seq ${message.seq} comes after the conversation started`,
           );
         lastSeq = message.seq;
+        importedSeqs.add(message.seq);
         if (message.role !== 'system') conversationSeqs.push(message.seq);
         if (message.role !== 'system' && message.seq <= header.compact_seq) coveredBySummary += 1;
         batch.push(message);
@@ -332,8 +359,14 @@ export async function importSession(
         const compaction = toImportedCompaction(value.compaction, time);
         checkCompactionFits(compaction, conversationSeqs, lineNo);
         compactions.push(compaction);
+      } else if (value.type === 'vector') {
+        if (!v.vector(value)) throw invalid(lineNo, firstError(v.vector));
+        vectors.push(toImportedVector(value.vector, importedSeqs, lineNo));
       } else {
-        throw invalid(lineNo, 'type must be "message" or "compaction" after the session line');
+        throw invalid(
+          lineNo,
+          'type must be "message", "compaction" or "vector" after the session line',
+        );
       }
     }
     if (header === undefined || id === undefined)
@@ -346,12 +379,30 @@ export async function importSession(
       );
     }
     await store.appendImportedCompactions(id, compactions);
+    await store.appendImportedVectors(id, vectors);
     return (await store.findSession(id))!;
   } catch (err) {
     // Nothing half-imported stays behind.
     if (id !== undefined) await store.deleteSession(id).catch(() => undefined);
     throw err;
   }
+}
+
+/** A `vector` line as stored: its message was imported, its bytes hold `dimensions` float32s. */
+function toImportedVector(
+  line: VectorLine,
+  seqs: ReadonlySet<number>,
+  lineNo: number,
+): MessageVector {
+  if (!seqs.has(line.seq))
+    throw invalid(lineNo, `vector.seq ${line.seq} names no message imported before it`);
+  const bytes = Buffer.from(line.data, 'base64');
+  if (bytes.byteLength !== line.dimensions * 4)
+    throw invalid(
+      lineNo,
+      `vector.data holds ${bytes.byteLength} bytes; ${line.dimensions} dimensions need ${line.dimensions * 4}`,
+    );
+  return { seq: line.seq, model: line.model, dimensions: line.dimensions, vector: vectorOf(bytes) };
 }
 
 /**

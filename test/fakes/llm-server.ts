@@ -12,6 +12,7 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { validateChatRequest } from './openai-request-validator.js';
+import { conceptEmbedding } from './concept-embeddings.js';
 
 export interface FakeToolCall {
   id?: string;
@@ -87,6 +88,12 @@ export interface FakeLlmServer {
   setDefault(fn: (body: any) => FakeReply): void;
   /** Clear the queue, the recorded requests and the default. */
   reset(): void;
+  /**
+   * How `/v1/embeddings` answers from now on: `ok` (concept vectors,
+   * concept-embeddings.ts), `fail` (503, as a provider outage) or `hang`
+   * (never answers). `reset` leaves it as it is.
+   */
+  setEmbeddings(mode: 'ok' | 'fail' | 'hang'): void;
   /** Stop listening and cut every open connection, hung ones included. */
   close(): Promise<void>;
 }
@@ -106,6 +113,7 @@ export interface FakeLlmServerOptions {
 
 const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
 const MODELS_PATH = '/v1/models';
+const EMBEDDINGS_PATH = '/v1/embeddings';
 const FAKE_MODEL_ID = 'fake-model';
 const SERVER_ERROR_MESSAGE =
   'The server had an error while processing your request. Sorry about that!';
@@ -144,6 +152,7 @@ export async function startFakeLlmServer(
   let requestCount = 0;
   let toolCallCount = 0;
   let closing = false;
+  let embeddings: 'ok' | 'fail' | 'hang' = 'ok';
 
   // Hung and stalled replies keep their connections open forever; close()
   // must cut them, or it would wait on them (and keep-alive sockets) forever.
@@ -190,6 +199,22 @@ export async function startFakeLlmServer(
           { id: FAKE_MODEL_ID, object: 'model', created: nowSeconds(), owned_by: 'cairn-fake' },
         ],
       });
+      return;
+    }
+    if (method === 'POST' && path === EMBEDDINGS_PATH) {
+      const body = parseJsonOr(raw);
+      const problems = embeddingProblems(body);
+      record(body, problems);
+      if (problems.length > 0) {
+        sendJson(res, 400, errorBody(problems.join('; '), 'invalid_request_error', 'input'));
+        return;
+      }
+      if (embeddings === 'hang') return; // close() destroys the socket
+      if (embeddings === 'fail') {
+        sendJson(res, 503, errorBody(SERVER_ERROR_MESSAGE, 'server_error'));
+        return;
+      }
+      sendJson(res, 200, embeddingAnswer(body as EmbeddingRequest));
       return;
     }
     if (method !== 'POST' || path !== CHAT_COMPLETIONS_PATH) {
@@ -336,6 +361,9 @@ export async function startFakeLlmServer(
       queue = [];
       requests.length = 0; // keep the array identity: tests may hold a reference
       defaultReply = undefined;
+    },
+    setEmbeddings(mode) {
+      embeddings = mode;
     },
     async close() {
       if (closing) return;
@@ -565,4 +593,63 @@ function parseJsonOr(raw: string): unknown {
 
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
+}
+
+/** A `/v1/embeddings` request as OpenAI documents it (the fields the fake reads). */
+interface EmbeddingRequest {
+  model: string;
+  input: string | string[];
+  dimensions?: number;
+  encoding_format?: 'float' | 'base64';
+}
+
+/** What OpenAI would refuse in an embeddings request, as the fake checks it. */
+function embeddingProblems(body: unknown): string[] {
+  if (!isRecord(body)) return ['request body must be a JSON object'];
+  const problems: string[] = [];
+  if (typeof body.model !== 'string' || body.model === '') problems.push('model is required');
+  const input = body.input;
+  const texts = typeof input === 'string' ? [input] : input;
+  if (!Array.isArray(texts) || texts.length === 0)
+    problems.push('input must be a string or a non-empty array of strings');
+  else if (texts.length > 2048) problems.push('input may hold at most 2048 texts');
+  else if (texts.some((text) => typeof text !== 'string' || text === ''))
+    problems.push('every input must be a non-empty string');
+  if (
+    body.dimensions !== undefined &&
+    (typeof body.dimensions !== 'number' ||
+      !Number.isInteger(body.dimensions) ||
+      body.dimensions < 1)
+  )
+    problems.push('dimensions must be a positive integer');
+  if (
+    body.encoding_format !== undefined &&
+    body.encoding_format !== 'float' &&
+    body.encoding_format !== 'base64'
+  )
+    problems.push("encoding_format must be 'float' or 'base64'");
+  return problems;
+}
+
+/** OpenAI's answer shape, with the fake's concept vectors. */
+function embeddingAnswer(body: EmbeddingRequest): Record<string, unknown> {
+  const texts = typeof body.input === 'string' ? [body.input] : body.input;
+  const data = texts.map((text, index) => {
+    const vector = conceptEmbedding(text, body.model, body.dimensions);
+    return {
+      object: 'embedding',
+      index,
+      embedding:
+        body.encoding_format === 'base64'
+          ? Buffer.from(new Float32Array(vector).buffer).toString('base64')
+          : vector,
+    };
+  });
+  const tokens = texts.reduce((sum, text) => sum + Math.ceil(text.length / 4), 0);
+  return {
+    object: 'list',
+    data,
+    model: body.model,
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  };
 }

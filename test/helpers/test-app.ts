@@ -28,6 +28,8 @@ export interface TestAppOptions {
   /** Merged into cairn.json's models.main (baseURL points at the fake by default). */
   mainModel?: Record<string, unknown>;
   compactModel?: Record<string, unknown>;
+  /** cairn.json's models.embed, merged over one that points at the fake's `/v1/embeddings`. */
+  embedModel?: Record<string, unknown>;
   /** Extra cairn.json `server` settings. */
   server?: Record<string, unknown>;
   env?: Record<string, string>;
@@ -94,7 +96,18 @@ export function makeHome(
     join(home, 'cairn.json'),
     JSON.stringify({
       server: { port: 0, ...(options.server ?? {}) },
-      models: { main, ...(options.compactModel ? { compact: options.compactModel } : {}) },
+      models: {
+        main,
+        ...(options.compactModel ? { compact: options.compactModel } : {}),
+        ...(options.embedModel
+          ? {
+              embed: {
+                ...(baseURL !== null ? { baseURL, model: 'fake-embed', timeoutMs: 5_000 } : {}),
+                ...options.embedModel,
+              },
+            }
+          : {}),
+      },
       ...(options.mcpServers ? { mcpServers: options.mcpServers } : {}),
       ...(options.cairnJson ?? {}),
       ...(databaseUrl !== null || options.databaseSettings

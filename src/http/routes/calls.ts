@@ -38,7 +38,7 @@ export const callRoutes: FastifyPluginAsync<CallRoutesOptions> = async (app, dep
           'Keyset pages (pass nextCursor back as cursor), optionally one role. Each record: tokens, latency, cost, response, error, fallback hops, recalled seqs; GET /calls/:id adds the request as sent.',
         params: sessionParams,
         querystring: objectSchema({
-          role: { type: 'string', enum: ['main', 'compact', 'title'] },
+          role: { type: 'string', enum: ['main', 'compact', 'title', 'embed'] },
           limit: LIMIT,
           cursor: CURSOR,
         }),

@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import { CairnError } from '../../errors.js';
-import type { CompactionStore, MessageLog, SessionStore } from '../../store/store.js';
+import type { CompactionStore, MessageLog, SessionStore, VectorStore } from '../../store/store.js';
 import { requireSession } from '../../store/session-not-found.js';
 import { exportSessionLines } from '../../transfer/session-export.js';
 import { importSession, ndjsonLines } from '../../transfer/session-import.js';
@@ -111,7 +111,7 @@ interface EditBody {
 }
 
 export interface SessionTransferRoutesOptions {
-  store: SessionStore & MessageLog & CompactionStore;
+  store: SessionStore & MessageLog & CompactionStore & VectorStore;
   agents: AgentRegistry;
   access: Pick<Access, 'agent'>;
   events: Pick<EventBus, 'emit'>;

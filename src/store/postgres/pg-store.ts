@@ -20,6 +20,7 @@ import type * as store from '../store.js';
 import { ADMIN_OWNER, evidenceWords, RECALL_CONTENT_CHARS } from '../store.js';
 import { PgCallRecords } from './pg-call-records.js';
 import { chargeSessionTokens, PgKeys } from './pg-keys.js';
+import { copyVectorsToFork, PgVectors } from './pg-vectors.js';
 import {
   StoreBase,
   type FinishedRun,
@@ -92,6 +93,7 @@ export class PgStore extends StoreBase implements store.Store {
   private readonly instanceId: string | null;
   protected readonly calls: PgCallRecords;
   protected readonly keys: PgKeys;
+  protected readonly vectors: PgVectors;
   /** Where each session's log ends, as last seen: lets an append skip locking the row. */
   private readonly heads = new SessionHeads();
 
@@ -105,6 +107,10 @@ export class PgStore extends StoreBase implements store.Store {
       (work) => this.statement(work),
     );
     this.keys = new PgKeys((sql, params) => this.rows(sql, params));
+    this.vectors = new PgVectors(
+      (work) => this.tx(work),
+      (sql, params) => this.rows(sql, params),
+    );
   }
 
   /** Connects to `url` and migrates the database (instances starting at once are safe). */
@@ -348,6 +354,7 @@ export class PgStore extends StoreBase implements store.Store {
          FROM messages WHERE session_id = $2 AND seq <= $3 ORDER BY seq`,
         [forkId, id, at],
       );
+      await copyVectorsToFork(c, forkId, id, at);
       if (carry)
         await c.query(
           `INSERT INTO compactions

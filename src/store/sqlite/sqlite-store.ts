@@ -43,6 +43,7 @@ import type {
 } from '../store.js';
 import { ADMIN_OWNER, evidenceWords, RECALL_CONTENT_CHARS } from '../store.js';
 import { SqliteCallRecords } from './sqlite-call-records.js';
+import { SqliteVectors } from './sqlite-vectors.js';
 import {
   StoreBase,
   type FinishedRun,
@@ -526,6 +527,7 @@ export class SqliteStore extends StoreBase implements Store {
   /** The pending batch of the history index, if one is scheduled. */
   private historyIndexTimer: NodeJS.Timeout | undefined;
   protected readonly calls: SqliteCallRecords;
+  protected readonly vectors: SqliteVectors;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     super();
@@ -548,6 +550,7 @@ export class SqliteStore extends StoreBase implements Store {
     this.keys = new SqliteKeys(this.keyStmt, (work) => this.write(work));
     this.instanceId = options.instanceId ?? null;
     this.calls = new SqliteCallRecords(this.db, (work) => this.write(work));
+    this.vectors = new SqliteVectors(this.db, (work) => this.write(work));
     // A queue left by a rebuild of the index (migration 018) or a stop is
     // indexed in batches from start-up on, not only when a search needs it.
     if (this.stmt.anyQueued.get() !== undefined) this.scheduleHistoryIndex();
@@ -740,6 +743,7 @@ export class SqliteStore extends StoreBase implements Store {
       const params = { id: forkId, source: id, at_seq: at };
       this.stmt.insertFork.run({ ...params, carry: carry ? 1 : 0, now: now() });
       this.stmt.copyForkMessages.run(params);
+      this.vectors.copyToFork(params);
       if (carry) this.stmt.copyForkCompactions.run(params);
       this.stmt.finishFork.run({ id: forkId });
       this.scheduleHistoryIndex();
