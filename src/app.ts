@@ -20,6 +20,7 @@ import { StreamGate } from './http/stream-gate.js';
 import { defaultStreamShare, KeyShares } from './http/key-shares.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
+import { BackgroundCompaction } from './compaction/background-compaction.js';
 import { AutomaticRecall } from './recall/automatic-recall.js';
 import { RecallLedger } from './recall/recall-ledger.js';
 import { RECALL_OPEN } from './recall/recall-block.js';
@@ -55,7 +56,7 @@ import type { SessionLock } from './runtime/session-lock.js';
 import { TaskRunner } from './runtime/task-runner.js';
 import { recoverAfterRestart, recoverOrphanedWork } from './runtime/startup-recovery.js';
 import type { AdvisorySessionLock } from './coordination/advisory-session-lock.js';
-import { InstanceHeartbeat } from './coordination/instance-heartbeat.js';
+import { InstanceHeartbeat, STALE_AFTER_MS } from './coordination/instance-heartbeat.js';
 import type { SharedEventFeed } from './coordination/shared-event-feed.js';
 import { memoryRoutes } from './http/routes/memory.js';
 import { taskRoutes } from './http/routes/tasks.js';
@@ -308,6 +309,8 @@ interface Tools {
 interface ContextCare {
   readonly compaction: DefaultCompaction;
   readonly autoCompaction: AutoCompaction;
+  /** Summaries prepared off the turn, landed at the next turn's start. */
+  readonly background: BackgroundCompaction;
   readonly recall: AutomaticRecall;
 }
 
@@ -444,7 +447,7 @@ function buildTools(settings: Settings, logger: Logger, mcpBackoff: McpBackoff |
 /** Compaction (on request and at the agent's threshold) and automatic recall of what it cut. */
 function buildContextCare(
   settings: Settings,
-  { store, events }: Storage,
+  { store, events, instanceId, shared }: Storage,
   agents: LoadedAgents,
   models: Models,
   { tracing }: Observers,
@@ -458,6 +461,14 @@ function buildContextCare(
     tracing,
   });
   const recallLedger = new RecallLedger();
+  const background = new BackgroundCompaction({
+    store,
+    compaction,
+    instanceId,
+    // Alone on SQLite no peer heartbeats: any other holder is a process that is gone.
+    staleAfterMs: shared?.heartbeat.staleAfterMs ?? STALE_AFTER_MS,
+    logger,
+  });
   const autoCompaction = new AutoCompaction({
     store,
     events,
@@ -465,6 +476,8 @@ function buildContextCare(
     contextWindow: settings.models.main.contextWindow,
     logger,
     recalledTokens: (sessionId) => recallLedger.tokens(sessionId),
+    background,
+    outputTokens: defaultOutputTokens(settings.models.main),
   });
   const recall = new AutomaticRecall({
     store,
@@ -472,7 +485,7 @@ function buildContextCare(
     estimate: (turn, messages) => autoCompaction.estimate(turn, messages),
     ledger: recallLedger,
   });
-  return { compaction, autoCompaction, recall };
+  return { compaction, autoCompaction, background, recall };
 }
 
 /** Everything the runtime step is built from. */
@@ -672,6 +685,7 @@ function buildServer(
     agents: registry,
     store,
     compaction: context.compaction,
+    background: context.background,
     contextWindow: settings.models.main.contextWindow,
   });
   void server.register(a2aRoutes, {
