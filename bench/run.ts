@@ -75,6 +75,7 @@ import type * as SettingsModule from '../src/config/settings.js';
 import type { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { SeedRequest } from './seed.js';
 import { bookkeepingRows, promptTokenRows } from './compaction.js';
+import { backgroundCompactionRows } from './background-compaction.js';
 import { serverCostRows } from './server-cost.js';
 import { hybridRecallRows } from './hybrid-recall.js';
 import { writeDemoHome } from './bench-app.js';
@@ -503,6 +504,7 @@ async function main(): Promise<void> {
       ...(await openaiApiRows()),
       ...(await bookkeepingRows()),
       ...(await promptTokenRows(baseURL)),
+      ...(await backgroundCompactionRows()),
       ...(await promptCacheRows()),
       ...(await toolResultClearingRows()),
     );

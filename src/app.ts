@@ -20,6 +20,7 @@ import { StreamGate } from './http/stream-gate.js';
 import { defaultStreamShare, KeyShares } from './http/key-shares.js';
 import { AutoCompaction } from './compaction/auto-compaction.js';
 import { DefaultCompaction } from './compaction/default-compaction.js';
+import { BackgroundCompaction } from './compaction/background-compaction.js';
 import { AutomaticRecall } from './recall/automatic-recall.js';
 import { RecallLedger } from './recall/recall-ledger.js';
 import { RECALL_OPEN } from './recall/recall-block.js';
@@ -55,7 +56,7 @@ import type { SessionLock } from './runtime/session-lock.js';
 import { TaskRunner } from './runtime/task-runner.js';
 import { recoverAfterRestart, recoverOrphanedWork } from './runtime/startup-recovery.js';
 import type { AdvisorySessionLock } from './coordination/advisory-session-lock.js';
-import { InstanceHeartbeat } from './coordination/instance-heartbeat.js';
+import { InstanceHeartbeat, STALE_AFTER_MS } from './coordination/instance-heartbeat.js';
 import { KeyReservations } from './coordination/key-reservations.js';
 import type { Budget } from './runtime/budget.js';
 import type { SharedEventFeed } from './coordination/shared-event-feed.js';
@@ -319,6 +320,8 @@ interface Tools {
 interface ContextCare {
   readonly compaction: DefaultCompaction;
   readonly autoCompaction: AutoCompaction;
+  /** Summaries prepared off the turn, landed at the next turn's start. */
+  readonly background: BackgroundCompaction;
   readonly recall: AutomaticRecall;
   /** The `embed` role's client and background walk; absent when no embed role is configured. */
   readonly embedding?: { readonly client: EmbeddingClient; readonly backlog: EmbeddingBacklog };
@@ -462,7 +465,7 @@ function buildTools(settings: Settings, logger: Logger, mcpBackoff: McpBackoff |
 /** Compaction (on request and at the agent's threshold) and automatic recall of what it cut. */
 function buildContextCare(
   settings: Settings,
-  { store, events, budget }: Storage,
+  { store, events, budget, instanceId, shared }: Storage,
   agents: LoadedAgents,
   models: Models,
   observers: Observers,
@@ -478,6 +481,14 @@ function buildContextCare(
     budget,
   });
   const recallLedger = new RecallLedger();
+  const background = new BackgroundCompaction({
+    store,
+    compaction,
+    instanceId,
+    // Alone on SQLite no peer heartbeats: any other holder is a process that is gone.
+    staleAfterMs: shared?.heartbeat.staleAfterMs ?? STALE_AFTER_MS,
+    logger,
+  });
   const autoCompaction = new AutoCompaction({
     store,
     events,
@@ -485,6 +496,8 @@ function buildContextCare(
     contextWindow: settings.models.main.contextWindow,
     logger,
     recalledTokens: (sessionId) => recallLedger.tokens(sessionId),
+    background,
+    outputTokens: defaultOutputTokens(settings.models.main),
   });
   const embedding = buildEmbedding(settings, store, observers, logger);
   const recall = new AutomaticRecall({
@@ -497,6 +510,7 @@ function buildContextCare(
   return {
     compaction,
     autoCompaction,
+    background,
     recall,
     ...(embedding ? { embedding: { client: embedding.client, backlog: embedding.backlog } } : {}),
   };
@@ -735,6 +749,7 @@ function buildServer(
     agents: registry,
     store,
     compaction: context.compaction,
+    background: context.background,
     contextWindow: settings.models.main.contextWindow,
   });
   void server.register(a2aRoutes, {

@@ -10,6 +10,19 @@ export const DEFAULT_COMPACT_COUNT = 50;
 export const DEFAULT_MAX_SUMMARY_CHARS = 12_000;
 /** Percent of the main model's context window at which an agent that sets none compacts automatically. */
 export const DEFAULT_AUTO_THRESHOLD = 80;
+/** Percent of the window from which the next summary is prepared off the turn, when it is below autoThreshold. */
+export const DEFAULT_PREPARE_AT = 60;
+
+/**
+ * The agent's `prepareAt` as it applies: as given, else 60 when that is
+ * below `autoThreshold`, else 0 (no preparation: a threshold that low leaves
+ * no room between the two).
+ */
+export function prepareAtOf(given: number | undefined, autoThreshold: number): number {
+  if (autoThreshold <= 0) return 0;
+  if (given !== undefined) return given;
+  return DEFAULT_PREPARE_AT < autoThreshold ? DEFAULT_PREPARE_AT : 0;
+}
 export const DEFAULT_MAX_ITERATIONS = 10;
 /** Automatic recall of compacted messages, on for every agent unless turned off. */
 export const DEFAULT_RECALL: AgentConfig['defaultCompaction']['recall'] = {
@@ -64,6 +77,12 @@ export interface AgentConfig {
     readonly compactCount: number;
     /** Percent (1–100) of the main model's context window that triggers a compaction; 0 = off. */
     readonly autoThreshold: number;
+    /**
+     * Percent of the main model's context window from which the next summary
+     * is prepared off the turn, landing at the next turn's start; 0 = off.
+     * Always below `autoThreshold`.
+     */
+    readonly prepareAt: number;
     readonly maxSummaryChars: number;
     /** Fixed sections edited in place by each compaction, or free prose. */
     readonly summaryFormat: 'sections' | 'prose';

@@ -17,6 +17,7 @@ import {
   DEFAULT_COMPACT_COUNT,
   DEFAULT_MAX_ITERATIONS,
   DEFAULT_AUTO_THRESHOLD,
+  prepareAtOf,
   DEFAULT_MAX_SUMMARY_CHARS,
   DEFAULT_MEMORY_MAX_CHARS,
   DEFAULT_PRUNE_TOOL_RESULTS,
@@ -50,6 +51,7 @@ interface AgentFile {
     /** The older spelling of `compactCount`, still accepted. */
     compactionCount?: number;
     autoThreshold?: number;
+    prepareAt?: number;
     maxSummaryChars?: number;
     summaryFormat?: 'sections' | 'prose';
     pruneToolResults?: false | { keepLast?: number; minTokens?: number };
@@ -217,6 +219,26 @@ function loadAgent(folderPath: string, folderName: string): LoadResult {
       ),
     );
   }
+  if (isRecord(compaction) && !flagged('/defaultCompaction')) {
+    const prepareAt = compaction['prepareAt'];
+    const threshold = compaction['autoThreshold'] ?? DEFAULT_AUTO_THRESHOLD;
+    // The summary is prepared before the threshold, or the turn at it waits anyway.
+    if (
+      typeof prepareAt === 'number' &&
+      typeof threshold === 'number' &&
+      prepareAt > 0 &&
+      threshold > 0 &&
+      prepareAt >= threshold
+    ) {
+      problems.push(
+        problem(
+          '/defaultCompaction/prepareAt',
+          'prepare-at',
+          `must be below autoThreshold (${threshold}): the summary is prepared before the threshold is reached; 0 turns preparing off`,
+        ),
+      );
+    }
+  }
   const dir = fs.realpathSync(folderPath);
   const seen = new Set<string>();
   // With `uniqueItems` already reported, a repeated entry is not reported again.
@@ -339,6 +361,10 @@ function toAgentConfig(data: AgentFile, system: string, dir: string): AgentConfi
     defaultCompaction: {
       compactCount: compaction.compactCount ?? compaction.compactionCount ?? DEFAULT_COMPACT_COUNT,
       autoThreshold: compaction.autoThreshold ?? DEFAULT_AUTO_THRESHOLD,
+      prepareAt: prepareAtOf(
+        compaction.prepareAt,
+        compaction.autoThreshold ?? DEFAULT_AUTO_THRESHOLD,
+      ),
       maxSummaryChars: compaction.maxSummaryChars ?? DEFAULT_MAX_SUMMARY_CHARS,
       summaryFormat: compaction.summaryFormat ?? 'sections',
       pruneToolResults:
@@ -431,6 +457,9 @@ function schemaMessage(e: ErrorObject): string {
   }
   if (e.keyword === 'const' && e.instancePath === '/defaultCompaction/pruneToolResults') {
     return 'must be false (clearing off) or an object {keepLast, minTokens}';
+  }
+  if (e.keyword === 'oneOf' && e.instancePath === '/defaultCompaction/prepareAt') {
+    return 'must be 0 (no summary prepared in the background) or a percent from 1 to 99';
   }
   if (e.keyword === 'oneOf') {
     const alternatives = requiredAlternatives(e.schema);

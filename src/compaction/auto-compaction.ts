@@ -10,6 +10,10 @@
  * - a breaker suspends it for the session when a compaction does not bring
  *   the estimate down by 5% or three in a row fail (having nothing to compact
  *   before the running turn does not trip it);
+ * - from `prepareAt`% of the window, the next summary is prepared after
+ *   the turn's reply (`BackgroundCompaction`) and landed at the next turn's
+ *   start; with one prepared or being prepared, a call at the threshold does
+ *   not wait for a summariser unless the request would not fit the window;
  * - a provider context-length error: compact and retry once, then
  *   `compactMessages` for this run, then CONTEXT_OVERFLOW.
  */
@@ -20,9 +24,10 @@ import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
-import type { ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
+import type { CompactionDone, ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
 import type { CompactionStore, SessionRow } from '../store/store.js';
 import type { DefaultCompaction } from './default-compaction.js';
+import type { BackgroundCompaction } from './background-compaction.js';
 
 /** The run's session slot or task was taken over: it must stop and write nothing more. */
 function lostTheRun(err: unknown): boolean {
@@ -40,6 +45,12 @@ export const MAX_CONSECUTIVE_FAILURES = 3;
 export const RECALL_RESERVE_MAX_SHARE = 0.25;
 /** Upper bound on messages read to estimate what was added since the last call. */
 const SINCE_LIMIT = 10_000;
+/**
+ * A turn looks for a prepared summary only when the session's last reported
+ * prompt is at least this share of the `prepareAt` limit (or this process
+ * prepared one): below it none can exist, and the turn spends no statement.
+ */
+const LANDING_GATE_SHARE = 0.5;
 
 export interface AutoCompactionDeps {
   store: Pick<CompactionStore, 'setCompactionSuspended'>;
@@ -53,6 +64,10 @@ export interface AutoCompactionDeps {
    * reported prompt, but replaced (not kept) by the next call.
    */
   recalledTokens?: (sessionId: string) => number;
+  /** Summaries prepared off the turn (`prepareAt`); without it, every compaction runs on the turn. */
+  background?: BackgroundCompaction;
+  /** Output tokens the main model's requests ask for when they set none (counted against the window). */
+  outputTokens?: number;
 }
 
 /**
@@ -124,6 +139,17 @@ export class AutoCompaction implements ContextGuard {
     if (before + reserve < limit) return messages;
 
     const sessionId = ctx.session.id;
+    const { background } = this.deps;
+    if (background && ctx.agent.defaultCompaction.prepareAt > 0) {
+      // The summary is made off the turn: this call goes ahead while it fits.
+      if (!this.wouldOverflow(before, ctx)) {
+        background.prepare(sessionId);
+        return messages;
+      }
+      // It would not fit: wait for this process's preparation rather than pay a second summary.
+      const landed = await this.landPrepared(ctx, background);
+      if (landed) return landed;
+    }
     try {
       const result = await this.deps.compaction.run({
         sessionId,
@@ -167,6 +193,58 @@ export class AutoCompaction implements ContextGuard {
     }
   }
 
+  async atTurnStart(
+    ctx: GuardedTurn,
+  ): Promise<(CompactionDone & { session: SessionRow }) | undefined> {
+    const { background } = this.deps;
+    const prepareAt = ctx.agent.defaultCompaction.prepareAt;
+    if (!background || prepareAt <= 0) return undefined;
+    const { session } = ctx;
+    const gate = (prepareAt / 100) * this.deps.contextWindow * LANDING_GATE_SHARE;
+    const mayHaveOne =
+      background.expects(session.id) ||
+      (session.last_prompt_tokens !== null && session.last_prompt_tokens >= gate);
+    if (!mayHaveOne) return undefined;
+    const landed = await background.land(ctx);
+    return landed && { ...landed, trigger: 'background' };
+  }
+
+  afterTurn(ctx: GuardedTurn): void {
+    const { background } = this.deps;
+    const prepareAt = ctx.agent.defaultCompaction.prepareAt;
+    if (!background || prepareAt <= 0 || ctx.session.compaction_suspended) return;
+    const limit = (prepareAt / 100) * this.deps.contextWindow;
+    this.estimate(ctx, []).then(
+      (tokens) => {
+        if (tokens + recallReserve(ctx.agent, ctx.session, limit) >= limit)
+          background.prepare(ctx.session.id);
+      },
+      (err: unknown) =>
+        this.deps.logger?.warn(
+          { sessionId: ctx.session.id, error: describeError(err) },
+          'could not estimate the prompt after a turn',
+        ),
+    );
+  }
+
+  /** Whether a request of `promptTokens` plus its requested output exceeds the window. */
+  private wouldOverflow(promptTokens: number, ctx: GuardedTurn): boolean {
+    const reserve = recallReserve(ctx.agent, ctx.session, this.deps.contextWindow);
+    return promptTokens + reserve + (this.deps.outputTokens ?? 0) >= this.deps.contextWindow;
+  }
+
+  /** Waits for this process's preparation of the session, lands it, and rebuilds the context. */
+  private async landPrepared(
+    ctx: GuardedTurn,
+    background: BackgroundCompaction,
+  ): Promise<ChatMessage[] | undefined> {
+    await background.pending(ctx.session.id);
+    const landed = await background.land(ctx);
+    if (!landed) return undefined;
+    ctx.recordCompaction({ ...landed, trigger: 'background' });
+    return ctx.rebuild();
+  }
+
   /**
    * Wraps the main model: on a context-length error, compact and retry once;
    * if that overflows too (or could not compact), replace the history before
@@ -196,6 +274,14 @@ export class AutoCompaction implements ContextGuard {
           throw err;
         }
       };
+
+      // A summary this process is preparing is waited for, not paid for twice.
+      const { background } = this.deps;
+      if (background && ctx.agent.defaultCompaction.prepareAt > 0) {
+        const landed = await this.landPrepared(ctx, background);
+        const answer = landed && (await retry(landed));
+        if (answer) return answer;
+      }
 
       const compacted = await this.deps.compaction
         .run({

@@ -17,7 +17,9 @@ import { inSpan, NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../tel
 import type { EventBus } from '../runtime/event-bus.js';
 import type {
   CompactionStore,
+  CompactionTrigger,
   MessageLog,
+  PreparedSummary,
   SessionRow,
   SessionStore,
   TaskStore,
@@ -74,7 +76,14 @@ const INPUT_FLOOR_CHARS = 4_000;
 /** A transcript entry is never clipped below this many characters. */
 const MIN_INPUT_BUDGET_CHARS = 1_000;
 
-export type CompactionTrigger = 'manual' | 'auto';
+export type { CompactionTrigger } from '../store/store.js';
+
+/**
+ * A summary computed for a session's pointer and not yet written: what the
+ * compare-and-set lands (now, or at the next turn's start when it was
+ * prepared in the background).
+ */
+export type SummaryDraft = Omit<PreparedSummary, 'holder'>;
 
 export interface CompactOptions {
   sessionId: string;
@@ -186,9 +195,27 @@ export class DefaultCompaction {
     options: CompactOptions,
     span: TraceSpan | undefined,
   ): Promise<CompactResult | DryRunResult> {
+    // The session as it is now: the compare-and-set checks it is unchanged.
+    const session = requireSession(
+      await this.deps.store.findSession(options.sessionId),
+      options.sessionId,
+    );
+    const drafted = await this.draft(session, options, span);
+    if (!('summary' in drafted)) return drafted;
+    return this.land(drafted, options);
+  }
+
+  /**
+   * Plans the cut over `session` as read and asks the `compact` model for the
+   * updated summary; writes nothing. A dry run, or nothing to fold, answers
+   * without a model call.
+   */
+  async draft(
+    session: SessionRow,
+    options: Omit<CompactOptions, 'sessionId'>,
+    span?: TraceSpan,
+  ): Promise<SummaryDraft | CompactResult | DryRunResult> {
     const { store } = this.deps;
-    // The session as it is now: the compare-and-set below checks it is unchanged.
-    const session = requireSession(await store.findSession(options.sessionId), options.sessionId);
     if (session.status === 'closed') {
       throw new CairnError(
         'SESSION_CLOSED',
@@ -239,7 +266,7 @@ export class DefaultCompaction {
     }
     if (request.cutoff === 0) return upToDate();
     // Said before the summary call, which may take seconds: the turn that waits for it can show why.
-    if (options.trigger === 'auto') {
+    if (options.trigger !== 'manual') {
       await this.deps.events.emit('context.compacting', session.id, {
         trigger: options.trigger,
         messages: request.cutoff,
@@ -266,47 +293,71 @@ export class DefaultCompaction {
       maxSummaryChars,
     );
 
-    // Compare-and-set: lands only if nobody compacted or reset meanwhile.
-    const last = metas[request.cutoff - 1]!;
+    return {
+      sessionId: session.id,
+      expectedSize: session.compact_size,
+      expectedEpoch: session.epoch,
+      messages: request.cutoff,
+      toSize: session.compact_size + request.cutoff,
+      toSeq: metas[request.cutoff - 1]!.seq,
+      summary: newSummary,
+      model: this.deps.model.model,
+      inputChars: request.inputChars,
+      dropped: findDropped(request.folded, newSummary),
+      inputTokens: usage.input_tokens,
+      outputTokens: usage.output_tokens,
+    };
+  }
+
+  /**
+   * Writes `draft` with a compare-and-set: it lands only if nobody compacted
+   * or reset the session since it was read (else COMPACTION_CONFLICT,
+   * nothing changed), through `options.door` when given.
+   */
+  async land(
+    draft: SummaryDraft,
+    options: Pick<CompactOptions, 'door' | 'runningTask'> & { trigger: CompactionTrigger },
+  ): Promise<CompactResult> {
     const land = options.door ?? ((write) => write());
     // The landing write charges the summary's tokens: the reservation ends after it, either way.
     const updated = await land(() =>
-      store.commitCompaction({
-        sessionId: session.id,
-        expectedSize: session.compact_size,
-        expectedEpoch: session.epoch,
-        toSize: session.compact_size + request.cutoff,
-        toSeq: last.seq,
-        summary: newSummary,
+      this.deps.store.commitCompaction({
+        sessionId: draft.sessionId,
+        expectedSize: draft.expectedSize,
+        expectedEpoch: draft.expectedEpoch,
+        toSize: draft.toSize,
+        toSeq: draft.toSeq,
+        summary: draft.summary,
         trigger: options.trigger,
-        model: this.deps.model.model,
-        inputChars: request.inputChars,
-        dropped: findDropped(request.folded, newSummary),
-        inputTokens: usage.input_tokens,
-        outputTokens: usage.output_tokens,
+        model: draft.model,
+        inputChars: draft.inputChars,
+        dropped: draft.dropped,
+        inputTokens: draft.inputTokens,
+        outputTokens: draft.outputTokens,
         ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
       }),
     ).finally(() => reservation?.release());
     if (!updated) {
       throw new CairnError(
         'COMPACTION_CONFLICT',
-        `Session "${session.id}" was compacted or reset by someone else meanwhile; nothing was changed. Retry if still needed.`,
+        `Session "${draft.sessionId}" was compacted or reset by someone else meanwhile; nothing was changed. Retry if still needed.`,
       );
     }
     // Announced only once committed.
-    await this.deps.events.emit('context.defaultCompacted', session.id, {
-      compactedCount: request.cutoff,
+    await this.deps.events.emit('context.defaultCompacted', draft.sessionId, {
+      compactedCount: draft.messages,
       newSize: updated.compact_size,
-      summaryChars: newSummary.length,
+      summaryChars: draft.summary.length,
       trigger: options.trigger,
     });
     return {
-      sessionId: session.id,
-      compactedCount: request.cutoff,
+      sessionId: draft.sessionId,
+      compactedCount: draft.messages,
       newSize: updated.compact_size,
       alreadyUpToDate: false,
       session: updated,
-      ...usage,
+      input_tokens: draft.inputTokens,
+      output_tokens: draft.outputTokens,
     };
   }
 

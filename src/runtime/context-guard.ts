@@ -12,6 +12,8 @@ import type { ToolResultClearing } from './tool-result-clearing.js';
 
 /** What one compaction during a turn did, as the turn's report sums it. */
 export interface CompactionDone {
+  /** `background`: a summary prepared off the turn, landed at its start. Default `auto`. */
+  trigger?: 'auto' | 'background';
   compactedCount: number;
   newSize: number;
   input_tokens: number;
@@ -71,4 +73,12 @@ export interface ContextGuard {
   beforeModelCall(turn: GuardedTurn, messages: ChatMessage[]): Promise<ChatMessage[]>;
   /** Decorates the model with context-overflow recovery for `turn`. */
   guardModel(model: ModelClient, turn: GuardedTurn): ModelClient;
+  /**
+   * At the turn's start, before its context is built: lands a summary
+   * prepared off an earlier turn, through the turn's door. Returns the
+   * session as the landing left it, or undefined when nothing landed.
+   */
+  atTurnStart?(turn: GuardedTurn): Promise<(CompactionDone & { session: SessionRow }) | undefined>;
+  /** Once the turn has replied: may start preparing the next summary off the turn (returns at once). */
+  afterTurn?(turn: GuardedTurn): void;
 }

@@ -408,6 +408,8 @@ export class TurnEngine {
       const held = input.holdInChat
         ? await holdInChat(this.deps, turn, outcome, input.holdInChat)
         : outcome;
+      // The next summary may be prepared now, off this turn: nobody waits for it.
+      this.deps.contextGuard?.afterTurn?.(turn);
       return ended(held, result.usage);
     } catch (err) {
       return ended(outcomeOfError(reportOutage(err, turn.stored)), NO_USAGE);

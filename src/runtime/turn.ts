@@ -25,7 +25,8 @@ import { clearingPolicy, ToolResultClearing } from './tool-result-clearing.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
-  trigger: 'auto';
+  /** `background` when the turn's only compaction was a prepared summary landed at its start. */
+  trigger: 'auto' | 'background';
   runs: number;
   compactedCount: number;
   newSize: number;
@@ -191,6 +192,17 @@ export class Turn implements LoopTurn, GuardedTurn {
     pendingCallIds?: ReadonlySet<string>,
     opening: ChatMessage[] = [],
   ): Promise<ChatMessage[]> {
+    // A summary prepared off an earlier turn lands first, so this turn's
+    // context is built on it. The landing read the row afresh: the turn goes
+    // on from that row, with no condition left from a remembered one.
+    const landed = await this.deps.guard?.atTurnStart?.(this);
+    if (landed) {
+      this.current = landed.session;
+      this.builtAtSeq = landed.session.compact_seq;
+      this.unverified = undefined;
+      this.fence = undefined;
+      this.recordCompaction(landed);
+    }
     // A new conversation's posted history is this turn's first write, under
     // the same lock check as the rest; its context is built with it.
     if (opening.length > 0) {
@@ -325,8 +337,10 @@ export class Turn implements LoopTurn, GuardedTurn {
 
   recordCompaction(done: CompactionDone): void {
     const soFar = this.report;
+    const trigger = done.trigger ?? 'auto';
     this.report = {
-      trigger: 'auto',
+      // Any automatic run makes the turn's report `auto`: the turn waited for it.
+      trigger: soFar?.trigger === 'auto' || trigger === 'auto' ? 'auto' : 'background',
       runs: (soFar?.runs ?? 0) + 1,
       compactedCount: (soFar?.compactedCount ?? 0) + done.compactedCount,
       newSize: done.newSize,

@@ -20,6 +20,8 @@ import type {
   NewEvent,
   NewSession,
   Page,
+  PreparedCompactionRow,
+  PreparedSummary,
   SessionFilter,
   SessionRow,
   TaskFilter,
@@ -68,6 +70,51 @@ export function compactionFromRow(row: StoredCompactionRow): CompactionRow {
     dropped: row.dropped === null ? null : (JSON.parse(row.dropped) as DroppedItem[]),
   };
 }
+
+/** A `prepared_compactions` row as the database returns it (`dropped` still JSON text). */
+export type StoredPreparationRow = Omit<PreparedCompactionRow, 'dropped'> & {
+  dropped: string | null;
+};
+
+export function preparationFromRow(row: StoredPreparationRow): PreparedCompactionRow {
+  return {
+    ...row,
+    // Postgres returns BIGINT columns as strings.
+    input_tokens: row.input_tokens === null ? null : Number(row.input_tokens),
+    output_tokens: row.output_tokens === null ? null : Number(row.output_tokens),
+    dropped: row.dropped === null ? null : (JSON.parse(row.dropped) as DroppedItem[]),
+  };
+}
+
+/** A prepared summary's values in the order of PREPARED_COLUMNS, after session, holder and pointer. */
+export function preparedValues(prepared: PreparedSummary, readyAt: string): unknown[] {
+  return [
+    prepared.messages,
+    prepared.toSize,
+    prepared.toSeq,
+    prepared.summary,
+    prepared.model,
+    prepared.inputChars,
+    prepared.inputTokens,
+    prepared.outputTokens,
+    droppedText(prepared.dropped),
+    readyAt,
+  ];
+}
+
+/** The columns a finished preparation sets, in `preparedValues` order. */
+export const PREPARED_COLUMNS = [
+  'messages',
+  'to_size',
+  'to_seq',
+  'summary',
+  'model',
+  'input_chars',
+  'input_tokens',
+  'output_tokens',
+  'dropped',
+  'ready_at',
+] as const;
 
 export const COMPACTION_COLUMNS = [
   'session_id',

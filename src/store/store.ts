@@ -247,6 +247,13 @@ export interface TaskRow {
 /** A compaction records at most this many dropped items. */
 export const MAX_DROPPED_ITEMS = 50;
 
+/**
+ * What started a compaction: a request (`manual`), a turn at the agent's
+ * threshold (`auto`), or a summary prepared off the turn and landed at the
+ * next turn's start (`background`).
+ */
+export type CompactionTrigger = 'manual' | 'auto' | 'background';
+
 export interface DroppedItem {
   text: string;
   kind: 'identifier' | 'number' | 'date' | 'quote' | 'name';
@@ -262,7 +269,7 @@ export interface CompactionRow {
   to_seq: number;
   previous_summary: string | null;
   summary: string;
-  trigger: 'manual' | 'auto';
+  trigger: CompactionTrigger;
   model: string;
   input_chars: number;
   summary_chars: number;
@@ -288,7 +295,7 @@ export interface NewCompaction {
   toSize: number;
   toSeq: number;
   summary: string;
-  trigger: 'manual' | 'auto';
+  trigger: CompactionTrigger;
   model: string;
   inputChars: number;
   /** Token usage of the summary call (default 0: not reported). */
@@ -589,6 +596,72 @@ export interface CompactionStore {
     sessionId: string,
     compactions: readonly ImportedCompaction[],
   ): Promise<void>;
+}
+
+/**
+ * A session's next summary, prepared off the turn: claimed by one instance
+ * (`summary` null while it is computed), then ready for the next turn to land.
+ */
+export interface PreparedCompactionRow {
+  session_id: string;
+  /** The instance computing (or that computed) the summary. */
+  holder: string;
+  /** The pointer the summary was computed for: it lands only where the session still has it. */
+  expected_size: number;
+  expected_epoch: number;
+  claimed_at: string;
+  /** Messages the summary folds; null until it is ready. */
+  messages: number | null;
+  to_size: number | null;
+  to_seq: number | null;
+  summary: string | null;
+  model: string | null;
+  input_chars: number | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  dropped: DroppedItem[] | null;
+  ready_at: string | null;
+}
+
+export interface PreparationClaim {
+  sessionId: string;
+  holder: string;
+  expectedSize: number;
+  expectedEpoch: number;
+  /** A holder whose heartbeat is older than this is gone: its claim may be taken over. */
+  staleAfterMs: number;
+}
+
+export interface PreparedSummary {
+  sessionId: string;
+  holder: string;
+  expectedSize: number;
+  expectedEpoch: number;
+  messages: number;
+  toSize: number;
+  toSeq: number;
+  summary: string;
+  model: string;
+  inputChars: number;
+  inputTokens: number;
+  outputTokens: number;
+  dropped: readonly DroppedItem[];
+}
+
+/**
+ * Summaries prepared in the background, one per session, claimed across
+ * instances: a claim is taken when there is none, when its holder is not a
+ * live instance (no `instances` row with a heartbeat within `staleAfterMs`;
+ * never `holder` itself), or when it was made for another pointer.
+ */
+export interface PreparedCompactionStore {
+  /** Takes the session's preparation for `holder`; false when a live holder has it for this pointer. */
+  claimPreparation(claim: PreparationClaim): Promise<boolean>;
+  /** Stores the prepared summary; false (nothing stored) unless `holder` still holds the claim for that pointer. */
+  finishPreparation(prepared: PreparedSummary): Promise<boolean>;
+  findPreparation(sessionId: string): Promise<PreparedCompactionRow | undefined>;
+  /** Removes the session's preparation (landed, stale or failed); with `holder`, only that holder's. */
+  dropPreparation(sessionId: string, holder?: string): Promise<void>;
 }
 
 /** Events after `afterId`, oldest first; with `ownerKey`, only the events of that client key's sessions. */
@@ -956,6 +1029,7 @@ export interface Store
     SessionStore,
     MessageLog,
     CompactionStore,
+    PreparedCompactionStore,
     EventLog,
     TaskStore,
     DaemonLeaseStore,

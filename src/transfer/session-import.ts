@@ -137,7 +137,7 @@ const COMPACTION_LINE = lineSchema(
       to_seq: INT,
       previous_summary: TEXT_OR_NULL,
       summary: TEXT,
-      trigger: { enum: ['manual', 'auto'] },
+      trigger: { enum: ['manual', 'auto', 'background'] },
       model: TEXT,
       input_chars: INT,
       summary_chars: INT,

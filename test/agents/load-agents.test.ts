@@ -76,6 +76,8 @@ describe('loadAgents', () => {
         compactCount: DEFAULT_COMPACT_COUNT,
         // Absent in the file: agents compact at 80 % by default.
         autoThreshold: 80,
+        // Absent too: the next summary is prepared off the turn from 60 %.
+        prepareAt: 60,
         maxSummaryChars: DEFAULT_MAX_SUMMARY_CHARS,
         summaryFormat: 'sections',
         // Absent in the file: old tool results are cleared by default.

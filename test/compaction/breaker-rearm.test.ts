@@ -22,7 +22,11 @@ describe('the auto-compaction breaker after an oversized first message', () => {
   beforeAll(async () => {
     t = await startTestApp({
       agents: {
-        assistant: { ...TEST_AGENT, defaultCompaction: { autoThreshold: AUTO_THRESHOLD } },
+        // Compactions on the turn only: a summary prepared after the first turn would fold it.
+        assistant: {
+          ...TEST_AGENT,
+          defaultCompaction: { autoThreshold: AUTO_THRESHOLD, prepareAt: 0 },
+        },
       },
       mainModel: { contextWindow: CONTEXT_WINDOW },
     });

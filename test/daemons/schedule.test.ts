@@ -22,6 +22,7 @@ function agentWith(daemon?: AgentConfig['daemon']): AgentConfig {
     defaultCompaction: {
       compactCount: 50,
       autoThreshold: 80,
+      prepareAt: 60,
       maxSummaryChars: 12_000,
       summaryFormat: 'sections',
       pruneToolResults: { keepLast: 3, minTokens: 400 },

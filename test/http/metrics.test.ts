@@ -36,7 +36,12 @@ describe('GET /metrics', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({
-      agents: { assistant: TEST_AGENT, guarded: GUARDED },
+      // Scripted replies go to requests in arrival order: a summary prepared
+      // off a turn (after the long 520-call turn) would take the next test's.
+      agents: {
+        assistant: { ...TEST_AGENT, defaultCompaction: { prepareAt: 0 } },
+        guarded: GUARDED,
+      },
       files: { 'agents/guarded/tools/touch.js': TOUCH_TOOL },
     });
     t.fake!.setDefault((body) =>

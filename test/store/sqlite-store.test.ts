@@ -66,6 +66,7 @@ describe('the Store contract suite', () => {
       'SessionStore',
       'MessageLog',
       'CompactionStore',
+      'PreparedCompactionStore',
       'EventLog',
       'TaskStore',
       'DaemonLeaseStore',

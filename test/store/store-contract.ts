@@ -2182,6 +2182,94 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('PreparedCompactionStore', () => {
+      const summaryFor = (sessionId: string, holder: string, expectedSize = 0) => ({
+        sessionId,
+        holder,
+        expectedSize,
+        expectedEpoch: 0,
+        messages: 2,
+        toSize: expectedSize + 2,
+        toSeq: 2,
+        summary: `summary by ${holder}`,
+        model: 'fake',
+        inputChars: 40,
+        inputTokens: 12,
+        outputTokens: 5,
+        dropped: [{ text: 'INV-7', kind: 'identifier' as const, seq: 1 }],
+      });
+      const claim = (sessionId: string, holder: string, expectedSize = 0) =>
+        store.claimPreparation({
+          sessionId,
+          holder,
+          expectedSize,
+          expectedEpoch: 0,
+          staleAfterMs: 60_000,
+        });
+
+      it('one holder per pointer: a live holder keeps its claim, and only the holder stores the summary', async () => {
+        const session = await newSession();
+        await store.heartbeatInstance('inst_a');
+        expect(await claim(session.id, 'inst_a')).toBe(true);
+        expect(await claim(session.id, 'inst_b')).toBe(false);
+        expect(await store.finishPreparation(summaryFor(session.id, 'inst_b'))).toBe(false);
+        expect((await store.findPreparation(session.id))?.summary).toBeNull();
+        expect(await store.finishPreparation(summaryFor(session.id, 'inst_a'))).toBe(true);
+        const ready = await store.findPreparation(session.id);
+        expect(ready).toMatchObject({
+          holder: 'inst_a',
+          expected_size: 0,
+          messages: 2,
+          to_size: 2,
+          summary: 'summary by inst_a',
+          input_tokens: 12,
+          output_tokens: 5,
+          dropped: [{ text: 'INV-7', kind: 'identifier', seq: 1 }],
+        });
+        expect(ready?.ready_at).not.toBeNull();
+        // Ready for this pointer: nobody prepares it again, not even a peer whose holder is gone.
+        await store.removeInstance('inst_a');
+        expect(await claim(session.id, 'inst_b')).toBe(false);
+      });
+
+      it('a claim whose holder stopped heartbeating is taken over, and the late holder stores nothing', async () => {
+        const session = await newSession();
+        expect(await claim(session.id, 'inst_gone')).toBe(true);
+        // No heartbeat row for inst_gone: it is not a live instance.
+        expect(await claim(session.id, 'inst_b')).toBe(true);
+        expect(await store.finishPreparation(summaryFor(session.id, 'inst_gone'))).toBe(false);
+        expect(await store.finishPreparation(summaryFor(session.id, 'inst_b'))).toBe(true);
+        expect((await store.findPreparation(session.id))?.holder).toBe('inst_b');
+      });
+
+      it('a claim for another pointer replaces a stale preparation; drop removes only the given holder', async () => {
+        const session = await newSession();
+        await store.heartbeatInstance('inst_a');
+        expect(await claim(session.id, 'inst_a')).toBe(true);
+        expect(await store.finishPreparation(summaryFor(session.id, 'inst_a'))).toBe(true);
+        // The session was compacted meanwhile (size 10): the old summary is for a moved pointer.
+        expect(await claim(session.id, 'inst_b', 10)).toBe(true);
+        expect(await store.findPreparation(session.id)).toMatchObject({
+          holder: 'inst_b',
+          expected_size: 10,
+          summary: null,
+          ready_at: null,
+        });
+        await store.dropPreparation(session.id, 'inst_a');
+        expect(await store.findPreparation(session.id)).toBeDefined();
+        await store.dropPreparation(session.id);
+        expect(await store.findPreparation(session.id)).toBeUndefined();
+        await store.removeInstance('inst_a');
+      });
+
+      it('goes with its session', async () => {
+        const session = await newSession();
+        expect(await claim(session.id, 'inst_a')).toBe(true);
+        expect(await store.deleteSession(session.id)).toBe(true);
+        expect(await store.findPreparation(session.id)).toBeUndefined();
+      });
+    });
+
     describe('InstanceStore', () => {
       it('heartbeats and removal are idempotent; with nothing running nothing is interrupted', async () => {
         await store.heartbeatInstance('inst_x');

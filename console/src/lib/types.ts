@@ -48,7 +48,7 @@ export interface Compaction {
   from_size: number;
   to_size: number;
   summary: string;
-  trigger: 'manual' | 'auto';
+  trigger: 'manual' | 'auto' | 'background';
   model: string;
   created_at: string;
   undone_at: string | null;

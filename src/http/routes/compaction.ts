@@ -4,6 +4,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { DefaultCompaction } from '../../compaction/default-compaction.js';
+import type { BackgroundCompaction } from '../../compaction/background-compaction.js';
 import { CairnError } from '../../errors.js';
 import type { AgentRegistry } from '../../agents/agent-registry.js';
 import type { Sessions } from '../../runtime/sessions.js';
@@ -23,6 +24,8 @@ export interface CompactionRoutesOptions {
   agents: Pick<AgentRegistry, 'find'>;
   store: Pick<CompactionStore, 'listCompactions'>;
   compaction: DefaultCompaction;
+  /** Summaries prepared off the turn: the context shows the session's pending one. */
+  background: Pick<BackgroundCompaction, 'describe'>;
   contextWindow: number;
 }
 
@@ -92,6 +95,7 @@ export const compactionRoutes: FastifyPluginAsync<CompactionRoutesOptions> = asy
       return {
         ...accountContext(await engine.buildContext(session, agent)),
         contextWindow: deps.contextWindow,
+        preparedSummary: await deps.background.describe(session),
       };
     },
   );

@@ -19,6 +19,7 @@ import * as m014 from './014-session-scoped-history-index.js';
 import * as m015 from './015-one-result-per-call.js';
 import * as m016 from './016-compaction-dropped.js';
 import * as m018 from './018-stemmed-history-index.js';
+import * as m019 from './019-prepared-compactions.js';
 import * as m021 from './021-message-vectors.js';
 import * as m022 from './022-budget-reservations.js';
 
@@ -53,6 +54,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m015,
   m016,
   m018,
+  m019,
   m021,
   m022,
 ];

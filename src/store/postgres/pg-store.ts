@@ -743,6 +743,72 @@ export class PgStore extends StoreBase implements store.Store {
     return rows.map(decide.compactionFromRow);
   }
 
+  // ---- prepared compactions ------------------------------------------------
+  // Liveness is the heartbeat's, on the database's clock, as for tasks.
+
+  async claimPreparation(claim: store.PreparationClaim): Promise<boolean> {
+    return this.tx(async (c) => {
+      const result = await c.query(
+        `INSERT INTO prepared_compactions
+           (session_id, holder, expected_size, expected_epoch, claimed_at)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder,
+           expected_size = excluded.expected_size, expected_epoch = excluded.expected_epoch,
+           claimed_at = excluded.claimed_at, ${decide.PREPARED_COLUMNS.map((col) => `${col} = NULL`).join(', ')}
+         WHERE prepared_compactions.expected_size <> excluded.expected_size
+            OR prepared_compactions.expected_epoch <> excluded.expected_epoch
+            OR (prepared_compactions.summary IS NULL AND prepared_compactions.holder <> excluded.holder
+                AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = prepared_compactions.holder
+                  AND i.heartbeat_at >= now() - make_interval(secs => $6::double precision / 1000)))`,
+        [
+          claim.sessionId,
+          claim.holder,
+          claim.expectedSize,
+          claim.expectedEpoch,
+          now(),
+          claim.staleAfterMs,
+        ],
+      );
+      return (result.rowCount ?? 0) > 0;
+    });
+  }
+
+  async finishPreparation(prepared: store.PreparedSummary): Promise<boolean> {
+    const sets = decide.PREPARED_COLUMNS.map((col, i) => `${col} = $${i + 5}`).join(', ');
+    return this.tx(async (c) => {
+      const result = await c.query(
+        `UPDATE prepared_compactions SET ${sets}
+         WHERE session_id = $1 AND holder = $2 AND expected_size = $3 AND expected_epoch = $4
+           AND summary IS NULL`,
+        [
+          prepared.sessionId,
+          prepared.holder,
+          prepared.expectedSize,
+          prepared.expectedEpoch,
+          ...decide.preparedValues(prepared, now()),
+        ],
+      );
+      return (result.rowCount ?? 0) > 0;
+    });
+  }
+
+  async findPreparation(sessionId: string): Promise<store.PreparedCompactionRow | undefined> {
+    const [row] = await this.rows<decide.StoredPreparationRow>(
+      'SELECT * FROM prepared_compactions WHERE session_id = $1',
+      [sessionId],
+    );
+    return row === undefined ? undefined : decide.preparationFromRow(row);
+  }
+
+  async dropPreparation(sessionId: string, holder?: string): Promise<void> {
+    await this.tx((c) =>
+      c.query(
+        'DELETE FROM prepared_compactions WHERE session_id = $1 AND ($2::text IS NULL OR holder = $2)',
+        [sessionId, holder ?? null],
+      ),
+    );
+  }
+
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
     await this.tx((c) =>
       c.query('UPDATE sessions SET compaction_suspended = $1 WHERE id = $2', [

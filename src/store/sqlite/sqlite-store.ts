@@ -30,6 +30,9 @@ import type {
   OrphanScope,
   Owner,
   Page,
+  PreparationClaim,
+  PreparedCompactionRow,
+  PreparedSummary,
   RecallHit,
   ResponseRow,
   SessionEdit,
@@ -324,6 +327,29 @@ function prepareStatements(db: SqliteDatabase) {
     deleteCompactions: db.prepare('DELETE FROM compactions WHERE session_id = ?'),
     closeSession: db.prepare("UPDATE sessions SET status = 'closed', updated_at = ? WHERE id = ?"),
     deleteSession: db.prepare('DELETE FROM sessions WHERE id = ?'),
+    // A claim is taken when there is none, when it was made for another
+    // pointer, or when its holder (not self) stopped heartbeating mid-summary.
+    claimPreparation: db.prepare(`INSERT INTO prepared_compactions
+        (session_id, holder, expected_size, expected_epoch, claimed_at)
+      VALUES (@session, @holder, @size, @epoch, @now)
+      ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder,
+        expected_size = excluded.expected_size, expected_epoch = excluded.expected_epoch,
+        claimed_at = excluded.claimed_at, ${decide.PREPARED_COLUMNS.map((c) => `${c} = NULL`).join(', ')}
+      WHERE prepared_compactions.expected_size <> excluded.expected_size
+         OR prepared_compactions.expected_epoch <> excluded.expected_epoch
+         OR (prepared_compactions.summary IS NULL AND prepared_compactions.holder <> excluded.holder
+             AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = prepared_compactions.holder
+                             AND i.heartbeat_at >= @live_since))`),
+    finishPreparation: db.prepare(`UPDATE prepared_compactions SET
+        ${decide.PREPARED_COLUMNS.map((c) => `${c} = ?`).join(', ')}
+      WHERE session_id = ? AND holder = ? AND expected_size = ? AND expected_epoch = ?
+        AND summary IS NULL`),
+    findPreparation: db.prepare<[string], decide.StoredPreparationRow>(
+      'SELECT * FROM prepared_compactions WHERE session_id = ?',
+    ),
+    dropPreparation: db.prepare(
+      'DELETE FROM prepared_compactions WHERE session_id = @session AND (@holder IS NULL OR holder = @holder)',
+    ),
     casCompaction: db.prepare(`UPDATE sessions SET
         compact_summary = @summary, compact_size = @to_size, compact_seq = @to_seq,
         compaction_count = compaction_count + 1,
@@ -1044,6 +1070,48 @@ export class SqliteStore extends StoreBase implements Store {
 
   async setCompactionSuspended(sessionId: string, suspended: boolean): Promise<void> {
     await this.write(() => this.stmt.setSuspended.run(suspended ? 1 : 0, sessionId));
+  }
+
+  // ---- prepared compactions ------------------------------------------------
+
+  async claimPreparation(claim: PreparationClaim): Promise<boolean> {
+    const liveSince = new Date(Date.now() - claim.staleAfterMs).toISOString();
+    return this.write(
+      () =>
+        this.stmt.claimPreparation.run({
+          session: claim.sessionId,
+          holder: claim.holder,
+          size: claim.expectedSize,
+          epoch: claim.expectedEpoch,
+          now: now(),
+          live_since: liveSince,
+        }).changes > 0,
+    );
+  }
+
+  async finishPreparation(prepared: PreparedSummary): Promise<boolean> {
+    const pointer = [
+      prepared.sessionId,
+      prepared.holder,
+      prepared.expectedSize,
+      prepared.expectedEpoch,
+    ];
+    return this.write(
+      () =>
+        this.stmt.finishPreparation.run(...decide.preparedValues(prepared, now()), ...pointer)
+          .changes > 0,
+    );
+  }
+
+  async findPreparation(sessionId: string): Promise<PreparedCompactionRow | undefined> {
+    const row = this.stmt.findPreparation.get(sessionId);
+    return row === undefined ? undefined : decide.preparationFromRow(row);
+  }
+
+  async dropPreparation(sessionId: string, holder?: string): Promise<void> {
+    await this.write(() =>
+      this.stmt.dropPreparation.run({ session: sessionId, holder: holder ?? null }),
+    );
   }
 
   // ---- events ---------------------------------------------------------------
