@@ -72,6 +72,7 @@ describe('the Store contract suite', () => {
       'MemoryStore',
       'InstanceStore',
       'ResponseStore',
+      'FrontEndChatStore',
       'CallRecordStore',
       'KeyStore',
     ]);

@@ -19,6 +19,7 @@ import * as m014 from './014-session-scoped-history-index.js';
 import * as m015 from './015-one-result-per-call.js';
 import * as m016 from './016-compaction-dropped.js';
 import * as m018 from './018-stemmed-history-index.js';
+import * as m020 from './020-front-end-chats.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -51,6 +52,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m015,
   m016,
   m018,
+  m020,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {
