@@ -142,7 +142,7 @@ describe('useChat in Chromium', () => {
         user: 'ada',
         chat: 'browser-chat',
       });
-      const tab = await openPage(`${page.origin}/index.html?${query}`);
+      const tab = await openPage(`${page.origin}/index.html?${query.toString()}`);
       const messages = tab.getByRole('list', { name: 'messages' });
 
       await tab.getByRole('textbox', { name: 'message', exact: true }).fill('Hello');
