@@ -82,6 +82,7 @@ import { sessionRoutes } from './http/routes/sessions.js';
 import { callRoutes } from './http/routes/calls.js';
 import { AgentReloader } from './agents/agent-reloader.js';
 import { a2aRoutes } from './a2a/routes.js';
+import { aiSdkRoutes } from './ai-sdk/routes.js';
 import { CairnMetrics } from './metrics/metrics.js';
 import { CallRecorder } from './records/call-recorder.js';
 import { RecordPruner } from './records/record-pruner.js';
@@ -759,6 +760,14 @@ function buildServer(
     events,
     streams,
     keyRequired: settings.server.apiKey !== null,
+  });
+  void server.register(aiSdkRoutes, {
+    agents: registry,
+    sessions,
+    engine,
+    store,
+    events,
+    streams,
   });
   if (consoleBuilt(consoleDir)) void server.register(consoleRoutes, { dir: consoleDir });
   else logger.warn(`web console not built in ${consoleDir}: run npm run build`);

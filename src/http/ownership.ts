@@ -55,6 +55,12 @@ const AGENT_TURN: OwnershipRule = {
   spends: true,
   filters: 'a new session belongs to the key',
 };
+/** An AI SDK chat named in the path: found only under the caller's key and end user. */
+const AI_SDK_CHAT: OwnershipRule = {
+  access: 'key',
+  agent: 'params.name',
+  filters: "the chat id is looked up under the key and end user: another's chat is unknown",
+};
 const API_DOCS = scoped('the API docs page: no objects');
 
 /** Every route of the server, `METHOD path` as registered. */
@@ -124,6 +130,16 @@ export const ROUTE_RULES: Readonly<Record<string, OwnershipRule>> = {
     spends: true,
     filters: "tasks and contexts continued must be the key's; new ones belong to it",
   },
+  'POST /ai-sdk/:name': {
+    access: 'key',
+    agent: 'params.name',
+    spends: true,
+    filters:
+      "the chat id is looked up under the key and end user; a new chat's session belongs to them",
+  },
+  'GET /ai-sdk/:name/:chatId/stream': AI_SDK_CHAT,
+  'POST /ai-sdk/:name/:chatId/stop': AI_SDK_CHAT,
+  'GET /ai-sdk/:name/:chatId/messages': AI_SDK_CHAT,
   'POST /keys': ADMIN,
   'GET /keys': ADMIN,
   'GET /keys/:id': ADMIN,

@@ -10,6 +10,7 @@ import { messageChars } from '../llm/messages.js';
 import type { ChatMessage, StoredMessage, ToolCall } from '../llm/messages.js';
 import type {
   EventRow,
+  FrontEndChat,
   KeyAgents,
   KeyLimits,
   KeyRow,
@@ -117,6 +118,26 @@ export type ResponseRecord = Omit<ResponseRow, 'body'> & { body: string };
 
 export function toResponseRow(row: ResponseRecord): ResponseRow {
   return { ...row, body: JSON.parse(row.body) as Record<string, unknown> };
+}
+
+/**
+ * The stored key of a front-end chat: the admin and "no end user" are ''
+ * (the columns are part of a primary key, so they cannot be NULL).
+ */
+export function frontEndChatKey(chat: FrontEndChat): {
+  protocol: string;
+  key_id: string;
+  end_user: string;
+  agent_name: string;
+  chat_id: string;
+} {
+  return {
+    protocol: chat.protocol,
+    key_id: chat.owner.key ?? '',
+    end_user: chat.owner.user ?? '',
+    agent_name: chat.agentName,
+    chat_id: chat.chatId,
+  };
 }
 
 export function toEventRow(row: EventRecord): EventRow {

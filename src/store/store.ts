@@ -449,6 +449,45 @@ export interface ResponseStore {
   findResponse(id: string): Promise<ResponseRow | undefined>;
 }
 
+/** The chat front-ends whose conversations map to sessions (see `FrontEndChatStore`). */
+export type FrontEndProtocol = 'ai-sdk' | 'ag-ui';
+
+/** One front-end conversation: the chat id a front-end chose, scoped to who posts it and where. */
+export interface FrontEndChat {
+  protocol: FrontEndProtocol;
+  /** The key and end user that posted it: the same chat id under another owner is another chat. */
+  owner: Owner;
+  agentName: string;
+  /** The front-end's own id for the conversation (`useChat`'s `id`, AG-UI's `threadId`). */
+  chatId: string;
+}
+
+/**
+ * Which session holds each front-end chat. A mapping goes with its session;
+ * sessions are exported without it (a chat id belongs to the front-end of
+ * the server that made it, and an import makes a new session id anyway).
+ */
+export interface FrontEndChatStore {
+  /** The id of the session `chat` is bound to, if any. */
+  findFrontEndChat(chat: FrontEndChat): Promise<string | undefined>;
+  /**
+   * Binds `chat` to `sessionId` unless it is bound already, and returns the
+   * session it is bound to: `sessionId`, or the one another request bound
+   * first (two requests creating the same chat at once agree on one session).
+   */
+  bindFrontEndChat(chat: FrontEndChat, sessionId: string): Promise<string>;
+  /**
+   * Moves `chat` from session `fromSessionId` to `toSessionId` (a fork made
+   * for a regenerate or an edit); false, changing nothing, when it is no
+   * longer bound to `fromSessionId`.
+   */
+  rebindFrontEndChat(
+    chat: FrontEndChat,
+    fromSessionId: string,
+    toSessionId: string,
+  ): Promise<boolean>;
+}
+
 /** The append-only message log of each session, and its full-text index. */
 export interface MessageLog {
   /** Appends messages in order in one transaction; returns them as stored. */
@@ -1036,6 +1075,7 @@ export interface Store
     MemoryStore,
     InstanceStore,
     ResponseStore,
+    FrontEndChatStore,
     CallRecordStore,
     VectorStore,
     KeyStore {

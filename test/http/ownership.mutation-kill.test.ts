@@ -320,6 +320,7 @@ describe('the guard', () => {
         'POST /v1/chat/completions',
         'POST /v1/responses',
         'POST /a2a/:name',
+        'POST /ai-sdk/:name',
       ].sort(),
     );
   });

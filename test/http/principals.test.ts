@@ -248,7 +248,28 @@ const SAMPLE_BODIES: Record<string, unknown> = {
   'POST /keys': { name: 'mine' },
   'PATCH /keys/:id': { limits: { maxStreams: 1000 } },
   'POST /sessions': { agentName: 'assistant' },
+  'POST /ai-sdk/:name': {
+    id: 'probe-chat',
+    messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }],
+  },
 };
+
+/** A's AI SDK chat on an agent both keys may use is unknown to B: no history, no stream, no stop. */
+async function aiSdkChatIsAs(): Promise<void> {
+  const chat = 'walk-chat';
+  const posted = await call('a', 'POST', '/ai-sdk/other', {
+    id: chat,
+    messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'mine' }] }],
+  });
+  expect(posted.statusCode).toBe(200);
+  const history = (who: Who) => call(who, 'GET', `/ai-sdk/other/${chat}/messages`);
+  expect((await history('a')).json<unknown[]>().length).toBeGreaterThanOrEqual(2);
+  expect((await history('b')).json()).toEqual([]);
+  expect((await call('b', 'GET', `/ai-sdk/other/${chat}/stream`)).statusCode).toBe(204);
+  expect((await call('b', 'POST', `/ai-sdk/other/${chat}/stop`)).json()).toEqual({
+    stopped: false,
+  });
+}
 
 /**
  * The handler-level rules (`filters`): what B must not see of A's world, and
@@ -266,6 +287,10 @@ function a2a(who: Who, agent: string, method: string, params: Record<string, unk
 }
 
 const FILTER_CHECKS: Record<string, () => Promise<void>> = {
+  'POST /ai-sdk/:name': aiSdkChatIsAs,
+  'GET /ai-sdk/:name/:chatId/stream': aiSdkChatIsAs,
+  'POST /ai-sdk/:name/:chatId/stop': aiSdkChatIsAs,
+  'GET /ai-sdk/:name/:chatId/messages': aiSdkChatIsAs,
   'GET /calls/:id': async () => {
     const listed = await call('a', 'GET', `/sessions/${aSession}/calls`);
     const id = listed.json<{ calls: { id: string }[] }>().calls[0]!.id;

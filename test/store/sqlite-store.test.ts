@@ -73,6 +73,7 @@ describe('the Store contract suite', () => {
       'MemoryStore',
       'InstanceStore',
       'ResponseStore',
+      'FrontEndChatStore',
       'CallRecordStore',
       'KeyStore',
     ]);

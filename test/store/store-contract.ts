@@ -19,6 +19,7 @@ import { RECALL_CONTENT_CHARS } from '../../src/store/store.js';
 import { encodeRequest, type RequestState } from '../../src/records/request-delta.js';
 import type {
   AppendOptions,
+  FrontEndChat,
   NewCompaction,
   NewModelCall,
   NewSession,
@@ -2552,6 +2553,80 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.findResponse('resp_nope')).toBeUndefined();
         await store.deleteSession(session.id);
         expect(await store.findResponse('resp_1_x')).toBeUndefined();
+      });
+    });
+
+    describe('FrontEndChatStore', () => {
+      const chat: FrontEndChat = {
+        protocol: 'ai-sdk',
+        owner: { key: 'key_a', user: 'alice' },
+        agentName: 'assistant',
+        chatId: 'chat-1',
+      };
+
+      it('binds a chat once, finds it by its whole key, and keeps the first binding', async () => {
+        const first = await newSession();
+        const second = await newSession();
+        expect(await store.findFrontEndChat(chat)).toBeUndefined();
+        expect(await store.bindFrontEndChat(chat, first.id)).toBe(first.id);
+        expect(await store.bindFrontEndChat(chat, second.id)).toBe(first.id);
+        expect(await store.findFrontEndChat(chat)).toBe(first.id);
+        // Every part of the key scopes the chat: another protocol, key, end user
+        // (none included), agent or chat id is another chat.
+        for (const other of [
+          { ...chat, protocol: 'ag-ui' as const },
+          { ...chat, owner: { key: 'key_b', user: 'alice' } },
+          { ...chat, owner: { key: null, user: 'alice' } },
+          { ...chat, owner: { key: 'key_a', user: 'bob' } },
+          { ...chat, owner: { key: 'key_a', user: null } },
+          { ...chat, agentName: 'other' },
+          { ...chat, chatId: 'chat-2' },
+        ])
+          expect(await store.findFrontEndChat(other), JSON.stringify(other)).toBeUndefined();
+        const admin = { ...chat, owner: ADMIN_OWNER };
+        expect(await store.bindFrontEndChat(admin, second.id)).toBe(second.id);
+        expect(await store.findFrontEndChat(admin)).toBe(second.id);
+        expect(await store.findFrontEndChat(chat)).toBe(first.id);
+      });
+
+      it('agrees on one session when two stores bind the same chat at once', async () => {
+        const a = await fixture.openInstance('inst_a');
+        const b = await fixture.openInstance('inst_b');
+        const sessions = await Promise.all([
+          newSession(),
+          newSession(),
+          newSession(),
+          newSession(),
+        ]);
+        const bound = await Promise.all(
+          sessions.map((session, i) => (i % 2 === 0 ? a : b).bindFrontEndChat(chat, session.id)),
+        );
+        expect(new Set(bound).size).toBe(1);
+        expect(sessions.map((s) => s.id)).toContain(bound[0]);
+        expect(await store.findFrontEndChat(chat)).toBe(bound[0]);
+      });
+
+      it('moves a chat to a fork only from the session it is bound to', async () => {
+        const parent = await newSession();
+        const fork = await newSession();
+        const stranger = await newSession();
+        await store.bindFrontEndChat(chat, parent.id);
+        expect(await store.rebindFrontEndChat(chat, stranger.id, fork.id)).toBe(false);
+        expect(await store.findFrontEndChat(chat)).toBe(parent.id);
+        expect(await store.rebindFrontEndChat(chat, parent.id, fork.id)).toBe(true);
+        expect(await store.findFrontEndChat(chat)).toBe(fork.id);
+        expect(
+          await store.rebindFrontEndChat({ ...chat, chatId: 'nope' }, fork.id, parent.id),
+        ).toBe(false);
+      });
+
+      it('drops a mapping with its session, so the chat can be bound afresh', async () => {
+        const gone = await newSession();
+        const next = await newSession();
+        await store.bindFrontEndChat(chat, gone.id);
+        expect(await store.deleteSession(gone.id)).toBe(true);
+        expect(await store.findFrontEndChat(chat)).toBeUndefined();
+        expect(await store.bindFrontEndChat(chat, next.id)).toBe(next.id);
       });
     });
 

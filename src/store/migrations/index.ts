@@ -20,6 +20,7 @@ import * as m015 from './015-one-result-per-call.js';
 import * as m016 from './016-compaction-dropped.js';
 import * as m018 from './018-stemmed-history-index.js';
 import * as m019 from './019-prepared-compactions.js';
+import * as m020 from './020-front-end-chats.js';
 import * as m021 from './021-message-vectors.js';
 import * as m022 from './022-budget-reservations.js';
 
@@ -55,6 +56,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m016,
   m018,
   m019,
+  m020,
   m021,
   m022,
 ];

@@ -56,6 +56,13 @@ import {
   type SessionHead,
 } from './pg-append.js';
 
+/** The columns that name one front-end chat, as `$1`…`$5`. */
+const PG_FRONT_END_CHAT_MATCH =
+  'protocol = $1 AND key_id = $2 AND end_user = $3 AND agent_name = $4 AND chat_id = $5';
+
+/** How often a bind retries when the chat it lost to is deleted before it reads it. */
+const BIND_ATTEMPTS = 3;
+
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
 
 /** Recall on Postgres: a common word's candidates are the session's newest this many messages. */
@@ -394,6 +401,61 @@ export class PgStore extends StoreBase implements store.Store {
       id,
     ]);
     return row && records.toResponseRow(row);
+  }
+
+  // ---- front-end chats -------------------------------------------------------
+
+  async findFrontEndChat(chat: store.FrontEndChat): Promise<string | undefined> {
+    const key = records.frontEndChatKey(chat);
+    const row = await this.row<{ session_id: string }>(
+      `SELECT session_id FROM front_end_chats WHERE ${PG_FRONT_END_CHAT_MATCH}`,
+      [key.protocol, key.key_id, key.end_user, key.agent_name, key.chat_id],
+    );
+    return row?.session_id;
+  }
+
+  async bindFrontEndChat(chat: store.FrontEndChat, sessionId: string): Promise<string> {
+    const key = records.frontEndChatKey(chat);
+    const params = [key.protocol, key.key_id, key.end_user, key.agent_name, key.chat_id];
+    // Insert-or-read in two statements: under READ COMMITTED the read after a
+    // conflict sees the row the other request committed. Should that row's
+    // session be deleted in between, the insert is tried again.
+    for (let attempt = 0; attempt < BIND_ATTEMPTS; attempt++) {
+      const inserted = await this.row<{ session_id: string }>(
+        `INSERT INTO front_end_chats
+           (protocol, key_id, end_user, agent_name, chat_id, session_id, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+         ON CONFLICT DO NOTHING RETURNING session_id`,
+        [...params, sessionId, now()],
+      );
+      if (inserted) return inserted.session_id;
+      const bound = await this.findFrontEndChat(chat);
+      if (bound !== undefined) return bound;
+    }
+    throw new Error(`Chat "${chat.chatId}" kept being unbound while binding it.`);
+  }
+
+  async rebindFrontEndChat(
+    chat: store.FrontEndChat,
+    fromSessionId: string,
+    toSessionId: string,
+  ): Promise<boolean> {
+    const key = records.frontEndChatKey(chat);
+    const rows = await this.rows<{ session_id: string }>(
+      `UPDATE front_end_chats SET session_id = $7, updated_at = $8
+       WHERE ${PG_FRONT_END_CHAT_MATCH} AND session_id = $6 RETURNING session_id`,
+      [
+        key.protocol,
+        key.key_id,
+        key.end_user,
+        key.agent_name,
+        key.chat_id,
+        fromSessionId,
+        toSessionId,
+        now(),
+      ],
+    );
+    return rows.length > 0;
   }
 
   // ---- messages -------------------------------------------------------------

@@ -43,6 +43,7 @@ import type {
   TaskPatch,
   TaskRow,
   TaskStatus,
+  FrontEndChat,
 } from '../store.js';
 import { ADMIN_OWNER, evidenceWords, RECALL_CONTENT_CHARS } from '../store.js';
 import { SqliteCallRecords } from './sqlite-call-records.js';
@@ -84,6 +85,7 @@ import * as decide from '../decisions.js';
 import { secondResultError } from '../second-result.js';
 import {
   CONTEXT_COLUMNS,
+  frontEndChatKey,
   INSTANCE_LOST_ERROR,
   INTERRUPTED_ERROR,
   MEMORY_PAGE,
@@ -501,10 +503,26 @@ function prepareStatements(db: SqliteDatabase) {
       VALUES (@id, @session_id, @end_seq, @body, @created_at)
       ON CONFLICT (id) DO UPDATE SET end_seq = excluded.end_seq, body = excluded.body`),
     getResponse: db.prepare<[string], ResponseRecord>('SELECT * FROM responses WHERE id = ?'),
+    findFrontEndChat: db
+      .prepare<[FrontEndChatKey], string>(
+        `SELECT session_id FROM front_end_chats WHERE ${FRONT_END_CHAT_MATCH}`,
+      )
+      .pluck(),
+    bindFrontEndChat: db.prepare(`INSERT INTO front_end_chats
+      (protocol, key_id, end_user, agent_name, chat_id, session_id, created_at, updated_at)
+      VALUES (@protocol, @key_id, @end_user, @agent_name, @chat_id, @session_id, @now, @now)
+      ON CONFLICT DO NOTHING`),
+    rebindFrontEndChat: db.prepare(`UPDATE front_end_chats SET session_id = @to, updated_at = @now
+      WHERE ${FRONT_END_CHAT_MATCH} AND session_id = @from`),
   };
 }
 
 type Statements = ReturnType<typeof prepareStatements>;
+
+type FrontEndChatKey = ReturnType<typeof frontEndChatKey>;
+
+const FRONT_END_CHAT_MATCH = `protocol = @protocol AND key_id = @key_id AND end_user = @end_user
+  AND agent_name = @agent_name AND chat_id = @chat_id`;
 
 export interface SqliteStoreOptions {
   busyBudgetMs?: number;
@@ -795,6 +813,37 @@ export class SqliteStore extends StoreBase implements Store {
   async findResponse(id: string): Promise<ResponseRow | undefined> {
     const row = this.stmt.getResponse.get(id);
     return row && toResponseRow(row);
+  }
+
+  // ---- front-end chats -------------------------------------------------------
+
+  async findFrontEndChat(chat: FrontEndChat): Promise<string | undefined> {
+    return this.stmt.findFrontEndChat.get(frontEndChatKey(chat));
+  }
+
+  async bindFrontEndChat(chat: FrontEndChat, sessionId: string): Promise<string> {
+    const key = frontEndChatKey(chat);
+    // One write transaction: whoever inserts first wins, the other reads the winner.
+    return this.write(() => {
+      this.stmt.bindFrontEndChat.run({ ...key, session_id: sessionId, now: now() });
+      return this.stmt.findFrontEndChat.get(key)!;
+    });
+  }
+
+  async rebindFrontEndChat(
+    chat: FrontEndChat,
+    fromSessionId: string,
+    toSessionId: string,
+  ): Promise<boolean> {
+    return this.write(
+      () =>
+        this.stmt.rebindFrontEndChat.run({
+          ...frontEndChatKey(chat),
+          from: fromSessionId,
+          to: toSessionId,
+          now: now(),
+        }).changes > 0,
+    );
   }
 
   // ---- messages -------------------------------------------------------------
