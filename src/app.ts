@@ -83,6 +83,7 @@ import { callRoutes } from './http/routes/calls.js';
 import { AgentReloader } from './agents/agent-reloader.js';
 import { a2aRoutes } from './a2a/routes.js';
 import { aiSdkRoutes } from './ai-sdk/routes.js';
+import { agUiRoutes } from './ag-ui/routes.js';
 import { CairnMetrics } from './metrics/metrics.js';
 import { CallRecorder } from './records/call-recorder.js';
 import { RecordPruner } from './records/record-pruner.js';
@@ -769,6 +770,7 @@ function buildServer(
     events,
     streams,
   });
+  void server.register(agUiRoutes, { agents: registry, sessions, engine, store, events, streams });
   if (consoleBuilt(consoleDir)) void server.register(consoleRoutes, { dir: consoleDir });
   else logger.warn(`web console not built in ${consoleDir}: run npm run build`);
   return server;

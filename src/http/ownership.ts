@@ -140,6 +140,13 @@ export const ROUTE_RULES: Readonly<Record<string, OwnershipRule>> = {
   'GET /ai-sdk/:name/:chatId/stream': AI_SDK_CHAT,
   'POST /ai-sdk/:name/:chatId/stop': AI_SDK_CHAT,
   'GET /ai-sdk/:name/:chatId/messages': AI_SDK_CHAT,
+  'POST /ag-ui/:name': {
+    access: 'key',
+    agent: 'params.name',
+    spends: true,
+    filters:
+      "the thread id is looked up under the key and end user; a new thread's session belongs to them",
+  },
   'POST /keys': ADMIN,
   'GET /keys': ADMIN,
   'GET /keys/:id': ADMIN,

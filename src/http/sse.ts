@@ -56,6 +56,11 @@ export class SseStream {
     this.write(`data: ${text}\n\n`);
   }
 
+  /** A frame a protocol's own encoder made, complete with its framing (AG-UI's EventEncoder). */
+  encoded(frame: string): void {
+    this.write(frame);
+  }
+
   comment(text: string): void {
     this.write(`: ${text}\n\n`);
   }

@@ -252,6 +252,11 @@ const SAMPLE_BODIES: Record<string, unknown> = {
     id: 'probe-chat',
     messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }],
   },
+  'POST /ag-ui/:name': {
+    threadId: 'probe-thread',
+    runId: 'probe-run',
+    messages: [{ id: 'u1', role: 'user', content: 'hi' }],
+  },
 };
 
 /** A's AI SDK chat on an agent both keys may use is unknown to B: no history, no stream, no stop. */
@@ -286,7 +291,23 @@ function a2a(who: Who, agent: string, method: string, params: Record<string, unk
   );
 }
 
+/** A's AG-UI thread is unknown to B: B's run on the same thread id starts a session of its own. */
+async function agUiThreadIsAs(): Promise<void> {
+  const body = (text: string) => ({
+    threadId: 'walk-thread',
+    runId: `run-${text}`,
+    messages: [{ id: text, role: 'user', content: text }],
+  });
+  expect((await call('a', 'POST', '/ag-ui/other', body('mine'))).statusCode).toBe(200);
+  const theirs = await call('b', 'POST', '/ag-ui/other', body('theirs'));
+  expect(theirs.statusCode).toBe(200);
+  expect(theirs.body).not.toContain('mine');
+  const again = await call('a', 'POST', '/ag-ui/other', body('again'));
+  expect(again.statusCode).toBe(200);
+}
+
 const FILTER_CHECKS: Record<string, () => Promise<void>> = {
+  'POST /ag-ui/:name': agUiThreadIsAs,
   'POST /ai-sdk/:name': aiSdkChatIsAs,
   'GET /ai-sdk/:name/:chatId/stream': aiSdkChatIsAs,
   'POST /ai-sdk/:name/:chatId/stop': aiSdkChatIsAs,
