@@ -174,9 +174,12 @@ export class BackgroundCompaction {
       }
       // Refused when a peer took the claim over meanwhile (this instance
       // looked dead) or the pointer moved: the summary is not kept.
-      if (await store.finishPreparation({ ...draft, holder: instanceId })) {
-        this.prepared.add(sessionId);
-      }
+      // The draft's reservation ends once it is stored or refused: the key
+      // is charged when the summary lands, like any compaction's.
+      const stored = await store
+        .finishPreparation({ ...draft, holder: instanceId })
+        .finally(() => draft.reservation?.release());
+      if (stored) this.prepared.add(sessionId);
     } catch (err) {
       if (claimed) await store.dropPreparation(sessionId, instanceId).catch(() => undefined);
       this.deps.logger?.warn(

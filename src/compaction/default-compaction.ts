@@ -83,7 +83,15 @@ export type { CompactionTrigger } from '../store/store.js';
  * compare-and-set lands (now, or at the next turn's start when it was
  * prepared in the background).
  */
-export type SummaryDraft = Omit<PreparedSummary, 'holder'>;
+export type SummaryDraft = Omit<PreparedSummary, 'holder'> & {
+  /**
+   * The summary call's token reservation, while this process holds the
+   * draft: it ends once the landing write (which charges the key) is done,
+   * or once a background draft is stored. A draft read back from the
+   * database has none.
+   */
+  readonly reservation?: Reservation;
+};
 
 export interface CompactOptions {
   sessionId: string;
@@ -306,6 +314,7 @@ export class DefaultCompaction {
       dropped: findDropped(request.folded, newSummary),
       inputTokens: usage.input_tokens,
       outputTokens: usage.output_tokens,
+      ...(reservation ? { reservation } : {}),
     };
   }
 
@@ -336,7 +345,7 @@ export class DefaultCompaction {
         outputTokens: draft.outputTokens,
         ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
       }),
-    ).finally(() => reservation?.release());
+    ).finally(() => draft.reservation?.release());
     if (!updated) {
       throw new CairnError(
         'COMPACTION_CONFLICT',

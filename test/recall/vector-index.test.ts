@@ -99,6 +99,7 @@ describe('fuseCandidates', () => {
     role: 'user',
     content: `message ${seq}`,
     created_at: '2026-01-01T00:00:00.000Z',
+    score: 1,
   });
   const vec = (seq: number, similarity: number): VectorHit => ({ ...hit(seq), similarity });
 
