@@ -240,10 +240,12 @@ describe('automatic compaction counts the request as sent', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({
-      // Both compact at 80 % of a 3 000-token window; only one clears.
+      // Both compact at 80 % of a 3 000-token window; only one clears. No
+      // summary is prepared off the turn (prepareAt 0): it would take the
+      // scripted tool calls meant for the turns.
       agents: {
-        assistant: agentWith(CLEARING),
-        whole: { ...agentWith(false), name: 'whole' },
+        assistant: agentWith(CLEARING, { prepareAt: 0 }),
+        whole: { ...agentWith(false, { prepareAt: 0 }), name: 'whole' },
       },
       files: { ...REPORT_FILE, 'agents/whole/tools/report.js': REPORT_TOOL },
       mainModel: { contextWindow: 3_000 },

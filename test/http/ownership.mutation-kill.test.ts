@@ -321,6 +321,7 @@ describe('the guard', () => {
         'POST /v1/responses',
         'POST /a2a/:name',
         'POST /ai-sdk/:name',
+        'POST /ag-ui/:name',
       ].sort(),
     );
   });

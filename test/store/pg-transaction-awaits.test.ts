@@ -28,6 +28,8 @@ const ALLOWED = [
   /^chargeSessionTokens\(c,/,
   // pg-store.ts: one SELECT … FOR UPDATE of the task row on the same client.
   /^this\.assertStillRunning\(c,/,
+  // pg-vectors.ts: one INSERT … SELECT of the source's vectors on the same client.
+  /^copyVectorsToFork\(c,/,
 ];
 /** Helpers a unit of work may await, whose own awaits are checked the same way. */
 const HELPERS = [

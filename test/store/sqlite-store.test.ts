@@ -75,6 +75,7 @@ describe('the Store contract suite', () => {
       'ResponseStore',
       'FrontEndChatStore',
       'CallRecordStore',
+      'VectorStore',
       'KeyStore',
     ]);
     const bodies = [

@@ -125,6 +125,51 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       };
     }
 
+    describe('message vectors', () => {
+      it('walks what has no vector, then loads, lists, imports and reads back by seq', async () => {
+        const vectorOf = (xs: number[]) => new Float32Array(xs);
+        const conversationOf = (): ChatMessage[] => [
+          { role: 'user', content: 'alpha' },
+          { role: 'assistant', content: 'beta' },
+        ];
+        const source = await newSession();
+        await store.appendMessages(source.id, conversationOf());
+        const todo = await store.unembeddedMessages('m', 2, 0, 10);
+        expect(todo.map((m) => m.content)).toEqual(['alpha', 'beta']);
+        await store.saveVectors(
+          todo.map((m, i) => ({
+            messageId: m.id,
+            model: 'm',
+            dimensions: 2,
+            vector: vectorOf(i === 0 ? [1, 0] : [0, 1]),
+          })),
+          [],
+        );
+        // Done for this model; another model or size still has all to do.
+        expect(await store.unembeddedMessages('m', 2, 0, 10)).toEqual([]);
+        expect(await store.unembeddedMessages('other', 2, 0, 10)).toHaveLength(2);
+        const loaded = await store.loadVectors(source.id, 'm', 2, 0, 10);
+        expect(loaded.map((v) => [v.seq, Array.from(v.vector)])).toEqual([
+          [todo[0]!.seq, [1, 0]],
+          [todo[1]!.seq, [0, 1]],
+        ]);
+        expect(await store.loadVectors(source.id, 'm', 3, 0, 10)).toEqual([]);
+        const listed = await store.listVectors(source.id, 0, 10);
+        expect(listed.map((v) => v.seq)).toEqual(todo.map((m) => m.seq));
+
+        const copy = await newSession();
+        await store.appendMessages(copy.id, conversationOf());
+        await store.appendImportedVectors(copy.id, listed);
+        const imported = await store.loadVectors(copy.id, 'm', 2, 0, 10);
+        expect(imported.map((v) => Array.from(v.vector))).toEqual([
+          [1, 0],
+          [0, 1],
+        ]);
+        const hits = await store.messagesAtSeqs(source.id, [todo[1]!.seq], 1_000_000);
+        expect(hits.map((h) => h.content)).toEqual(['beta']);
+      });
+    });
+
     it('reports its kind', () => {
       expect(['sqlite', 'postgres']).toContain(store.kind);
     });
