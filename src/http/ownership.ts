@@ -177,6 +177,21 @@ function callCount(request: FastifyRequest): number {
 
 const routesSeen = new WeakMap<FastifyInstance, string[]>();
 
+/** The maxTurns share each model-running request holds, until its response ends or a route takes it. */
+const turnShares = new WeakMap<FastifyRequest, () => void>();
+
+/**
+ * Takes the request's maxTurns share off its response: the caller releases
+ * it when the turn it started ends. A task answered 201 at once runs on in
+ * the background, and its turn still counts against the key's concurrent
+ * turns. Undefined when the request holds no share (the admin, no limit).
+ */
+export function takeTurnShare(request: FastifyRequest): (() => void) | undefined {
+  const release = turnShares.get(request);
+  turnShares.delete(request);
+  return release;
+}
+
 /** Every `METHOD path` registered on `app` since the rules were added (HEAD routes included). */
 export function registeredRoutes(app: FastifyInstance): readonly string[] {
   return routesSeen.get(app) ?? [];
@@ -256,9 +271,15 @@ export function registerOwnership(app: FastifyInstance, deps: OwnershipDeps): vo
     if (task !== undefined) await deps.access.task(principal, task);
     if (rule.spends) {
       await deps.limits.checkTokens(principal.key);
-      // Held until the response ends (a stream's too), however it ends.
+      // Held until the response ends (a stream's too), however it ends, unless
+      // the route hands it to a turn that runs on after its answer.
       const release = deps.shares?.take(principal, 'maxTurns');
-      if (release) reply.raw.once('close', release);
+      if (release) {
+        turnShares.set(request, release);
+        reply.raw.once('close', () => {
+          if (turnShares.get(request) === release) release();
+        });
+      }
     }
   });
 }

@@ -241,4 +241,35 @@ describe('turn shares', () => {
     // The finished turn gave its slot back.
     expect((await chat(limited.secret)).status).toBe(200);
   });
+
+  it('counts a task answered at once (no ?wait) until its turn stops, then gives the slot back', async () => {
+    await start({}, 1_500);
+    const limited = await issue({ maxTurns: 1 });
+    const startTask = () =>
+      fetch(`http://127.0.0.1:${port}/agents/assistant/tasks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${limited.secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'work on this' }),
+      });
+    const started = await startTask();
+    expect(started.status).toBe(201);
+    const { task } = (await started.json()) as { task: { id: string; status: string } };
+    expect(task.status).toBe('running');
+    // The task's turn still runs in the background: it holds the key's one turn.
+    const refused = await chat(limited.secret);
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('KEY_LIMIT');
+    await expect
+      .poll(
+        async () => {
+          const res = await fetch(`http://127.0.0.1:${port}/tasks/${task.id}`, {
+            headers: { authorization: `Bearer ${limited.secret}` },
+          });
+          return ((await res.json()) as { task: { status: string } }).task.status;
+        },
+        { timeout: 10_000 },
+      )
+      .toBe('completed');
+    await expect.poll(async () => (await chat(limited.secret)).status).toBe(200);
+  });
 });

@@ -1,5 +1,5 @@
 /** Tasks over HTTP: start, read, list, resume with an answer, approve or deny a tool call, cancel. */
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TaskRunner } from '../../runtime/task-runner.js';
 import type { TaskStatus, TaskStore } from '../../store/store.js';
 import {
@@ -12,6 +12,7 @@ import {
   taskParams,
   USER_TEXT,
 } from '../schemas.js';
+import { takeTurnShare } from '../ownership.js';
 import { auditBy, ownerOf, principalOf } from '../principal.js';
 import { taskResource } from '../task-resource.js';
 
@@ -25,6 +26,16 @@ export interface TaskRoutesOptions {
 export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, deps) => {
   const { tasks } = deps;
   type WithId = { Params: { id: string } };
+
+  /**
+   * A task's turn runs on after a 201 without ?wait: the key's maxTurns share
+   * the request took is held until the turn stops (done, failed, or waiting
+   * for a person), not released with the response.
+   */
+  function holdShareWhileRunning(request: FastifyRequest, taskId: string): void {
+    const release = takeTurnShare(request);
+    if (release) void tasks.wait(taskId).then(release, release);
+  }
 
   app.post<{
     Params: { name: string };
@@ -47,6 +58,7 @@ export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, dep
         ...(sessionId ? { sessionId } : {}),
         owner: ownerOf(principalOf(request)),
       });
+      holdShareWhileRunning(request, task.id);
       if (request.query.wait) task = await tasks.wait(task.id);
       return reply.code(201).send({ task: taskResource(task) });
     },
@@ -98,6 +110,7 @@ export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, dep
         taskId: request.params.id,
         ...(answer !== undefined ? { answer } : {}),
       });
+      holdShareWhileRunning(request, task.id);
       if (request.query.wait) task = await tasks.wait(task.id);
       return { task: taskResource(task) };
     },
@@ -126,6 +139,7 @@ export const taskRoutes: FastifyPluginAsync<TaskRoutesOptions> = async (app, dep
           ...(reason !== undefined ? { reason } : {}),
           by: auditBy(principalOf(request)),
         });
+        holdShareWhileRunning(request, task.id);
         if (request.query.wait) task = await tasks.wait(task.id);
         return { task: taskResource(task) };
       },
