@@ -488,6 +488,57 @@ export interface FrontEndChatStore {
   ): Promise<boolean>;
 }
 
+/** A chat's latest turn as `chat_streams` holds it (see `ChatStreamStore`). */
+export interface ChatStreamState {
+  streamId: string;
+  /** The instance running (or that ran) the turn. */
+  instanceId: string;
+  ended: boolean;
+  stopRequested: boolean;
+  /** Whether that instance is this one or still heartbeats: a turn of a dead instance never ends by itself. */
+  holderLive: boolean;
+}
+
+/** One batch of a turn's UI message chunks, as JSON text. */
+export interface ChatStreamBatch {
+  seq: number;
+  chunks: string;
+}
+
+/**
+ * The front-end chats' running turns, readable from every instance: the
+ * running instance records its turn's chunks in batches and watches for a
+ * stop; any instance finds a session's turn by the session's key, replays
+ * its batches and follows it. Only a session's latest turn is kept.
+ */
+export interface ChatStreamStore {
+  /** Records `streamId` as the session's running turn on `instanceId`; drops the previous turn's batches. */
+  openChatStream(sessionId: string, streamId: string, instanceId: string): Promise<void>;
+  /**
+   * Appends a batch of the turn's chunks (none is fine) and, with `ended`,
+   * marks the turn ended; returns whether a stop was asked for. Nothing
+   * changes when the session's turn is no longer `streamId`.
+   */
+  writeChatStream(
+    sessionId: string,
+    streamId: string,
+    batch: ChatStreamBatch | undefined,
+    ended: boolean,
+  ): Promise<{ stopRequested: boolean }>;
+  /** The session's latest turn, with whether its holder lives (`self`, or a heartbeat within `staleAfterMs`). */
+  findChatStream(
+    sessionId: string,
+    liveness: { self: string; staleAfterMs: number },
+  ): Promise<ChatStreamState | undefined>;
+  /** The turn's batches after `afterSeq`, in order. */
+  readChatStream(sessionId: string, streamId: string, afterSeq: number): Promise<ChatStreamBatch[]>;
+  /** Asks the session's turn to stop; false when it has ended or its holder is dead. */
+  requestChatStop(
+    sessionId: string,
+    liveness: { self: string; staleAfterMs: number },
+  ): Promise<boolean>;
+}
+
 /** The append-only message log of each session, and its full-text index. */
 export interface MessageLog {
   /** Appends messages in order in one transaction; returns them as stored. */
@@ -1076,6 +1127,7 @@ export interface Store
     InstanceStore,
     ResponseStore,
     FrontEndChatStore,
+    ChatStreamStore,
     CallRecordStore,
     VectorStore,
     KeyStore {

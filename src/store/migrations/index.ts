@@ -23,6 +23,7 @@ import * as m019 from './019-prepared-compactions.js';
 import * as m020 from './020-front-end-chats.js';
 import * as m021 from './021-message-vectors.js';
 import * as m022 from './022-budget-reservations.js';
+import * as m025 from './025-chat-streams.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -37,7 +38,7 @@ interface MigrationSource {
   readonly up: (dialect: SchemaDialect) => string;
 }
 
-// Versions need not be contiguous: there is no 011, nor 017 and 019 to 021 (other branches' numbers).
+// Versions need not be contiguous: there is no 011, nor 017, 023 and 024 (other branches' numbers).
 const MIGRATIONS: readonly MigrationSource[] = [
   m001,
   m002,
@@ -59,6 +60,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m020,
   m021,
   m022,
+  m025,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {

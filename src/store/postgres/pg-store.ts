@@ -403,6 +403,103 @@ export class PgStore extends StoreBase implements store.Store {
     return row && records.toResponseRow(row);
   }
 
+  // ---- chat streams -----------------------------------------------------------
+  // Liveness is the heartbeat's, on the database's clock, as for tasks.
+
+  async openChatStream(sessionId: string, streamId: string, instanceId: string): Promise<void> {
+    await this.tx(async (c) => {
+      await c.query(
+        `INSERT INTO chat_streams (session_id, stream_id, instance_id, ended, stop_requested, started_at)
+         VALUES ($1, $2, $3, 0, 0, $4)
+         ON CONFLICT (session_id) DO UPDATE SET stream_id = excluded.stream_id,
+           instance_id = excluded.instance_id, ended = 0, stop_requested = 0,
+           started_at = excluded.started_at`,
+        [sessionId, streamId, instanceId, now()],
+      );
+      await c.query('DELETE FROM chat_stream_chunks WHERE session_id = $1 AND stream_id <> $2', [
+        sessionId,
+        streamId,
+      ]);
+    });
+  }
+
+  async writeChatStream(
+    sessionId: string,
+    streamId: string,
+    batch: store.ChatStreamBatch | undefined,
+    ended: boolean,
+  ): Promise<{ stopRequested: boolean }> {
+    // One statement: the batch, the end mark and the stop flag's read.
+    const row = await this.row<{ stop_requested: number }>(
+      `WITH batch AS (
+         INSERT INTO chat_stream_chunks (session_id, stream_id, seq, chunks)
+         SELECT $1, $2, $3::integer, $4::text
+          WHERE $3::integer IS NOT NULL
+            AND EXISTS (SELECT 1 FROM chat_streams WHERE session_id = $1 AND stream_id = $2)
+       ), mark AS (
+         UPDATE chat_streams SET ended = 1 WHERE $5::boolean AND session_id = $1 AND stream_id = $2
+       )
+       SELECT stop_requested FROM chat_streams WHERE session_id = $1 AND stream_id = $2`,
+      [sessionId, streamId, batch?.seq ?? null, batch?.chunks ?? null, ended],
+    );
+    return { stopRequested: row?.stop_requested === 1 };
+  }
+
+  async findChatStream(
+    sessionId: string,
+    liveness: { self: string; staleAfterMs: number },
+  ): Promise<store.ChatStreamState | undefined> {
+    const row = await this.row<{
+      stream_id: string;
+      instance_id: string;
+      ended: number;
+      stop_requested: number;
+      holder_live: boolean;
+    }>(
+      `SELECT stream_id, instance_id, ended, stop_requested,
+         (instance_id = $2 OR EXISTS (SELECT 1 FROM instances i WHERE i.id = chat_streams.instance_id
+            AND i.heartbeat_at >= now() - make_interval(secs => $3::double precision / 1000))) AS holder_live
+       FROM chat_streams WHERE session_id = $1`,
+      [sessionId, liveness.self, liveness.staleAfterMs],
+    );
+    return (
+      row && {
+        streamId: row.stream_id,
+        instanceId: row.instance_id,
+        ended: row.ended === 1,
+        stopRequested: row.stop_requested === 1,
+        holderLive: row.holder_live,
+      }
+    );
+  }
+
+  async readChatStream(
+    sessionId: string,
+    streamId: string,
+    afterSeq: number,
+  ): Promise<store.ChatStreamBatch[]> {
+    return this.rows<store.ChatStreamBatch>(
+      `SELECT seq, chunks FROM chat_stream_chunks
+       WHERE session_id = $1 AND stream_id = $2 AND seq > $3 ORDER BY seq`,
+      [sessionId, streamId, afterSeq],
+    );
+  }
+
+  async requestChatStop(
+    sessionId: string,
+    liveness: { self: string; staleAfterMs: number },
+  ): Promise<boolean> {
+    const rows = await this.rows(
+      `UPDATE chat_streams SET stop_requested = 1
+       WHERE session_id = $1 AND ended = 0
+         AND (instance_id = $2 OR EXISTS (SELECT 1 FROM instances i WHERE i.id = chat_streams.instance_id
+           AND i.heartbeat_at >= now() - make_interval(secs => $3::double precision / 1000)))
+       RETURNING session_id`,
+      [sessionId, liveness.self, liveness.staleAfterMs],
+    );
+    return rows.length > 0;
+  }
+
   // ---- front-end chats -------------------------------------------------------
 
   async findFrontEndChat(chat: store.FrontEndChat): Promise<string | undefined> {

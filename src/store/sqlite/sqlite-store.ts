@@ -43,6 +43,8 @@ import type {
   TaskPatch,
   TaskRow,
   TaskStatus,
+  ChatStreamBatch,
+  ChatStreamState,
   FrontEndChat,
 } from '../store.js';
 import { ADMIN_OWNER, evidenceWords, RECALL_CONTENT_CHARS } from '../store.js';
@@ -514,12 +516,57 @@ function prepareStatements(db: SqliteDatabase) {
       ON CONFLICT DO NOTHING`),
     rebindFrontEndChat: db.prepare(`UPDATE front_end_chats SET session_id = @to, updated_at = @now
       WHERE ${FRONT_END_CHAT_MATCH} AND session_id = @from`),
+    openChatStream: db.prepare(`INSERT INTO chat_streams
+      (session_id, stream_id, instance_id, ended, stop_requested, started_at)
+      VALUES (@session, @stream, @instance, 0, 0, @now)
+      ON CONFLICT (session_id) DO UPDATE SET stream_id = excluded.stream_id,
+        instance_id = excluded.instance_id, ended = 0, stop_requested = 0,
+        started_at = excluded.started_at`),
+    dropChatStreamBatches: db.prepare(
+      'DELETE FROM chat_stream_chunks WHERE session_id = @session AND stream_id <> @stream',
+    ),
+    appendChatStreamBatch: db.prepare(`INSERT INTO chat_stream_chunks
+      (session_id, stream_id, seq, chunks)
+      SELECT @session, @stream, @seq, @chunks
+      WHERE EXISTS (SELECT 1 FROM chat_streams WHERE session_id = @session AND stream_id = @stream)`),
+    endChatStream: db.prepare(
+      'UPDATE chat_streams SET ended = 1 WHERE session_id = @session AND stream_id = @stream',
+    ),
+    chatStreamStop: db
+      .prepare<{ session: string; stream: string }, number>(
+        'SELECT stop_requested FROM chat_streams WHERE session_id = @session AND stream_id = @stream',
+      )
+      .pluck(),
+    findChatStream: db.prepare<
+      { session: string; self: string; live_since: string },
+      ChatStreamRecord
+    >(`SELECT stream_id, instance_id, ended, stop_requested,
+        (instance_id = @self OR EXISTS (SELECT 1 FROM instances i
+          WHERE i.id = chat_streams.instance_id AND i.heartbeat_at >= @live_since)) AS holder_live
+      FROM chat_streams WHERE session_id = @session`),
+    readChatStream: db.prepare<
+      { session: string; stream: string; after: number },
+      ChatStreamBatch
+    >(`SELECT seq, chunks FROM chat_stream_chunks
+      WHERE session_id = @session AND stream_id = @stream AND seq > @after ORDER BY seq`),
+    requestChatStop: db.prepare(`UPDATE chat_streams SET stop_requested = 1
+      WHERE session_id = @session AND ended = 0
+        AND (instance_id = @self OR EXISTS (SELECT 1 FROM instances i
+          WHERE i.id = chat_streams.instance_id AND i.heartbeat_at >= @live_since))`),
   };
 }
 
 type Statements = ReturnType<typeof prepareStatements>;
 
 type FrontEndChatKey = ReturnType<typeof frontEndChatKey>;
+
+interface ChatStreamRecord {
+  stream_id: string;
+  instance_id: string;
+  ended: number;
+  stop_requested: number;
+  holder_live: number;
+}
 
 const FRONT_END_CHAT_MATCH = `protocol = @protocol AND key_id = @key_id AND end_user = @end_user
   AND agent_name = @agent_name AND chat_id = @chat_id`;
@@ -842,6 +889,72 @@ export class SqliteStore extends StoreBase implements Store {
           from: fromSessionId,
           to: toSessionId,
           now: now(),
+        }).changes > 0,
+    );
+  }
+
+  // ---- chat streams -----------------------------------------------------------
+
+  async openChatStream(sessionId: string, streamId: string, instanceId: string): Promise<void> {
+    const key = { session: sessionId, stream: streamId };
+    await this.write(() => {
+      this.stmt.openChatStream.run({ ...key, instance: instanceId, now: now() });
+      this.stmt.dropChatStreamBatches.run(key);
+    });
+  }
+
+  async writeChatStream(
+    sessionId: string,
+    streamId: string,
+    batch: ChatStreamBatch | undefined,
+    ended: boolean,
+  ): Promise<{ stopRequested: boolean }> {
+    const key = { session: sessionId, stream: streamId };
+    return this.write(() => {
+      if (batch) this.stmt.appendChatStreamBatch.run({ ...key, ...batch });
+      if (ended) this.stmt.endChatStream.run(key);
+      return { stopRequested: this.stmt.chatStreamStop.get(key) === 1 };
+    });
+  }
+
+  async findChatStream(
+    sessionId: string,
+    liveness: { self: string; staleAfterMs: number },
+  ): Promise<ChatStreamState | undefined> {
+    const row = this.stmt.findChatStream.get({
+      session: sessionId,
+      self: liveness.self,
+      live_since: new Date(Date.now() - liveness.staleAfterMs).toISOString(),
+    });
+    return (
+      row && {
+        streamId: row.stream_id,
+        instanceId: row.instance_id,
+        ended: row.ended === 1,
+        stopRequested: row.stop_requested === 1,
+        holderLive: row.holder_live === 1,
+      }
+    );
+  }
+
+  async readChatStream(
+    sessionId: string,
+    streamId: string,
+    afterSeq: number,
+  ): Promise<ChatStreamBatch[]> {
+    return this.stmt.readChatStream.all({ session: sessionId, stream: streamId, after: afterSeq });
+  }
+
+  async requestChatStop(
+    sessionId: string,
+    liveness: { self: string; staleAfterMs: number },
+  ): Promise<boolean> {
+    return this.write(
+      () =>
+        this.stmt.requestChatStop.run({
+          session: sessionId,
+          self: liveness.self,
+          live_since: new Date(Date.now() - liveness.staleAfterMs).toISOString(),
         }).changes > 0,
     );
   }
