@@ -769,6 +769,11 @@ function buildServer(
     store,
     events,
     streams,
+    // Alone on SQLite no peer heartbeats: any other holder is a process that is gone.
+    liveness: {
+      self: instanceId,
+      staleAfterMs: storage.shared?.heartbeat.staleAfterMs ?? STALE_AFTER_MS,
+    },
   });
   void server.register(agUiRoutes, { agents: registry, sessions, engine, store, events, streams });
   if (consoleBuilt(consoleDir)) void server.register(consoleRoutes, { dir: consoleDir });

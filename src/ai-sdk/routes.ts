@@ -6,7 +6,8 @@
  * per key, end user and agent (the front-end chats table); of the posted
  * messages only what is new is read (ui-messages.ts). The turn runs on its
  * own (chat-runs.ts): a dropped connection does not cancel it, `GET
- * …/:chatId/stream` resumes it, `POST …/:chatId/stop` cancels it, and `GET
+ * …/:chatId/stream` resumes it and `POST …/:chatId/stop` cancels it on any
+ * instance sharing the database (through the chat stream log), and `GET
  * …/:chatId/messages` returns the history for a reloaded page.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
@@ -24,12 +25,12 @@ import type { LoopEvent } from '../runtime/loop.js';
 import type { Sessions } from '../runtime/sessions.js';
 import type { TurnEngine, TurnResult } from '../runtime/turn-engine.js';
 import { deniedResult } from '../runtime/approvals.js';
-import type { FrontEndChat, SessionRow, Store } from '../store/store.js';
+import type { ChatStreamStore, FrontEndChat, SessionRow, Store } from '../store/store.js';
 import { logFailure, toHttpError } from '../http/errors.js';
 import { auditBy, ownerOf, principalOf } from '../http/principal.js';
 import { AGENT_NAME, objectSchema } from '../http/schemas.js';
 import type { StreamGate } from '../http/stream-gate.js';
-import { ChatRun, ChatRuns } from './chat-runs.js';
+import { ChatRun, ChatRuns, type ChatStreamLiveness } from './chat-runs.js';
 import {
   callInput,
   forkPointBefore,
@@ -94,9 +95,12 @@ export interface AiSdkRoutesOptions {
     | 'findSession'
     | 'listMessageMeta'
     | 'listMessages'
-  >;
+  > &
+    ChatStreamStore;
   events: Pick<EventBus, 'emit'>;
   streams: StreamGate;
+  /** This instance, and when another counts as gone: whose turns the chat stream log shows running. */
+  liveness: ChatStreamLiveness;
 }
 
 function chatOf(request: FastifyRequest, agent: string, chatId: string): FrontEndChat {
@@ -110,8 +114,12 @@ function errorText(err: unknown, requestId: string): string {
 }
 
 export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, deps) => {
-  const runs = new ChatRuns();
   const { store, sessions, engine } = deps;
+  const runs = new ChatRuns({
+    store,
+    liveness: deps.liveness,
+    onLogError: (err) => app.log.warn({ err }, 'ai-sdk chat stream log write failed'),
+  });
 
   /** The chat's session, or undefined when the chat is unknown (or another key's or end user's). */
   async function boundSession(chat: FrontEndChat): Promise<SessionRow | undefined> {
@@ -127,8 +135,12 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
     return bound;
   }
 
-  /** Streams `run` to the client (from its first chunk) in the UI message stream protocol. */
-  function streamRun(request: FastifyRequest, reply: FastifyReply, run: ChatRun): FastifyReply {
+  /** Streams a run to the client (from its first chunk) in the UI message stream protocol. */
+  function streamRun(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    follow: (gone: AbortSignal) => ReadableStream<UIMessageChunk>,
+  ): FastifyReply {
     // A stream slot first (429/503 before any byte is sent), given back when the client goes.
     const release = deps.streams.acquire(principalOf(request));
     const gone = new AbortController();
@@ -139,7 +151,7 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
     reply.hijack();
     void pipeUIMessageStreamToResponse({
       response: reply.raw,
-      stream: run.follow(gone.signal),
+      stream: follow(gone.signal),
       headers: UI_MESSAGE_STREAM_HEADERS,
     }).catch((err: unknown) => logFailure(request, err, 500, 'ai-sdk stream failed'));
     return reply;
@@ -190,11 +202,11 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
       // An answer continues the assistant message it answers; anything else starts a new one.
       const last = request.body.messages.at(-1);
       const messageId = last?.role === 'assistant' ? last.id : generateId();
-      const run = runs.start(sessionId);
+      const run = await runs.start(sessionId, generateId());
       void runTurn(request, agent, sessionId, input, run, messageId).finally(() =>
         runs.finish(sessionId, run),
       );
-      return streamRun(request, reply, run);
+      return streamRun(request, reply, (gone) => run.follow(gone));
     },
   );
 
@@ -277,9 +289,13 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
     async (request, reply) => {
       const agent = deps.agents.get(request.params.name);
       const session = await boundSession(chatOf(request, agent.name, request.params.chatId));
-      const run = session && runs.active(session.id);
-      if (!run) return reply.code(204).send();
-      return streamRun(request, reply, run);
+      if (!session) return reply.code(204).send();
+      const run = runs.active(session.id);
+      if (run) return streamRun(request, reply, (gone) => run.follow(gone));
+      // A turn another instance runs: replayed and followed through the database.
+      const streamId = await runs.remote(session.id);
+      if (streamId === undefined) return reply.code(204).send();
+      return streamRun(request, reply, (gone) => runs.followRemote(session.id, streamId, gone));
     },
   );
 
@@ -294,9 +310,14 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
     async (request) => {
       const agent = deps.agents.get(request.params.name);
       const session = await boundSession(chatOf(request, agent.name, request.params.chatId));
-      const run = session && runs.active(session.id);
-      run?.cancel.abort(new Error('stopped'));
-      return { stopped: run !== undefined };
+      if (!session) return { stopped: false };
+      const run = runs.active(session.id);
+      if (run) {
+        run.cancel.abort(new Error('stopped'));
+        return { stopped: true };
+      }
+      // A turn another instance runs reads its stop flag within about a second.
+      return { stopped: await runs.stopRemote(session.id) };
     },
   );
 
