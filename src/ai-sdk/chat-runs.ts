@@ -19,8 +19,9 @@ import type { ChatStreamStore } from '../store/store.js';
 
 /** How long chunks wait to be written together: a resume elsewhere lags the turn by about this. */
 export const FLUSH_MS = 200;
-/** How often a running turn reads its stop flag when it has sent nothing to write. */
+/** How long a running turn goes at most without reading its stop flag (a write reads it too). */
 export const STOP_CHECK_MS = 1_000;
+const STOP_TICK_MS = 250;
 /** How often an instance following another's turn reads the new batches. */
 export const FOLLOW_POLL_MS = 250;
 
@@ -111,6 +112,8 @@ class RunLog {
   private readonly stopTimer: NodeJS.Timeout;
   private writing: Promise<void> = Promise.resolve();
   private busy = false;
+  /** When the last write (which reads the stop flag too) started: a silent turn reads it on its own. */
+  private lastWrite = Date.now();
 
   constructor(
     private readonly options: ChatRunsOptions,
@@ -118,9 +121,11 @@ class RunLog {
     private readonly streamId: string,
     private readonly cancel: AbortController,
   ) {
+    // Ticks often and reads only when nothing was written for a while: a read at least every STOP_CHECK_MS.
     this.stopTimer = setInterval(() => {
-      if (!this.busy) void this.flush(false);
-    }, STOP_CHECK_MS);
+      if (!this.busy && Date.now() - this.lastWrite >= STOP_CHECK_MS - STOP_TICK_MS)
+        void this.flush(false);
+    }, STOP_TICK_MS);
     this.stopTimer.unref();
   }
 
@@ -137,6 +142,7 @@ class RunLog {
     const batch =
       chunks.length > 0 ? { seq: ++this.seq, chunks: JSON.stringify(chunks) } : undefined;
     this.busy = true;
+    this.lastWrite = Date.now();
     this.writing = this.writing
       .then(() => this.options.store.writeChatStream(this.sessionId, this.streamId, batch, ended))
       .then(({ stopRequested }) => {
