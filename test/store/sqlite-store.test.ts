@@ -74,6 +74,7 @@ describe('the Store contract suite', () => {
       'InstanceStore',
       'ResponseStore',
       'FrontEndChatStore',
+      'ChatStreamStore',
       'CallRecordStore',
       'VectorStore',
       'KeyStore',

@@ -2675,6 +2675,72 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('ChatStreamStore', () => {
+      const alive = { self: 'inst_b', staleAfterMs: 60_000 };
+
+      it("records a turn's batches in order and its end; the next turn drops them", async () => {
+        const session = await newSession();
+        await store.heartbeatInstance('inst_a');
+        await store.openChatStream(session.id, 'st_1', 'inst_a');
+        expect(await store.findChatStream(session.id, alive)).toEqual({
+          streamId: 'st_1',
+          instanceId: 'inst_a',
+          ended: false,
+          stopRequested: false,
+          holderLive: true,
+        });
+        const one = { seq: 1, chunks: '[{"type":"start"}]' };
+        const two = { seq: 2, chunks: '[{"type":"finish"}]' };
+        expect(await store.writeChatStream(session.id, 'st_1', one, false)).toEqual({
+          stopRequested: false,
+        });
+        await store.writeChatStream(session.id, 'st_1', two, true);
+        expect(await store.readChatStream(session.id, 'st_1', 0)).toEqual([one, two]);
+        expect(await store.readChatStream(session.id, 'st_1', 1)).toEqual([two]);
+        expect(await store.findChatStream(session.id, alive)).toMatchObject({ ended: true });
+        // An ended turn is not asked to stop.
+        expect(await store.requestChatStop(session.id, alive)).toBe(false);
+
+        await store.openChatStream(session.id, 'st_2', 'inst_a');
+        expect(await store.readChatStream(session.id, 'st_1', 0)).toEqual([]);
+        expect(await store.findChatStream(session.id, alive)).toMatchObject({
+          streamId: 'st_2',
+          ended: false,
+        });
+        // A write of the replaced turn changes nothing.
+        await store.writeChatStream(session.id, 'st_1', { seq: 3, chunks: '[]' }, true);
+        expect(await store.readChatStream(session.id, 'st_1', 0)).toEqual([]);
+        expect(await store.findChatStream(session.id, alive)).toMatchObject({ ended: false });
+        expect(await store.findChatStream((await newSession()).id, alive)).toBeUndefined();
+      });
+
+      it("asks a live holder's turn to stop, never a dead holder's; the log goes with its session", async () => {
+        const session = await newSession();
+        await store.heartbeatInstance('inst_a');
+        await store.openChatStream(session.id, 'st_live', 'inst_a');
+        expect(await store.requestChatStop(session.id, alive)).toBe(true);
+        expect(await store.writeChatStream(session.id, 'st_live', undefined, false)).toEqual({
+          stopRequested: true,
+        });
+        expect(await store.findChatStream(session.id, alive)).toMatchObject({
+          stopRequested: true,
+        });
+
+        // An instance that never heartbeat is gone, unless it is the one asking.
+        const orphan = await newSession();
+        await store.openChatStream(orphan.id, 'st_dead', 'inst_gone');
+        expect(await store.findChatStream(orphan.id, alive)).toMatchObject({ holderLive: false });
+        expect(await store.requestChatStop(orphan.id, alive)).toBe(false);
+        const self = { self: 'inst_gone', staleAfterMs: 60_000 };
+        expect(await store.findChatStream(orphan.id, self)).toMatchObject({ holderLive: true });
+
+        await store.writeChatStream(session.id, 'st_live', { seq: 1, chunks: '[]' }, false);
+        expect(await store.deleteSession(session.id)).toBe(true);
+        expect(await store.findChatStream(session.id, alive)).toBeUndefined();
+        expect(await store.readChatStream(session.id, 'st_live', 0)).toEqual([]);
+      });
+    });
+
     describe('CallRecordStore', () => {
       let n = 0;
       /** A call of `sessionId` whose request `body` is encoded against `previous`. */
