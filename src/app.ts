@@ -774,6 +774,7 @@ function buildServer(
       self: instanceId,
       staleAfterMs: storage.shared?.heartbeat.staleAfterMs ?? STALE_AFTER_MS,
     },
+    shared: storage.shared !== undefined,
   });
   void server.register(agUiRoutes, { agents: registry, sessions, engine, store, events, streams });
   if (consoleBuilt(consoleDir)) void server.register(consoleRoutes, { dir: consoleDir });

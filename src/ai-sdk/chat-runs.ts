@@ -6,8 +6,8 @@
  * again and then what follows — the SDK's transport treats a resumed stream
  * as a replay. `stop` aborts a run.
  *
- * Instances sharing a database see each other's turns through the chat
- * stream log (`ChatStreamStore`): the running instance writes its chunks in
+ * Instances sharing a database (Postgres) see each other's turns through the
+ * chat stream log (`ChatStreamStore`): the running instance writes its chunks in
  * batches, at most every `FLUSH_MS`, and reads the turn's stop flag with each
  * batch or, when the turn is silent, every `STOP_CHECK_MS`; another instance
  * replays the batches and polls for more every `FOLLOW_POLL_MS`, only while a
@@ -37,6 +37,11 @@ export interface ChatStreamLiveness {
 export interface ChatRunsOptions {
   store: ChatStreamStore;
   liveness: ChatStreamLiveness;
+  /**
+   * Whether other instances share the database. Alone (SQLite: one process
+   * per file) nothing is written: this instance's memory is the whole story.
+   */
+  shared: boolean;
   /** A write of the log that failed: the turn goes on, served from memory. */
   onLogError: (err: unknown) => void;
 }
@@ -178,11 +183,16 @@ export class ChatRuns {
 
   constructor(private readonly options: ChatRunsOptions) {}
 
-  /** A new run on `sessionId`, recorded in the log; it is the session's active run until it ends. */
+  /**
+   * A new run on `sessionId`, recorded in the log when the database is
+   * shared; it is the session's active run until it ends.
+   */
   async start(sessionId: string, streamId: string): Promise<ChatRun> {
-    const { store, liveness } = this.options;
-    await store.openChatStream(sessionId, streamId, liveness.self);
-    const run = new ChatRun((cancel) => new RunLog(this.options, sessionId, streamId, cancel));
+    const { store, liveness, shared } = this.options;
+    if (shared) await store.openChatStream(sessionId, streamId, liveness.self);
+    const run = new ChatRun(
+      shared ? (cancel) => new RunLog(this.options, sessionId, streamId, cancel) : undefined,
+    );
     this.runs.set(sessionId, run);
     return run;
   }
@@ -208,6 +218,7 @@ export class ChatRuns {
    * answered by `active` alone: the log may still show one that just ended.
    */
   async remote(sessionId: string): Promise<string | undefined> {
+    if (!this.options.shared) return undefined;
     const state = await this.options.store.findChatStream(sessionId, this.options.liveness);
     if (!state || state.ended || !state.holderLive) return undefined;
     if (state.instanceId === this.options.liveness.self) return undefined;

@@ -101,6 +101,8 @@ export interface AiSdkRoutesOptions {
   streams: StreamGate;
   /** This instance, and when another counts as gone: whose turns the chat stream log shows running. */
   liveness: ChatStreamLiveness;
+  /** Whether other instances share the database: only then are turns written to the chat stream log. */
+  shared: boolean;
 }
 
 function chatOf(request: FastifyRequest, agent: string, chatId: string): FrontEndChat {
@@ -118,6 +120,7 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
   const runs = new ChatRuns({
     store,
     liveness: deps.liveness,
+    shared: deps.shared,
     onLogError: (err) => app.log.warn({ err }, 'ai-sdk chat stream log write failed'),
   });
 
