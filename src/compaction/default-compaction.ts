@@ -13,6 +13,7 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelCallScope, ModelClient, ModelRequest } from '../llm/model-client.js';
 import { callReserved, claimedTokens, type Budget, type Reservation } from '../runtime/budget.js';
+import { holdSessionTokens, sessionTokens } from '../runtime/turn-budget.js';
 import { inSpan, NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type {
@@ -299,6 +300,14 @@ export class DefaultCompaction {
       messages,
       maxTokens,
       maxSummaryChars,
+      // The summary's tokens count toward the session's: held against its limit before the call.
+      (claim) =>
+        holdSessionTokens(
+          session.agent_name,
+          this.deps.agents.find(session.agent_name)?.limits ?? {},
+          sessionTokens(session),
+          claim,
+        ),
     );
 
     return {
@@ -530,6 +539,8 @@ export class DefaultCompaction {
     messages: ChatMessage[],
     maxTokens: number,
     maxSummaryChars: number,
+    /** Throws when the call's claim would pass a limit other than the key's (nothing is sent). */
+    hold?: (claim: number) => void,
   ): Promise<{
     summary: string;
     usage: { input_tokens: number; output_tokens: number };
@@ -548,7 +559,9 @@ export class DefaultCompaction {
       temperature: 0,
       purpose: 'summary',
     };
-    const reservation = await this.deps.budget?.reserve(ownerKey, claimedTokens(request, 0));
+    const claim = claimedTokens(request, 0);
+    hold?.(claim);
+    const reservation = await this.deps.budget?.reserve(ownerKey, claim);
     let response;
     try {
       response = await callReserved(reservation, () =>
