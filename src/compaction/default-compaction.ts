@@ -112,6 +112,11 @@ export interface CompactOptions {
    * it lands by its compare-and-set alone.
    */
   door?: <T>(write: () => Promise<T>) => Promise<T>;
+  /**
+   * Throws when the summary's claim would pass a limit of the turn that
+   * compacts (the agent's maxTurnTokens): nothing is asked of the model.
+   */
+  hold?: (claim: number) => void;
 }
 
 export interface CompactResult {
@@ -300,14 +305,16 @@ export class DefaultCompaction {
       messages,
       maxTokens,
       maxSummaryChars,
-      // The summary's tokens count toward the session's: held against its limit before the call.
-      (claim) =>
+      // The summary's tokens count toward the turn's and the session's: held before the call.
+      (claim) => {
+        options.hold?.(claim);
         holdSessionTokens(
           session.agent_name,
           this.deps.agents.find(session.agent_name)?.limits ?? {},
           sessionTokens(session),
           claim,
-        ),
+        );
+      },
     );
 
     return {

@@ -47,6 +47,8 @@ export interface TurnBudgetOptions {
 
 export class TurnBudget {
   private toolCalls = 0;
+  /** The loop's running total of the turn's calls (the object it adds each call's usage to). */
+  private turnUsage: TokenUsage = { input_tokens: 0, output_tokens: 0 };
 
   constructor(private readonly options: TurnBudgetOptions) {}
 
@@ -65,13 +67,34 @@ export class TurnBudget {
    */
   beforeModelCall(turnUsage: TokenUsage, request: ModelRequest): void {
     const { limits, agentName } = this.options;
-    const turn = turnUsage.input_tokens + turnUsage.output_tokens + this.options.compactionTokens();
+    this.turnUsage = turnUsage;
+    const turn = this.turnTokens();
     const needed = claimedTokens(request, this.options.outputTokens ?? 0);
     if (limits.maxTurnTokens !== undefined && turn + needed > limits.maxTurnTokens)
       throw exceeded(
         `This turn used ${turn} tokens and its next model call needs ${needed} (prompt estimate plus requested output), past the agent's limit limits.maxTurnTokens (${limits.maxTurnTokens}); it stopped before sending that call. What it did so far is kept. To let turns run longer, raise limits.maxTurnTokens in agents/${agentName}/agent.json.`,
       );
     holdSessionTokens(agentName, limits, this.options.sessionTokensBefore + turn, needed);
+  }
+
+  /**
+   * Throws BUDGET_EXCEEDED when the summary an automatic compaction of this
+   * turn is about to ask for, claiming `claim` tokens, would take the turn
+   * past maxTurnTokens: its tokens count toward the turn's. (The session's
+   * limit is held by the compaction itself, from the row it read.)
+   */
+  beforeSummary(claim: number): void {
+    const { limits, agentName } = this.options;
+    const turn = this.turnTokens();
+    if (limits.maxTurnTokens === undefined || turn + claim <= limits.maxTurnTokens) return;
+    throw exceeded(
+      `This turn used ${turn} tokens and the summary of its automatic compaction needs ${claim} (prompt estimate plus requested output), past the agent's limit limits.maxTurnTokens (${limits.maxTurnTokens}); the summary was not asked for. To let turns run longer, raise limits.maxTurnTokens in agents/${agentName}/agent.json.`,
+    );
+  }
+
+  private turnTokens(): number {
+    const { input_tokens, output_tokens } = this.turnUsage;
+    return input_tokens + output_tokens + this.options.compactionTokens();
   }
 
   /** Counts one tool call; false when the turn has none left (the call must not run). */

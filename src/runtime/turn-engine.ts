@@ -429,6 +429,7 @@ export class TurnEngine {
         (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
       outputTokens: this.deps.budget?.defaultOutputTokens ?? 0,
     });
+    if (!budget.unlimited) turn.summaryHold = (claim) => budget.beforeSummary(claim);
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
     try {

@@ -4,10 +4,10 @@
  * requested output) would pass maxTurnTokens or maxSessionTokens, stops with
  * 429 BUDGET_EXCEEDED naming the limit and where to raise it, before that
  * call is sent; what it did is stored and the session stays usable;
- * compaction tokens count, and a summary is held against the session's
- * limit before it is asked for; a daemon
- * whose tick hit its budget is skipped afterwards and says so once; a bad
- * `limits` block is refused with its path.
+ * compaction tokens count, and a summary is held against the turn's and the
+ * session's limits before it is asked for; a daemon whose tick hit its budget
+ * is skipped afterwards and says so once; a bad `limits` block is refused
+ * with its path.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +16,7 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadAgents } from '../../src/agents/load-agents.js';
 import { OVER_BUDGET_TOOL_RESULT } from '../../src/runtime/loop.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 import { isSummaryRequest } from '../compaction/summary-requests.js';
 
 let t: TestApp | undefined;
@@ -199,6 +199,38 @@ describe('limits.maxSessionTokens and compaction', () => {
     expect(res.json().error.message).toMatch(/used 600 tokens.*limits\.maxSessionTokens \(1000\)/);
     expect(app.fake!.requests.filter((r) => isSummaryRequest(r.body))).toEqual([]);
     expect((await app.app.store.findSession(sessionId))?.compact_seq).toBe(0);
+  });
+});
+
+describe('limits.maxTurnTokens and the automatic compaction of a turn', () => {
+  it('refuses a summary whose claim would pass it: the summary model is not asked', async () => {
+    t = await startTestApp({
+      agents: {
+        assistant: {
+          ...TEST_AGENT,
+          tools: ['current_time'],
+          // Compaction on the turn only, and a turn limit below its summary's claim
+          // (some 1 000 tokens of transcript plus 2 800 of requested summary).
+          defaultCompaction: { autoThreshold: 80, prepareAt: 0 },
+          limits: { maxTurnTokens: 3_500 },
+        },
+      },
+      mainModel: { contextWindow: 4_096 },
+    });
+    t.fake!.setDefault((body) =>
+      isSummaryRequest(body) ? { content: 'Summary.' } : { content: 'ok' },
+    );
+    // Over the 80 % threshold with the next message: the turn compacts first.
+    const history = Array.from({ length: 24 }, (_, i) => ({
+      role: i % 2 === 0 ? ('user' as const) : ('assistant' as const),
+      content: `Message ${i}: ${'lorem ipsum dolor sit amet '.repeat(30)}`,
+    }));
+    const id = await seedSession(t.app, history);
+    const res = await chat(t, 'hello', id);
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error.message).toMatch(/limits\.maxTurnTokens \(3500\)/);
+    // Neither the summary nor the call that would not fit without it was sent.
+    expect(t.fake!.requests).toEqual([]);
   });
 });
 
