@@ -501,7 +501,7 @@ function buildContextCare(
     background,
     outputTokens: defaultOutputTokens(settings.models.main),
   });
-  const embedding = buildEmbedding(settings, store, observers, logger);
+  const embedding = buildEmbedding(settings, store, budget, observers, logger);
   const recall = new AutomaticRecall({
     store,
     contextWindow: settings.models.main.contextWindow,
@@ -527,6 +527,7 @@ function buildContextCare(
 function buildEmbedding(
   settings: Settings,
   store: Store,
+  budget: Budget,
   { metrics, recorder }: Observers,
   logger: Logger,
 ): { client: EmbeddingClient; backlog: EmbeddingBacklog; vectors: VectorRecall } | undefined {
@@ -537,7 +538,7 @@ function buildEmbedding(
     role.provider === 'local'
       ? new LocalEmbeddings(resolveLocalModel(), role.timeoutMs)
       : new OpenAiEmbeddings(role);
-  const embedder = new Embedder({ client, role, recorder, metrics, store });
+  const embedder = new Embedder({ client, role, recorder, metrics, store, budget });
   const backlog = new EmbeddingBacklog({ store, embedder, warn });
   const vectors = new VectorRecall({
     store,

@@ -158,6 +158,7 @@ export class AutoCompaction implements ContextGuard {
         parentSpan: ctx.traceSpan,
         ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
         door: (write) => ctx.write(write),
+        hold: (claim) => ctx.holdSummary?.(claim),
       });
       if ('dryRun' in result) return messages;
       // Nothing before the running turn to compact (e.g. one oversized first
@@ -291,6 +292,7 @@ export class AutoCompaction implements ContextGuard {
           parentSpan: ctx.traceSpan,
           ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
           door: (write) => ctx.write(write),
+          hold: (claim) => ctx.holdSummary?.(claim),
         })
         .catch((err: unknown) => {
           if (lostTheRun(err)) throw err;

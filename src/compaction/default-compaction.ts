@@ -13,6 +13,7 @@ import { CairnError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelCallScope, ModelClient, ModelRequest } from '../llm/model-client.js';
 import { callReserved, claimedTokens, type Budget, type Reservation } from '../runtime/budget.js';
+import { holdSessionTokens, sessionTokens } from '../runtime/turn-budget.js';
 import { inSpan, NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import type {
@@ -111,6 +112,11 @@ export interface CompactOptions {
    * it lands by its compare-and-set alone.
    */
   door?: <T>(write: () => Promise<T>) => Promise<T>;
+  /**
+   * Throws when the summary's claim would pass a limit of the turn that
+   * compacts (the agent's maxTurnTokens): nothing is asked of the model.
+   */
+  hold?: (claim: number) => void;
 }
 
 export interface CompactResult {
@@ -299,6 +305,16 @@ export class DefaultCompaction {
       messages,
       maxTokens,
       maxSummaryChars,
+      // The summary's tokens count toward the turn's and the session's: held before the call.
+      (claim) => {
+        options.hold?.(claim);
+        holdSessionTokens(
+          session.agent_name,
+          this.deps.agents.find(session.agent_name)?.limits ?? {},
+          sessionTokens(session),
+          claim,
+        );
+      },
     );
 
     return {
@@ -530,6 +546,8 @@ export class DefaultCompaction {
     messages: ChatMessage[],
     maxTokens: number,
     maxSummaryChars: number,
+    /** Throws when the call's claim would pass a limit other than the key's (nothing is sent). */
+    hold?: (claim: number) => void,
   ): Promise<{
     summary: string;
     usage: { input_tokens: number; output_tokens: number };
@@ -548,7 +566,9 @@ export class DefaultCompaction {
       temperature: 0,
       purpose: 'summary',
     };
-    const reservation = await this.deps.budget?.reserve(ownerKey, claimedTokens(request, 0));
+    const claim = claimedTokens(request, 0);
+    hold?.(claim);
+    const reservation = await this.deps.budget?.reserve(ownerKey, claim);
     let response;
     try {
       response = await callReserved(reservation, () =>

@@ -8,6 +8,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { decorateModel, type ModelClient } from '../llm/model-client.js';
 import type { EventRow } from '../store/store.js';
+import type { RecallDegradedReason } from '../recall/hybrid-recall.js';
 
 export type ModelRole = 'main' | 'compact' | 'title';
 
@@ -118,7 +119,7 @@ export class CairnMetrics {
     ]);
     this.recallDegraded = counter(
       'cairn_recall_degraded_total',
-      'Model calls whose hybrid recall fell back to lexical search, by reason (embed_failed: the embedding provider failed or timed out; embed_paused: it failed a moment ago and is not asked again yet).',
+      'Model calls whose hybrid recall fell back to lexical search, by reason (embed_failed: the embedding provider failed or timed out; embed_paused: it failed a moment ago and is not asked again yet; embed_budget: the tokensPerDay of the session owner key could not cover the embedding of the query).',
       ['reason'],
     );
     this.toolCalls = counter(
@@ -188,7 +189,7 @@ export class CairnMetrics {
   }
 
   /** A model call whose hybrid recall fell back to lexical search. */
-  recallDegradedTo(reason: 'embed_failed' | 'embed_paused'): void {
+  recallDegradedTo(reason: RecallDegradedReason): void {
     this.recallDegraded.inc({ reason });
   }
 

@@ -9,7 +9,14 @@
  * the provider fails the walk waits (doubling up to MAX_RETRY_MS) and resumes
  * where it stopped; nothing is skipped. Every RESCAN_MS while idle it walks
  * again from the start, for rows that committed out of id order.
+ *
+ * Each session's call is reserved on its owner key's day first. A key whose
+ * day cannot cover it is deferred: its messages are passed over (the walk goes
+ * on with other keys' messages, so one spent key never holds up the rest),
+ * and after BUDGET_RETRY_MS the walk goes back to the first message it passed
+ * over and asks again (a raised limit, a new day, or reservations that ended).
  */
+import { CairnError } from '../errors.js';
 import type { UnembeddedMessage, VectorStore } from '../store/store.js';
 import type { Embedder } from './embedder.js';
 
@@ -24,6 +31,14 @@ export const FIRST_RETRY_MS = 2_000;
 export const MAX_RETRY_MS = 60_000;
 /** While idle, the walk starts over this often. */
 export const RESCAN_MS = 10 * 60_000;
+/** A key whose budget refused a batch is asked again after this long. */
+export const BUDGET_RETRY_MS = 60_000;
+
+/** A key the walk passes over until `until`, and the first of its messages it passed. */
+interface Deferred {
+  until: number;
+  fromId: number;
+}
 
 export interface EmbeddingBacklogDeps {
   store: Pick<VectorStore, 'unembeddedMessages' | 'saveVectors'>;
@@ -31,6 +46,7 @@ export interface EmbeddingBacklogDeps {
   warn: (details: Record<string, unknown>, message: string) => void;
   batchSize?: number;
   idlePollMs?: number;
+  now?: () => number;
 }
 
 export class EmbeddingBacklog {
@@ -43,6 +59,8 @@ export class EmbeddingBacklog {
   private retryMs = FIRST_RETRY_MS;
   private failing = false;
   private lastRescan = Date.now();
+  /** Keys out of budget, by key id. */
+  private readonly deferred = new Map<string, Deferred>();
 
   constructor(private readonly deps: EmbeddingBacklogDeps) {
     this.dimensions = deps.embedder.dimensions;
@@ -63,10 +81,12 @@ export class EmbeddingBacklog {
   }
 
   /**
-   * Embeds one batch of the backlog; returns how many messages it embedded
-   * (0: nothing left after the cursor). Throws what the provider threw.
+   * Embeds one batch of the backlog; returns how many messages it walked,
+   * embedded or passed over because their key is out of budget (0: nothing
+   * left after the cursor). Throws what the provider threw.
    */
   async embedBatch(): Promise<number> {
+    this.rewindForDueKeys();
     const pending = await this.deps.store.unembeddedMessages(
       this.deps.embedder.model,
       this.dimensions ?? -1,
@@ -81,27 +101,73 @@ export class EmbeddingBacklog {
       bySession.set(message.session_id, list);
     }
     for (const [sessionId, messages] of bySession) {
-      const embedded = await this.deps.embedder.embed(
-        sessionId,
-        messages.map((message) => message.content.slice(0, EMBED_INPUT_CHARS)),
-      );
-      this.dimensions ??= embedded.vectors[0]?.length ?? null;
-      await this.deps.store.saveVectors(
-        messages.map((message, i) => ({
-          messageId: message.id,
-          model: this.deps.embedder.model,
-          dimensions: embedded.vectors[i]!.length,
-          vector: embedded.vectors[i]!,
-        })),
-        [{ sessionId, tokens: embedded.tokens }],
-      );
+      const ownerKey = messages[0]!.owner_key;
+      if (ownerKey !== null && this.deferred.has(ownerKey)) {
+        this.defer(ownerKey, messages[0]!.id);
+        continue;
+      }
+      try {
+        await this.embedSession(sessionId, ownerKey, messages);
+      } catch (err) {
+        if (ownerKey === null || !(err instanceof CairnError) || err.code !== 'BUDGET_EXCEEDED')
+          throw err;
+        this.defer(ownerKey, messages[0]!.id);
+      }
     }
     // Only once every session of the batch is written: a failure retries the whole batch.
     this.cursor = pending[pending.length - 1]!.id;
     return pending.length;
   }
 
-  /** Embeds batches until nothing is left; returns how many messages it embedded. */
+  /** One session's messages in one call, reserved on its owner key; the vectors charge the call. */
+  private async embedSession(
+    sessionId: string,
+    ownerKey: string | null,
+    messages: readonly UnembeddedMessage[],
+  ): Promise<void> {
+    await this.deps.embedder.embed(
+      sessionId,
+      messages.map((message) => message.content.slice(0, EMBED_INPUT_CHARS)),
+      {
+        ownerKey,
+        write: async (embedded) => {
+          this.dimensions ??= embedded.vectors[0]?.length ?? null;
+          await this.deps.store.saveVectors(
+            messages.map((message, i) => ({
+              messageId: message.id,
+              model: this.deps.embedder.model,
+              dimensions: embedded.vectors[i]!.length,
+              vector: embedded.vectors[i]!,
+            })),
+            [{ sessionId, tokens: embedded.tokens }],
+          );
+        },
+      },
+    );
+  }
+
+  /** Passes over `keyId`'s messages from `fromId` on until BUDGET_RETRY_MS from the first refusal. */
+  private defer(keyId: string, fromId: number): void {
+    const known = this.deferred.get(keyId);
+    if (known) known.fromId = Math.min(known.fromId, fromId);
+    else this.deferred.set(keyId, { until: this.now() + BUDGET_RETRY_MS, fromId });
+  }
+
+  /** Walks back to the first message passed over of every key whose wait is over. */
+  private rewindForDueKeys(): void {
+    const now = this.now();
+    for (const [keyId, deferred] of this.deferred) {
+      if (deferred.until > now) continue;
+      this.deferred.delete(keyId);
+      this.cursor = Math.min(this.cursor, deferred.fromId - 1);
+    }
+  }
+
+  private now(): number {
+    return (this.deps.now ?? Date.now)();
+  }
+
+  /** Embeds batches until nothing is left; returns how many messages it walked. */
   async catchUp(): Promise<number> {
     let total = 0;
     for (;;) {

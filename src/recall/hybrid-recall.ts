@@ -10,7 +10,10 @@
  * or slow provider makes it answer `undefined` (recall stays lexical), logs
  * one line when the provider starts failing, counts every fallback in the
  * metrics, and leaves the provider alone for PAUSE_AFTER_FAILURE_MS so the
- * following calls are not slowed by a timeout each.
+ * following calls are not slowed by a timeout each. The query's call is
+ * reserved on the session owner's key: a key whose day cannot cover it gets
+ * lexical recall for that call alone (counted as `embed_budget`), and the
+ * provider is not paused for anyone, since nothing failed.
  *
  * `fuseCandidates` is a weighted reciprocal-rank fusion. The lexical list
  * (what passed `minScore`, best first) has weight 1; the vector list weight
@@ -22,7 +25,8 @@
  * agree with. That is what "never below lexical" needs: the words' answers
  * always come first.
  */
-import type { LoadedVector, RecallHit, VectorStore } from '../store/store.js';
+import { CairnError } from '../errors.js';
+import type { LoadedVector, RecallHit, SessionRow, VectorStore } from '../store/store.js';
 import type { Embedder } from './embedder.js';
 import { VectorIndex } from './vector-index.js';
 
@@ -71,13 +75,16 @@ export function fuseCandidates(
   return [...scored.values()].sort((a, b) => b.score - a.score).map(({ hit }) => hit);
 }
 
+/** Why a call's hybrid recall fell back to lexical search (a metric label: a closed set). */
+export type RecallDegradedReason = 'embed_failed' | 'embed_paused' | 'embed_budget';
+
 export interface VectorRecallDeps {
   store: Pick<VectorStore, 'loadVectors' | 'messagesAtSeqs'>;
   embedder: Pick<Embedder, 'embed' | 'model'>;
   /** One line when the provider starts failing (and one when it answers again). */
   warn: (details: Record<string, unknown>, message: string) => void;
   /** Counts a call that fell back to lexical recall. */
-  degraded: (reason: 'embed_failed' | 'embed_paused') => void;
+  degraded: (reason: RecallDegradedReason) => void;
   now?: () => number;
   maxIndexBytes?: number;
 }
@@ -95,12 +102,12 @@ export class VectorRecall {
    * first, at most `limit`; undefined when the embedding failed.
    */
   async candidates(
-    session: { id: string; epoch: number },
+    session: Pick<SessionRow, 'id' | 'epoch' | 'owner_key'>,
     text: string,
     maxSeq: number,
     limit: number,
   ): Promise<VectorHit[] | undefined> {
-    const query = await this.queryVector(session.id, text.slice(0, EMBED_QUERY_CHARS));
+    const query = await this.queryVector(session, text.slice(0, EMBED_QUERY_CHARS));
     if (!query) return undefined;
     const index = await this.loaded(session, query.length);
     const matches = index.search(query, limit, maxSeq, MIN_SIMILARITY);
@@ -119,7 +126,10 @@ export class VectorRecall {
     return hits;
   }
 
-  private async queryVector(sessionId: string, text: string): Promise<Float32Array | undefined> {
+  private async queryVector(
+    session: Pick<SessionRow, 'id' | 'owner_key'>,
+    text: string,
+  ): Promise<Float32Array | undefined> {
     const remembered = this.queries.get(text);
     if (remembered) {
       this.queries.delete(text);
@@ -132,7 +142,9 @@ export class VectorRecall {
       return undefined;
     }
     try {
-      const embedded = await this.deps.embedder.embed(sessionId, [text], { charge: true });
+      const embedded = await this.deps.embedder.embed(session.id, [text], {
+        ownerKey: session.owner_key,
+      });
       const vector = embedded.vectors[0]!;
       if (this.failing) {
         this.failing = false;
@@ -148,6 +160,11 @@ export class VectorRecall {
       }
       return vector;
     } catch (err) {
+      // The key's budget said no before the provider was asked: nothing to pause.
+      if (err instanceof CairnError && err.code === 'BUDGET_EXCEEDED') {
+        this.deps.degraded('embed_budget');
+        return undefined;
+      }
       this.pausedUntil = now + PAUSE_AFTER_FAILURE_MS;
       this.deps.degraded('embed_failed');
       if (!this.failing) {

@@ -45,6 +45,11 @@ export interface GuardedTurn {
   rebuildWithSummary(summary: string): Promise<ChatMessage[]>;
   /** Told about every compaction that ran during the turn. */
   recordCompaction(done: CompactionDone): void;
+  /**
+   * Throws BUDGET_EXCEEDED when a summary claiming `claim` tokens would take
+   * the turn past its agent's limit; called before the summary is asked for.
+   */
+  holdSummary?(claim: number): void;
   /** The turn's write door: a compaction the turn runs lands through it (refused once the slot is lost). */
   write<T>(work: () => Promise<T>): Promise<T>;
 }

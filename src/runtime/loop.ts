@@ -185,8 +185,6 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
   for (let iteration = 1; iteration <= options.maxIterations; iteration++) {
     signal?.throwIfAborted();
     messages = await options.turn.prepare(messages);
-    // After prepare: an automatic compaction it ran counts against the turn.
-    options.budget?.beforeModelCall(usage);
     const sent = options.turn.forRequest?.(messages) ?? messages;
     const outgoing = normalizeOutgoing(note ? [...sent, { role: 'user', content: note }] : sent);
     note = undefined;
@@ -201,6 +199,8 @@ export async function runLoop(options: LoopOptions): Promise<LoopResult> {
       // Calls of one session share their prefix: one cache key keeps them on one cache.
       promptCacheKey: options.toolContext.sessionId,
     };
+    // After prepare: an automatic compaction it ran counts against the turn.
+    options.budget?.beforeModelCall(usage, request);
     const reservation = await options.reserve?.(request);
     let assistant: ChatMessage;
     let calls: ToolCall[];

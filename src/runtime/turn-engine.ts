@@ -427,7 +427,9 @@ export class TurnEngine {
       sessionTokensBefore: sessionTokens(turn.session),
       compactionTokens: () =>
         (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
+      outputTokens: this.deps.budget?.defaultOutputTokens ?? 0,
     });
+    if (!budget.unlimited) turn.summaryHold = (claim) => budget.beforeSummary(claim);
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
     try {

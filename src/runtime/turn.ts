@@ -113,6 +113,8 @@ export class Turn implements LoopTurn, GuardedTurn {
   /** The session row as this turn's last append left it (stores that version rows). */
   private lastWritten: VersionedSession | undefined;
   readonly clearing: ToolResultClearing | null;
+  /** Set when the agent has token limits: holds a summary's claim against the turn's. */
+  summaryHold: ((claim: number) => void) | undefined;
 
   constructor(
     session: SessionRow,
@@ -333,6 +335,10 @@ export class Turn implements LoopTurn, GuardedTurn {
       fromSeq: this.startSeq,
     });
     return built.messages;
+  }
+
+  holdSummary(claim: number): void {
+    this.summaryHold?.(claim);
   }
 
   recordCompaction(done: CompactionDone): void {

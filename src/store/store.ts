@@ -611,6 +611,8 @@ export interface UnembeddedMessage {
   /** The message's row id: the backlog walks the table in this order. */
   id: number;
   session_id: string;
+  /** The session's owner key (null: the admin's): whose day its embedding is held against. */
+  owner_key: string | null;
   seq: number;
   content: string;
 }

@@ -1,10 +1,13 @@
 /**
  * Per-agent budgets (`limits` in agent.json) through the real app: a turn
- * that reaches maxToolCalls, maxTurnTokens or maxSessionTokens stops with
- * 429 BUDGET_EXCEEDED naming the limit and where to raise it; what it did is
- * stored and the session stays usable; compaction tokens count; a daemon
- * whose tick hit its budget is skipped afterwards and says so once; a bad
- * `limits` block is refused with its path.
+ * that reaches maxToolCalls, or whose next call's claim (prompt estimate plus
+ * requested output) would pass maxTurnTokens or maxSessionTokens, stops with
+ * 429 BUDGET_EXCEEDED naming the limit and where to raise it, before that
+ * call is sent; what it did is stored and the session stays usable;
+ * compaction tokens count, and a summary is held against the turn's and the
+ * session's limits before it is asked for; a daemon whose tick hit its budget
+ * is skipped afterwards and says so once; a bad `limits` block is refused
+ * with its path.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +16,7 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadAgents } from '../../src/agents/load-agents.js';
 import { OVER_BUDGET_TOOL_RESULT } from '../../src/runtime/loop.js';
-import { startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
+import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 import { isSummaryRequest } from '../compaction/summary-requests.js';
 
 let t: TestApp | undefined;
@@ -86,7 +89,57 @@ describe('limits.maxTurnTokens', () => {
   });
 });
 
+describe('limits.maxTurnTokens, held before the call', () => {
+  it('refuses a call whose prompt and requested output would pass it: the provider receives nothing', async () => {
+    t = await startTestApp({
+      agents: {
+        assistant: { ...TEST_AGENT, tools: ['current_time'], limits: { maxTurnTokens: 1_000 } },
+      },
+      // Every call asks for up to 400 tokens of output: the claim counts them.
+      mainModel: { maxOutputTokens: 400 },
+    });
+    t.fake!.script(
+      { tool_calls: toolCalls(1), usage: usage(600, 100) },
+      { content: 'must not be reached' },
+    );
+    const res = await chat(t, 'loop for a while');
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error.code).toBe('BUDGET_EXCEEDED');
+    // 700 used + (prompt estimate + 400) > 1000: the second call is never sent.
+    expect(res.json().error.message).toMatch(
+      /used 700 tokens and its next model call needs \d+ .*limits\.maxTurnTokens \(1000\)/,
+    );
+    expect(t.fake!.requests).toHaveLength(1);
+    // What the turn did is kept: the tool call and its result.
+    const [session] = (await t.app.server.inject({ url: '/sessions' })).json().sessions as {
+      id: string;
+    }[];
+    const messages = await t.app.store.listMessages(session!.id, { afterSeq: 0, limit: 100 });
+    expect(messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool']);
+  });
+});
+
 describe('limits.maxSessionTokens', () => {
+  it('refuses a turn whose first call would pass it, before it is sent', async () => {
+    t = await startTestApp({
+      agents: {
+        assistant: { ...TEST_AGENT, tools: ['current_time'], limits: { maxSessionTokens: 1_000 } },
+      },
+      mainModel: { maxOutputTokens: 400 },
+    });
+    t.fake!.setDefault(() => ({ content: 'ok', usage: usage(700, 100) }));
+    const first = await chat(t, 'one');
+    expect(first.statusCode, first.body).toBe(200);
+    const sessionId = first.json().sessionId as string;
+    // 800 used: within the limit, but not with another call's 400 of output.
+    const second = await chat(t, 'two', sessionId);
+    expect(second.statusCode).toBe(429);
+    expect(second.json().error.message).toMatch(
+      /used 800 tokens and its next model call needs \d+ .*limits\.maxSessionTokens \(1000\)/,
+    );
+    expect(t.fake!.requests).toHaveLength(1);
+  });
+
   it('refuses the next turn once the session reached it, and says to reset', async () => {
     const app = await appWith({ maxSessionTokens: 1_500 });
     app.fake!.setDefault(() => ({ content: 'ok', usage: usage(700, 100) }));
@@ -104,10 +157,11 @@ describe('limits.maxSessionTokens', () => {
   });
 
   it('counts the tokens of the session’s compactions', async () => {
-    const app = await appWith({ maxSessionTokens: 1_000 });
+    // Room for the summary's claim (its prompt and up to ~4 000 tokens of summary), not for what it used.
+    const app = await appWith({ maxSessionTokens: 6_000 });
     app.fake!.setDefault((body) =>
       isSummaryRequest(body)
-        ? { content: 'Summary: greetings.', usage: usage(300, 200) }
+        ? { content: 'Summary: greetings.', usage: usage(3_000, 2_400) }
         : { content: 'ok', usage: usage(100, 50) },
     );
     const first = await chat(app, 'one');
@@ -122,6 +176,61 @@ describe('limits.maxSessionTokens', () => {
     const res = await chat(app, 'five', sessionId);
     expect(res.statusCode).toBe(429);
     expect(res.json().error.code).toBe('BUDGET_EXCEEDED');
+  });
+});
+
+describe('limits.maxSessionTokens and compaction', () => {
+  it('refuses a summary whose claim would pass it, before the summary model is asked', async () => {
+    const app = await appWith({ maxSessionTokens: 1_000 });
+    app.fake!.setDefault((body) =>
+      isSummaryRequest(body)
+        ? { content: 'Summary: greetings.', usage: usage(300, 200) }
+        : { content: 'ok', usage: usage(100, 50) },
+    );
+    const first = await chat(app, 'one');
+    const sessionId = first.json().sessionId as string;
+    for (const m of ['two', 'three', 'four']) await chat(app, m, sessionId);
+    const res = await app.app.server.inject({
+      method: 'POST',
+      url: `/sessions/${sessionId}/compact`,
+    });
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error.code).toBe('BUDGET_EXCEEDED');
+    expect(res.json().error.message).toMatch(/used 600 tokens.*limits\.maxSessionTokens \(1000\)/);
+    expect(app.fake!.requests.filter((r) => isSummaryRequest(r.body))).toEqual([]);
+    expect((await app.app.store.findSession(sessionId))?.compact_seq).toBe(0);
+  });
+});
+
+describe('limits.maxTurnTokens and the automatic compaction of a turn', () => {
+  it('refuses a summary whose claim would pass it: the summary model is not asked', async () => {
+    t = await startTestApp({
+      agents: {
+        assistant: {
+          ...TEST_AGENT,
+          tools: ['current_time'],
+          // Compaction on the turn only, and a turn limit below its summary's claim
+          // (some 1 000 tokens of transcript plus 2 800 of requested summary).
+          defaultCompaction: { autoThreshold: 80, prepareAt: 0 },
+          limits: { maxTurnTokens: 3_500 },
+        },
+      },
+      mainModel: { contextWindow: 4_096 },
+    });
+    t.fake!.setDefault((body) =>
+      isSummaryRequest(body) ? { content: 'Summary.' } : { content: 'ok' },
+    );
+    // Over the 80 % threshold with the next message: the turn compacts first.
+    const history = Array.from({ length: 24 }, (_, i) => ({
+      role: i % 2 === 0 ? ('user' as const) : ('assistant' as const),
+      content: `Message ${i}: ${'lorem ipsum dolor sit amet '.repeat(30)}`,
+    }));
+    const id = await seedSession(t.app, history);
+    const res = await chat(t, 'hello', id);
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error.message).toMatch(/limits\.maxTurnTokens \(3500\)/);
+    // Neither the summary nor the call that would not fit without it was sent.
+    expect(t.fake!.requests).toEqual([]);
   });
 });
 

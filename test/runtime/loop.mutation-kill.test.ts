@@ -692,16 +692,18 @@ describe('loop: budgets', () => {
   });
 
   it('asks the budget before each model call with the usage so far', async () => {
+    // The first call's claim (its prompt estimate) fits in 300; after it used
+    // 295, the second call's does not.
     fake.script(
       {
         tool_calls: [fakeCall(call('m1', 'echo', { text: 'x' }))],
-        usage: { prompt_tokens: 10, completion_tokens: 2 },
+        usage: { prompt_tokens: 290, completion_tokens: 5 },
       },
       { content: 'never asked' },
     );
     const budget = new TurnBudget({
       agentName: 'assistant',
-      limits: { maxTurnTokens: 12 },
+      limits: { maxTurnTokens: 300 },
       sessionTokensBefore: 0,
       compactionTokens: () => 0,
     });

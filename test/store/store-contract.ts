@@ -136,6 +136,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         await store.appendMessages(source.id, conversationOf());
         const todo = await store.unembeddedMessages('m', 2, 0, 10);
         expect(todo.map((m) => m.content)).toEqual(['alpha', 'beta']);
+        // The owner key comes with each message: the walk reserves its call on that key.
+        expect(todo.map((m) => m.owner_key)).toEqual([source.owner_key, source.owner_key]);
         await store.saveVectors(
           todo.map((m, i) => ({
             messageId: m.id,

@@ -34,8 +34,10 @@ export class PgVectors implements VectorStore {
     limit: number,
   ): Promise<UnembeddedMessage[]> {
     return this.rows<UnembeddedMessage & Record<string, unknown>>(
-      `SELECT m.id, m.session_id, m.seq, substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content
-       FROM messages m LEFT JOIN message_vectors v ON v.message_id = m.id
+      `SELECT m.id, m.session_id, s.owner_key, m.seq,
+         substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content
+       FROM messages m JOIN sessions s ON s.id = m.session_id
+         LEFT JOIN message_vectors v ON v.message_id = m.id
        WHERE m.id > $1 AND m.role <> 'system' AND m.content IS NOT NULL AND btrim(m.content) <> ''
          AND (v.id IS NULL OR v.model <> $2 OR v.dimensions <> $3)
        ORDER BY m.id LIMIT $4`,

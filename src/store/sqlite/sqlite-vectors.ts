@@ -31,8 +31,10 @@ function prepare(db: SqliteDatabase) {
     unembedded: db.prepare<
       { model: string; dimensions: number; after: number; limit: number },
       UnembeddedMessage
-    >(`SELECT m.id, m.session_id, m.seq, substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content
-      FROM messages m LEFT JOIN message_vectors v ON v.message_id = m.id
+    >(`SELECT m.id, m.session_id, s.owner_key, m.seq,
+        substr(m.content, 1, ${RECALL_CONTENT_CHARS}) AS content
+      FROM messages m JOIN sessions s ON s.id = m.session_id
+        LEFT JOIN message_vectors v ON v.message_id = m.id
       WHERE m.id > @after AND m.role <> 'system' AND m.content IS NOT NULL AND trim(m.content) <> ''
         AND (v.id IS NULL OR v.model <> @model OR v.dimensions <> @dimensions)
       ORDER BY m.id LIMIT @limit`),
