@@ -22,10 +22,9 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
-import type { EventBus } from '../runtime/event-bus.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
 import type { CompactionDone, ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
-import type { CompactionStore, SessionRow } from '../store/store.js';
+import type { SessionRow } from '../store/store.js';
 import type { DefaultCompaction } from './default-compaction.js';
 import type { BackgroundCompaction } from './background-compaction.js';
 
@@ -52,9 +51,8 @@ const SINCE_LIMIT = 10_000;
  */
 const LANDING_GATE_SHARE = 0.5;
 
+/** No store: what a turn's compaction writes goes through the turn's port. */
 export interface AutoCompactionDeps {
-  store: Pick<CompactionStore, 'setCompactionSuspended'>;
-  events: EventBus;
   compaction: DefaultCompaction;
   /** Context window of the main model, in tokens. */
   contextWindow: number;
@@ -157,7 +155,7 @@ export class AutoCompaction implements ContextGuard {
         beforeSeq: ctx.turnStartSeq,
         parentSpan: ctx.traceSpan,
         ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
-        door: (write) => ctx.write(write),
+        door: ctx.writes,
       });
       if ('dryRun' in result) return messages;
       // Nothing before the running turn to compact (e.g. one oversized first
@@ -290,7 +288,7 @@ export class AutoCompaction implements ContextGuard {
           beforeSeq: ctx.turnStartSeq,
           parentSpan: ctx.traceSpan,
           ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
-          door: (write) => ctx.write(write),
+          door: ctx.writes,
         })
         .catch((err: unknown) => {
           if (lostTheRun(err)) throw err;
@@ -328,11 +326,9 @@ export class AutoCompaction implements ContextGuard {
     return ctx.rebuildWithSummary(summary);
   }
 
-  /** Suspends automatic compaction for the session: the turn's write, through its door. */
+  /** Suspends automatic compaction for the session: the turn's write, through its port. */
   private async suspend(ctx: GuardedTurn, session: SessionRow, reason: string): Promise<void> {
-    await ctx.write(async () => {
-      await this.deps.store.setCompactionSuspended(session.id, true);
-      await this.deps.events.emit('context.compactionSuspended', session.id, { reason });
-    });
+    await ctx.writes.suspendCompaction();
+    await ctx.writes.emit('context.compactionSuspended', session.id, { reason });
   }
 }
