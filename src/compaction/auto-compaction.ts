@@ -25,7 +25,12 @@ import { estimateMessagesTokens } from '../llm/tokens.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
 import type { CompactionDone, ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
 import type { SessionRow } from '../store/store.js';
-import type { DefaultCompaction } from './default-compaction.js';
+import type {
+  CompactOptions,
+  CompactResult,
+  DefaultCompaction,
+  DryRunResult,
+} from './default-compaction.js';
 import type { BackgroundCompaction } from './background-compaction.js';
 
 /** The run's session slot or task was taken over: it must stop and write nothing more. */
@@ -51,9 +56,21 @@ const SINCE_LIMIT = 10_000;
  */
 const LANDING_GATE_SHARE = 0.5;
 
+/**
+ * Compaction as a turn runs it: a run lands through the turn's write port,
+ * which it must be given (a manual compaction, which lands by its
+ * compare-and-set alone, is not the guard's to run).
+ */
+export interface TurnCompaction {
+  run(
+    options: CompactOptions & Required<Pick<CompactOptions, 'door'>>,
+  ): Promise<CompactResult | DryRunResult>;
+  compactMessages: DefaultCompaction['compactMessages'];
+}
+
 /** No store: what a turn's compaction writes goes through the turn's port. */
 export interface AutoCompactionDeps {
-  compaction: DefaultCompaction;
+  compaction: TurnCompaction;
   /** Context window of the main model, in tokens. */
   contextWindow: number;
   logger?: { warn(details: Record<string, unknown>, message: string): void };

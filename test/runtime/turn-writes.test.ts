@@ -65,6 +65,8 @@ function _rawWritesDoNotCompile(
   void hold.store.createTask({ sessionId: 's', agentName: 'a', input: 'i' });
   // @ts-expect-error automatic compaction holds no store
   void auto.store.setCompactionSuspended('s', true);
+  // @ts-expect-error automatic compaction lands only through the turn's port
+  void auto.compaction.run({ sessionId: 's', trigger: 'auto' });
   // @ts-expect-error the port is bound to its session: no write to another one
   void writes.appendMessagesWithEvents('other', messages, 'message.created');
   // @ts-expect-error the port is bound to its session: no write to another one
