@@ -11,14 +11,7 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type {
-  MessageLog,
-  Owner,
-  SessionRow,
-  TaskPatch,
-  TaskRow,
-  TaskStore,
-} from '../store/store.js';
+import type { Owner, SessionRow, TaskPatch, TaskRow, TaskStore } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import {
   announceApprovalWait,
@@ -73,7 +66,8 @@ export interface TaskRunnerDeps {
   /** A task's turn runs in its session's slot; a cancel answers an open call in the slot too. */
   engine: Pick<TurnEngine, 'withTurnSlot' | 'exclusive' | 'runApprovedCall'>;
   agents: Pick<AgentRegistry, 'get'>;
-  store: TaskStore & Pick<MessageLog, 'appendMessages'>;
+  /** Tasks outside their slot (created, resumed, settled late); what the slot writes goes through its port. */
+  store: TaskStore;
   events: EventBus;
   /** Where unexpected task failures are reported. */
   log?: (details: Record<string, unknown>, message: string) => void;
@@ -291,7 +285,7 @@ export class TaskRunner {
   private async cancelLocked(
     taskId: string,
   ): Promise<{ task: TaskRow } | { stopped: Promise<void> }> {
-    const { store, events, engine } = this.deps;
+    const { events, engine } = this.deps;
     const task = await this.getTask(taskId);
     const running = this.running.get(task.id);
     if (running) {
@@ -301,9 +295,8 @@ export class TaskRunner {
     if (task.status !== 'waiting' && task.status !== 'interrupted') return { task };
     // In the session's slot, so no turn builds its context between the
     // status change and the answer to the open call.
-    const cancelled = await engine.exclusive(task.session_id, async (slot) => {
-      slot.throwIfAborted();
-      const row = await store.transitionTask(task.id, [task.status], {
+    const cancelled = await engine.exclusive(task.session_id, async (_slot, writes) => {
+      const row = await writes.transitionTask(task.id, [task.status], {
         status: 'cancelled',
         error: 'Cancelled by request.',
         pending_call_id: null,
@@ -311,10 +304,9 @@ export class TaskRunner {
         pending_arguments: null,
       });
       if (row && task.pending_call_id) {
-        slot.throwIfAborted();
         // Answer the open call (ask_user, or one awaiting approval) so the
-        // session's history stays valid.
-        await store.appendMessages(task.session_id, [
+        // session's history stays valid; announced like any stored message.
+        const answered = await writes.appendMessages([
           {
             role: 'tool',
             tool_call_id: task.pending_call_id,
@@ -322,6 +314,7 @@ export class TaskRunner {
             content: CANCELLED_TOOL_RESULT,
           },
         ]);
+        events.publish(answered.events);
       }
       return row;
     });

@@ -229,13 +229,23 @@ export class TurnEngine {
 
   /**
    * Runs `work` holding `sessionId`'s slot, for what must not interleave with
-   * a turn. `work` gets the slot's signal and must write nothing once it is aborted.
+   * a turn. `work` gets the slot's signal, and must write nothing once it is
+   * aborted, and the slot's write port for what a turn could write too (a
+   * cancelled task's status and the answer to its open call).
    */
-  async exclusive<T>(sessionId: string, work: (slot: AbortSignal) => Promise<T>): Promise<T> {
-    return this.deps.lock.run(sessionId, (slot, tenure) => {
+  async exclusive<T>(
+    sessionId: string,
+    work: (slot: AbortSignal, writes: TurnWrites) => Promise<T>,
+  ): Promise<T> {
+    return this.deps.lock.run(sessionId, async (slot, tenure) => {
       // It may change the row (a reset, a close, an answered call): the next turn reads it.
       if (tenure) this.remembered.delete(tenure);
-      return work(slot);
+      const { writes, end } = this.deps.writer.open(sessionId, slot);
+      try {
+        return await work(slot, writes);
+      } finally {
+        end();
+      }
     });
   }
 
