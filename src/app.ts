@@ -40,6 +40,7 @@ import { ApprovalTimeouts } from './runtime/approval-timeouts.js';
 import { SUMMARY_PREFIX } from './runtime/context-builder.js';
 import type { ChatMessage } from './llm/messages.js';
 import { TurnEngine } from './runtime/turn-engine.js';
+import { TurnWriter } from './runtime/turn-writes.js';
 import { Sessions } from './runtime/sessions.js';
 import { ChatTurns } from './runtime/chat-turns.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
@@ -492,8 +493,6 @@ function buildContextCare(
     logger,
   });
   const autoCompaction = new AutoCompaction({
-    store,
-    events,
     compaction,
     contextWindow: settings.models.main.contextWindow,
     logger,
@@ -585,6 +584,8 @@ function buildRuntime(
   const engine = new TurnEngine({
     approvalTimer: approvalTimeouts,
     store,
+    // The one holder of the store's writes for turns: the engine opens a port per slot.
+    writer: new TurnWriter(store, events),
     lock: sessionLock,
     model: models.main,
     tools: tools.catalog,

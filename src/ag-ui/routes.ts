@@ -129,7 +129,7 @@ export const agUiRoutes: FastifyPluginAsync<AgUiRoutesOptions> = async (app, dep
       const turn = await engine.withTurnSlot(
         sessionId,
         agent,
-        async (session, runTurnIn, door) => {
+        async (session, runTurnIn, writes) => {
           let first: ChatMessage;
           let pendingCallIds: ReadonlySet<string> | undefined;
           if (asked.kind === 'message') {
@@ -140,7 +140,7 @@ export const agUiRoutes: FastifyPluginAsync<AgUiRoutesOptions> = async (app, dep
           } else {
             const { call, approved } = asked;
             first = approved
-              ? await engine.runApprovedCall({ session, agent, call, signal, slot: door.slot })
+              ? await engine.runApprovedCall({ session, agent, call, signal, writes })
               : {
                   role: 'tool',
                   tool_call_id: call.id,
@@ -149,7 +149,7 @@ export const agUiRoutes: FastifyPluginAsync<AgUiRoutesOptions> = async (app, dep
                 };
             pendingCallIds = new Set([call.id]);
             writer.toolResult(call.id, first.content ?? '');
-            await deps.events.emit(approved ? 'tool.approved' : 'tool.denied', sessionId, {
+            await writes.emit(approved ? 'tool.approved' : 'tool.denied', sessionId, {
               callId: call.id,
               tool: call.function.name,
               by: auditBy(principalOf(request)),

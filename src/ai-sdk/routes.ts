@@ -228,7 +228,7 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
       await engine.withTurnSlot(
         sessionId,
         agent,
-        async (session, runTurnIn, door) => {
+        async (session, runTurnIn, writes) => {
           const signal = run.cancel.signal;
           let first: ChatMessage;
           let pendingCallIds: ReadonlySet<string> | undefined;
@@ -240,7 +240,7 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
           } else {
             const { call, approved } = input;
             first = approved
-              ? await engine.runApprovedCall({ session, agent, call, signal, slot: door.slot })
+              ? await engine.runApprovedCall({ session, agent, call, signal, writes })
               : {
                   role: 'tool',
                   tool_call_id: call.id,
@@ -250,7 +250,7 @@ export const aiSdkRoutes: FastifyPluginAsync<AiSdkRoutesOptions> = async (app, d
             pendingCallIds = new Set([call.id]);
             if (approved) parts.toolResult(call.id, first.content ?? '', false);
             else parts.denied(call.id);
-            await deps.events.emit(approved ? 'tool.approved' : 'tool.denied', sessionId, {
+            await writes.emit(approved ? 'tool.approved' : 'tool.denied', sessionId, {
               callId: call.id,
               tool: call.function.name,
               by: auditBy(principalOf(request)),

@@ -22,11 +22,15 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import { estimateMessagesTokens } from '../llm/tokens.js';
-import type { EventBus } from '../runtime/event-bus.js';
 import { normalizeOutgoing } from '../llm/normalize-request.js';
 import type { CompactionDone, ContextGuard, GuardedTurn } from '../runtime/context-guard.js';
-import type { CompactionStore, SessionRow } from '../store/store.js';
-import type { DefaultCompaction } from './default-compaction.js';
+import type { SessionRow } from '../store/store.js';
+import type {
+  CompactOptions,
+  CompactResult,
+  DefaultCompaction,
+  DryRunResult,
+} from './default-compaction.js';
 import type { BackgroundCompaction } from './background-compaction.js';
 
 /** The run's session slot or task was taken over: it must stop and write nothing more. */
@@ -52,10 +56,21 @@ const SINCE_LIMIT = 10_000;
  */
 const LANDING_GATE_SHARE = 0.5;
 
+/**
+ * Compaction as a turn runs it: a run lands through the turn's write port,
+ * which it must be given (a manual compaction, which lands by its
+ * compare-and-set alone, is not the guard's to run).
+ */
+export interface TurnCompaction {
+  run(
+    options: CompactOptions & Required<Pick<CompactOptions, 'door'>>,
+  ): Promise<CompactResult | DryRunResult>;
+  compactMessages: DefaultCompaction['compactMessages'];
+}
+
+/** No store: what a turn's compaction writes goes through the turn's port. */
 export interface AutoCompactionDeps {
-  store: Pick<CompactionStore, 'setCompactionSuspended'>;
-  events: EventBus;
-  compaction: DefaultCompaction;
+  compaction: TurnCompaction;
   /** Context window of the main model, in tokens. */
   contextWindow: number;
   logger?: { warn(details: Record<string, unknown>, message: string): void };
@@ -157,7 +172,7 @@ export class AutoCompaction implements ContextGuard {
         beforeSeq: ctx.turnStartSeq,
         parentSpan: ctx.traceSpan,
         ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
-        door: (write) => ctx.write(write),
+        door: ctx.writes,
         hold: (claim) => ctx.holdSummary?.(claim),
       });
       if ('dryRun' in result) return messages;
@@ -291,7 +306,7 @@ export class AutoCompaction implements ContextGuard {
           beforeSeq: ctx.turnStartSeq,
           parentSpan: ctx.traceSpan,
           ...(ctx.runningTask !== undefined ? { runningTask: ctx.runningTask } : {}),
-          door: (write) => ctx.write(write),
+          door: ctx.writes,
           hold: (claim) => ctx.holdSummary?.(claim),
         })
         .catch((err: unknown) => {
@@ -330,11 +345,9 @@ export class AutoCompaction implements ContextGuard {
     return ctx.rebuildWithSummary(summary);
   }
 
-  /** Suspends automatic compaction for the session: the turn's write, through its door. */
+  /** Suspends automatic compaction for the session: the turn's write, through its port. */
   private async suspend(ctx: GuardedTurn, session: SessionRow, reason: string): Promise<void> {
-    await ctx.write(async () => {
-      await this.deps.store.setCompactionSuspended(session.id, true);
-      await this.deps.events.emit('context.compactionSuspended', session.id, { reason });
-    });
+    await ctx.writes.suspendCompaction();
+    await ctx.writes.emit('context.compactionSuspended', session.id, { reason });
   }
 }

@@ -19,6 +19,7 @@ import type {
   SessionStore,
 } from '../store/store.js';
 import type { CompactResult, DefaultCompaction, SummaryDraft } from './default-compaction.js';
+import type { TurnWrites } from '../runtime/turn-writes.js';
 
 export interface BackgroundCompactionDeps {
   store: PreparedCompactionStore & Pick<SessionStore, 'findSession'>;
@@ -30,11 +31,11 @@ export interface BackgroundCompactionDeps {
   logger?: { warn(details: Record<string, unknown>, message: string): void };
 }
 
-/** What a turn that lands a prepared summary offers: its session as read and its write door. */
+/** What a turn that lands a prepared summary offers: its session as read and its write port. */
 export interface LandingTurn {
   readonly session: { readonly id: string };
   readonly runningTask?: string;
-  write<T>(work: () => Promise<T>): Promise<T>;
+  readonly writes: Pick<TurnWrites, 'landCompaction' | 'emit' | 'dropPreparation'>;
 }
 
 /** A session's preparation as `GET /sessions/:id/context` shows it. */
@@ -100,7 +101,7 @@ export class BackgroundCompaction {
 
   /**
    * Lands the session's prepared summary, if one is ready, through the
-   * turn's door; a summary for a pointer that moved is dropped. Undefined
+   * turn's write port; a summary for a pointer that moved is dropped. Undefined
    * when nothing landed.
    */
   async land(turn: LandingTurn): Promise<CompactResult | undefined> {
@@ -110,11 +111,11 @@ export class BackgroundCompaction {
     const draft = row && draftOf(row);
     if (!row || !draft) return undefined;
     this.prepared.delete(sessionId);
-    const drop = () => turn.write(() => store.dropPreparation(sessionId, row.holder));
+    const drop = () => turn.writes.dropPreparation(row.holder);
     try {
       const landed = await compaction.land(draft, {
         trigger: 'background',
-        door: (write) => turn.write(write),
+        door: turn.writes,
         ...(turn.runningTask !== undefined ? { runningTask: turn.runningTask } : {}),
       });
       await drop();

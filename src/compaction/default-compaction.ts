@@ -16,10 +16,12 @@ import { callReserved, claimedTokens, type Budget, type Reservation } from '../r
 import { holdSessionTokens, sessionTokens } from '../runtime/turn-budget.js';
 import { inSpan, NO_TRACING, spanOf, type TraceSpan, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from '../runtime/event-bus.js';
+import type { TurnWrites } from '../runtime/turn-writes.js';
 import type {
   CompactionStore,
   CompactionTrigger,
   MessageLog,
+  NewCompaction,
   PreparedSummary,
   SessionRow,
   SessionStore,
@@ -106,12 +108,12 @@ export interface CompactOptions {
   /** The task whose run compacts: the write is refused once a peer took the task over. */
   runningTask?: string;
   /**
-   * The write door of the turn that compacts (automatic compaction): the
-   * summary is computed without the lock, and lands through the door, which
+   * The write port of the turn that compacts (automatic compaction): the
+   * summary is computed without the lock, and lands through the port, which
    * refuses it once the turn's slot is lost. A manual compaction has none:
    * it lands by its compare-and-set alone.
    */
-  door?: <T>(write: () => Promise<T>) => Promise<T>;
+  door?: Pick<TurnWrites, 'landCompaction' | 'emit'>;
   /**
    * Throws when the summary's claim would pass a limit of the turn that
    * compacts (the agent's maxTurnTokens): nothing is asked of the model.
@@ -343,33 +345,34 @@ export class DefaultCompaction {
     draft: SummaryDraft,
     options: Pick<CompactOptions, 'door' | 'runningTask'> & { trigger: CompactionTrigger },
   ): Promise<CompactResult> {
-    const land = options.door ?? ((write) => write());
+    const { door } = options;
+    const land = (input: Omit<NewCompaction, 'sessionId'>) =>
+      door
+        ? door.landCompaction(input)
+        : this.deps.store.commitCompaction({ ...input, sessionId: draft.sessionId });
     // The landing write charges the summary's tokens: the reservation ends after it, either way.
-    const updated = await land(() =>
-      this.deps.store.commitCompaction({
-        sessionId: draft.sessionId,
-        expectedSize: draft.expectedSize,
-        expectedEpoch: draft.expectedEpoch,
-        toSize: draft.toSize,
-        toSeq: draft.toSeq,
-        summary: draft.summary,
-        trigger: options.trigger,
-        model: draft.model,
-        inputChars: draft.inputChars,
-        dropped: draft.dropped,
-        inputTokens: draft.inputTokens,
-        outputTokens: draft.outputTokens,
-        ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
-      }),
-    ).finally(() => draft.reservation?.release());
+    const updated = await land({
+      expectedSize: draft.expectedSize,
+      expectedEpoch: draft.expectedEpoch,
+      toSize: draft.toSize,
+      toSeq: draft.toSeq,
+      summary: draft.summary,
+      trigger: options.trigger,
+      model: draft.model,
+      inputChars: draft.inputChars,
+      dropped: draft.dropped,
+      inputTokens: draft.inputTokens,
+      outputTokens: draft.outputTokens,
+      ...(options.runningTask !== undefined ? { runningTask: options.runningTask } : {}),
+    }).finally(() => draft.reservation?.release());
     if (!updated) {
       throw new CairnError(
         'COMPACTION_CONFLICT',
         `Session "${draft.sessionId}" was compacted or reset by someone else meanwhile; nothing was changed. Retry if still needed.`,
       );
     }
-    // Announced only once committed.
-    await this.deps.events.emit('context.defaultCompacted', draft.sessionId, {
+    // Announced only once committed, through the turn's port when it compacts.
+    await (door ?? this.deps.events).emit('context.defaultCompacted', draft.sessionId, {
       compactedCount: draft.messages,
       newSize: updated.compact_size,
       summaryChars: draft.summary.length,

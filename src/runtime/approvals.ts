@@ -34,7 +34,7 @@ export function approvalInSubagentResult(agentName: string, call: ToolCall): str
 export async function waitForApproval(
   deps: {
     store: Pick<TaskStore, 'transitionTask'>;
-    events: EventBus;
+    events: Pick<EventBus, 'emit'>;
     approvalTimer?: ApprovalTimer | undefined;
   },
   task: TaskRow,
@@ -79,7 +79,7 @@ export async function recordApprovalWait(
 
 /** The `task.waiting` event of a task `recordApprovalWait` moved to waiting on `call`. */
 export async function announceApprovalWait(
-  deps: { events: EventBus },
+  deps: { events: Pick<EventBus, 'emit'> },
   waiting: TaskRow,
   call: ToolCall,
 ): Promise<void> {

@@ -3,13 +3,11 @@
  * `/v1` call), in one place: an `ask_user` question becomes the reply, its
  * call answered so the history stays valid; a call awaiting approval becomes
  * a waiting task, whose question is the reply. Both are written through the
- * turn's door, inside the session's slot, before the slot is released — so a
+ * turn's write port, inside the session's slot, before the slot is released — so a
  * chat that queued behind this turn finds the task waiting (`TASK_WAITING`).
  */
-import type { EventBus } from './event-bus.js';
 import type { ApprovalTimer } from './approval-timeouts.js';
 import { waitForApproval } from './approvals.js';
-import type { Store } from '../store/store.js';
 import type { Turn } from './turn.js';
 import type { TurnOutcome } from './turn-outcome.js';
 
@@ -28,9 +26,8 @@ export interface ChatHold {
   storeQuestion?: boolean;
 }
 
+/** No store: a hold writes through the turn's port alone. */
 export interface ChatHoldDeps {
-  store: Pick<Store, 'createTask' | 'transitionTask'>;
-  events: EventBus;
   approvalTimer?: ApprovalTimer;
 }
 
@@ -56,13 +53,17 @@ export async function holdInChat(
     return { kind: 'held-question', question: outcome.question, callId: outcome.callId };
   }
   if (outcome.kind !== 'approval') return outcome;
-  const { store } = deps;
-  const session = turn.session;
-  const task = await turn.write(() =>
-    store.createTask({ sessionId: session.id, agentName: turn.agent.name, input: hold.taskInput }),
-  );
-  const waiting = await turn.write(() =>
-    waitForApproval(deps, task, outcome.call, outcome.approvalTimeout),
+  const { writes } = turn;
+  const task = await writes.createTask({ agentName: turn.agent.name, input: hold.taskInput });
+  const waiting = await waitForApproval(
+    {
+      store: writes,
+      events: writes,
+      ...(deps.approvalTimer ? { approvalTimer: deps.approvalTimer } : {}),
+    },
+    task,
+    outcome.call,
+    outcome.approvalTimeout,
   );
   return {
     kind: 'held-approval',

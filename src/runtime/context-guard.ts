@@ -9,6 +9,7 @@ import type { ChatMessage, StoredMessage } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import type { SessionRow } from '../store/store.js';
 import type { ToolResultClearing } from './tool-result-clearing.js';
+import type { TurnWrites } from './turn-writes.js';
 
 /** What one compaction during a turn did, as the turn's report sums it. */
 export interface CompactionDone {
@@ -50,8 +51,8 @@ export interface GuardedTurn {
    * the turn past its agent's limit; called before the summary is asked for.
    */
   holdSummary?(claim: number): void;
-  /** The turn's write door: a compaction the turn runs lands through it (refused once the slot is lost). */
-  write<T>(work: () => Promise<T>): Promise<T>;
+  /** The turn's write port: a compaction the turn runs lands through it (refused once the slot is lost). */
+  readonly writes: TurnWrites;
 }
 
 /** What automatic recall added to one model call. */

@@ -11,14 +11,7 @@ import { CairnError, describeError } from '../errors.js';
 import type { ChatMessage } from '../llm/messages.js';
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
-import type {
-  MessageLog,
-  Owner,
-  SessionRow,
-  TaskPatch,
-  TaskRow,
-  TaskStore,
-} from '../store/store.js';
+import type { Owner, SessionRow, TaskPatch, TaskRow, TaskStore } from '../store/store.js';
 import { CANCELLED_TOOL_RESULT } from './loop.js';
 import {
   announceApprovalWait,
@@ -30,6 +23,7 @@ import { APPROVAL_TIMED_OUT_RESULT, type ApprovalTimer } from './approval-timeou
 import type { EventBus } from './event-bus.js';
 import type { Sessions } from './sessions.js';
 import type { RunTurn, TurnEngine, TurnResult } from './turn-engine.js';
+import type { TurnWrites } from './turn-writes.js';
 import {
   impossibleOutcome,
   outcomeOfError,
@@ -72,7 +66,8 @@ export interface TaskRunnerDeps {
   /** A task's turn runs in its session's slot; a cancel answers an open call in the slot too. */
   engine: Pick<TurnEngine, 'withTurnSlot' | 'exclusive' | 'runApprovedCall'>;
   agents: Pick<AgentRegistry, 'get'>;
-  store: TaskStore & Pick<MessageLog, 'appendMessages'>;
+  /** Tasks outside their slot (created, resumed, settled late); what the slot writes goes through its port. */
+  store: TaskStore;
   events: EventBus;
   /** Where unexpected task failures are reported. */
   log?: (details: Record<string, unknown>, message: string) => void;
@@ -80,13 +75,17 @@ export interface TaskRunnerDeps {
   approvalTimer?: ApprovalTimer;
 }
 
+/** Where a settlement's status write goes: the slot's port, or the store once the slot is gone. */
+type TaskStatusWrites = Pick<TaskStore, 'transitionTask'>;
+
 /**
  * How a task's run is settled: the write of its status (a compare-and-set
- * from `running`, made in the session's slot, or late when that failed) and
- * the event that announces it once it landed.
+ * from `running`, made in the session's slot through its port, or late
+ * through the store when that failed) and the event that announces it once
+ * it landed.
  */
 interface Settlement {
-  readonly record: () => Promise<TaskRow | undefined>;
+  readonly record: (writes: TaskStatusWrites) => Promise<TaskRow | undefined>;
   readonly announce: (row: TaskRow) => Promise<void>;
 }
 
@@ -244,10 +243,10 @@ export class TaskRunner {
         `Task "${before.id}" was approved, denied or cancelled by another request.`,
       );
     }
-    this.start(task, agent, async (signal, session, runTurn, slot) => {
+    this.start(task, agent, async (signal, session, runTurn, writes) => {
       const result =
         input.decision === 'approve'
-          ? await engine.runApprovedCall({ session, agent, call, signal, slot })
+          ? await engine.runApprovedCall({ session, agent, call, signal, writes })
           : {
               role: 'tool' as const,
               tool_call_id: call.id,
@@ -286,7 +285,7 @@ export class TaskRunner {
   private async cancelLocked(
     taskId: string,
   ): Promise<{ task: TaskRow } | { stopped: Promise<void> }> {
-    const { store, events, engine } = this.deps;
+    const { events, engine } = this.deps;
     const task = await this.getTask(taskId);
     const running = this.running.get(task.id);
     if (running) {
@@ -296,9 +295,8 @@ export class TaskRunner {
     if (task.status !== 'waiting' && task.status !== 'interrupted') return { task };
     // In the session's slot, so no turn builds its context between the
     // status change and the answer to the open call.
-    const cancelled = await engine.exclusive(task.session_id, async (slot) => {
-      slot.throwIfAborted();
-      const row = await store.transitionTask(task.id, [task.status], {
+    const cancelled = await engine.exclusive(task.session_id, async (_slot, writes) => {
+      const row = await writes.transitionTask(task.id, [task.status], {
         status: 'cancelled',
         error: 'Cancelled by request.',
         pending_call_id: null,
@@ -306,10 +304,9 @@ export class TaskRunner {
         pending_arguments: null,
       });
       if (row && task.pending_call_id) {
-        slot.throwIfAborted();
         // Answer the open call (ask_user, or one awaiting approval) so the
-        // session's history stays valid.
-        await store.appendMessages(task.session_id, [
+        // session's history stays valid; announced like any stored message.
+        const answered = await writes.appendMessages([
           {
             role: 'tool',
             tool_call_id: task.pending_call_id,
@@ -317,6 +314,7 @@ export class TaskRunner {
             content: CANCELLED_TOOL_RESULT,
           },
         ]);
+        events.publish(answered.events);
       }
       return row;
     });
@@ -366,13 +364,13 @@ export class TaskRunner {
       signal: AbortSignal,
       session: SessionRow,
       runTurn: RunTurn,
-      slot: AbortSignal,
+      writes: TurnWrites,
     ) => Promise<TurnResult>,
   ): void {
     const controller = new AbortController();
     const cancelled = (): boolean => controller.signal.aborted;
     const done = this.deps.engine
-      .withTurnSlot(task.session_id, agent, async (session, runTurn, door) => {
+      .withTurnSlot(task.session_id, agent, async (session, runTurn, writes) => {
         const outcome = await turn(
           controller.signal,
           session,
@@ -380,11 +378,11 @@ export class TaskRunner {
             // Every append of the run checks the task is still this instance's:
             // a peer may declare it dead (paused past the stale limit) meanwhile.
             runTurn({ ...request, runningTask: task.id }),
-          door.slot,
+          writes,
         ).then((result) => result.outcome, outcomeOfError);
         const settlement = this.settlementOf(task, outcome, cancelled());
         try {
-          return { settlement, row: await door.write(settlement.record), late: false };
+          return { settlement, row: await settlement.record(writes), late: false };
         } catch (err) {
           // A run that stopped keeps its own account of why; a result that
           // could not be recorded leaves the task interrupted by what
@@ -418,7 +416,16 @@ export class TaskRunner {
       case 'approval': {
         const { call, approvalTimeout } = outcome;
         return {
-          record: () => recordApprovalWait(this.deps, task, call, approvalTimeout),
+          record: (writes) =>
+            recordApprovalWait(
+              {
+                store: writes,
+                ...(this.deps.approvalTimer ? { approvalTimer: this.deps.approvalTimer } : {}),
+              },
+              task,
+              call,
+              approvalTimeout,
+            ),
           announce: (waiting) => announceApprovalWait(this.deps, waiting, call),
         };
       }
@@ -487,9 +494,9 @@ export class TaskRunner {
     event: string,
     data: Record<string, unknown>,
   ): Settlement {
-    const { store, events } = this.deps;
+    const { events } = this.deps;
     return {
-      record: () => store.transitionTask(task.id, ['running'], patch),
+      record: (writes) => writes.transitionTask(task.id, ['running'], patch),
       announce: async () => {
         await events.emit(event, task.session_id, { taskId: task.id, ...data });
       },
@@ -511,7 +518,8 @@ export class TaskRunner {
 
   /** Settles a task whose status could not be written in its slot, once the database takes it. */
   private async settleLate(task: TaskRow, settlement: Settlement): Promise<void> {
-    const row = await this.untilStored(task, settlement.record);
+    // The slot is gone: the store itself, by the status's compare-and-set alone.
+    const row = await this.untilStored(task, () => settlement.record(this.deps.store));
     await this.announce(task, settlement, row);
   }
 

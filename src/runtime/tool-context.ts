@@ -2,11 +2,13 @@
  * What a tool call gets of the run it belongs to: the session and agent, a
  * read of the message log, the memory port, and the run's depth, lineage and
  * subagent budget. The ports are Cairn's own, not the store: an agent-folder
- * tool is the agent author's code, and its writes must obey the turn's slot.
+ * tool is the agent author's code, and its writes go through the slot's
+ * write port, refused once the slot is lost.
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { MemoryStore, SessionRow } from '../store/store.js';
 import type { HistorySearch, RunBudget, ToolContext } from '../tools/tool.js';
+import type { StoreReader, TurnWrites } from './turn-writes.js';
 
 /** How many subagents one top-level run (with everything under it) may start. */
 export const SUBAGENTS_PER_RUN = 10;
@@ -23,12 +25,11 @@ export interface RunPosition {
   budget?: RunBudget;
   /** The task the run belongs to: memory writes are refused once a peer took it over. */
   runningTask?: string;
-  /** The held slot's signal: once it is lost, memory writes are refused. */
-  slot?: AbortSignal;
 }
 
 export function toolContextOf(
-  store: HistorySearch & MemoryStore,
+  store: Pick<StoreReader, 'searchHistory' | 'listMemory'>,
+  writes: Pick<TurnWrites, 'putMemory' | 'deleteMemory'>,
   session: SessionRow,
   agent: AgentConfig,
   run: RunPosition,
@@ -37,7 +38,7 @@ export function toolContextOf(
     sessionId: session.id,
     agentName: agent.name,
     history: historyPort(store),
-    memory: memoryOfRun(store, run.runningTask, run.slot),
+    memory: memoryOfRun(store, writes, run.runningTask),
     depth: run.depth ?? 0,
     lineage: [...(run.lineage ?? []), agent.name],
     budget: run.budget ?? { subagentsLeft: SUBAGENTS_PER_RUN },
@@ -53,25 +54,20 @@ function historyPort(store: HistorySearch): HistorySearch {
 }
 
 /**
- * The memory port of a run: its writes are refused once the session's slot is
- * lost (`SESSION_LOCK_LOST`: a peer may run the session now), and a task
- * run's once a peer took the task over.
+ * The memory port of a run: reads from the store, writes through the slot's
+ * port — refused once the session's slot is lost (`SESSION_LOCK_LOST`: a
+ * peer may run the session now), and a task run's once a peer took the task
+ * over.
  */
 function memoryOfRun(
-  store: MemoryStore,
+  store: Pick<StoreReader, 'listMemory'>,
+  writes: Pick<TurnWrites, 'putMemory' | 'deleteMemory'>,
   runningTask: string | undefined,
-  slot: AbortSignal | undefined,
 ): MemoryStore {
   const ifTask = runningTask === undefined ? {} : { runningTask };
   return {
     listMemory: (agentName, query, limit) => store.listMemory(agentName, query, limit),
-    putMemory: (agentName, key, content) => {
-      slot?.throwIfAborted();
-      return store.putMemory(agentName, key, content, ifTask);
-    },
-    deleteMemory: (agentName, key) => {
-      slot?.throwIfAborted();
-      return store.deleteMemory(agentName, key, ifTask);
-    },
+    putMemory: (agentName, key, content) => writes.putMemory(agentName, key, content, ifTask),
+    deleteMemory: (agentName, key) => writes.deleteMemory(agentName, key, ifTask),
   };
 }

@@ -3,9 +3,11 @@
  * turn runs. A caller takes a session's slot with `withTurnSlot` and gets the
  * one way to run a turn in it; anything else that must not interleave with a
  * turn (a reset, a close, a cancel's answer to an open call) runs through
- * `exclusive`. Every write a turn makes goes through its `Turn`, which refuses
- * it once the slot is lost (on Postgres, when the lock's connection drops, a
- * peer may already run the session). A turn's end is resolved once into a
+ * `exclusive`. Every write a turn makes goes through the slot's `TurnWrites`,
+ * opened here under the lock and closed with it, which refuses it once the
+ * slot is lost (on Postgres, when the lock's connection drops, a peer may
+ * already run the session). The engine itself holds only the store's reads.
+ * A turn's end is resolved once into a
  * `TurnOutcome`; a turn run for a person waiting on the request holds a stop
  * chat-style here, through the same door.
  */
@@ -15,7 +17,7 @@ import { joinSignals } from '../llm/abort-link.js';
 import type { ChatMessage, StoredMessage, TokenUsage, ToolCall } from '../llm/messages.js';
 import type { ModelClient } from '../llm/model-client.js';
 import { SessionMovedError } from '../store/session-moved.js';
-import type { SessionRow, Store, VersionedSession } from '../store/store.js';
+import type { SessionRow, VersionedSession } from '../store/store.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { RunBudget, Tool } from '../tools/tool.js';
 import { assertOfferable, type ToolCatalog } from '../tools/tool-catalog.js';
@@ -37,12 +39,17 @@ import { UNKNOWN_TOOL, type TurnObserver } from './turn-observer.js';
 import { toolContextOf } from './tool-context.js';
 import { traceTurn, type TracedTurn } from './turn-tracing.js';
 import { outcomeOf, outcomeOfError, type TurnOutcome } from './turn-outcome.js';
+import type { StoreReader, TurnWriter, TurnWrites } from './turn-writes.js';
 
 export interface TurnEngineDeps {
-  store: Store;
+  /** Reads only: what a turn writes goes through the port `writer` opens in the slot. */
+  store: StoreReader;
+  /** Opens the write port of each slot this engine holds. */
+  writer: Pick<TurnWriter, 'open'>;
   model: ModelClient;
   tools: ToolCatalog;
-  events: EventBus;
+  /** Publishes the events a turn's appends committed. */
+  events: Pick<EventBus, 'publish'>;
   /** The sessions' lock: held by this engine alone. */
   lock: SessionLock;
   contextGuard?: ContextGuard;
@@ -124,23 +131,11 @@ export interface SlotOptions {
 /** Runs one turn on the session whose slot is held; handed out by `withTurnSlot` only. */
 export type RunTurn = (request: TurnRequest) => Promise<TurnResult>;
 
-/**
- * The door for what slot work writes besides its turns' messages (a task's
- * status after its turn): `write` runs only while the slot is held, and is
- * refused with `SESSION_LOCK_LOST` once it is lost. Handed out with the slot,
- * so such a write lands before the slot is released, never after.
- */
-export interface SlotDoor {
-  write<T>(work: () => Promise<T>): Promise<T>;
-  /** Aborted when the slot is lost: what runs in the slot (an approved tool call) writes nothing more. */
-  readonly slot: AbortSignal;
-}
-
 interface SlotTurn extends TurnRequest {
   session: SessionRow;
   agent: AgentConfig;
-  /** Aborted when the session's slot is lost: the turn writes nothing more. */
-  slot: AbortSignal;
+  /** The slot's write port: refused once the slot is lost or over. */
+  writes: TurnWrites;
   /** How the slot checked the session, for a turn that must read it again. */
   slotOptions: SlotOptions;
   /** The remembered row's version, when `session` was not read (see `TurnDeps.ifVersion`). */
@@ -175,9 +170,11 @@ export class TurnEngine {
    * Holds `sessionId`'s slot while `work` runs. `work` gets the session
    * re-read under the slot (it may have been closed, reset or compacted while
    * queued), checked usable by `agent` (and free of a waiting task, when
-   * asked), and the one way to run a turn on it.
-   * A turn run that way stops, failing with `SESSION_LOCK_LOST`, when the
-   * slot is lost.
+   * asked), the one way to run a turn on it, and the slot's write port for
+   * what it writes besides its turns (a task's status after its turn), so
+   * such a write lands before the slot is released, never after. A turn run
+   * that way stops, failing with `SESSION_LOCK_LOST`, when the slot is lost;
+   * the port refuses every write once the slot is lost or `work` returned.
    *
    * Where the lock has been held without a break since a turn left the row
    * (Postgres, turns back to back), the row is not read but remembered: no
@@ -190,7 +187,7 @@ export class TurnEngine {
   async withTurnSlot<T>(
     sessionId: string,
     agent: AgentConfig,
-    work: (session: SessionRow, runTurn: RunTurn, door: SlotDoor) => Promise<T>,
+    work: (session: SessionRow, runTurn: RunTurn, writes: TurnWrites) => Promise<T>,
     options: SlotOptions = {},
   ): Promise<T> {
     return this.deps.lock.run(sessionId, async (slot, tenure) => {
@@ -200,13 +197,7 @@ export class TurnEngine {
         ? requireUsable(kept.row, sessionId, agent)
         : await this.readUsable(sessionId, agent, options);
       let ifVersion = kept ? kept.version : undefined;
-      const door: SlotDoor = {
-        slot,
-        write: (write) => {
-          slot.throwIfAborted();
-          return write();
-        },
-      };
+      const { writes, end } = this.deps.writer.open(sessionId, slot);
       const runTurn: RunTurn = async (request) => {
         // The turn stops when its caller gives up or the slot is lost.
         const stop = joinSignals(request.signal, slot);
@@ -215,7 +206,7 @@ export class TurnEngine {
             ...request,
             session,
             agent,
-            slot,
+            writes,
             signal: stop.signal,
             slotOptions: options,
             ...(ifVersion !== undefined ? { ifVersion } : {}),
@@ -228,19 +219,33 @@ export class TurnEngine {
           stop.dispose();
         }
       };
-      return work(session, runTurn, door);
+      try {
+        return await work(session, runTurn, writes);
+      } finally {
+        end();
+      }
     });
   }
 
   /**
    * Runs `work` holding `sessionId`'s slot, for what must not interleave with
-   * a turn. `work` gets the slot's signal and must write nothing once it is aborted.
+   * a turn. `work` gets the slot's signal, and must write nothing once it is
+   * aborted, and the slot's write port for what a turn could write too (a
+   * cancelled task's status and the answer to its open call).
    */
-  async exclusive<T>(sessionId: string, work: (slot: AbortSignal) => Promise<T>): Promise<T> {
-    return this.deps.lock.run(sessionId, (slot, tenure) => {
+  async exclusive<T>(
+    sessionId: string,
+    work: (slot: AbortSignal, writes: TurnWrites) => Promise<T>,
+  ): Promise<T> {
+    return this.deps.lock.run(sessionId, async (slot, tenure) => {
       // It may change the row (a reset, a close, an answered call): the next turn reads it.
       if (tenure) this.remembered.delete(tenure);
-      return work(slot);
+      const { writes, end } = this.deps.writer.open(sessionId, slot);
+      try {
+        return await work(slot, writes);
+      } finally {
+        end();
+      }
     });
   }
 
@@ -323,20 +328,15 @@ export class TurnEngine {
     agent: AgentConfig;
     call: ToolCall;
     signal?: AbortSignal;
-    /** The held slot's signal: once it is lost, the tool's writes through Cairn's ports are refused. */
-    slot?: AbortSignal;
+    /** The held slot's write port: once the slot is lost, the tool's writes through it are refused. */
+    writes: TurnWrites;
   }): Promise<ChatMessage> {
     const tools = await this.deps.tools.forAgent(input.agent);
     // A peer may run the session now: the call is not run on its behalf.
-    input.slot?.throwIfAborted();
+    input.writes.slot.throwIfAborted();
     return runApprovedToolCall(input.call, {
       tools,
-      toolContext: toolContextOf(
-        this.deps.store,
-        input.session,
-        input.agent,
-        input.slot ? { slot: input.slot } : {},
-      ),
+      toolContext: toolContextOf(this.deps.store, input.writes, input.session, input.agent, {}),
       ...(input.signal ? { signal: input.signal } : {}),
       // Counted like the calls the loop runs: an approved call is a tool call too.
       onResult: (isError) =>
@@ -382,7 +382,7 @@ export class TurnEngine {
       ...(input.onEvent
         ? { onRecall: (done) => input.onEvent?.({ type: 'recall', ...done }) }
         : {}),
-      slot: input.slot,
+      writes: input.writes,
       ...(input.runningTask !== undefined ? { runningTask: input.runningTask } : {}),
       ...(this.deps.records ? { records: this.deps.records } : {}),
       span: trace.span,
@@ -450,7 +450,7 @@ export class TurnEngine {
           span: trace.span,
           compacted: () => turn.session.compact_seq > 0,
         },
-        toolContext: toolContextOf(this.deps.store, input.session, agent, input),
+        toolContext: toolContextOf(this.deps.store, input.writes, input.session, agent, input),
         ...(input.signal ? { signal: input.signal } : {}),
         ...(input.stream !== undefined ? { stream: input.stream } : {}),
         onEvent: (event) => {

@@ -7,7 +7,7 @@
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
-import type { MessageLog, SessionRow, SessionStore, VersionedSession } from '../store/store.js';
+import type { SessionRow, VersionedSession } from '../store/store.js';
 import type { ContextBuilder } from './context-builder.js';
 import type {
   CompactionDone,
@@ -22,6 +22,8 @@ import type { CallRecorder } from '../records/call-recorder.js';
 import { sessionLockLost } from './session-lock.js';
 import { SessionMovedError } from '../store/session-moved.js';
 import { clearingPolicy, ToolResultClearing } from './tool-result-clearing.js';
+import type { StoreReader, TurnWrites } from './turn-writes.js';
+import { CairnError } from '../errors.js';
 
 /** What automatic compaction did during one turn (the chat envelope's `compaction`). */
 export interface TurnCompactionReport {
@@ -46,8 +48,8 @@ export interface TurnRecallReport {
 }
 
 export interface TurnDeps {
-  store: Pick<SessionStore, 'findSession'> &
-    Pick<MessageLog, 'appendMessagesWithEvents' | 'loadContext' | 'listTail'>;
+  /** Reads only: the turn writes through `writes`. */
+  store: Pick<StoreReader, 'findSession' | 'loadContext' | 'listTail'>;
   events: Pick<EventBus, 'publish'>;
   context: ContextBuilder;
   guard?: ContextGuard;
@@ -56,10 +58,11 @@ export interface TurnDeps {
   /** Told each time a model call gets recalled messages (the stream's `recall` event). */
   onRecall?: (done: RecallDone) => void;
   /**
-   * Aborted when the session's slot is lost: another instance may be writing
-   * to the session now, so this turn stores nothing more.
+   * The write port of the session's slot: refused once the slot is lost
+   * (another instance may be writing to the session now) or over. A turn
+   * without one (a context preview) stores nothing.
    */
-  slot?: AbortSignal;
+  writes?: TurnWrites;
   /** The task this turn runs: each append checks it is still this instance's running task. */
   runningTask?: string;
   /** The model calls noted for the session, written with the messages they produced. */
@@ -225,31 +228,24 @@ export class Turn implements LoopTurn, GuardedTurn {
   async persist(messages: ChatMessage[], usage?: TokenUsage, promptTokens?: number): Promise<void> {
     // Messages, their message.created events and the records of the model
     // calls that produced them commit together.
-    const append = (ifVersion: string | undefined) =>
-      this.write(async () => {
-        const records = this.deps.records?.takeFor(this.current.id);
-        try {
-          const done = await this.deps.store.appendMessagesWithEvents(
-            this.current.id,
-            messages,
-            'message.created',
-            {
-              ...(usage ? { usage } : {}),
-              ...(promptTokens !== undefined ? { promptTokens } : {}),
-              ...(this.deps.runningTask !== undefined
-                ? { runningTask: this.deps.runningTask }
-                : {}),
-              ...(records ? { modelCalls: records.calls } : {}),
-              ...(ifVersion !== undefined ? { ifVersion } : {}),
-            },
-          );
-          records?.settle(true);
-          return done;
-        } catch (err) {
-          records?.settle(false);
-          throw err;
-        }
-      });
+    const append = async (ifVersion: string | undefined) => {
+      const { writes } = this;
+      const records = this.deps.records?.takeFor(this.current.id);
+      try {
+        const done = await writes.appendMessages(messages, {
+          ...(usage ? { usage } : {}),
+          ...(promptTokens !== undefined ? { promptTokens } : {}),
+          ...(this.deps.runningTask !== undefined ? { runningTask: this.deps.runningTask } : {}),
+          ...(records ? { modelCalls: records.calls } : {}),
+          ...(ifVersion !== undefined ? { ifVersion } : {}),
+        });
+        records?.settle(true);
+        return done;
+      } catch (err) {
+        records?.settle(false);
+        throw err;
+      }
+    };
     const written = await append(this.unverified ?? this.fence).catch(async (err: unknown) => {
       // A remembered row that changed: the engine reads the session and starts over.
       if (!(err instanceof SessionMovedError) || this.unverified !== undefined) throw err;
@@ -275,9 +271,10 @@ export class Turn implements LoopTurn, GuardedTurn {
    * The one door for this turn's writes: refused with `SESSION_LOCK_LOST`
    * once the session's slot is lost, as a peer may be writing to the session.
    */
-  async write<T>(work: () => Promise<T>): Promise<T> {
-    this.deps.slot?.throwIfAborted();
-    return work();
+  get writes(): TurnWrites {
+    const { writes } = this.deps;
+    if (!writes) throw new CairnError('INTERNAL', 'A turn built without a slot stores nothing.');
+    return writes;
   }
 
   async prepare(messages: ChatMessage[]): Promise<ChatMessage[]> {

@@ -69,8 +69,6 @@ function turnOver(
 }
 
 const guard = new AutoCompaction({
-  store: { setCompactionSuspended: async () => {} },
-  events: {} as never,
   compaction: {} as never,
   contextWindow: 8_000,
 });

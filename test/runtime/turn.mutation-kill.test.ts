@@ -23,6 +23,7 @@ import type {
 } from '../../src/runtime/context-guard.js';
 import { EventBus } from '../../src/runtime/event-bus.js';
 import { Turn, type TurnDeps } from '../../src/runtime/turn.js';
+import { TurnWriter, type TurnWrites } from '../../src/runtime/turn-writes.js';
 import type { EventRow, SessionRow } from '../../src/store/store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 
@@ -40,16 +41,12 @@ let context: ContextBuilder;
 /** Reads and writes the turn makes through its store port. */
 let calls: { findSession: number; appends: number; listTail: number };
 
-/** The real store behind the turn's port, with each call counted on the way through. */
+/** The real store behind the turn's reads, with each call counted on the way through. */
 function countedStore(): TurnDeps['store'] {
   return {
     findSession: (id) => {
       calls.findSession++;
       return store.findSession(id);
-    },
-    appendMessagesWithEvents: (id, messages, type, options) => {
-      calls.appends++;
-      return store.appendMessagesWithEvents(id, messages, type, options);
     },
     loadContext: (id, afterSeq) => store.loadContext(id, afterSeq),
     listTail: (id, afterSeq, limit) => {
@@ -59,8 +56,29 @@ function countedStore(): TurnDeps['store'] {
   };
 }
 
-function newTurn(session: SessionRow, extra: Partial<TurnDeps> = {}): Turn {
-  return new Turn(session, agent, { store: countedStore(), events, context, ...extra });
+/** The slot's write port over the real store, with each append counted. */
+function countedWrites(sessionId: string, slot = new AbortController().signal): TurnWrites {
+  const counted = new Proxy(store, {
+    get(target, name, receiver) {
+      if (name !== 'appendMessagesWithEvents')
+        return Reflect.get(target, name, receiver) as unknown;
+      return (...args: Parameters<SqliteStore['appendMessagesWithEvents']>) => {
+        calls.appends++;
+        return target.appendMessagesWithEvents(...args);
+      };
+    },
+  });
+  return new TurnWriter(counted, events).open(sessionId, slot).writes;
+}
+
+function newTurn(session: SessionRow, extra: Partial<TurnDeps> = {}, slot?: AbortSignal): Turn {
+  return new Turn(session, agent, {
+    store: countedStore(),
+    writes: countedWrites(session.id, slot),
+    events,
+    context,
+    ...extra,
+  });
 }
 
 async function newSession(history: ChatMessage[] = []): Promise<SessionRow> {
@@ -263,7 +281,7 @@ describe('Turn.persist', () => {
   it('stores nothing once the slot is lost', async () => {
     const session = await newSession();
     const slot = new AbortController();
-    const turn = newTurn(session, { slot: slot.signal });
+    const turn = newTurn(session, {}, slot.signal);
     await turn.persist([{ role: 'user', content: 'before' }]);
 
     slot.abort(new Error('slot lost'));
@@ -278,14 +296,13 @@ describe('Turn.persist', () => {
   it('runs no other write once the slot is lost', async () => {
     const session = await newSession();
     const slot = new AbortController();
-    const turn = newTurn(session, { slot: slot.signal });
-    let ran = 0;
-    expect(await turn.write(async () => ++ran)).toBe(1);
+    const turn = newTurn(session, {}, slot.signal);
+    await turn.writes.putMemory('assistant', 'before', 'kept');
 
     slot.abort(new Error('slot lost'));
 
-    await expect(turn.write(async () => ++ran)).rejects.toThrow('slot lost');
-    expect(ran).toBe(1);
+    await expect(turn.writes.putMemory('assistant', 'after', 'lost')).rejects.toThrow('slot lost');
+    expect((await store.listMemory('assistant')).map((note) => note.key)).toEqual(['before']);
   });
 
   it('stores nothing for a task that is not this instance’s running task', async () => {

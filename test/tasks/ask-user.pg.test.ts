@@ -320,6 +320,10 @@ describe.each(DATABASES)('ask_user and waiting tasks (%s)', (database) => {
       limit: 100,
     });
     expect(events.map((e) => e.type)).toContain('task.cancelled');
+    // The answer is announced like every stored message (written through the slot's port).
+    expect(
+      events.filter((e) => e.type === 'message.created' && e.data.role === 'tool'),
+    ).toHaveLength(1);
   });
 
   it('cancelling a running task stops it as cancelled', async () => {
