@@ -79,6 +79,8 @@ export class VectorIndex {
   /** Per slot, the factor that turns an int8 copy back into floats (largest component / 127). */
   private scales8 = new Float32Array(0);
   private readonly bytes8: number;
+  /** Past this many vectors the int8 pre-filter runs (a bench sets Infinity to time the exact pass). */
+  private readonly prefilterFrom: number;
   /** Scratch for the pre-filter's approximate scores, by slot. */
   private approx = new Float32Array(0);
   private readonly memory8: WasmMemory | undefined;
@@ -90,7 +92,7 @@ export class VectorIndex {
 
   constructor(
     readonly dimensions: number,
-    options: { simd?: boolean } = {},
+    options: { simd?: boolean; prefilterFrom?: number } = {},
   ) {
     this.words = Math.ceil(dimensions / 32);
     this.stride = Math.ceil(dimensions / 4) * 4;
@@ -98,6 +100,7 @@ export class VectorIndex {
     const bound = kernel ? kernelWithMemory(kernel) : undefined;
     this.memory = bound?.memory;
     this.scores = bound?.scores;
+    this.prefilterFrom = options.prefilterFrom ?? PREFILTER_FROM;
     this.bytes8 = Math.ceil(dimensions / 16) * 16;
     const kernel8 = bound ? compiledInt8Kernel() : undefined;
     const bound8 = kernel8 ? int8KernelWithMemory(kernel8) : undefined;
@@ -192,7 +195,7 @@ export class VectorIndex {
     if (query.length !== this.dimensions || limit <= 0 || this.count === 0) return [];
     const top = new TopMatches(limit, minSimilarity);
     const seqs = this.seqs;
-    if (this.scores8 && this.count > PREFILTER_FROM) {
+    if (this.scores8 && this.count > this.prefilterFrom) {
       const wanted = Math.max(MIN_PREFILTER, limit * PREFILTER_PER_HIT);
       for (const slot of this.prefiltered(query, wanted, maxSeq))
         top.offer(slot, this.dot(query, slot));
