@@ -2,14 +2,22 @@
  * `cairn eval recall`: runs the recall eval (src/eval/recall-eval.ts) in this
  * process, against an agent of the current folder, with the offline model on
  * a throwaway SQLite database (the real one is never touched). Without
- * `--data`, it runs the conversation file shipped with Cairn.
+ * `--data`, it runs the conversation file shipped with Cairn. With an embed
+ * role (cairn.json's, or the bundled model by `--embed local`) it measures
+ * lexical and hybrid recall side by side; `--embed none` measures lexical
+ * recall alone.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startApp } from '../app.js';
-import { loadSettings } from '../config/settings.js';
+import {
+  LOCAL_EMBED_MODEL,
+  loadSettings,
+  type EmbedRoleSettings,
+  type Settings,
+} from '../config/settings.js';
 import {
   formatRecallReport,
   parseRecallData,
@@ -25,7 +33,35 @@ export interface EvalRecallOptions {
   agent?: string;
   data?: string;
   compacted?: string;
+  embed?: string;
   json?: boolean;
+}
+
+const LOCAL_EVAL_TIMEOUT_MS = 60_000;
+
+/**
+ * The bundled model as `models.embed: {"provider": "local"}` configures it,
+ * but for the wait: the eval's first batch also loads the model.
+ */
+const LOCAL_ROLE: EmbedRoleSettings = Object.freeze({
+  provider: 'local',
+  baseURL: null,
+  model: LOCAL_EMBED_MODEL,
+  apiKeyEnv: '',
+  apiKey: null,
+  dimensions: 512,
+  timeoutMs: LOCAL_EVAL_TIMEOUT_MS,
+  pricing: null,
+});
+
+/** The embed role the eval runs hybrid recall with: cairn.json's unless `--embed` says otherwise. */
+function embedRole(settings: Settings, value: string | undefined): EmbedRoleSettings | null {
+  if (value === undefined) return settings.models.embed;
+  if (value === 'local') return LOCAL_ROLE;
+  if (value === 'none') return null;
+  throw new CliUsageError(
+    `--embed must be "local" (the bundled model) or "none" (lexical recall only), got "${value}"; without it the eval uses the embed role of cairn.json, if any.`,
+  );
 }
 
 /** The conversation file shipped in the package (`eval/` beside `dist/`). */
@@ -66,7 +102,11 @@ export async function evalRecall(options: EvalRecallOptions): Promise<RecallEval
   const data = readData(options.data ?? DEFAULT_RECALL_DATA);
   const dir = mkdtempSync(join(tmpdir(), 'cairn-eval-recall-'));
   try {
-    const settings = evalSettings(loadSettings(), dir);
+    const loaded = evalSettings(loadSettings(), dir);
+    const settings = {
+      ...loaded,
+      models: { ...loaded.models, embed: embedRole(loaded, options.embed) },
+    };
     const app = await startApp(settings, { logger: false, daemons: false });
     try {
       const agentName = options.agent ?? app.agents.list()[0]?.name;

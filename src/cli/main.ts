@@ -245,9 +245,13 @@ evalCommand
 evalCommand
   .command('recall')
   .description(
-    'measure automatic recall on long conversations: seed each, compact it, ask each question in a fork',
+    'measure automatic recall on long conversations: seed each, compact it, ask each question in a fork (lexical, and hybrid when an embed role is available)',
   )
   .option('--data <file>', 'conversations and questions (default: the file shipped with Cairn)')
+  .option(
+    '--embed <role>',
+    'hybrid recall with "local" (the bundled model) or "none" (lexical only); default: the embed role of cairn.json, if any',
+  )
   .option('--compacted <share>', 'share of each conversation behind the compaction pointer', '0.9')
   .option('--agent <name>', 'agent to evaluate (default: the first agent)')
   .option('--json', 'print the report as JSON')

@@ -9,7 +9,15 @@
  * turns is in the chat response's `recall.seqs`, or still in the raw tail.
  * Reported per category: found (any / all evidence), items per question
  * (`recall.seqs.length`, neighbours included), tokens added, time per call.
+ *
+ * With an `embed` role, every question is asked twice on the same seeded
+ * session, once with the agent's recall set to `lexical` and once to
+ * `hybrid`, after the background walk's own code has embedded every seeded
+ * message (the walk is stopped first, so what is embedded when is the
+ * eval's to say): the two tables side by side are the measure of what the
+ * vectors add.
  */
+import type { AgentConfig } from '../agents/agent-config.js';
 import type { CairnApp } from '../app.js';
 import type { ChatMessage } from '../llm/messages.js';
 
@@ -125,7 +133,25 @@ export interface RecallCategoryReport {
   msPerCall: number;
 }
 
-export interface RecallEvalReport {
+/** The questions' results in one recall mode. */
+export interface RecallModeReport {
+  categories: RecallCategoryReport[];
+  total: RecallCategoryReport;
+}
+
+/** The embed role hybrid recall ran with, and what embedding the seeded messages took. */
+export interface RecallEmbedReport {
+  provider: string;
+  model: string;
+  /** Null: the model's own. */
+  dimensions: number | null;
+  /** Messages embedded before the questions (seeded turns and compaction summaries). */
+  messages: number;
+  /** Wall time of that embedding, in seconds. */
+  seconds: number;
+}
+
+export interface RecallEvalReport extends RecallModeReport {
   agent: string;
   model: string;
   /** The share asked for behind the pointer, and the share reached (mean over conversations). */
@@ -133,9 +159,13 @@ export interface RecallEvalReport {
   conversations: number;
   /** Questions left out: no evidence to find. */
   skipped: number;
-  categories: RecallCategoryReport[];
-  total: RecallCategoryReport;
+  /** The embed role, or null when there is none (then only lexical recall is measured). */
+  embed: RecallEmbedReport | null;
+  /** `categories` and `total` are lexical recall's; this is hybrid recall's, on the same questions. */
+  hybrid: RecallModeReport | null;
 }
+
+export type RecallMode = 'lexical' | 'hybrid';
 
 export interface RecallEvalInput {
   app: CairnApp;
@@ -147,6 +177,7 @@ export interface RecallEvalInput {
 }
 
 interface Asked {
+  mode: RecallMode;
   category: string;
   foundAny: boolean;
   foundAll: boolean;
@@ -206,8 +237,30 @@ async function seed(
   return { sessionId, seqOf, reached: await share() };
 }
 
+/**
+ * The app's agents with `agentName`'s recall set to `mode`: the registry's
+ * own swap (what a live reload does), so the chat route runs the agent as
+ * configured but for the mode.
+ */
+function useMode(app: CairnApp, agents: readonly AgentConfig[], name: string, mode: RecallMode) {
+  app.agents.replace(
+    agents.map((agent) =>
+      agent.name !== name
+        ? agent
+        : {
+            ...agent,
+            defaultCompaction: {
+              ...agent.defaultCompaction,
+              recall: { ...agent.defaultCompaction.recall, mode },
+            },
+          },
+    ),
+  );
+}
+
 async function ask(
   input: RecallEvalInput,
+  mode: RecallMode,
   sessionId: string,
   seqOf: ReadonlyMap<string, number>,
   question: RecallQuestion,
@@ -230,6 +283,7 @@ async function ask(
     return seq > pointer || recalled.has(seq);
   });
   return {
+    mode,
     category: question.category,
     foundAny: found.some(Boolean),
     foundAll: found.every(Boolean),
@@ -265,33 +319,9 @@ function summarise(category: string, asked: readonly Asked[]): RecallCategoryRep
   };
 }
 
-export async function runRecallEval(input: RecallEvalInput): Promise<RecallEvalReport> {
-  const { data } = input;
-  const askable = data.conversations.flatMap((c) => c.questions.filter((q) => q.evidence.length));
-  const total = askable.length;
-  let done = 0;
-  const asked: Asked[] = [];
-  const reached: number[] = [];
-  for (const conversation of data.conversations) {
-    const { sessionId, seqOf, reached: share } = await seed(input, conversation);
-    reached.push(share);
-    for (const question of conversation.questions) {
-      if (question.evidence.length === 0) continue;
-      asked.push(await ask(input, sessionId, seqOf, question));
-      input.onProgress?.(++done, total);
-    }
-    await inject(input.app, 'DELETE', `/sessions/${sessionId}`);
-  }
+function modeReport(asked: readonly Asked[]): RecallModeReport {
   const categories = [...new Set(asked.map((a) => a.category))];
   return {
-    agent: input.agentName,
-    model: input.app.settings.models.main.model,
-    compacted: {
-      asked: input.compacted,
-      reached: round(reached.reduce((a, b) => a + b, 0) / Math.max(reached.length, 1), 3),
-    },
-    conversations: data.conversations.length,
-    skipped: data.conversations.reduce((n, c) => n + c.questions.length, 0) - total,
     categories: categories.map((category) =>
       summarise(
         category,
@@ -302,20 +332,106 @@ export async function runRecallEval(input: RecallEvalInput): Promise<RecallEvalR
   };
 }
 
+export async function runRecallEval(input: RecallEvalInput): Promise<RecallEvalReport> {
+  const { app, data } = input;
+  const backlog = app.embeddingBacklog;
+  const role = app.settings.models.embed;
+  const modes: RecallMode[] = backlog && role ? ['lexical', 'hybrid'] : ['lexical'];
+  // The eval embeds at its own pace, through the walk's code; a running walk would race it.
+  await backlog?.close();
+  const askable = data.conversations.flatMap((c) => c.questions.filter((q) => q.evidence.length));
+  const total = askable.length * modes.length;
+  let done = 0;
+  const asked: Asked[] = [];
+  const reached: number[] = [];
+  let embedded = 0;
+  let embedSeconds = 0;
+  const agents = app.agents.list();
+  const seeded: string[] = [];
+  try {
+    for (const conversation of data.conversations) {
+      const { sessionId, seqOf, reached: share } = await seed(input, conversation);
+      reached.push(share);
+      if (modes.includes('hybrid')) {
+        const started = performance.now();
+        embedded += await backlog!.catchUp();
+        embedSeconds += (performance.now() - started) / 1000;
+      }
+      for (const mode of modes) {
+        useMode(app, agents, input.agentName, mode);
+        for (const question of conversation.questions) {
+          if (question.evidence.length === 0) continue;
+          asked.push(await ask(input, mode, sessionId, seqOf, question));
+          input.onProgress?.(++done, total);
+        }
+      }
+      seeded.push(sessionId);
+    }
+    // Deleted only now: SQLite reuses the ids of the newest rows deleted, and
+    // the next conversation's messages would then sit behind the walk's cursor.
+    for (const sessionId of seeded) await inject(app, 'DELETE', `/sessions/${sessionId}`);
+  } finally {
+    app.agents.replace(agents);
+  }
+  const lexical = modeReport(asked.filter((a) => a.mode === 'lexical'));
+  return {
+    agent: input.agentName,
+    model: app.settings.models.main.model,
+    compacted: {
+      asked: input.compacted,
+      reached: round(reached.reduce((a, b) => a + b, 0) / Math.max(reached.length, 1), 3),
+    },
+    conversations: data.conversations.length,
+    skipped: data.conversations.reduce((n, c) => n + c.questions.length, 0) - askable.length,
+    embed:
+      role && modes.includes('hybrid')
+        ? {
+            provider: role.provider,
+            model: role.model,
+            dimensions: role.dimensions,
+            messages: embedded,
+            seconds: round(embedSeconds, 1),
+          }
+        : null,
+    ...lexical,
+    hybrid: modes.includes('hybrid') ? modeReport(asked.filter((a) => a.mode === 'hybrid')) : null,
+  };
+}
+
 function percent(part: number, whole: number): string {
   return whole === 0 ? '—' : `${Math.round((part / whole) * 100)} %`;
 }
 
-/** The report as a Markdown table (what the CLI prints without --json). */
-export function formatRecallReport(report: RecallEvalReport): string {
+const HEADER = [
+  '| category | questions | found (any) | found (all) | items / question | tokens added | ms / call |',
+  '|---|---:|---:|---:|---:|---:|---:|',
+];
+
+function table(report: RecallModeReport): string[] {
   const line = (r: RecallCategoryReport): string =>
     `| ${r.category} | ${r.questions} | ${percent(r.foundAny, r.questions)} | ${percent(r.foundAll, r.questions)} | ${r.itemsPerQuestion.toFixed(1)} | ${r.tokensAdded} | ${r.msPerCall.toFixed(1)} |`;
+  return [...HEADER, ...report.categories.map(line), line(report.total)];
+}
+
+/**
+ * The report as Markdown (what the CLI prints without --json): lexical
+ * recall's table, and hybrid recall's below it when an embed role ran.
+ */
+export function formatRecallReport(report: RecallEvalReport): string {
+  const head = `agent ${report.agent}, model ${report.model}: ${report.conversations} conversation(s), ${Math.round(report.compacted.reached * 100)} % compacted (asked ${Math.round(report.compacted.asked * 100)} %)${report.skipped ? `, ${report.skipped} question(s) without evidence skipped` : ''}`;
+  if (report.hybrid === null || report.embed === null)
+    return [head, '', ...table(report)].join('\n');
+  const { embed } = report;
   return [
-    `agent ${report.agent}, model ${report.model}: ${report.conversations} conversation(s), ${Math.round(report.compacted.reached * 100)} % compacted (asked ${Math.round(report.compacted.asked * 100)} %)${report.skipped ? `, ${report.skipped} question(s) without evidence skipped` : ''}`,
+    head,
+    `embed ${embed.provider} ${embed.model}${embed.dimensions === null ? '' : ` (${embed.dimensions} dims)`}: ${embed.messages} message(s) embedded in ${embed.seconds.toFixed(1)} s before the questions`,
     '',
-    '| category | questions | found (any) | found (all) | items / question | tokens added | ms / call |',
-    '|---|---:|---:|---:|---:|---:|---:|',
-    ...report.categories.map(line),
-    line(report.total),
+    'lexical',
+    '',
+    ...table(report),
+    '',
+    'hybrid',
+    '',
+    ...table(report.hybrid),
   ].join('\n');
 }

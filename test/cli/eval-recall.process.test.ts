@@ -3,13 +3,17 @@
  * by `cairn init`, the offline model, a data file in the documented format;
  * a question counts as found when its evidence is recalled or still in the
  * raw tail, and not otherwise; bad data and bad options exit 1 with a
- * message naming the problem.
+ * message naming the problem. With an embed role (the fake provider's
+ * `/v1/embeddings`, or the bundled local model) the eval embeds the seeded
+ * messages and reports lexical and hybrid recall side by side: a
+ * paraphrase lexical recall misses is found by hybrid recall.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlmServer, type FakeLlmServer } from '../fakes/llm-server.js';
 import { CLI_PATH } from '../process/spawn-server.js';
 
 interface Run {
@@ -18,12 +22,12 @@ interface Run {
   stderr: string;
 }
 
-function cairn(cwd: string, args: string[]): Promise<Run> {
+function cairn(cwd: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       [CLI_PATH, ...args],
-      { cwd, env: { PATH: process.env.PATH ?? '' }, timeout: 120_000 },
+      { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 120_000 },
       (err, stdout, stderr) => {
         const code = err ? ((err as { code?: number }).code ?? 1) : 0;
         resolve({ code: typeof code === 'number' ? code : 1, stdout, stderr });
@@ -62,6 +66,51 @@ function data(): unknown {
     ],
   };
 }
+
+/**
+ * A fact compacted among filler, asked once in its own words and once in
+ * other words that share only one of them (too few for lexical recall's
+ * `minScore`), and a question about nothing said.
+ */
+function paraphraseData(): unknown {
+  const turns = Array.from({ length: 40 }, (_, i) => ({
+    id: `D1:${i + 1}`,
+    speaker: i % 2 === 0 ? 'Ana' : 'Bo',
+    time: '',
+    text: `Filler message ${i} about the weather and lunch plans.`,
+  }));
+  turns[2]!.text = 'The deploy key rotates every 90 days, on the first Monday of the quarter.';
+  return {
+    conversations: [
+      {
+        id: 'c1',
+        user: 'Ana',
+        turns,
+        questions: [
+          {
+            question: 'When does the deploy key rotate?',
+            evidence: ['D1:3'],
+            category: 'plain',
+          },
+          {
+            question: 'How often do we change the deploy credentials?',
+            evidence: ['D1:3'],
+            category: 'paraphrase',
+          },
+          { question: 'Who won the chess final?', evidence: ['D1:3'], category: 'miss' },
+        ],
+      },
+    ],
+  };
+}
+
+interface ModeReport {
+  categories: { category: string; foundAny: number; itemsPerQuestion: number }[];
+  total: { questions: number; foundAny: number; msPerCall: number };
+}
+
+const found = (report: ModeReport) =>
+  Object.fromEntries(report.categories.map((c) => [c.category, c.foundAny]));
 
 describe('cairn eval recall', () => {
   let home: string;
@@ -142,4 +191,86 @@ describe('cairn eval recall', () => {
       expect(run.stderr).toContain(message);
     }
   }, 120_000);
+
+  describe('with an embed role', () => {
+    let fake: FakeLlmServer;
+    let embedHome: string;
+    beforeAll(async () => {
+      fake = await startFakeLlmServer();
+      embedHome = mkdtempSync(join(tmpdir(), 'cairn-eval-recall-embed-'));
+      expect((await cairn(embedHome, ['init', '.'])).code).toBe(0);
+      const config = JSON.parse(readFileSync(join(embedHome, 'cairn.json'), 'utf8'));
+      config.models = {
+        embed: { baseURL: fake.baseURL, model: 'fake-embed', apiKeyEnv: 'FAKE_EMBED_KEY' },
+      };
+      writeFileSync(join(embedHome, 'cairn.json'), JSON.stringify(config));
+      writeFileSync(join(embedHome, 'data.json'), JSON.stringify(paraphraseData()));
+    });
+    afterAll(async () => {
+      await fake.close();
+      rmSync(embedHome, { recursive: true, force: true });
+    });
+
+    it("embeds the seeded messages with cairn.json's role and reports lexical and hybrid side by side", async () => {
+      const run = await cairn(embedHome, ['eval', 'recall', '--data', 'data.json', '--json'], {
+        FAKE_EMBED_KEY: 'sk-test',
+      });
+      expect(run.code, run.stderr).toBe(0);
+      const report = JSON.parse(run.stdout);
+      expect(report.embed).toMatchObject({ provider: 'openai', model: 'fake-embed' });
+      // The 40 seeded turns at least (compaction summaries are messages too).
+      expect(report.embed.messages).toBeGreaterThanOrEqual(40);
+      const embedded = fake.requests.filter((r) => r.path === '/v1/embeddings');
+      expect(embedded.length).toBeGreaterThan(0);
+      // Lexical: the question in the fact's words only.
+      expect(found(report)).toEqual({ plain: 1, paraphrase: 0, miss: 0 });
+      // Hybrid, same sessions and questions: the paraphrase too, and nothing for the miss.
+      expect(found(report.hybrid)).toEqual({ plain: 1, paraphrase: 1, miss: 0 });
+      expect(report.hybrid.total).toMatchObject({ questions: 3, foundAny: 2 });
+      expect(report.hybrid.total.msPerCall).toBeGreaterThan(0);
+    }, 120_000);
+
+    it('prints both tables, and measures lexical recall alone with --embed none', async () => {
+      const env = { FAKE_EMBED_KEY: 'sk-test' };
+      const both = await cairn(embedHome, ['eval', 'recall', '--data', 'data.json'], env);
+      expect(both.code, both.stderr).toBe(0);
+      expect(both.stdout).toContain('embed openai fake-embed');
+      expect(both.stdout).toMatch(/\nlexical\n\n\| category \|[^]*\nhybrid\n\n\| category \|/);
+      expect(both.stdout.match(/\| paraphrase \|/g)).toHaveLength(2);
+      const lexical = await cairn(
+        embedHome,
+        ['eval', 'recall', '--data', 'data.json', '--embed', 'none', '--json'],
+        env,
+      );
+      expect(lexical.code, lexical.stderr).toBe(0);
+      expect(JSON.parse(lexical.stdout)).toMatchObject({ embed: null, hybrid: null });
+      const bad = await cairn(embedHome, ['eval', 'recall', '--embed', 'big'], env);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toContain('--embed must be "local"');
+    }, 120_000);
+
+    it('runs hybrid recall with the bundled local model (--embed local)', async () => {
+      const run = await cairn(embedHome, [
+        'eval',
+        'recall',
+        '--data',
+        'data.json',
+        '--embed',
+        'local',
+        '--json',
+      ]);
+      expect(run.code, run.stderr).toBe(0);
+      const report = JSON.parse(run.stdout);
+      expect(report.embed).toMatchObject({
+        provider: 'local',
+        model: 'universal-sentence-encoder-lite',
+        dimensions: 512,
+      });
+      expect(report.embed.messages).toBeGreaterThanOrEqual(40);
+      expect(found(report)).toEqual({ plain: 1, paraphrase: 0, miss: 0 });
+      // What the real model finds is its own; never less than lexical recall, never the miss.
+      expect(found(report.hybrid).plain).toBe(1);
+      expect(found(report.hybrid).miss).toBe(0);
+    }, 120_000);
+  });
 });

@@ -11,6 +11,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { OpenAiEmbeddings } from '../../src/llm/embedding-client.js';
+import { FAKE_EMBED_DIMENSIONS } from '../fakes/concept-embeddings.js';
 import { Embedder } from '../../src/recall/embedder.js';
 import { EmbeddingBacklog } from '../../src/recall/embedding-backlog.js';
 import { isSummaryRequest } from '../compaction/summary-requests.js';
@@ -133,6 +134,26 @@ describe.each(DATABASES)('hybrid recall (%s)', (database) => {
       expect(vector.vector).toHaveLength(32);
     }
     expect(await walk.catchUp()).toBe(0);
+  });
+
+  it('while a model change is re-embedded, search ignores the stale vectors: recall is lexical until the walk reaches the session', async () => {
+    const id = await compacted();
+    const role = t.app.settings.models.embed!;
+    const dimensions = FAKE_EMBED_DIMENSIONS;
+    // Vectors of another model with the app's dimensions: a search that took
+    // them would compare the query with another model's space.
+    const other = new Embedder({
+      client: new OpenAiEmbeddings({ ...role, model: 'fake-embed-2', dimensions }),
+      role: { ...role, model: 'fake-embed-2', dimensions },
+      recorder: { noteEmbedding: () => null },
+      store: t.app.store,
+    });
+    await new EmbeddingBacklog({ store: t.app.store, embedder: other, warn: () => {} }).catchUp();
+    expect(await t.app.store.loadVectors(id, 'fake-embed-2', dimensions, 0, 100)).toHaveLength(16);
+    expect(await t.app.store.loadVectors(id, role.model, dimensions, 0, 100)).toEqual([]);
+    const stale = await chatOn(t.app, id, PARAPHRASE);
+    expect(stale.statusCode, stale.body).toBe(200);
+    expect(stale.json().recall).toBeNull();
     // And back: a walk with the app's own model re-embeds them again.
     const back = new EmbeddingBacklog({
       store: t.app.store,
@@ -146,6 +167,10 @@ describe.each(DATABASES)('hybrid recall (%s)', (database) => {
     });
     expect(await back.catchUp()).toBeGreaterThanOrEqual(16);
     expect((await t.app.store.listVectors(id, 0, 100))[0]).toMatchObject({ model: 'fake-embed' });
+    // Once the walk has passed, the same question finds the fact by meaning again.
+    const fresh = await chatOn(t.app, id, PARAPHRASE);
+    expect(fresh.statusCode, fresh.body).toBe(200);
+    expect(fresh.json().recall?.seqs).toContain(4);
   });
 
   it('a fork and an export/import carry the vectors; a delete drops them', async () => {

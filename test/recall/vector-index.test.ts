@@ -2,13 +2,14 @@
  * The in-memory vector search and the fusion of its candidates with the
  * lexical ones: exact search returns the true nearest vectors in order (the
  * SIMD kernel and the JavaScript loop agree), the shortlist past 20 000
- * vectors still finds a planted near neighbour, seqs past the pointer are
- * never returned, and a weak vector list cannot push lexical hits down.
+ * vectors still finds a planted near neighbour, the int8 pre-filter past
+ * 20 000 vectors keeps the exact top 10 (with their exact similarities),
+ * seqs past the pointer are never returned, and a weak vector list cannot push lexical hits down.
  */
 import { describe, expect, it } from 'vitest';
-import { compiledKernel } from '../../src/recall/dot-kernel.js';
+import { compiledInt8Kernel, compiledKernel } from '../../src/recall/dot-kernel.js';
 import { fuseCandidates, type VectorHit } from '../../src/recall/hybrid-recall.js';
-import { EXACT_SEARCH_LIMIT, VectorIndex } from '../../src/recall/vector-index.js';
+import { EXACT_SEARCH_LIMIT, PREFILTER_FROM, VectorIndex } from '../../src/recall/vector-index.js';
 import type { RecallHit } from '../../src/store/store.js';
 
 /** A deterministic pseudo-random unit vector. */
@@ -40,8 +41,9 @@ function dot(a: Float32Array, b: Float32Array): number {
 }
 
 describe('VectorIndex', () => {
-  it('the WebAssembly SIMD kernel is available on this Node', () => {
+  it('the WebAssembly SIMD kernels (float32 and int8) are available on this Node', () => {
     expect(compiledKernel()).toBeDefined();
+    expect(compiledInt8Kernel()).toBeDefined();
   });
 
   it.each([
@@ -90,6 +92,48 @@ describe('VectorIndex', () => {
     expect(new Set(got)).toEqual(planted);
     // And the pointer still bounds it.
     expect(index.search(query, 3, 20_000).map((m) => m.seq)).not.toContain(24_000);
+  });
+});
+
+describe('VectorIndex past PREFILTER_FROM vectors (int8 pre-filter, exact re-rank)', () => {
+  const dims = 512;
+  const count = PREFILTER_FROM + 5_000;
+  const vectors = Array.from({ length: count }, (_, i) => unit(i + 1, dims));
+  const index = new VectorIndex(dims);
+  vectors.forEach((v, i) => index.add(i + 1, v));
+
+  /** The exact top `k` with seq ≤ maxSeq, by brute force in JavaScript. */
+  function truth(query: Float32Array, k: number, maxSeq = count) {
+    return vectors
+      .map((v, i) => ({ seq: i + 1, similarity: dot(query, v) }))
+      .filter((m) => m.seq <= maxSeq)
+      .sort((a, b) => b.similarity - a.similarity)
+      .slice(0, k);
+  }
+
+  it('keeps the exact top 10, in order and with exact similarities, for near and random queries', () => {
+    let kept = 0;
+    let wanted = 0;
+    for (let q = 0; q < 20; q++) {
+      // Half lie near a stored vector (a paraphrase), half anywhere.
+      const query = q % 2 === 0 ? near(vectors[q * 997]!, 5_000 + q, 0.8) : unit(90_000 + q, dims);
+      const want = truth(query, 10);
+      const got = index.search(query, 18, count).slice(0, 10);
+      wanted += want.length;
+      kept += want.filter((m) => got.some((g) => g.seq === m.seq)).length;
+      expect(got.map((m) => m.seq)).toEqual(want.map((m) => m.seq));
+      for (const [i, m] of got.entries()) expect(m.similarity).toBeCloseTo(want[i]!.similarity, 5);
+    }
+    expect(kept / wanted).toBe(1);
+  });
+
+  it('never returns a seq past maxSeq, and finds the best of those before it', () => {
+    const query = near(vectors[count - 10]!, 31, 0.3);
+    const maxSeq = count - 100;
+    const got = index.search(query, 10, maxSeq);
+    expect(got.every((m) => m.seq <= maxSeq)).toBe(true);
+    expect(got.map((m) => m.seq)).toEqual(truth(query, 10, maxSeq).map((m) => m.seq));
+    expect(index.search(query, 10, 0)).toEqual([]);
   });
 });
 
