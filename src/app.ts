@@ -609,7 +609,6 @@ function buildRuntime(
     sessions,
     engine,
     agents: registry,
-    store,
     observer: { chatTurn: chatTurnLogger(info) },
     titler: new SessionTitler({ store, model: models.title, budget, warn }),
   });

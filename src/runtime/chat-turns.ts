@@ -7,7 +7,7 @@
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { AgentRegistry } from '../agents/agent-registry.js';
 import type { StoredMessage, TokenUsage } from '../llm/messages.js';
-import type { Owner, SessionRow, SessionStore } from '../store/store.js';
+import type { Owner, SessionRow } from '../store/store.js';
 import type { LoopEvent } from './loop.js';
 import type { SessionTitler } from './session-titler.js';
 import type { Sessions } from './sessions.js';
@@ -50,7 +50,6 @@ export interface ChatTurnsDeps {
   sessions: Pick<Sessions, 'create'>;
   engine: Pick<TurnEngine, 'withTurnSlot'>;
   agents: Pick<AgentRegistry, 'get'>;
-  store: Pick<SessionStore, 'findSession' | 'deleteSession'>;
   /** Told of every finished chat turn (the info log). */
   observer?: Pick<TurnObserver, 'chatTurn'>;
   /** Titles untitled sessions of agents with `autoTitle` after their first exchange. */
@@ -112,7 +111,7 @@ export class ChatTurns {
     return this.deps.engine.withTurnSlot(
       sessionId,
       agent,
-      async (session, runTurn) => {
+      async (session, runTurn, writes) => {
         try {
           if (input.sessionId !== undefined) announce();
           return await this.turnIn(session, agent, input, seen, runTurn);
@@ -121,19 +120,13 @@ export class ChatTurns {
           // load, the client left while it queued) leaves no session behind:
           // the one made for it is deleted, still under its slot, so nothing
           // queued on the announced id runs on it first.
-          if (input.sessionId === undefined) await this.dropIfUntouched(session);
+          if (input.sessionId === undefined)
+            await writes.dropSessionIfUntouched(session.last_seq).catch(() => undefined);
           throw err;
         }
       },
       { refuseIfTaskWaiting: true },
     );
-  }
-
-  /** Deletes `session` when nothing was stored on it since it was read (its turn never began). */
-  private async dropIfUntouched(session: SessionRow): Promise<void> {
-    const current = await this.deps.store.findSession(session.id).catch(() => undefined);
-    if (current && current.last_seq === session.last_seq)
-      await this.deps.store.deleteSession(session.id).catch(() => undefined);
   }
 
   private async turnIn(

@@ -75,6 +75,12 @@ export interface TurnWrites {
     options?: MemoryWriteOptions,
   ): Promise<MemoryNote>;
   deleteMemory(agentName: string, key: string, options?: MemoryWriteOptions): Promise<boolean>;
+  /**
+   * Deletes the session when nothing was stored on it since `lastSeq` was
+   * read: a session made for a turn that failed before it began leaves nothing
+   * behind, and nothing queued on its announced id runs on it first.
+   */
+  dropSessionIfUntouched(lastSeq: number): Promise<void>;
   /** Records and publishes an event of the session (the event bus's `emit`, for this session only). */
   emit(type: string, sessionId: string, data: Record<string, unknown>): Promise<EventRow>;
 }
@@ -90,6 +96,8 @@ export type TurnWriteStore = Pick<
   | 'dropPreparation'
   | 'putMemory'
   | 'deleteMemory'
+  | 'findSession'
+  | 'deleteSession'
 >;
 
 /** A port and the way to close it, once the slot's work has ended. */
@@ -133,6 +141,11 @@ export class TurnWriter {
         door(() => store.putMemory(agentName, key, content, options)),
       deleteMemory: (agentName, key, options) =>
         door(() => store.deleteMemory(agentName, key, options)),
+      dropSessionIfUntouched: (lastSeq) =>
+        door(async () => {
+          const current = await store.findSession(sessionId);
+          if (current && current.last_seq === lastSeq) await store.deleteSession(sessionId);
+        }),
       emit: (type, eventSession, data) =>
         door(() => {
           // Bound to its session: another session's events are not this slot's to write.

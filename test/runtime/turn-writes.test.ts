@@ -114,6 +114,7 @@ describe('the slot’s write port', () => {
       kept.putMemory('assistant', 'late', 'after the slot'),
       kept.deleteMemory('assistant', 'late'),
       kept.emit('message.created', session.id, {}),
+      kept.dropSessionIfUntouched(session.last_seq + 1),
     ];
     for (const write of refused)
       await expect(write).rejects.toMatchObject({ code: 'SESSION_LOCK_LOST' });
@@ -125,6 +126,7 @@ describe('the slot’s write port', () => {
     expect((await app.store.listTasks({ sessionId: session.id, limit: 10 })).items).toEqual([]);
     expect(await app.store.listMemory('assistant')).toEqual([]);
     const after = await app.store.findSession(session.id);
+    expect(after).toBeDefined();
     expect(after?.compact_size).toBe(session.compact_size);
     expect(after?.compaction_suspended).toBe(session.compaction_suspended);
     const eventsAfter = await app.store.listEvents({
@@ -151,5 +153,23 @@ describe('the slot’s write port', () => {
     });
 
     expect(await feed()).toEqual(before);
+  });
+
+  it('drops the session a failed turn was made for only while nothing is stored on it', async () => {
+    const { app } = t;
+    const agent = app.agents.get('assistant');
+    const untouched = await app.sessions.create({ agentName: 'assistant', mode: 'chat' });
+    const touched = await app.sessions.create({ agentName: 'assistant', mode: 'chat' });
+
+    await app.engine.withTurnSlot(untouched.id, agent, (session, _run, writes) =>
+      writes.dropSessionIfUntouched(session.last_seq),
+    );
+    await app.engine.withTurnSlot(touched.id, agent, async (session, _run, writes) => {
+      await writes.appendMessages([{ role: 'user', content: 'stored' }]);
+      await writes.dropSessionIfUntouched(session.last_seq);
+    });
+
+    expect(await app.store.findSession(untouched.id)).toBeUndefined();
+    expect(await app.store.findSession(touched.id)).toBeDefined();
   });
 });
