@@ -277,14 +277,14 @@ export class AutoCompaction implements ContextGuard {
       const retry = async (
         messages: ChatMessage[],
       ): Promise<Awaited<ReturnType<ModelClient['complete']>> | undefined> => {
+        const again = {
+          ...request,
+          messages: normalizeOutgoing(ctx.forRequest(messages)),
+        } satisfies ModelRequest;
+        // Outside the try: a retry past the agent's limits is refused, not retried.
+        ctx.holdRetry?.(again);
         try {
-          return await model.complete(
-            {
-              ...request,
-              messages: normalizeOutgoing(ctx.forRequest(messages)),
-            } satisfies ModelRequest,
-            options,
-          );
+          return await model.complete(again, options);
         } catch (err) {
           if (isOverflow(err)) return undefined;
           throw err;

@@ -6,7 +6,7 @@
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { ChatMessage, StoredMessage } from '../llm/messages.js';
-import type { ModelClient } from '../llm/model-client.js';
+import type { ModelClient, ModelRequest } from '../llm/model-client.js';
 import type { SessionRow } from '../store/store.js';
 import type { ToolResultClearing } from './tool-result-clearing.js';
 import type { TurnWrites } from './turn-writes.js';
@@ -51,6 +51,11 @@ export interface GuardedTurn {
    * the turn past its agent's limit; called before the summary is asked for.
    */
   holdSummary?(claim: number): void;
+  /**
+   * Throws BUDGET_EXCEEDED when a call re-sent after the provider refused it
+   * as too long would take the turn or session past its agent's limit.
+   */
+  holdRetry?(request: ModelRequest): void;
   /** The turn's write port: a compaction the turn runs lands through it (refused once the slot is lost). */
   readonly writes: TurnWrites;
 }

@@ -92,6 +92,15 @@ export class TurnBudget {
     );
   }
 
+  /**
+   * Throws BUDGET_EXCEEDED when the retry of a call the provider refused as
+   * too long (re-sent after a compaction) would go past a token limit: the
+   * compaction's tokens now count, so the first call's hold no longer covers it.
+   */
+  beforeRetry(request: ModelRequest): void {
+    this.beforeModelCall(this.turnUsage, request);
+  }
+
   private turnTokens(): number {
     const { input_tokens, output_tokens } = this.turnUsage;
     return input_tokens + output_tokens + this.options.compactionTokens();

@@ -429,7 +429,10 @@ export class TurnEngine {
         (turn.compaction?.input_tokens ?? 0) + (turn.compaction?.output_tokens ?? 0),
       outputTokens: this.deps.budget?.defaultOutputTokens ?? 0,
     });
-    if (!budget.unlimited) turn.summaryHold = (claim) => budget.beforeSummary(claim);
+    if (!budget.unlimited) {
+      turn.summaryHold = (claim) => budget.beforeSummary(claim);
+      turn.retryHold = (request) => budget.beforeRetry(request);
+    }
     const temperature = input.temperature ?? agent.temperature;
     const turnSeq = turn.turnStartSeq;
     try {

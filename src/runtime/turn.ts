@@ -7,6 +7,7 @@
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { ChatMessage, StoredMessage, TokenUsage } from '../llm/messages.js';
 import { missingTrailingResults } from '../llm/normalize-request.js';
+import type { ModelRequest } from '../llm/model-client.js';
 import type { SessionRow, VersionedSession } from '../store/store.js';
 import type { ContextBuilder } from './context-builder.js';
 import type {
@@ -118,6 +119,8 @@ export class Turn implements LoopTurn, GuardedTurn {
   readonly clearing: ToolResultClearing | null;
   /** Set when the agent has token limits: holds a summary's claim against the turn's. */
   summaryHold: ((claim: number) => void) | undefined;
+  /** Holds a retried call against the agent's token limits (set by the engine when it has any). */
+  retryHold: ((request: ModelRequest) => void) | undefined;
 
   constructor(
     session: SessionRow,
@@ -336,6 +339,10 @@ export class Turn implements LoopTurn, GuardedTurn {
 
   holdSummary(claim: number): void {
     this.summaryHold?.(claim);
+  }
+
+  holdRetry(request: ModelRequest): void {
+    this.retryHold?.(request);
   }
 
   recordCompaction(done: CompactionDone): void {

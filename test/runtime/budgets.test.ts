@@ -43,6 +43,19 @@ const usage = (prompt: number, completion: number) => ({
   prompt_tokens: prompt,
   completion_tokens: completion,
 });
+const LIMIT = 20_000;
+/** A provider's refusal of a request longer than its window, as OpenAI words it. */
+const OVERFLOW = {
+  status: 400,
+  errorBody: {
+    error: {
+      message: "This model's maximum context length is 100 tokens.",
+      type: 'invalid_request_error',
+      param: 'messages',
+      code: 'context_length_exceeded',
+    },
+  },
+};
 const toolCalls = (n: number) =>
   Array.from({ length: n }, () => ({ name: 'current_time', arguments: '{}' }));
 
@@ -286,5 +299,38 @@ describe('the limits block in agent.json', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('limits.maxTurnTokens and the retry after an overflow', () => {
+  it('holds the call re-sent after its compaction: the summary’s tokens count, and the retry past the limit is not sent', async () => {
+    t = await startTestApp({
+      agents: {
+        assistant: {
+          ...TEST_AGENT,
+          tools: ['current_time'],
+          defaultCompaction: { autoThreshold: 95, prepareAt: 0 },
+          limits: { maxTurnTokens: LIMIT },
+        },
+      },
+    });
+    let mainCalls = 0;
+    t.fake!.setDefault((body) => {
+      // The summary fits the turn's limit when asked, and uses nearly all of it.
+      if (isSummaryRequest(body)) return { content: 'Summary.', usage: usage(LIMIT - 100, 50) };
+      mainCalls += 1;
+      return mainCalls === 1 ? OVERFLOW : { content: 'ok' };
+    });
+    const history = Array.from({ length: 10 }, (_, i) => ({
+      role: i % 2 === 0 ? ('user' as const) : ('assistant' as const),
+      content: `Message ${i}: ${'lorem ipsum dolor sit amet '.repeat(10)}`,
+    }));
+    const id = await seedSession(t.app, history);
+    const res = await chat(t, 'hello', id);
+    expect(res.statusCode, res.body).toBe(429);
+    expect(res.json().error.message).toMatch(/limits\.maxTurnTokens \(20000\)/);
+    // The first call (refused as too long) and the summary were sent; the retry was not.
+    expect(mainCalls).toBe(1);
+    expect(t.fake!.requests.filter((r) => isSummaryRequest(r.body))).toHaveLength(1);
   });
 });
