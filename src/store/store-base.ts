@@ -9,6 +9,8 @@
 import type { ChatMessage, StoredMessage } from '../llm/messages.js';
 import { estimateMessageTokens } from '../llm/tokens.js';
 import { plainTerms } from './records.js';
+import { stemOf } from './stem.js';
+import { correctionOf, mayCorrect, RARE_EXACT, type KnownWord } from './vocabulary.js';
 import type {
   AppendOptions,
   CallRecordStore,
@@ -83,6 +85,22 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
 
   protected abstract recall(search: RecallSearch): Promise<RecallHit[]>;
 
+  /** Whether the vocabulary has not yet read a message of the session at or below `maxSeq`. */
+  protected abstract vocabularyBehind(sessionId: string, maxSeq: number): Promise<boolean>;
+
+  /**
+   * Reads up to VOCABULARY_BATCH messages above the vocabulary's mark into
+   * it, in one transaction that moves the mark; returns how many it read (0:
+   * the vocabulary has read every message).
+   */
+  abstract indexVocabularyBatch(): Promise<number>;
+
+  /** How many messages hold each stem, as the vocabulary counted them (absent: none). */
+  protected abstract heldStems(stems: readonly string[]): Promise<Map<string, number>>;
+
+  /** Each query word's stored neighbours: the words that may be its correction. */
+  protected abstract wordCandidates(words: readonly string[]): Promise<Map<string, KnownWord[]>>;
+
   async appendMessages(
     sessionId: string,
     messages: ChatMessage[],
@@ -119,6 +137,37 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
     const words = plainTerms(terms);
     if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
     return this.recall({ sessionId, words, maxSeq, limit });
+  }
+
+  async correctRecallTerms(
+    sessionId: string,
+    terms: readonly SearchTerm[],
+    maxSeq: number,
+  ): Promise<SearchTerm[]> {
+    const words = [
+      ...new Set(terms.filter((t) => !t.prefix && mayCorrect(t.text)).map((t) => t.text)),
+    ];
+    if (words.length === 0 || maxSeq <= 0) return [...terms];
+    // The words of the messages recall searches must be in the vocabulary;
+    // on a large database start-up reads them in batches, and a search
+    // reads what it still needs first (as the full-text index does).
+    while (await this.vocabularyBehind(sessionId, maxSeq)) {
+      if ((await this.indexVocabularyBatch()) === 0) break;
+    }
+    const held = await this.heldStems([...new Set(words.map(stemOf))]);
+    const heldBy = (word: string) => held.get(stemOf(word)) ?? 0;
+    const rare = words.filter((word) => heldBy(word) < RARE_EXACT);
+    if (rare.length === 0) return [...terms];
+    const candidates = await this.wordCandidates(rare);
+    const fixes = new Map<string, string>();
+    for (const word of rare) {
+      const fix = correctionOf(word, heldBy(word), candidates.get(word) ?? []);
+      if (fix !== undefined) fixes.set(word, fix);
+    }
+    return terms.map((t) => {
+      const fix = t.prefix ? undefined : fixes.get(t.text);
+      return fix === undefined ? t : { ...t, text: fix };
+    });
   }
 
   // ---- daemons --------------------------------------------------------------

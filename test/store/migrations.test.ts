@@ -53,6 +53,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     20: '426d8f41e86ba06c7b1286b8dd4d111b9dccea34d65c29c4d50030ebdbb539df',
     21: 'd51b8d49a62df64135c169d365ee0575c0d6d88035f433f5e066ca5b2923785e',
     22: '73e1e7144e670613da61ae92085d9dc88d17ee6485d06cde65d1e1d00a155b50',
+    23: '86acd95614d5133f9f130ea3ecf2fde4da1738f6750c1a62349308c4ce878ddd',
   },
   postgres: {
     1: 'ff003a5fa1c92e49828c42590bfefec4a9118d524622d8b7a093545db494e480',
@@ -75,6 +76,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     20: 'f156535243987819715d4e8a7cb519deaddbb95a431d228b284de67e35f40134',
     21: 'abbecf087f0ee64488953029f0bf547f080341c5fcc7c7303b1f653f3cf393eb',
     22: 'cfd35ce87f21075fd4779144ab823177aed98505ede39c2062d9fcdbd020ee45',
+    23: '49e3a401c931f15ea2702002702e2e77687b1aa3368ec278d83496b8d6241957',
   },
 };
 

@@ -23,6 +23,7 @@ import * as m019 from './019-prepared-compactions.js';
 import * as m020 from './020-front-end-chats.js';
 import * as m021 from './021-message-vectors.js';
 import * as m022 from './022-budget-reservations.js';
+import * as m023 from './023-history-vocabulary.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -59,6 +60,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m020,
   m021,
   m022,
+  m023,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {
