@@ -37,6 +37,9 @@ import type {
   VectorStore,
 } from './store.js';
 
+/** Stems and sessions the typo correction remembers, at most; each memo starts over past it. */
+const MAX_REMEMBERED = 4_096;
+
 /** One append as a dialect writes it, in one transaction. */
 export interface PendingAppend {
   sessionId: string;
@@ -139,23 +142,44 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
     return this.recall({ sessionId, words, maxSeq, limit });
   }
 
+  /**
+   * Stems the vocabulary holds too often to correct: its counts only grow, so
+   * such a stem stays one, and a call of only such words reads nothing.
+   */
+  private readonly commonStems = new Set<string>();
+  /** Per session, the pointer up to which the vocabulary was last found complete. */
+  private readonly vocabularyCovers = new Map<string, number>();
+
   async correctRecallTerms(
     sessionId: string,
     terms: readonly SearchTerm[],
     maxSeq: number,
   ): Promise<SearchTerm[]> {
     const words = [
-      ...new Set(terms.filter((t) => !t.prefix && mayCorrect(t.text)).map((t) => t.text)),
+      ...new Set(
+        terms
+          .filter((t) => !t.prefix && mayCorrect(t.text) && !this.commonStems.has(stemOf(t.text)))
+          .map((t) => t.text),
+      ),
     ];
     if (words.length === 0 || maxSeq <= 0) return [...terms];
     // The words of the messages recall searches must be in the vocabulary;
     // on a large database start-up reads them in batches, and a search
     // reads what it still needs first (as the full-text index does).
-    while (await this.vocabularyBehind(sessionId, maxSeq)) {
-      if ((await this.indexVocabularyBatch()) === 0) break;
+    if ((this.vocabularyCovers.get(sessionId) ?? 0) < maxSeq) {
+      while (await this.vocabularyBehind(sessionId, maxSeq)) {
+        if ((await this.indexVocabularyBatch()) === 0) break;
+      }
+      if (this.vocabularyCovers.size >= MAX_REMEMBERED) this.vocabularyCovers.clear();
+      this.vocabularyCovers.set(sessionId, maxSeq);
     }
     const held = await this.heldStems([...new Set(words.map(stemOf))]);
     const heldBy = (word: string) => held.get(stemOf(word)) ?? 0;
+    for (const word of words) {
+      if (heldBy(word) < RARE_EXACT) continue;
+      if (this.commonStems.size >= MAX_REMEMBERED) this.commonStems.clear();
+      this.commonStems.add(stemOf(word));
+    }
     const rare = words.filter((word) => heldBy(word) < RARE_EXACT);
     if (rare.length === 0) return [...terms];
     const candidates = await this.wordCandidates(rare);
