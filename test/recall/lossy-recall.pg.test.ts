@@ -70,6 +70,12 @@ describe.each(DATABASES)('a lossy summariser with recall (%s)', (database) => {
     expect(report.compactions).toBeGreaterThanOrEqual(8);
     expect(report.total.keptInSummary).toBeLessThanOrEqual(3);
     expect(report.total.presentWhenProbed / FACTS).toBeGreaterThanOrEqual(0.9);
+    // Most of what is present is there by recall alone: not in the raw tail, not in the summary.
+    const { inRawTail, keptInSummary, presentWhenProbed, foundOnlyByRecall } = report.total;
+    expect(inRawTail + keptInSummary + foundOnlyByRecall).toBeGreaterThanOrEqual(presentWhenProbed);
+    expect(foundOnlyByRecall / FACTS).toBeGreaterThanOrEqual(0.5);
+    // Asked in other words, recall still brings some back.
+    expect(report.total.foundOnlyByRecallParaphrased).toBeGreaterThanOrEqual(1);
     expect(report.unrelatedRecalled).toBeLessThanOrEqual(1);
     expect(report.failedCalls).toBe(0);
     expect(fake.requests.length).toBeGreaterThan(FACTS * 2);
@@ -89,5 +95,7 @@ describe.each(DATABASES)('a lossy summariser with recall (%s)', (database) => {
     });
     expect(report.compactions).toBeGreaterThanOrEqual(8);
     expect(report.total.presentWhenProbed / FACTS).toBeLessThan(0.5);
+    expect(report.total.foundOnlyByRecall).toBe(0);
+    expect(report.total.foundOnlyByRecallParaphrased).toBe(0);
   }, 120_000);
 });
