@@ -30,6 +30,7 @@ import {
   recallScore,
   recallTerms,
   refersBack,
+  isStopWord,
   refersToNext,
   type RecallTerm,
 } from './recall-query.js';
@@ -195,11 +196,14 @@ export class AutomaticRecall implements ContextRecall {
       return none;
     }
     const query = recallQueryOf(messages);
-    // A misspelled word is searched and scored as the word the history holds.
-    const corrected = (found: RecallTerm[]) =>
-      this.deps.store.correctRecallTerms && found.length > 0 && pointer > 0
-        ? this.deps.store.correctRecallTerms(turn.session.id, found, pointer)
-        : found;
+    // A misspelled word is searched and scored as the word the history
+    // holds, unless that word is one recall never searches ("cover" is one
+    // edit from "over").
+    const corrected = async (found: RecallTerm[]) => {
+      if (!this.deps.store.correctRecallTerms || found.length === 0 || pointer <= 0) return found;
+      const fixed = await this.deps.store.correctRecallTerms(turn.session.id, found, pointer);
+      return fixed.map((term, i) => (isStopWord(term.text) ? found[i]! : term));
+    };
     const terms = await corrected(
       query ? recallTerms(query.user, query.toolResult, query.previousUser) : [],
     );

@@ -186,6 +186,12 @@ describe('recall without a model', () => {
     expect(await recalled(turn, ask('Where is the authnetiication?'))).toEqual([6]);
     // A four-letter word is never corrected ("plnt" is not "plant").
     expect(await recalled(turn, ask('plnt?'))).toEqual([]);
+    // Nor is a word corrected to one recall never searches: "cover" is one edit from "over".
+    const over = await compacted([
+      { role: 'user', content: 'The game is over now.' }, // 2
+      { role: 'assistant', content: 'Noted.' }, // 3
+    ]);
+    expect(await recalled(over, ask('Which cover?'))).toEqual([]);
   });
 
   it('leaves a word the history holds as it is, and corrects only long enough words', async () => {
