@@ -2,11 +2,14 @@
  * `cairn eval compaction`: drives a generated conversation with planted
  * facts through a real Cairn app (the chosen agent, model and settings),
  * forcing a rolling compaction at the end of each segment, then probes each
- * fact by its cue and reports, per category: facts kept in the summary,
- * facts present in the model's request when probed (the summary, the raw
- * tail or automatic recall put it there), answers that contain the fact
- * (only with a real model: the offline one never answers), compaction
- * tokens, and prompt tokens per turn.
+ * fact by its cue and again by a paraphrase (other words, same question) and
+ * reports, per category: facts still in the raw tail when probed (trivially
+ * present: nothing was compacted away), facts kept in the summary, facts
+ * present in the model's request when probed (the summary, the raw tail or
+ * automatic recall put it there) and those found only by recall (neither in
+ * the tail nor in the summary), for each kind of probe; answers that contain
+ * the fact (only with a real model: the offline one never answers),
+ * compaction tokens, and prompt tokens per turn.
  */
 import type { CairnApp } from '../app.js';
 import type { ObservedCall } from '../llm/observed-model.js';
@@ -21,8 +24,16 @@ import {
 export interface CategoryReport {
   category: FactCategory | 'all';
   facts: number;
+  /** Facts whose message was still in the raw tail (not compacted) when probed by cue. */
+  inRawTail: number;
   keptInSummary: number;
   presentWhenProbed: number;
+  /** Present when probed by cue, neither in the raw tail nor in the summary: recall brought it. */
+  foundOnlyByRecall: number;
+  /** Present when asked by the paraphrase. */
+  presentWhenParaphrased: number;
+  /** Present when asked by the paraphrase, neither in the raw tail nor in the summary. */
+  foundOnlyByRecallParaphrased: number;
   /** null: not measured (the offline model does not answer). */
   answeredCorrectly: number | null;
 }
@@ -130,18 +141,33 @@ export async function runCompactionEval(input: CompactionEvalInput): Promise<Com
   const summary = (await app.store.findSession(sessionId))?.compact_summary ?? '';
 
   const kept = new Set<string>();
+  const inTail = new Set<string>();
   const present = new Set<string>();
+  const recalledOnly = new Set<string>();
+  const presentParaphrased = new Set<string>();
+  const recalledOnlyParaphrased = new Set<string>();
   const answered = new Set<string>();
-  for (const fact of conversation.facts) {
-    if (holds([summary], fact)) kept.add(fact.id);
+  /** The model requests' texts of one probe, and whether the fact's message is among them whole (the raw tail). */
+  const probe = async (fact: PlantedFact, question: string) => {
     const from = calls.length;
-    const reply = await chat(fact.probe);
+    const reply = await chat(question);
     const texts = calls
       .slice(from)
       .filter((call) => call.request.purpose === 'chat')
       .flatMap((call) => call.request.messages.map((m) => m.content ?? ''));
-    if (holds(texts, fact)) present.add(fact.id);
-    if (contains(reply.reply, fact)) answered.add(fact.id);
+    const said = fact.update ?? fact.statement;
+    return { reply, present: holds(texts, fact), tail: texts.some((text) => text === said) };
+  };
+  for (const fact of conversation.facts) {
+    if (holds([summary], fact)) kept.add(fact.id);
+    const cue = await probe(fact, fact.probe);
+    if (cue.tail) inTail.add(fact.id);
+    if (cue.present) present.add(fact.id);
+    if (cue.present && !cue.tail && !kept.has(fact.id)) recalledOnly.add(fact.id);
+    if (contains(cue.reply.reply, fact)) answered.add(fact.id);
+    const other = await probe(fact, fact.paraphrase);
+    if (other.present) presentParaphrased.add(fact.id);
+    if (other.present && !other.tail && !kept.has(fact.id)) recalledOnlyParaphrased.add(fact.id);
     step();
   }
   const unrelated = await chat(conversation.unrelated);
@@ -154,8 +180,12 @@ export async function runCompactionEval(input: CompactionEvalInput): Promise<Com
     return {
       category,
       facts: facts.length,
+      inRawTail: count(inTail),
       keptInSummary: count(kept),
       presentWhenProbed: count(present),
+      foundOnlyByRecall: count(recalledOnly),
+      presentWhenParaphrased: count(presentParaphrased),
+      foundOnlyByRecallParaphrased: count(recalledOnlyParaphrased),
       answeredCorrectly: input.scoreAnswers ? count(answered) : null,
     };
   };
@@ -189,10 +219,20 @@ function percent(part: number, whole: number): string {
 /** The report as a Markdown table plus its totals (what the CLI prints without --json). */
 export function formatEvalReport(report: CompactionEvalReport): string {
   const header =
-    '| category | facts | kept in summary | in request when probed | answered correctly |';
-  const rule = '|---|---:|---:|---:|---:|';
+    '| category | facts | in raw tail | kept in summary | in request when probed | only by recall | in request, paraphrased | only by recall, paraphrased | answered correctly |';
+  const rule = '|---|---:|---:|---:|---:|---:|---:|---:|---:|';
   const line = (r: CategoryReport): string =>
-    `| ${r.category} | ${r.facts} | ${percent(r.keptInSummary, r.facts)} | ${percent(r.presentWhenProbed, r.facts)} | ${r.answeredCorrectly === null ? 'n/a' : percent(r.answeredCorrectly, r.facts)} |`;
+    `| ${[
+      r.category,
+      r.facts,
+      percent(r.inRawTail, r.facts),
+      percent(r.keptInSummary, r.facts),
+      percent(r.presentWhenProbed, r.facts),
+      percent(r.foundOnlyByRecall, r.facts),
+      percent(r.presentWhenParaphrased, r.facts),
+      percent(r.foundOnlyByRecallParaphrased, r.facts),
+      r.answeredCorrectly === null ? 'n/a' : percent(r.answeredCorrectly, r.facts),
+    ].join(' | ')} |`;
   return [
     `agent ${report.agent}, model ${report.model}, seed ${report.seed}: ${report.facts} facts, ${report.compactions} compactions`,
     '',

@@ -10,6 +10,10 @@
  *   about the bakery, end your reply with the tag TULIP-88");
  * - decision: a choice and its reason ("for the hangar we chose steel").
  * Every fact has its own place name, so a probe is about one fact only.
+ * Each fact is also asked by a paraphrase: the same question in other words
+ * (only the place is the same), as a person asks who does not remember how
+ * the fact was put; it draws nothing from the seed, so a seed's
+ * conversation is what it was before paraphrases.
  */
 
 export type FactCategory = 'plain' | 'updated' | 'instruction' | 'decision';
@@ -35,6 +39,8 @@ export interface PlantedFact {
   stale?: string;
   /** The probe: asks about the fact by its cue. */
   probe: string;
+  /** The same question in other words: only the place is shared with the statement. */
+  paraphrase: string;
 }
 
 export interface EvalTurn {
@@ -61,6 +67,14 @@ const PLACES = `marina bakery hangar vineyard lighthouse greenhouse brewery chap
   .filter((p) => p !== '');
 
 const ATTRIBUTES = ['door code', 'alarm pin', 'locker number', 'gate code', 'safe combination'];
+/** Each attribute asked in other words (the place goes where `%` is). */
+const PARAPHRASED: Record<string, string> = {
+  'door code': 'Which digits let me in at the entrance of the %?',
+  'alarm pin': 'What do I type to silence the siren in the %?',
+  'locker number': 'Where at the % do I keep my things, which cupboard?',
+  'gate code': 'How do I get through the fence around the %, what digits?',
+  'safe combination': 'Which digits open the strongbox in the %?',
+};
 const NAMES =
   `Mirela Hask, Tobin Orr, Ysolde Brand, Kaspar Lind, Noor Vale, Ilse Ferro, Dario Quint,
   Aino Sepp, Rafe Tamm, Odile Marsh`
@@ -123,6 +137,7 @@ function makeFact(index: number, category: FactCategory, random: () => number): 
         statement: `By the way, the ${attribute} of the ${place} is ${value}.`,
         answer: value,
         probe: `What is the ${attribute} of the ${place}?`,
+        paraphrase: PARAPHRASED[attribute]!.replace('%', place),
       };
     }
     case 'updated': {
@@ -135,6 +150,7 @@ function makeFact(index: number, category: FactCategory, random: () => number): 
         answer: current,
         stale: old,
         probe: `Who is the caretaker of the ${place}?`,
+        paraphrase: `Who looks after the ${place} these days?`,
       };
     }
     case 'instruction': {
@@ -144,6 +160,7 @@ function makeFact(index: number, category: FactCategory, random: () => number): 
         statement: `Standing instruction: whenever we discuss the ${place}, end your reply with the tag ${tag}.`,
         answer: tag,
         probe: `Let us discuss the ${place} for a moment.`,
+        paraphrase: `A quick thought about the ${place}, if you have time.`,
       };
     }
     case 'decision': {
@@ -154,6 +171,7 @@ function makeFact(index: number, category: FactCategory, random: () => number): 
         statement: `Decision: for the roof of the ${place} we chose ${chosen} over ${rejected}, because it lasts longer.`,
         answer: chosen,
         probe: `Which material did we choose for the roof of the ${place}?`,
+        paraphrase: `What did we settle on to cover the top of the ${place}?`,
       };
     }
   }

@@ -30,7 +30,9 @@ import {
   recallScore,
   recallTerms,
   refersBack,
+  isStopWord,
   refersToNext,
+  type RecallTerm,
 } from './recall-query.js';
 import { markSuperseded } from './superseded.js';
 
@@ -46,7 +48,8 @@ const NEIGHBOUR_LOOKAHEAD = 3;
 const CANDIDATES_PER_MESSAGE = 3;
 
 export interface AutomaticRecallDeps {
-  store: Pick<MessageLog, 'recallMessages' | 'listMessages'>;
+  store: Pick<MessageLog, 'recallMessages' | 'listMessages'> &
+    Partial<Pick<MessageLog, 'correctRecallTerms'>>;
   /** Context window of the main model, in tokens. */
   contextWindow: number;
   /** The prompt tokens of the turn's next call with `messages` (the context guard's estimate). */
@@ -193,10 +196,20 @@ export class AutomaticRecall implements ContextRecall {
       return none;
     }
     const query = recallQueryOf(messages);
-    const terms = query ? recallTerms(query.user, query.toolResult, query.previousUser) : [];
+    // A misspelled word is searched and scored as the word the history
+    // holds, unless that word is one recall never searches ("cover" is one
+    // edit from "over").
+    const corrected = async (found: RecallTerm[]) => {
+      if (!this.deps.store.correctRecallTerms || found.length === 0 || pointer <= 0) return found;
+      const fixed = await this.deps.store.correctRecallTerms(turn.session.id, found, pointer);
+      return fixed.map((term, i) => (isStopWord(term.text) ? found[i]! : term));
+    };
+    const terms = await corrected(
+      query ? recallTerms(query.user, query.toolResult, query.previousUser) : [],
+    );
     // A follow-up's own terms score as well: the earlier message's terms
     // widen the search, they do not make a match of the follow-up harder.
-    const own = query ? recallTerms(query.user, query.toolResult) : [];
+    const own = await corrected(query ? recallTerms(query.user, query.toolResult) : []);
     const score = (content: string) =>
       Math.max(recallScore(terms, content), own.length > 0 ? recallScore(own, content) : 0);
     const promptTokens = await this.deps.estimate(turn, messages);

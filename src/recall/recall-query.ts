@@ -69,6 +69,11 @@ const STOP_WORDS = new Set(
     .filter((word) => word !== ''),
 );
 
+/** Whether recall never searches `word` (folded): a stop word or an acknowledgement. */
+export function isStopWord(word: string): boolean {
+  return STOP_WORDS.has(word);
+}
+
 function termOf(word: string): RecallTerm | undefined {
   if (word.length < 2 || STOP_WORDS.has(word)) return undefined;
   return { text: word, prefix: false };

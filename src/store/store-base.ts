@@ -9,6 +9,8 @@
 import type { ChatMessage, StoredMessage } from '../llm/messages.js';
 import { estimateMessageTokens } from '../llm/tokens.js';
 import { plainTerms } from './records.js';
+import { stemOf } from './stem.js';
+import { correctionOf, mayCorrect, RARE_EXACT, type KnownWord } from './vocabulary.js';
 import type {
   AppendOptions,
   CallRecordStore,
@@ -34,6 +36,9 @@ import type {
   UnembeddedMessage,
   VectorStore,
 } from './store.js';
+
+/** Stems and sessions the typo correction remembers, at most; each memo starts over past it. */
+const MAX_REMEMBERED = 4_096;
 
 /** One append as a dialect writes it, in one transaction. */
 export interface PendingAppend {
@@ -83,6 +88,22 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
 
   protected abstract recall(search: RecallSearch): Promise<RecallHit[]>;
 
+  /** Whether the vocabulary has not yet read a message of the session at or below `maxSeq`. */
+  protected abstract vocabularyBehind(sessionId: string, maxSeq: number): Promise<boolean>;
+
+  /**
+   * Reads up to VOCABULARY_BATCH messages above the vocabulary's mark into
+   * it, in one transaction that moves the mark; returns how many it read (0:
+   * the vocabulary has read every message).
+   */
+  abstract indexVocabularyBatch(): Promise<number>;
+
+  /** How many messages hold each stem, as the vocabulary counted them (absent: none). */
+  protected abstract heldStems(stems: readonly string[]): Promise<Map<string, number>>;
+
+  /** Each query word's stored neighbours: the words that may be its correction. */
+  protected abstract wordCandidates(words: readonly string[]): Promise<Map<string, KnownWord[]>>;
+
   async appendMessages(
     sessionId: string,
     messages: ChatMessage[],
@@ -119,6 +140,58 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
     const words = plainTerms(terms);
     if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
     return this.recall({ sessionId, words, maxSeq, limit });
+  }
+
+  /**
+   * Stems the vocabulary holds too often to correct: its counts only grow, so
+   * such a stem stays one, and a call of only such words reads nothing.
+   */
+  private readonly commonStems = new Set<string>();
+  /** Per session, the pointer up to which the vocabulary was last found complete. */
+  private readonly vocabularyCovers = new Map<string, number>();
+
+  async correctRecallTerms(
+    sessionId: string,
+    terms: readonly SearchTerm[],
+    maxSeq: number,
+  ): Promise<SearchTerm[]> {
+    const words = [
+      ...new Set(
+        terms
+          .filter((t) => !t.prefix && mayCorrect(t.text) && !this.commonStems.has(stemOf(t.text)))
+          .map((t) => t.text),
+      ),
+    ];
+    if (words.length === 0 || maxSeq <= 0) return [...terms];
+    // The words of the messages recall searches must be in the vocabulary;
+    // on a large database start-up reads them in batches, and a search
+    // reads what it still needs first (as the full-text index does).
+    if ((this.vocabularyCovers.get(sessionId) ?? 0) < maxSeq) {
+      while (await this.vocabularyBehind(sessionId, maxSeq)) {
+        if ((await this.indexVocabularyBatch()) === 0) break;
+      }
+      if (this.vocabularyCovers.size >= MAX_REMEMBERED) this.vocabularyCovers.clear();
+      this.vocabularyCovers.set(sessionId, maxSeq);
+    }
+    const held = await this.heldStems([...new Set(words.map(stemOf))]);
+    const heldBy = (word: string) => held.get(stemOf(word)) ?? 0;
+    for (const word of words) {
+      if (heldBy(word) < RARE_EXACT) continue;
+      if (this.commonStems.size >= MAX_REMEMBERED) this.commonStems.clear();
+      this.commonStems.add(stemOf(word));
+    }
+    const rare = words.filter((word) => heldBy(word) < RARE_EXACT);
+    if (rare.length === 0) return [...terms];
+    const candidates = await this.wordCandidates(rare);
+    const fixes = new Map<string, string>();
+    for (const word of rare) {
+      const fix = correctionOf(word, heldBy(word), candidates.get(word) ?? []);
+      if (fix !== undefined) fixes.set(word, fix);
+    }
+    return terms.map((t) => {
+      const fix = t.prefix ? undefined : fixes.get(t.text);
+      return fix === undefined ? t : { ...t, text: fix };
+    });
   }
 
   // ---- daemons --------------------------------------------------------------

@@ -593,6 +593,18 @@ export interface MessageLog {
     maxSeq: number,
     limit: number,
   ): Promise<RecallHit[]>;
+  /**
+   * `terms` with each misspelled word replaced by the word the history holds
+   * (store/vocabulary.ts): a letters-only word of five letters or more whose
+   * stem no message at or below `maxSeq`'s mark holds, or only one, becomes
+   * the stored word one edit away (two for a long word) that many messages
+   * hold. Other terms are returned as they are, in order.
+   */
+  correctRecallTerms(
+    sessionId: string,
+    terms: readonly SearchTerm[],
+    maxSeq: number,
+  ): Promise<SearchTerm[]>;
   /** Import: appends messages keeping their seq (increasing, after the last one) and time. */
   appendImportedMessages(sessionId: string, messages: readonly ImportedMessage[]): Promise<void>;
 }

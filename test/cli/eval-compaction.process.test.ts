@@ -63,6 +63,16 @@ describe('cairn eval compaction', () => {
     ]);
     expect(report.total).toMatchObject({ facts: 8, answeredCorrectly: null });
     expect(report.total.presentWhenProbed).toBeGreaterThanOrEqual(report.total.keptInSummary);
+    // Where each fact came from: the raw tail, the summary or recall alone, for both probes.
+    const { inRawTail, keptInSummary, presentWhenProbed, foundOnlyByRecall } = report.total;
+    expect(inRawTail).toBeGreaterThanOrEqual(1);
+    expect(inRawTail).toBeLessThan(8);
+    expect(foundOnlyByRecall).toBeLessThanOrEqual(presentWhenProbed);
+    expect(inRawTail + keptInSummary + foundOnlyByRecall).toBeGreaterThanOrEqual(presentWhenProbed);
+    expect(report.total.presentWhenParaphrased).toBeGreaterThanOrEqual(inRawTail);
+    expect(report.total.foundOnlyByRecallParaphrased).toBeLessThanOrEqual(
+      report.total.presentWhenParaphrased,
+    );
     expect(report.failedCalls).toBe(0);
     expect(run.stderr).toBe(''); // no progress bar: stderr is not a terminal
     expect(existsSync(join(home, 'data', 'cairn.db'))).toBe(false);
@@ -88,7 +98,9 @@ describe('cairn eval compaction', () => {
   it('prints a table without --json', async () => {
     const run = await cairn(home, ['eval', 'compaction', '--facts', '4', '--compactions', '2']);
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stdout).toContain('| category | facts | kept in summary | in request when probed |');
+    expect(run.stdout).toContain(
+      '| category | facts | in raw tail | kept in summary | in request when probed | only by recall | in request, paraphrased | only by recall, paraphrased | answered correctly |',
+    );
     expect(run.stdout).toContain('| all | 4 |');
   }, 60_000);
 

@@ -70,6 +70,14 @@ describe.each(DATABASES)('a lossy summariser with recall (%s)', (database) => {
     expect(report.compactions).toBeGreaterThanOrEqual(8);
     expect(report.total.keptInSummary).toBeLessThanOrEqual(3);
     expect(report.total.presentWhenProbed / FACTS).toBeGreaterThanOrEqual(0.9);
+    // Most of what is present is there by recall alone: not in the raw tail, not in the summary.
+    const { inRawTail, keptInSummary, presentWhenProbed, foundOnlyByRecall } = report.total;
+    expect(inRawTail + keptInSummary + foundOnlyByRecall).toBeGreaterThanOrEqual(presentWhenProbed);
+    expect(foundOnlyByRecall / FACTS).toBeGreaterThanOrEqual(0.5);
+    // Asked in other words (only the place shared), the summary still counts, and lexical
+    // recall alone finds fewer than by the cue: a match of one word in three is below minScore.
+    expect(report.total.presentWhenParaphrased).toBeGreaterThanOrEqual(keptInSummary);
+    expect(report.total.foundOnlyByRecallParaphrased).toBeLessThan(foundOnlyByRecall);
     expect(report.unrelatedRecalled).toBeLessThanOrEqual(1);
     expect(report.failedCalls).toBe(0);
     expect(fake.requests.length).toBeGreaterThan(FACTS * 2);
@@ -89,5 +97,7 @@ describe.each(DATABASES)('a lossy summariser with recall (%s)', (database) => {
     });
     expect(report.compactions).toBeGreaterThanOrEqual(8);
     expect(report.total.presentWhenProbed / FACTS).toBeLessThan(0.5);
+    expect(report.total.foundOnlyByRecall).toBe(0);
+    expect(report.total.foundOnlyByRecallParaphrased).toBe(0);
   }, 120_000);
 });

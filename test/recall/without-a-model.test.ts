@@ -4,6 +4,7 @@
  * written, a follow-up is searched with the user message before it, and a
  * message that announces its answer in the next one comes with it.
  */
+import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { RecallLedger } from '../../src/recall/recall-ledger.js';
 import { isFollowUp, refersToNext } from '../../src/recall/recall-query.js';
 import type { GuardedTurn } from '../../src/runtime/context-guard.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { VOCABULARY_BATCH } from '../../src/store/vocabulary.js';
 
 const SETTINGS = {
   enabled: true,
@@ -166,6 +168,83 @@ describe('recall without a model', () => {
     // "alpha" was just found in most messages; it is still read, with "zeta".
     const both = await store.recallMessages(id, terms('alpha', 'zeta'), pointer, 10);
     expect(both.map((hit) => hit.seq).sort()).toEqual([2, 3, 4, 5]);
+  });
+
+  it('finds a misspelled word as the word the history holds: "recieve", "postgress", one edit off', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'I did not receive the invoice from the landlord.' }, // 2
+      { role: 'assistant', content: 'Noted.' }, // 3
+      { role: 'user', content: 'The reporting database runs postgres on the old host.' }, // 4
+      { role: 'assistant', content: 'Noted too.' }, // 5
+      { role: 'user', content: 'Our authentication gateway restarts at noon.' }, // 6
+      { role: 'assistant', content: 'Ok.' }, // 7
+      { role: 'user', content: 'The office plant needs water.' }, // 8
+    ]);
+    expect(await recalled(turn, ask('Did I recieve it?'))).toEqual([2]);
+    expect(await recalled(turn, ask('Which postgress version?'))).toEqual([4]);
+    // A long word two edits off (a swap and a letter too many).
+    expect(await recalled(turn, ask('Where is the authnetiication?'))).toEqual([6]);
+    // A four-letter word is never corrected ("plnt" is not "plant").
+    expect(await recalled(turn, ask('plnt?'))).toEqual([]);
+    // Nor is a word corrected to one recall never searches: "cover" is one edit from "over".
+    const over = await compacted([
+      { role: 'user', content: 'The game is over now.' }, // 2
+      { role: 'assistant', content: 'Noted.' }, // 3
+    ]);
+    expect(await recalled(over, ask('Which cover?'))).toEqual([]);
+  });
+
+  it('leaves a word the history holds as it is, and corrects only long enough words', async () => {
+    const turn = await compacted([
+      { role: 'user', content: 'The recieve queue is full.' }, // 2
+      { role: 'assistant', content: 'The recieve queue drains at night.' }, // 3
+      ...Array.from({ length: 6 }, (_, i) => ({
+        role: 'user' as const,
+        content: `We receive parcel ${i} at the gate.`,
+      })),
+    ]);
+    const id = turn.session.id;
+    const pointer = turn.session.compact_seq;
+    const words = (...texts: string[]) => texts.map((text) => ({ text, prefix: false }));
+    // "recieve" is said twice here: kept. "recelve" is said nowhere: the word many messages hold.
+    expect(await store.correctRecallTerms(id, words('recieve', 'recelve'), pointer)).toEqual(
+      words('recieve', 'receive'),
+    );
+    // Five letters are corrected, four are not, a number is not.
+    expect(await store.correctRecallTerms(id, words('gatte', 'gatt', '2024'), pointer)).toEqual(
+      words('gate', 'gatt', '2024'),
+    );
+  });
+
+  it('reads an existing history into the vocabulary in resumable batches', async () => {
+    const created = await store.createSession({
+      agentName: 'assistant',
+      mode: 'chat',
+      compactCount: 50,
+      systemPrompt: 'System.',
+    });
+    const many = Array.from({ length: VOCABULARY_BATCH + 400 }, (_, i) => ({
+      role: 'user' as const,
+      content: i === 10 ? 'The warehouse is in Rotterdam.' : `Filler ${i}.`,
+    }));
+    await store.appendMessages(created.id, many);
+    await store.close();
+    // As migration 023 leaves a database that already has messages: an empty vocabulary at mark 0.
+    const raw = new Database(path.join(dir, 'cairn.db'));
+    raw.exec('DELETE FROM history_words; DELETE FROM history_word_keys;');
+    raw.exec('UPDATE history_vocabulary SET last_message_id = 0');
+    raw.close();
+    store = new SqliteStore(path.join(dir, 'cairn.db'));
+    expect(await store.indexVocabularyBatch()).toBe(VOCABULARY_BATCH);
+    // Stopped here and opened again, it goes on from its mark.
+    await store.close();
+    store = new SqliteStore(path.join(dir, 'cairn.db'));
+    expect(await store.indexVocabularyBatch()).toBe(many.length + 1 - VOCABULARY_BATCH);
+    expect(await store.indexVocabularyBatch()).toBe(0);
+    const words = [{ text: 'warehose', prefix: false }];
+    expect(await store.correctRecallTerms(created.id, words, many.length + 1)).toEqual([
+      { text: 'warehouse', prefix: false },
+    ]);
   });
 
   it('tells follow-ups and announcements by their words', () => {

@@ -53,6 +53,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     20: '426d8f41e86ba06c7b1286b8dd4d111b9dccea34d65c29c4d50030ebdbb539df',
     21: 'd51b8d49a62df64135c169d365ee0575c0d6d88035f433f5e066ca5b2923785e',
     22: '73e1e7144e670613da61ae92085d9dc88d17ee6485d06cde65d1e1d00a155b50',
+    23: '108b7a0ec7a4c8620f0ad985dec2c952d379b318ad5460dff5160c83315a15b5',
     25: '405f4369da8a4ce0156142f4524323deee4779026b670a21ab79eb82acd226df',
   },
   postgres: {
@@ -76,6 +77,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     20: 'f156535243987819715d4e8a7cb519deaddbb95a431d228b284de67e35f40134',
     21: 'abbecf087f0ee64488953029f0bf547f080341c5fcc7c7303b1f653f3cf393eb',
     22: 'cfd35ce87f21075fd4779144ab823177aed98505ede39c2062d9fcdbd020ee45',
+    23: '62a7b8fb4fd1ea820927f2b02c1133073c488c3ee99013ae0385dd04a7c69be4',
     25: '47c97033248094af74f27a8959e4aa657830a2356cf1bf76cca94da265b507a5',
   },
 };

@@ -1276,6 +1276,33 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         });
       });
 
+      describe('correctRecallTerms', () => {
+        const term = (text: string, prefix = false) => ({ text, prefix });
+
+        it('replaces a misspelled word by the word the history holds, and nothing else', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'Did the courier receive the parcel?' }, // 2
+            { role: 'assistant', content: 'The courier will receive it tomorrow.' }, // 3
+            { role: 'user', content: 'The greenhouse is warm.' }, // 4
+          ]);
+          const terms = [term('recieve'), term('courier'), term('recei', true), term('4812')];
+          expect(await store.correctRecallTerms(session.id, terms, 3)).toEqual([
+            term('receive'),
+            term('courier'),
+            term('recei', true),
+            term('4812'),
+          ]);
+          // A word one message holds is a correction too; nothing is corrected with nothing to search.
+          expect(await store.correctRecallTerms(session.id, [term('grenhouse')], 4)).toEqual([
+            term('greenhouse'),
+          ]);
+          expect(await store.correctRecallTerms(session.id, [term('recieve')], 0)).toEqual([
+            term('recieve'),
+          ]);
+        });
+      });
+
       describe('appendMessagesWithEvents', () => {
         it('stores the messages and one event per message, in one transaction', async () => {
           const session = await newSession();

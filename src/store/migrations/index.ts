@@ -23,6 +23,7 @@ import * as m019 from './019-prepared-compactions.js';
 import * as m020 from './020-front-end-chats.js';
 import * as m021 from './021-message-vectors.js';
 import * as m022 from './022-budget-reservations.js';
+import * as m023 from './023-history-vocabulary.js';
 import * as m025 from './025-chat-streams.js';
 
 /** A migration as one dialect runs it. */
@@ -38,7 +39,7 @@ interface MigrationSource {
   readonly up: (dialect: SchemaDialect) => string;
 }
 
-// Versions need not be contiguous: there is no 011, nor 017, 023 and 024 (other branches' numbers).
+// Versions need not be contiguous: there is no 011, nor 017 or 024 (other branches' numbers).
 const MIGRATIONS: readonly MigrationSource[] = [
   m001,
   m002,
@@ -60,6 +61,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m020,
   m021,
   m022,
+  m023,
   m025,
 ];
 

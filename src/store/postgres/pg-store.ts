@@ -34,7 +34,15 @@ import * as decide from '../decisions.js';
 import { newId, now } from '../records.js';
 import * as records from '../records.js';
 import { inverseFrequency, rankShortlist } from '../recall-rank.js';
-import { stemPrefix } from '../stem.js';
+import { stemOf, stemPrefix } from '../stem.js';
+import {
+  countWords,
+  deletionKeys,
+  MAX_CANDIDATES,
+  queryKeys,
+  VOCABULARY_BATCH,
+  type KnownWord,
+} from '../vocabulary.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
   inStatement,
@@ -89,6 +97,38 @@ export interface PgStoreOptions extends PoolOptions {
   migrate?: boolean;
   /** The owner of every task this store sets running, so recovery spares a live peer's tasks. */
   instanceId?: string;
+  /**
+   * Find typo corrections with `pg_trgm` when the extension can be created
+   * (default true); false, or an extension that cannot be had, uses the
+   * deletion keys SQLite uses (store/vocabulary.ts).
+   */
+  trigrams?: boolean;
+}
+
+/** How recall's typo correction finds a word's stored neighbours on Postgres. */
+export type WordMatching = 'trigrams' | 'deletion-keys';
+
+/**
+ * `pg_trgm` and a trigram index on the vocabulary's words, if both can be
+ * had: creating the extension needs a right the database user may lack, and
+ * the extension may be missing from the server; either way the answer is the
+ * fallback, never a failed start.
+ */
+async function trigramMatching(pool: pg.Pool): Promise<WordMatching> {
+  const attempt = async (sql: string) => {
+    try {
+      await pool.query(sql);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  await attempt('CREATE EXTENSION IF NOT EXISTS pg_trgm');
+  await attempt(
+    'CREATE INDEX IF NOT EXISTS history_words_trigrams ON history_words USING gin (word gin_trgm_ops)',
+  );
+  const works = await attempt("SELECT 1 FROM history_words WHERE word % 'probe' LIMIT 1");
+  return works ? 'trigrams' : 'deletion-keys';
 }
 
 export class PgStore extends StoreBase implements store.Store {
@@ -104,7 +144,13 @@ export class PgStore extends StoreBase implements store.Store {
   /** Where each session's log ends, as last seen: lets an append skip locking the row. */
   private readonly heads = new SessionHeads();
 
-  private constructor(pool: pg.Pool, poolSize: number, instanceId: string | null) {
+  private constructor(
+    pool: pg.Pool,
+    poolSize: number,
+    instanceId: string | null,
+    /** How typo correction finds candidates here. */
+    readonly wordMatching: WordMatching,
+  ) {
     super();
     this.pool = pool;
     this.poolSize = poolSize;
@@ -124,13 +170,17 @@ export class PgStore extends StoreBase implements store.Store {
   static async open(url: string, options: PgStoreOptions = {}): Promise<PgStore> {
     const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
     const pool = openPool(url, options);
+    let matching: WordMatching = 'deletion-keys';
     try {
       if (options.migrate !== false) await migratePostgres(pool);
+      if (options.trigrams !== false) matching = await trigramMatching(pool);
     } catch (err) {
       await pool.end();
       throw err;
     }
-    return new PgStore(pool, poolSize, options.instanceId ?? null);
+    const opened = new PgStore(pool, poolSize, options.instanceId ?? null, matching);
+    opened.catchUpVocabulary();
+    return opened;
   }
 
   private tx<T>(work: (client: Queryable) => Promise<T>): Promise<T> {
@@ -812,6 +862,117 @@ export class PgStore extends StoreBase implements store.Store {
     return rankShortlist(matching, words, weights, limit).map(
       ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
     );
+  }
+
+  // ---- vocabulary (typo correction) -----------------------------------------
+
+  /**
+   * Reads the messages above the vocabulary's mark in batches, off start-up,
+   * until it has read them all (a large database after migration 023); a
+   * batch that fails leaves the mark, and a recall that needs it reads it.
+   */
+  private catchUpVocabulary(): void {
+    const next = (): void => {
+      if (this.closed) return;
+      this.indexVocabularyBatch().then(
+        (read) => {
+          if (read === VOCABULARY_BATCH) setImmediate(next);
+        },
+        () => undefined,
+      );
+    };
+    setImmediate(next);
+  }
+
+  async indexVocabularyBatch(): Promise<number> {
+    return this.tx(async (c) => {
+      // The row lock queues instances reading at once: each batch reads from the mark it moves.
+      const mark = (
+        await c.query<{ last_message_id: string }>(
+          'SELECT last_message_id FROM history_vocabulary WHERE id = 1 FOR UPDATE',
+        )
+      ).rows[0]?.last_message_id;
+      if (mark === undefined) return 0;
+      const read = (
+        await c.query<{ id: string; content: string | null }>(
+          'SELECT id, content FROM messages WHERE id > $1 ORDER BY id LIMIT $2',
+          [mark, VOCABULARY_BATCH],
+        )
+      ).rows;
+      if (read.length === 0) return 0;
+      const counts = countWords(read.flatMap((m) => (m.content === null ? [] : [m.content])));
+      if (counts.size > 0) {
+        const words = [...counts.keys()];
+        const added = (
+          await c.query<{ word: string; added: boolean }>(
+            `INSERT INTO history_words (word, stem, messages)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
+             ON CONFLICT (word) DO UPDATE SET messages = history_words.messages + EXCLUDED.messages
+             RETURNING word, (xmax = 0) AS added`,
+            [words, words.map(stemOf), words.map((w) => counts.get(w)!)],
+          )
+        ).rows.filter((r) => r.added);
+        const keys = added.flatMap((r) => deletionKeys(r.word).map((key) => [key, r.word]));
+        if (keys.length > 0) {
+          await c.query(
+            `INSERT INTO history_word_keys (key, word)
+             SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`,
+            [keys.map((k) => k[0]), keys.map((k) => k[1])],
+          );
+        }
+      }
+      await c.query('UPDATE history_vocabulary SET last_message_id = $1 WHERE id = 1', [
+        read.at(-1)!.id,
+      ]);
+      return read.length;
+    });
+  }
+
+  protected async vocabularyBehind(sessionId: string, maxSeq: number): Promise<boolean> {
+    const row = await this.row<{ behind: boolean }>(
+      `SELECT coalesce((SELECT id FROM messages WHERE session_id = $1 AND seq <= $2 ORDER BY seq DESC LIMIT 1), 0)
+         > (SELECT last_message_id FROM history_vocabulary WHERE id = 1) AS behind`,
+      [sessionId, maxSeq],
+    );
+    return row?.behind === true;
+  }
+
+  protected async heldStems(stems: readonly string[]): Promise<Map<string, number>> {
+    const rows = await this.rows<{ stem: string; held: number }>(
+      `SELECT w.stem, sum(w.messages)::int AS held FROM history_words w
+       WHERE w.stem = ANY($1::text[]) GROUP BY w.stem`,
+      [[...stems]],
+    );
+    return new Map(rows.map((r) => [r.stem, r.held]));
+  }
+
+  protected async wordCandidates(words: readonly string[]): Promise<Map<string, KnownWord[]>> {
+    type Row = KnownWord & { query: string };
+    // Trigrams: the words similar to each query word by the GIN index (the
+    // extension's default threshold); else the deletion keys, as on SQLite.
+    // Both are checked by edit distance after (vocabulary.ts).
+    const rows =
+      this.wordMatching === 'trigrams'
+        ? await this.rows<Row>(
+            `SELECT q.word AS query, c.word, c.stem, c.messages
+             FROM unnest($1::text[]) AS q(word)
+             CROSS JOIN LATERAL (SELECT w.word, w.stem, w.messages FROM history_words w
+                                 WHERE w.word % q.word
+                                 ORDER BY w.messages DESC, w.word LIMIT $2) c`,
+            [[...words], MAX_CANDIDATES],
+          )
+        : await this.rows<Row>(
+            `SELECT q.word AS query, c.word, c.stem, c.messages
+             FROM unnest($1::text[], $2::text[]) AS q(word, keys)
+             CROSS JOIN LATERAL (SELECT DISTINCT w.word, w.stem, w.messages
+                                 FROM history_word_keys k JOIN history_words w ON w.word = k.word
+                                 WHERE k.key = ANY(string_to_array(q.keys, ' '))
+                                 ORDER BY w.messages DESC, w.word LIMIT $3) c`,
+            [[...words], words.map((w) => queryKeys(w).join(' ')), MAX_CANDIDATES],
+          );
+    const out = new Map<string, KnownWord[]>(words.map((w) => [w, []]));
+    for (const { query, ...word } of rows) out.get(query)?.push(word);
+    return out;
   }
 
   // ---- compaction -----------------------------------------------------------

@@ -73,6 +73,15 @@ import {
 import { requireRunningTask } from '../task-taken-over.js';
 import { BackgroundCheckpoints } from './background-checkpoints.js';
 import { COMMON_SHARE, RecallPlanner } from './recall-plan.js';
+import { stemOf } from '../stem.js';
+import {
+  countWords,
+  deletionKeys,
+  MAX_CANDIDATES,
+  queryKeys,
+  VOCABULARY_BATCH,
+  type KnownWord,
+} from '../vocabulary.js';
 import {
   estimateFrequency,
   ftsTerm,
@@ -294,6 +303,46 @@ function prepareStatements(db: SqliteDatabase) {
         'SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?',
       )
       .pluck(),
+    // The vocabulary (store/vocabulary.ts, migration 023).
+    vocabularyBehind: db
+      .prepare<[string, number], number>(
+        `SELECT coalesce((SELECT id FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1), 0)
+          > (SELECT last_message_id FROM history_vocabulary WHERE id = 1)`,
+      )
+      .pluck(),
+    vocabularyMark: db
+      .prepare<[], number>('SELECT last_message_id FROM history_vocabulary WHERE id = 1')
+      .pluck(),
+    vocabularyUnread: db
+      .prepare<[], number>(
+        'SELECT EXISTS (SELECT 1 FROM messages WHERE id > (SELECT last_message_id FROM history_vocabulary WHERE id = 1))',
+      )
+      .pluck(),
+    vocabularyMessages: db.prepare<[number, number], { id: number; content: string | null }>(
+      'SELECT id, content FROM messages WHERE id > ? ORDER BY id LIMIT ?',
+    ),
+    setVocabularyMark: db.prepare<[number]>(
+      'UPDATE history_vocabulary SET last_message_id = ? WHERE id = 1',
+    ),
+    insertWord: db.prepare<[string, string, number]>(
+      'INSERT OR IGNORE INTO history_words (word, stem, messages) VALUES (?, ?, ?)',
+    ),
+    countWord: db.prepare<[number, string]>(
+      'UPDATE history_words SET messages = messages + ? WHERE word = ?',
+    ),
+    insertWordKey: db.prepare<[string, string]>(
+      'INSERT OR IGNORE INTO history_word_keys (key, word) VALUES (?, ?)',
+    ),
+    heldStems: db.prepare<[string], { stem: string; held: number }>(
+      `SELECT j.value AS stem, sum(w.messages) AS held
+        FROM json_each(?) j CROSS JOIN history_words w ON w.stem = j.value GROUP BY j.value`,
+    ),
+    wordCandidates: db.prepare<[string, number], KnownWord>(
+      `SELECT DISTINCT w.word AS word, w.stem AS stem, w.messages AS messages
+        FROM json_each(?) j CROSS JOIN history_word_keys k ON k.key = j.value
+        CROSS JOIN history_words w ON w.word = k.word
+        ORDER BY w.messages DESC, w.word LIMIT ?`,
+    ),
     // The seq of a message by id: how far back a word's capped rows reach.
     seqOfId: db.prepare<[number], number>('SELECT seq FROM messages WHERE id = ?').pluck(),
     // The session's searchable rows holding one word, from the word's rows
@@ -645,6 +694,63 @@ export class SqliteStore extends StoreBase implements Store {
     // A queue left by a rebuild of the index (migration 018) or a stop is
     // indexed in batches from start-up on, not only when a search needs it.
     if (this.stmt.anyQueued.get() !== undefined) this.scheduleHistoryIndex();
+    // Likewise the vocabulary's messages (migration 023), from its mark on.
+    if (this.stmt.vocabularyUnread.get() === 1) this.scheduleVocabulary();
+  }
+
+  /** The pending batch of the vocabulary, if one is scheduled. */
+  private vocabularyTimer: NodeJS.Timeout | undefined;
+
+  /** Schedules one vocabulary batch a moment from now, and the next while batches come full. */
+  private scheduleVocabulary(delayMs = HISTORY_INDEX_DELAY_MS): void {
+    if (this.vocabularyTimer !== undefined || !this.db.open) return;
+    this.vocabularyTimer = setTimeout(() => {
+      this.vocabularyTimer = undefined;
+      if (!this.db.open) return;
+      this.indexVocabularyBatch().then(
+        (read) => {
+          if (read === VOCABULARY_BATCH) this.scheduleVocabulary(0);
+        },
+        () => undefined,
+      );
+    }, delayMs);
+    this.vocabularyTimer.unref();
+  }
+
+  async indexVocabularyBatch(): Promise<number> {
+    return this.write(() => {
+      const mark = this.stmt.vocabularyMark.get() ?? 0;
+      const read = this.stmt.vocabularyMessages.all(mark, VOCABULARY_BATCH);
+      if (read.length === 0) return 0;
+      const counts = countWords(read.flatMap((m) => (m.content === null ? [] : [m.content])));
+      for (const [word, count] of counts) {
+        if (this.stmt.insertWord.run(word, stemOf(word), count).changes === 1) {
+          for (const key of deletionKeys(word)) this.stmt.insertWordKey.run(key, word);
+        } else {
+          this.stmt.countWord.run(count, word);
+        }
+      }
+      this.stmt.setVocabularyMark.run(read.at(-1)!.id);
+      return read.length;
+    });
+  }
+
+  protected async vocabularyBehind(sessionId: string, maxSeq: number): Promise<boolean> {
+    return this.stmt.vocabularyBehind.get(sessionId, maxSeq) === 1;
+  }
+
+  protected async heldStems(stems: readonly string[]): Promise<Map<string, number>> {
+    const rows = this.stmt.heldStems.all(JSON.stringify(stems));
+    return new Map(rows.map((r) => [r.stem, r.held]));
+  }
+
+  protected async wordCandidates(words: readonly string[]): Promise<Map<string, KnownWord[]>> {
+    return new Map(
+      words.map((word) => [
+        word,
+        this.stmt.wordCandidates.all(JSON.stringify(queryKeys(word)), MAX_CANDIDATES),
+      ]),
+    );
   }
 
   /** Runs `work` (synchronous SQL) as a write: committed, with others asked for meanwhile, before it resolves. */
@@ -1507,6 +1613,8 @@ export class SqliteStore extends StoreBase implements Store {
     // Queued messages stay queued in the file; the next search indexes them.
     clearTimeout(this.historyIndexTimer);
     this.historyIndexTimer = undefined;
+    clearTimeout(this.vocabularyTimer);
+    this.vocabularyTimer = undefined;
     // Writes already asked for are committed, not dropped.
     if (this.db.open) await this.commits.drain();
     await this.checkpoints?.close();
