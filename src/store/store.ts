@@ -653,6 +653,8 @@ export interface VectorStore {
   /**
    * Non-system messages with text, `id > afterId`, in id order, that have no
    * vector made by `model` with `dimensions`: what the background embedder does next.
+   * `dimensions` -1 (a role that sets none, before its first answer): any
+   * vector of `model` counts, so a restart does not embed its first batch again.
    */
   unembeddedMessages(
     model: string,

@@ -150,6 +150,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         // Done for this model; another model or size still has all to do.
         expect(await store.unembeddedMessages('m', 2, 0, 10)).toEqual([]);
         expect(await store.unembeddedMessages('other', 2, 0, 10)).toHaveLength(2);
+        // Dimensions not known yet (-1, a role that sets none): the model's vectors count as done.
+        expect(await store.unembeddedMessages('m', -1, 0, 10)).toEqual([]);
+        expect(await store.unembeddedMessages('m', 3, 0, 10)).toHaveLength(2);
         const loaded = await store.loadVectors(source.id, 'm', 2, 0, 10);
         expect(loaded.map((v) => [v.seq, Array.from(v.vector)])).toEqual([
           [todo[0]!.seq, [1, 0]],

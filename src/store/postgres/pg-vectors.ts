@@ -39,7 +39,7 @@ export class PgVectors implements VectorStore {
        FROM messages m JOIN sessions s ON s.id = m.session_id
          LEFT JOIN message_vectors v ON v.message_id = m.id
        WHERE m.id > $1 AND m.role <> 'system' AND m.content IS NOT NULL AND btrim(m.content) <> ''
-         AND (v.id IS NULL OR v.model <> $2 OR v.dimensions <> $3)
+         AND (v.id IS NULL OR v.model <> $2 OR ($3::int >= 0 AND v.dimensions <> $3::int))
        ORDER BY m.id LIMIT $4`,
       [afterId, model, dimensions, limit],
     );

@@ -36,7 +36,7 @@ function prepare(db: SqliteDatabase) {
       FROM messages m JOIN sessions s ON s.id = m.session_id
         LEFT JOIN message_vectors v ON v.message_id = m.id
       WHERE m.id > @after AND m.role <> 'system' AND m.content IS NOT NULL AND trim(m.content) <> ''
-        AND (v.id IS NULL OR v.model <> @model OR v.dimensions <> @dimensions)
+        AND (v.id IS NULL OR v.model <> @model OR (@dimensions >= 0 AND v.dimensions <> @dimensions))
       ORDER BY m.id LIMIT @limit`),
     // A re-embedded message's old row goes and a new one (a new id) comes, so a loaded copy sees it as new.
     drop: db.prepare('DELETE FROM message_vectors WHERE message_id = ?'),
