@@ -501,6 +501,12 @@ function buildContextCare(
     outputTokens: defaultOutputTokens(settings.models.main),
   });
   const embedding = buildEmbedding(settings, store, budget, observers, logger);
+  // SQLite gives a deleted session's newest message ids to the next messages,
+  // behind the walk's cursor: after a delete the walk starts over.
+  if (embedding)
+    events.observe((event) => {
+      if (event.type === 'session.deleted') embedding.backlog.rewind();
+    });
   const recall = new AutomaticRecall({
     store,
     contextWindow: settings.models.main.contextWindow,

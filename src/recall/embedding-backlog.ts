@@ -73,6 +73,14 @@ export class EmbeddingBacklog {
     this.schedule(0);
   }
 
+  /**
+   * The next batch walks from the start: messages may now hold ids behind the
+   * cursor (SQLite reuses the ids of the newest rows once they are deleted).
+   */
+  rewind(): void {
+    this.cursor = 0;
+  }
+
   /** Stops the walk and waits for a batch in flight. */
   async close(): Promise<void> {
     this.stopped = true;

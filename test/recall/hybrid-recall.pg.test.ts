@@ -221,6 +221,17 @@ describe.each(DATABASES)('hybrid recall (%s)', (database) => {
     expect(await t.app.store.listVectors(id, 0, 100)).toEqual([]);
   });
 
+  it('after the newest session is deleted, the next messages are still embedded (SQLite gives their ids again)', async () => {
+    await backlog().catchUp();
+    const gone = await compacted();
+    expect(
+      (await t.app.server.inject({ method: 'DELETE', url: `/sessions/${gone}` })).statusCode,
+    ).toBe(204);
+    const next = await seedSession(t.app, conversation());
+    expect(await backlog().catchUp()).toBeGreaterThanOrEqual(16);
+    expect(await t.app.store.listVectors(next, 0, 100)).toHaveLength(16);
+  });
+
   it('an import with a bad vector line is refused with the line number', async () => {
     const id = await compacted();
     const exported = await t.app.server.inject({ url: `/sessions/${id}/export` });
