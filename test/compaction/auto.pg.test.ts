@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { estimateMessagesTokens } from '../../src/llm/tokens.js';
-import type { FakeReply } from '../fakes/llm-server.js';
+import { CONTEXT_OVERFLOW_REPLY, type FakeReply } from '../fakes/llm-server.js';
 import {
   chatOn,
   DATABASES,
@@ -388,17 +388,7 @@ describe('context-overflow recovery with agent memory', () => {
     maxIterations: 3,
     memory: { enabled: true },
   };
-  const OVERFLOW: FakeReply = {
-    status: 400,
-    errorBody: {
-      error: {
-        message: "This model's maximum context length is 100 tokens.",
-        type: 'invalid_request_error',
-        param: 'messages',
-        code: 'context_length_exceeded',
-      },
-    },
-  };
+  const OVERFLOW = CONTEXT_OVERFLOW_REPLY;
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({ agents: { memo: MEMO }, mainModel: { timeoutMs: PATIENT_MS } });

@@ -17,7 +17,7 @@ import { OpenAIModel } from '../../src/llm/openai-model.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { traceModel } from '../../src/telemetry/traced-model.js';
 import type { SpanAttributes, SpanStart, TraceSpan, Tracing } from '../../src/telemetry/tracing.js';
-import type { FakeReply } from '../fakes/llm-server.js';
+import { CONTEXT_OVERFLOW_REPLY, type FakeReply } from '../fakes/llm-server.js';
 import { seedSession, startTestApp, type TestApp } from '../helpers/test-app.js';
 import {
   AGENT,
@@ -75,17 +75,7 @@ class RecordingTracing implements Tracing {
 /** Under the input floor: the summariser's input budget is 4 000 characters. */
 const SMALL_WINDOW = 2_000;
 const SERVER_ERROR: FakeReply = { status: 500 };
-const OVERFLOW: FakeReply = {
-  status: 400,
-  errorBody: {
-    error: {
-      message: "This model's maximum context length is 100 tokens.",
-      type: 'invalid_request_error',
-      param: 'messages',
-      code: 'context_length_exceeded',
-    },
-  },
-};
+const OVERFLOW = CONTEXT_OVERFLOW_REPLY;
 
 describe('DefaultCompaction with a tracer and a model of its own', () => {
   let t: TestApp;

@@ -12,7 +12,11 @@ import { planCut } from '../../src/compaction/cut.js';
 import { NEW_MESSAGES } from '../../src/compaction/prompt.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { SUMMARY_ACK, SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
-import type { FakeReply, RecordedRequest } from '../fakes/llm-server.js';
+import {
+  CONTEXT_OVERFLOW_REPLY,
+  type FakeReply,
+  type RecordedRequest,
+} from '../fakes/llm-server.js';
 import {
   chatOn,
   seedSession,
@@ -30,17 +34,7 @@ const AGENT = {
   defaultCompaction: { maxSummaryChars: MAX_SUMMARY_CHARS, summaryFormat: 'prose' },
 };
 
-const OVERFLOW: FakeReply = {
-  status: 400,
-  errorBody: {
-    error: {
-      message: "This model's maximum context length is 100 tokens.",
-      type: 'invalid_request_error',
-      param: 'messages',
-      code: 'context_length_exceeded',
-    },
-  },
-};
+const OVERFLOW = CONTEXT_OVERFLOW_REPLY;
 const SERVER_ERROR: FakeReply = { status: 500 };
 
 /** A text of exactly `chars` characters starting with `tag`. */

@@ -62,6 +62,19 @@ export interface FakeReply {
   resetMidStream?: boolean;
 }
 
+/** A provider's refusal of a request longer than its window, as OpenAI words it. */
+export const CONTEXT_OVERFLOW_REPLY: FakeReply = {
+  status: 400,
+  errorBody: {
+    error: {
+      message: "This model's maximum context length is 100 tokens.",
+      type: 'invalid_request_error',
+      param: 'messages',
+      code: 'context_length_exceeded',
+    },
+  },
+};
+
 export interface RecordedRequest {
   /** Parsed JSON body; the raw text if it was not JSON; undefined if empty. */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary request fields

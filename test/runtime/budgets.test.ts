@@ -18,6 +18,7 @@ import { loadAgents } from '../../src/agents/load-agents.js';
 import { OVER_BUDGET_TOOL_RESULT } from '../../src/runtime/loop.js';
 import { seedSession, startTestApp, TEST_AGENT, type TestApp } from '../helpers/test-app.js';
 import { isSummaryRequest } from '../compaction/summary-requests.js';
+import { CONTEXT_OVERFLOW_REPLY } from '../fakes/llm-server.js';
 
 let t: TestApp | undefined;
 afterEach(async () => {
@@ -44,18 +45,7 @@ const usage = (prompt: number, completion: number) => ({
   completion_tokens: completion,
 });
 const LIMIT = 20_000;
-/** A provider's refusal of a request longer than its window, as OpenAI words it. */
-const OVERFLOW = {
-  status: 400,
-  errorBody: {
-    error: {
-      message: "This model's maximum context length is 100 tokens.",
-      type: 'invalid_request_error',
-      param: 'messages',
-      code: 'context_length_exceeded',
-    },
-  },
-};
+const OVERFLOW = CONTEXT_OVERFLOW_REPLY;
 const toolCalls = (n: number) =>
   Array.from({ length: n }, () => ({ name: 'current_time', arguments: '{}' }));
 
