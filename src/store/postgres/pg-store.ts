@@ -827,6 +827,9 @@ export class PgStore extends StoreBase implements store.Store {
       terms.map((t) => held.get(t) ?? 0),
       counts[0]?.size ?? 0,
     );
+    // A hit must hold an evidence word (below): with none among the words,
+    // nothing can be recalled, and the candidates are not read.
+    if (!evidence.includes(true)) return [];
     const rare = terms.filter((t) => (held.get(t) ?? 0) < PG_COMMON_IN_WINDOW);
     // ts_rank with length normalisation 1 (divide by 1 + log length), close
     // to bm25's; ts_rank knows no word's rarity, so the rarer words' rank
