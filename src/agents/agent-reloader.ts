@@ -33,11 +33,14 @@ export interface AgentReloaderDeps {
   warn?: (details: Record<string, unknown>, message: string) => void;
   /** Runs after each swap, before the reload resolves: the daemon scheduler follows the new set. */
   afterReload?: () => Promise<void>;
+  /** Starts the folder's watch (default: node:fs `watch`, recursive). */
+  watchFolder?: (dir: string, onChange: (file: string | null) => void) => FSWatcher;
 }
 
 export class AgentReloader {
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private closed = false;
   /** Reloads run one at a time; a change during one schedules the next. */
   private running: Promise<ReloadResult> | undefined;
 
@@ -73,17 +76,36 @@ export class AgentReloader {
   /** Starts watching the agents folder (no-op if it does not exist yet). */
   watch(): void {
     if (this.watcher) return;
+    this.closed = false;
+    const onChange = (file: string | null): void => {
+      if (file === null || file.endsWith('.json') || !file.includes('.')) this.schedule();
+    };
     try {
-      this.watcher = watch(this.deps.agentsDir, { recursive: true }, (_event, file) => {
-        if (file === null || file.endsWith('.json') || !file.includes('.')) this.schedule();
-      });
-      this.watcher.on('error', () => this.close());
+      this.watcher = (this.deps.watchFolder ?? watchRecursive)(this.deps.agentsDir, onChange);
+      this.watcher.on('error', () => this.watchAgain());
     } catch (err) {
       this.problem(
         { agentsDir: this.deps.agentsDir, reason: describeError(err) },
         'agents folder not watched; use POST /agents/reload after changes',
       );
     }
+  }
+
+  /**
+   * Node's recursive watch reports an error when a folder goes while it reads
+   * it (an agent's folder removed): the watch stops. It is started again, and
+   * the folder reloaded, since a change may have gone unseen meanwhile.
+   */
+  private watchAgain(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (this.closed) return;
+    const timer = setTimeout(() => {
+      if (this.closed) return;
+      this.watch();
+      this.schedule();
+    }, AGENT_WATCH_DEBOUNCE_MS);
+    timer.unref();
   }
 
   private schedule(): void {
@@ -98,9 +120,14 @@ export class AgentReloader {
   }
 
   close(): void {
+    this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.watcher?.close();
     this.watcher = undefined;
   }
+}
+
+function watchRecursive(dir: string, onChange: (file: string | null) => void): FSWatcher {
+  return watch(dir, { recursive: true }, (_event, file) => onChange(file));
 }

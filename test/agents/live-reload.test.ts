@@ -3,7 +3,7 @@
  * add, change and remove agents without a restart; a running turn keeps the
  * agent version it started with.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -133,6 +133,43 @@ describe('agents live', () => {
       expect(reloads.length).toBeGreaterThanOrEqual(1);
       expect(reloads.length).toBeLessThanOrEqual(2);
       expect(reloads.at(-1)).toEqual(names);
+    } finally {
+      reloader.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('a watch that fails (a folder removed while Node reads it) watches again and reloads what it missed', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'cairn-watch-'));
+    mkdirSync(join(home, 'agents'));
+    const registry = new AgentRegistry([]);
+    const watchers: FSWatcher[] = [];
+    const reloader = new AgentReloader({
+      agentsDir: join(home, 'agents'),
+      registry,
+      resolveTools: async () => undefined,
+      log: () => {},
+      watchFolder: (dir, onChange) => {
+        const watcher = watch(dir, { recursive: true }, (_event, file) => onChange(file));
+        watchers.push(watcher);
+        return watcher;
+      },
+    });
+    try {
+      reloader.watch();
+      // Node's recursive watch reports a folder that went while it read it as an error.
+      watchers[0]!.emit('error', Object.assign(new Error('ENOENT'), { code: 'ENOENT' }));
+      // Written while no watch runs: found by the reload that follows the new watch.
+      writeAgent(home, 'missed', { ...TEST_AGENT, name: 'missed' });
+      await expect
+        .poll(() => registry.list().map((a) => a.name), { timeout: 10_000 })
+        .toEqual(['missed']);
+      expect(watchers).toHaveLength(2);
+      // And the new watch sees what comes next.
+      writeAgent(home, 'later', { ...TEST_AGENT, name: 'later' });
+      await expect
+        .poll(() => registry.list().map((a) => a.name), { timeout: 10_000 })
+        .toEqual(['later', 'missed']);
     } finally {
       reloader.close();
       rmSync(home, { recursive: true, force: true });
