@@ -150,6 +150,21 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
   /** Per session, the pointer up to which the vocabulary was last found complete. */
   private readonly vocabularyCovers = new Map<string, number>();
 
+  /**
+   * Reads into the vocabulary what it still lacks of the session's messages
+   * up to `maxSeq`: on a large database start-up reads them in batches, and
+   * a search reads what it still needs first (as the full-text index does).
+   * Remembered per session, so a call with the same pointer sends nothing.
+   */
+  protected async coverVocabulary(sessionId: string, maxSeq: number): Promise<void> {
+    if ((this.vocabularyCovers.get(sessionId) ?? 0) >= maxSeq) return;
+    while (await this.vocabularyBehind(sessionId, maxSeq)) {
+      if ((await this.indexVocabularyBatch()) === 0) break;
+    }
+    if (this.vocabularyCovers.size >= MAX_REMEMBERED) this.vocabularyCovers.clear();
+    this.vocabularyCovers.set(sessionId, maxSeq);
+  }
+
   async correctRecallTerms(
     sessionId: string,
     terms: readonly SearchTerm[],
@@ -163,16 +178,7 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
       ),
     ];
     if (words.length === 0 || maxSeq <= 0) return [...terms];
-    // The words of the messages recall searches must be in the vocabulary;
-    // on a large database start-up reads them in batches, and a search
-    // reads what it still needs first (as the full-text index does).
-    if ((this.vocabularyCovers.get(sessionId) ?? 0) < maxSeq) {
-      while (await this.vocabularyBehind(sessionId, maxSeq)) {
-        if ((await this.indexVocabularyBatch()) === 0) break;
-      }
-      if (this.vocabularyCovers.size >= MAX_REMEMBERED) this.vocabularyCovers.clear();
-      this.vocabularyCovers.set(sessionId, maxSeq);
-    }
+    await this.coverVocabulary(sessionId, maxSeq);
     const held = await this.heldStems([...new Set(words.map(stemOf))]);
     const heldBy = (word: string) => held.get(stemOf(word)) ?? 0;
     for (const word of words) {

@@ -55,6 +55,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     22: '73e1e7144e670613da61ae92085d9dc88d17ee6485d06cde65d1e1d00a155b50',
     23: '108b7a0ec7a4c8620f0ad985dec2c952d379b318ad5460dff5160c83315a15b5',
     25: '405f4369da8a4ce0156142f4524323deee4779026b670a21ab79eb82acd226df',
+    26: 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
   },
   postgres: {
     1: 'ff003a5fa1c92e49828c42590bfefec4a9118d524622d8b7a093545db494e480',
@@ -79,6 +80,7 @@ const LANDED_SQL_SHA256: Record<'sqlite' | 'postgres', Record<number, string>> =
     22: 'cfd35ce87f21075fd4779144ab823177aed98505ede39c2062d9fcdbd020ee45',
     23: '62a7b8fb4fd1ea820927f2b02c1133073c488c3ee99013ae0385dd04a7c69be4',
     25: '47c97033248094af74f27a8959e4aa657830a2356cf1bf76cca94da265b507a5',
+    26: 'ba537c87953f493c36e97efa9af8049960767c07c01267c37e510060a07b078e',
   },
 };
 

@@ -1,9 +1,15 @@
 /**
  * The vocabulary's pure parts (store/vocabulary.ts): which words are stored,
  * the deletion keys that find a misspelling's neighbours, the edit distance
- * that checks them, and when a word is corrected at all.
+ * that checks them, and when a word is corrected at all; and the per-session
+ * stem counts Postgres recall weighs words by (store/postgres/session-stems.ts).
  */
 import { describe, expect, it } from 'vitest';
+import {
+  countSessionStems,
+  MESSAGES_STEM,
+  stemRange,
+} from '../../src/store/postgres/session-stems.js';
 import { stemOf } from '../../src/store/stem.js';
 import {
   correctionOf,
@@ -61,5 +67,38 @@ describe('the history vocabulary', () => {
     expect(
       correctionOf('authnetiication', 0, [known('authentication', 2), known('authenticated', 40)]),
     ).toBe('authentication');
+  });
+});
+
+describe('countSessionStems', () => {
+  it('counts each stem once per message, per session, with the messages counted, no system message', () => {
+    const rows = countSessionStems([
+      { session_id: 'a', role: 'system', content: 'You deploy things.' },
+      { session_id: 'a', role: 'user', content: 'Deploy, deploying, deployed: deploy!' },
+      { session_id: 'a', role: 'assistant', content: 'We paid 4,500 for the deploy.' },
+      { session_id: 'b', role: 'user', content: `Deploy ${'x'.repeat(65)}.` },
+      { session_id: 'b', role: 'tool', content: null },
+    ]);
+    const table = new Map(
+      rows.sessionIds.map((id, i) => [`${id}/${rows.stems[i]}`, rows.messages[i]]),
+    );
+    expect(table.get(`a/${MESSAGES_STEM}`)).toBe(2);
+    expect(table.get('a/deploi')).toBe(2);
+    expect(table.get('a/4500')).toBe(1);
+    expect(table.get(`b/${MESSAGES_STEM}`)).toBe(2);
+    expect(table.get('b/deploi')).toBe(1);
+    expect([...table.keys()].some((k) => k.includes('xxx'))).toBe(false);
+    expect(table.has('a/thing')).toBe(false);
+  });
+
+  it('looks a word up by its stem and a prefix by every stem it starts', () => {
+    expect(stemRange({ text: 'deploying', prefix: false })).toEqual({
+      lower: 'deploi',
+      upper: 'deploi',
+    });
+    expect(stemRange({ text: 'depl', prefix: true })).toEqual({
+      lower: 'depl',
+      upper: 'depl\uffff',
+    });
   });
 });

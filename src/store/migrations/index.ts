@@ -25,6 +25,7 @@ import * as m021 from './021-message-vectors.js';
 import * as m022 from './022-budget-reservations.js';
 import * as m023 from './023-history-vocabulary.js';
 import * as m025 from './025-chat-streams.js';
+import * as m026 from './026-session-stems.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -63,6 +64,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m022,
   m023,
   m025,
+  m026,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {

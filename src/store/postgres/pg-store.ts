@@ -43,6 +43,12 @@ import {
   VOCABULARY_BATCH,
   type KnownWord,
 } from '../vocabulary.js';
+import {
+  countSessionStems,
+  MESSAGES_STEM,
+  stemRange,
+  type CountedMessage,
+} from './session-stems.js';
 import { DEFAULT_POOL_SIZE } from '../../config/settings.js';
 import {
   inStatement,
@@ -75,8 +81,10 @@ const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
 
 /** Recall on Postgres: a common word's candidates are the session's newest this many messages. */
 const PG_RECALL_WINDOW = 400;
-/** A word held by this many of those is common (2.5 %); a rarer one is read whole through GIN. */
-const PG_COMMON_IN_WINDOW = 10;
+/** A word held by fewer than this share of the session's messages is read whole through GIN… */
+const PG_RARE_SHARE = 0.025;
+/** …or by fewer than this many, in a short session. */
+const PG_RARE_MESSAGES = 10;
 /** How much more the rarer words' rank counts than every word's. */
 const PG_RARE_WEIGHT = 10;
 /**
@@ -276,6 +284,7 @@ export class PgStore extends StoreBase implements store.Store {
       if ((await lockSession(c, id)) === undefined) return undefined;
       await c.query("DELETE FROM messages WHERE session_id = $1 AND role <> 'system'", [id]);
       await c.query('DELETE FROM compactions WHERE session_id = $1', [id]);
+      await c.query('DELETE FROM history_session_stems WHERE session_id = $1', [id]);
       await c.query(
         `UPDATE sessions SET
            message_count = (SELECT COUNT(*) FROM messages WHERE session_id = $1),
@@ -303,9 +312,10 @@ export class PgStore extends StoreBase implements store.Store {
 
   async deleteSession(id: string): Promise<boolean> {
     this.heads.forget(id);
-    return this.tx(
-      async (c) => ((await c.query('DELETE FROM sessions WHERE id = $1', [id])).rowCount ?? 0) > 0,
-    );
+    return this.tx(async (c) => {
+      await c.query('DELETE FROM history_session_stems WHERE session_id = $1', [id]);
+      return ((await c.query('DELETE FROM sessions WHERE id = $1', [id])).rowCount ?? 0) > 0;
+    });
   }
 
   async updateSession(id: string, edit: store.SessionEdit): Promise<store.SessionRow | undefined> {
@@ -804,74 +814,87 @@ export class PgStore extends StoreBase implements store.Store {
         ? `('${t.text}' | ${groups.map((g) => `'${g}'`).join(' <-> ')} | '${groups.join('.')}')`
         : `'${t.text}'`;
     });
-    // How many of the session's newest PG_RECALL_WINDOW searchable messages
-    // hold each word: a word held by PG_COMMON_IN_WINDOW of them or more is
-    // common, and its candidates are those newest messages only (the
-    // (session_id, seq) index backwards, bounded); a rarer word's are all
-    // its rows, through the GIN index (few, by that test). A GIN read of a
-    // common word would fetch and sort every row that holds it.
-    const counts = await this.rows<{ term: string; held: number; size: number }>(
-      `WITH t AS MATERIALIZED (SELECT term, to_tsquery('simple', term) AS q
-                               FROM unnest($1::text[]) AS term),
-            w AS MATERIALIZED (SELECT search FROM messages
-                               WHERE session_id = $2 AND seq <= $3 AND role <> 'system'
-                               ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW})
-       SELECT t.term, (SELECT count(*)::int FROM w WHERE w.search @@ t.q) AS held,
-              (SELECT count(*)::int FROM w) AS size FROM t`,
-      [terms, sessionId, maxSeq],
+    // How many of the session's messages hold each word's stem, and how many
+    // there are (migration 026): an indexed read of the query's stems, the
+    // same whatever the session's length. The counts include the raw tail
+    // (and lag the newest messages): shares, not exact figures, are used.
+    await this.coverVocabulary(sessionId, maxSeq);
+    const ranges = [{ lower: MESSAGES_STEM, upper: MESSAGES_STEM }, ...words.map(stemRange)];
+    const counted = await this.rows<{ i: number; held: number }>(
+      `SELECT r.i::int AS i,
+              coalesce((SELECT sum(s.messages) FROM history_session_stems s
+                        WHERE s.session_id = $1 AND s.stem >= r.lower AND s.stem <= r.upper), 0)::int AS held
+       FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS r(lower, upper, i)`,
+      [sessionId, ranges.map((r) => r.lower), ranges.map((r) => r.upper)],
     );
-    const held = new Map(counts.map((c) => [c.term, c.held]));
-    // Evidence is judged on the newest window's shares, the same rule as
-    // SQLite's over the whole session (a window is a fair sample of it).
-    const evidence = evidenceWords(
-      terms.map((t) => held.get(t) ?? 0),
-      counts[0]?.size ?? 0,
-    );
+    const countOf = new Map(counted.map((c) => [c.i - 1, c.held]));
+    const size = countOf.get(0) ?? 0;
+    const held = terms.map((_, i) => countOf.get(i + 1) ?? 0);
+    const evidence = evidenceWords(held, size);
     // A hit must hold an evidence word (below): with none among the words,
     // nothing can be recalled, and the candidates are not read.
     if (!evidence.includes(true)) return [];
-    const rare = terms.filter((t) => (held.get(t) ?? 0) < PG_COMMON_IN_WINDOW);
+    // An evidence word few enough messages hold is read whole, through GIN;
+    // a more common one only among the session's newest PG_RECALL_WINDOW
+    // messages (the (session_id, seq) index backwards, bounded): a GIN read
+    // of a common word would fetch and sort every row that holds it.
+    const readWhole = Math.max(PG_RARE_MESSAGES, size * PG_RARE_SHARE);
+    const rare = terms.filter((_, i) => evidence[i] && held[i]! < readWhole);
+    const windowed = terms.filter((_, i) => evidence[i] && held[i]! >= readWhole);
     // ts_rank with length normalisation 1 (divide by 1 + log length), close
-    // to bm25's; ts_rank knows no word's rarity, so the rarer words' rank
-    // counts PG_RARE_WEIGHT times (a rare word is the evidence).
-    // The candidates are the window's rows that hold any word (a common
-    // word's candidates are the window's, and a rare word's in the window
-    // are among its rows too) and, below the window, the rows that hold a
-    // rare word, through GIN. Each row is read once with the columns the
-    // answer needs: joining the candidates back to their rows by id cost an
-    // index lookup per candidate, 400 of them once the window is full, and
-    // was what made a long session's recall slower than a short one's.
-    // `seq + 0` keeps the below-the-window test a filter: as an index
-    // condition the planner ANDs the whole session's (session_id, seq)
-    // range into the GIN lookup (700 pages at 100 000 messages).
-    const hits = await this.rows<store.RecallHit>(
-      `WITH w AS MATERIALIZED (SELECT seq, role, content, created_at, search FROM messages
-                               WHERE session_id = $1 AND seq <= $2 AND role <> 'system'
-                               ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW})
-       SELECT c.seq, c.role, left(c.content, ${RECALL_CONTENT_CHARS}) AS content, c.created_at,
-              (ts_rank(c.search, q, 1)
-                + CASE WHEN $3 <> '' THEN ${PG_RARE_WEIGHT} * ts_rank(c.search, to_tsquery('simple', $3), 1) ELSE 0 END
-              )::float8 AS score
-       FROM (SELECT seq, role, content, created_at, search FROM w
-             WHERE search @@ to_tsquery('simple', $4)
-             UNION ALL
-             SELECT seq, role, content, created_at, search FROM messages
-             WHERE $3 <> '' AND session_id = $1 AND seq <= $2 AND role <> 'system'
-               AND search @@ to_tsquery('simple', $3)
-               AND seq + 0 < (SELECT min(seq) FROM w)) c, to_tsquery('simple', $4) q
-       ORDER BY score DESC, c.seq LIMIT $5`,
-      [sessionId, maxSeq, rare.join(' | '), terms.join(' | '), limit],
-    );
+    // to bm25's; ts_rank knows no word's rarity, so the rare words' rank
+    // counts PG_RARE_WEIGHT times (a rare word is the evidence). Each row is
+    // read once with the columns the answer needs. With a windowed word, the
+    // candidates are the window's rows that hold an evidence word and, below
+    // it, the rows that hold a rare one; `seq + 0` keeps that test a filter:
+    // as an index condition the planner ANDs the whole session's
+    // (session_id, seq) range into the GIN lookup (700 pages at 100 000
+    // messages). With rare words only, the window is not read at all.
+    const score = `(ts_rank(c.search, q, 1)
+                    + CASE WHEN $3 <> '' THEN ${PG_RARE_WEIGHT} * ts_rank(c.search, to_tsquery('simple', $3), 1) ELSE 0 END
+                   )::float8 AS score`;
+    const columns = `c.seq, c.role, left(c.content, ${RECALL_CONTENT_CHARS}) AS content, c.created_at`;
+    const hits =
+      windowed.length === 0
+        ? await this.rows<store.RecallHit>(
+            `SELECT ${columns}, ${score}
+             FROM messages c, to_tsquery('simple', $4) q
+             WHERE c.session_id = $1 AND c.seq <= $2 AND c.role <> 'system'
+               AND c.search @@ to_tsquery('simple', $3)
+             ORDER BY score DESC, c.seq LIMIT $5`,
+            [sessionId, maxSeq, rare.join(' | '), terms.join(' | '), limit],
+          )
+        : await this.rows<store.RecallHit>(
+            `WITH w AS MATERIALIZED (SELECT seq, role, content, created_at, search FROM messages
+                                     WHERE session_id = $1 AND seq <= $2 AND role <> 'system'
+                                     ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW})
+             SELECT ${columns}, ${score}
+             FROM (SELECT seq, role, content, created_at, search FROM w
+                   WHERE search @@ to_tsquery('simple', $6)
+                   UNION ALL
+                   SELECT seq, role, content, created_at, search FROM messages
+                   WHERE $3 <> '' AND session_id = $1 AND seq <= $2 AND role <> 'system'
+                     AND search @@ to_tsquery('simple', $3)
+                     AND seq + 0 < (SELECT min(seq) FROM w)) c, to_tsquery('simple', $4) q
+             ORDER BY score DESC, c.seq LIMIT $5`,
+            [
+              sessionId,
+              maxSeq,
+              rare.join(' | '),
+              terms.join(' | '),
+              limit,
+              [...rare, ...windowed].join(' | '),
+            ],
+          );
     const matching = hits
       .filter((hit) => {
         const found = records.wordsOf(hit.content);
         return words.some((t, i) => evidence[i] && found.some((w) => records.matchesTerm(t, w)));
       })
       .map((hit) => ({ ...hit, chars: hit.content.length, held: 0 }));
-    // The final order and score by BM25 with the window's frequencies, as on
-    // SQLite: ts_rank's order picked the candidates, not their scores.
-    const size = counts[0]?.size ?? 0;
-    const weights = terms.map((t) => inverseFrequency(size, held.get(t) ?? 0));
+    // The final order and score by BM25 with the session's frequencies, as
+    // on SQLite: ts_rank's order picked the candidates, not their scores.
+    const weights = held.map((df) => inverseFrequency(size, df));
     return rankShortlist(matching, words, weights, limit).map(
       ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
     );
@@ -907,12 +930,21 @@ export class PgStore extends StoreBase implements store.Store {
       ).rows[0]?.last_message_id;
       if (mark === undefined) return 0;
       const read = (
-        await c.query<{ id: string; content: string | null }>(
-          'SELECT id, content FROM messages WHERE id > $1 ORDER BY id LIMIT $2',
+        await c.query<{ id: string } & CountedMessage>(
+          'SELECT id, session_id, role, content FROM messages WHERE id > $1 ORDER BY id LIMIT $2',
           [mark, VOCABULARY_BATCH],
         )
       ).rows;
       if (read.length === 0) return 0;
+      const stems = countSessionStems(read);
+      await c.query(
+        `INSERT INTO history_session_stems (session_id, stem, messages)
+         SELECT u.* FROM unnest($1::text[], $2::text[], $3::int[]) AS u(session_id, stem, messages)
+         WHERE EXISTS (SELECT 1 FROM sessions s WHERE s.id = u.session_id)
+         ON CONFLICT (session_id, stem)
+         DO UPDATE SET messages = history_session_stems.messages + EXCLUDED.messages`,
+        [stems.sessionIds, stems.stems, stems.messages],
+      );
       const counts = countWords(read.flatMap((m) => (m.content === null ? [] : [m.content])));
       if (counts.size > 0) {
         const words = [...counts.keys()];
