@@ -207,16 +207,20 @@ export function inStatement<T>(
 
 /**
  * One query outside a transaction (reads), as a named statement (the texts
- * are the store's fixed set), with the same error mapping.
+ * are the store's fixed set), with the same error mapping. `planEach`: sent
+ * unnamed, so Postgres plans it with each call's values; a named statement
+ * may be given a generic plan after five calls, chosen without them.
  */
 export async function queryRows<R extends pg.QueryResultRow>(
   pool: pg.Pool,
   poolSize: number,
   sql: string,
   params: unknown[] = [],
+  planEach = false,
 ): Promise<R[]> {
   try {
-    return (await pool.query<R>(prepared(sql, params))).rows;
+    return (await pool.query<R>(planEach ? { text: sql, values: params } : prepared(sql, params)))
+      .rows;
   } catch (err) {
     throw translateError(err, poolSize);
   }

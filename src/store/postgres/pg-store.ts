@@ -208,6 +208,14 @@ export class PgStore extends StoreBase implements store.Store {
     return queryRows<R>(this.pool, this.poolSize, sql, params);
   }
 
+  /** `rows`, planned with each call's values (see `queryRows`). */
+  private rowsPlannedEach<R extends pg.QueryResultRow>(
+    sql: string,
+    params: unknown[],
+  ): Promise<R[]> {
+    return queryRows<R>(this.pool, this.poolSize, sql, params, true);
+  }
+
   private async row<R extends pg.QueryResultRow>(
     sql: string,
     params: unknown[] = [],
@@ -854,9 +862,14 @@ export class PgStore extends StoreBase implements store.Store {
                     + CASE WHEN $3 <> '' THEN ${PG_RARE_WEIGHT} * ts_rank(c.search, to_tsquery('simple', $3), 1) ELSE 0 END
                    )::float8 AS score`;
     const columns = `c.seq, c.role, left(c.content, ${RECALL_CONTENT_CHARS}) AS content, c.created_at`;
+    // Planned with the call's values: which index is cheaper depends on the
+    // session's length and the words' frequency in the whole table, and a
+    // generic plan (a named statement's after five calls) knows neither; it
+    // chose to AND the session's whole (session_id, seq) range into the GIN
+    // lookup, 14 ms at 100 000 messages instead of 0.1.
     const hits =
       windowed.length === 0
-        ? await this.rows<store.RecallHit>(
+        ? await this.rowsPlannedEach<store.RecallHit>(
             `SELECT ${columns}, ${score}
              FROM messages c, to_tsquery('simple', $4) q
              WHERE c.session_id = $1 AND c.seq <= $2 AND c.role <> 'system'
@@ -864,7 +877,7 @@ export class PgStore extends StoreBase implements store.Store {
              ORDER BY score DESC, c.seq LIMIT $5`,
             [sessionId, maxSeq, rare.join(' | '), terms.join(' | '), limit],
           )
-        : await this.rows<store.RecallHit>(
+        : await this.rowsPlannedEach<store.RecallHit>(
             `WITH w AS MATERIALIZED (SELECT seq, role, content, created_at, search FROM messages
                                      WHERE session_id = $1 AND seq <= $2 AND role <> 'system'
                                      ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW})
