@@ -26,6 +26,7 @@ import {
 import type { RecallLedger } from './recall-ledger.js';
 import { fuseCandidates, type VectorRecall } from './hybrid-recall.js';
 import {
+  asksQuestion,
   mayCompleteEarlier,
   recallScore,
   recallTerms,
@@ -143,7 +144,8 @@ export class AutomaticRecall implements ContextRecall {
         }
       }
       out.push(item);
-      if (reads >= MAX_NEIGHBOURS || !refersToNext(item.text)) continue;
+      if (reads >= MAX_NEIGHBOURS || !(refersToNext(item.text) || asksQuestion(item.text)))
+        continue;
       reads += 1;
       const next = await nextMessage(this.deps.store, sessionId, item, pointer);
       if (next && !seen.has(next.seq)) {

@@ -176,6 +176,11 @@ export function refersBack(text: string): boolean {
   return REFERS_BACK.test(bodyOf(text));
 }
 
+/** Whether a message asks something: a sentence of it ends in a question mark. */
+export function asksQuestion(text: string): boolean {
+  return /\?(\s|$)/.test(bodyOf(text));
+}
+
 /** A message this short may be the bare answer an earlier one announced ("/srv/data/…"). */
 export const SHORT_ANSWER_CHARS = 80;
 

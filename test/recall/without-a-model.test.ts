@@ -13,7 +13,7 @@ import type { AgentConfig } from '../../src/agents/agent-config.js';
 import type { ChatMessage } from '../../src/llm/messages.js';
 import { AutomaticRecall } from '../../src/recall/automatic-recall.js';
 import { RecallLedger } from '../../src/recall/recall-ledger.js';
-import { isFollowUp, refersToNext } from '../../src/recall/recall-query.js';
+import { asksQuestion, isFollowUp, refersToNext } from '../../src/recall/recall-query.js';
 import type { GuardedTurn } from '../../src/runtime/context-guard.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { VOCABULARY_BATCH } from '../../src/store/vocabulary.js';
@@ -139,6 +139,18 @@ describe('recall without a model', () => {
     expect(await recalled(turn, ask('Where is the backup path?'))).toEqual([2, 4]);
   });
 
+  it('brings the reply to a recalled question: the answer rarely repeats its words', async () => {
+    const turn = await compacted([
+      { role: 'assistant', content: 'Do you take the kids to the park often?' }, // 2
+      { role: 'user', content: 'Yes, a few times a week, mostly after school.' }, // 3
+      { role: 'assistant', content: 'The park by the river is lovely.' }, // 4
+      { role: 'user', content: 'It is.' }, // 5
+    ]);
+    expect(await recalled(turn, ask('How often do I take the kids to the park?'))).toEqual([2, 3]);
+    // A statement brings no neighbour.
+    expect(await recalled(turn, ask('Which park is by the river?'))).toEqual([4]);
+  });
+
   it('brings the earlier half of a split fact: the announcement, or what "that was" refers to', async () => {
     const turn = await compacted([
       { role: 'user', content: 'The backup path is in my next message.' }, // 2
@@ -256,5 +268,8 @@ describe('recall without a model', () => {
     expect(refersToNext('The path is in my next message.')).toBe(true);
     expect(refersToNext('The hosts are:')).toBe(true);
     expect(refersToNext('The path is /srv/data.')).toBe(false);
+    expect(asksQuestion('Do you take the kids to the park? Just curious.')).toBe(true);
+    expect(asksQuestion('[2023-05-08T13:56:00Z] Mel: Where is it?')).toBe(true);
+    expect(asksQuestion('See https://example.com/search?q=park for the map.')).toBe(false);
   });
 });
