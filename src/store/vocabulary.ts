@@ -18,8 +18,10 @@
  *
  * A word is corrected only when it is MIN_TYPO_CHARS long or more, and its
  * stem is held by fewer than RARE_EXACT messages while the candidate is held
- * by CORRECTION_LEAD times more: a short word has too many neighbours, and a
- * word the history does hold is what the user meant. Pure: no I/O.
+ * by CORRECTION_LEAD times more, and when the candidate starts with the same
+ * letter: a short word has too many neighbours, a word the history does hold
+ * is what the user meant, and a misspelling seldom changes the first letter.
+ * Pure: no I/O.
  */
 import { foldWord } from './records.js';
 import { stemOf } from './stem.js';
@@ -131,7 +133,9 @@ export function editDistance(a: string, b: string, limit: number): number {
  * The word `word` is corrected to, if any: of the `candidates` within its
  * edit distance, the closest, then the most held; none when the word's stem
  * (`held` messages hold it) is common enough, or when the candidate's stem is
- * the word's own (the stem already finds it).
+ * the word's own (the stem already finds it). The correction starts with the
+ * word's first letter: a misspelling seldom changes it, and two edits at the
+ * start turn a word into an unrelated one ("studying" into "tidying").
  */
 export function correctionOf(
   word: string,
@@ -143,7 +147,11 @@ export function correctionOf(
   const limit = maxDistance(word);
   let best: { word: string; distance: number; messages: number } | undefined;
   for (const candidate of candidates) {
-    if (candidate.stem === stem || candidate.messages < Math.max(1, held * CORRECTION_LEAD)) {
+    if (
+      candidate.stem === stem ||
+      candidate.messages < Math.max(1, held * CORRECTION_LEAD) ||
+      candidate.word[0] !== word[0]
+    ) {
       continue;
     }
     const distance = editDistance(word, candidate.word, limit);

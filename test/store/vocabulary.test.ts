@@ -68,6 +68,11 @@ describe('the history vocabulary', () => {
       correctionOf('authnetiication', 0, [known('authentication', 2), known('authenticated', 40)]),
     ).toBe('authentication');
   });
+
+  it('never changes the first letter: two edits there make another word', () => {
+    expect(correctionOf('studying', 0, [known('tidying', 40)])).toBeUndefined();
+    expect(correctionOf('pstgres', 0, [known('postgres', 40)])).toBe('postgres');
+  });
 });
 
 describe('countSessionStems', () => {
