@@ -37,19 +37,19 @@ function cairn(cwd: string, args: string[], env: Record<string, string> = {}): P
 }
 
 /**
- * 80 turns of filler, a fact at turn 5 and another at turn 77 (in the raw
+ * 80 turns of filler (or `length`), a fact at turn 5 and another three turns before the end (in the raw
  * tail once 90 % is compacted), and questions: one about each fact, one
  * about nothing said, one whose evidence holds none of its words.
  */
-function data(): unknown {
-  const turns = Array.from({ length: 80 }, (_, i) => ({
+function data(length = 80): unknown {
+  const turns = Array.from({ length }, (_, i) => ({
     id: `D1:${i + 1}`,
     speaker: i % 2 === 0 ? 'Ana' : 'Bo',
     time: `2024-01-01T10:${String(i % 60).padStart(2, '0')}:00Z`,
     text: i % 2 === 0 ? `Chatting about little thing number ${i}.` : 'Nice, go on.',
   }));
   turns[4]!.text = 'The harbour crane is painted vermilion.';
-  turns[76]!.text = 'The ferry timetable changes in spring.';
+  turns[length - 4]!.text = 'The ferry timetable changes in spring.';
   return {
     conversations: [
       {
@@ -58,7 +58,11 @@ function data(): unknown {
         turns,
         questions: [
           { question: 'What colour is the harbour crane?', evidence: ['D1:5'], category: 'plain' },
-          { question: 'When does the timetable change?', evidence: ['D1:77'], category: 'tail' },
+          {
+            question: 'When does the timetable change?',
+            evidence: [`D1:${length - 3}`],
+            category: 'tail',
+          },
           { question: 'Who won the chess final?', evidence: ['D1:5'], category: 'miss' },
           { question: 'Anything about cranes?', evidence: [], category: 'plain' },
         ],
@@ -143,6 +147,19 @@ describe('cairn eval recall', () => {
     expect(report.total).toMatchObject({ category: 'all', questions: 3, foundAny: 2 });
     expect(report.total.msPerCall).toBeGreaterThan(0);
     expect(run.stderr).toBe('');
+  }, 120_000);
+
+  it('stops at the asked share when a compaction stops short of it, not at everything', async () => {
+    // 88 turns: the first compaction's cut, moved to a turn's start, stops
+    // at 89.8 %; another at 90 % of the rest would compact everything and
+    // put the tail's fact behind the pointer.
+    writeFileSync(join(home, 'data-88.json'), JSON.stringify(data(88)));
+    const run = await cairn(home, ['eval', 'recall', '--data', 'data-88.json', '--json']);
+    expect(run.code, run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report.compacted.reached).toBeGreaterThanOrEqual(0.9);
+    expect(report.compacted.reached).toBeLessThan(0.95);
+    expect(found(report)).toMatchObject({ tail: 1 });
   }, 120_000);
 
   it('runs the conversation file shipped with Cairn by default, as a table', async () => {

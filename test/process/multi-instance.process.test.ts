@@ -212,13 +212,18 @@ describe('three instances on one Postgres database', () => {
       .toBe('interrupted');
     expect((await call(`${b.url}/tasks/${onA.json.task.id}`)).json.task.status).toBe('running');
 
-    // The daemon ticked once per slot across the three: slots are a second apart.
+    // The daemon ticked once per slot across the three: slots are a second
+    // apart, and a slot two instances both ran would start twice within a few
+    // milliseconds (each arms it for the same instant). A tick that starts late
+    // on a loaded machine only narrows the gap to the next slot's (484 ms was
+    // seen with the other core busy), so the bound is well under a second.
     const ticks = await call(`${a.url}/tasks?agentName=ticker&limit=100`);
     const starts = (ticks.json.tasks as { created_at: string }[])
       .map((t) => Date.parse(t.created_at))
       .sort((x, y) => x - y);
     expect(starts.length).toBeGreaterThan(3);
     const gaps = starts.slice(1).map((t, i) => t - starts[i]!);
-    expect(Math.min(...gaps)).toBeGreaterThan(800);
+    expect(Math.min(...gaps)).toBeGreaterThan(200);
+    expect(starts.length).toBeLessThanOrEqual(Math.floor((starts.at(-1)! - starts[0]!) / 1000) + 2);
   }, 60_000);
 });
