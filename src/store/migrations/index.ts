@@ -26,6 +26,7 @@ import * as m022 from './022-budget-reservations.js';
 import * as m023 from './023-history-vocabulary.js';
 import * as m025 from './025-chat-streams.js';
 import * as m026 from './026-session-stems.js';
+import * as m027 from './027-split-search-words.js';
 
 /** A migration as one dialect runs it. */
 export interface Migration {
@@ -65,6 +66,7 @@ const MIGRATIONS: readonly MigrationSource[] = [
   m023,
   m025,
   m026,
+  m027,
 ];
 
 function inDialect(dialect: SchemaDialect): readonly Migration[] {

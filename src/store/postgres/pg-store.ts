@@ -79,6 +79,9 @@ const BIND_ATTEMPTS = 3;
 
 const MEMORY_COLUMNS = 'agent_name, key, content, created_at, updated_at';
 
+/** Messages whose split words one backfill batch sets (migration 027). */
+export const WORDS_BATCH = 2_000;
+
 /** Recall on Postgres: a common word's candidates are the session's newest this many messages. */
 const PG_RECALL_WINDOW = 400;
 /** A word held by fewer than this share of the session's messages is read whole through GIN… */
@@ -93,8 +96,35 @@ const PG_RARE_WEIGHT = 10;
  */
 function toTsQuery(text: string): string | undefined {
   const words = records.searchWords(text);
-  return words.length === 0 ? undefined : words.map((w) => `'${w}'`).join(' | ');
+  return words.length === 0 ? undefined : words.map(lexeme).join(' | ');
 }
+
+/**
+ * A word as a tsquery operand: quoted; a word with an underscore as the
+ * phrase of its parts, which is how the parser stores it (`api_key` is
+ * `'api' <-> 'key'`; SQLite keeps it whole, and the rows found are checked by
+ * word after).
+ */
+function lexeme(word: string): string {
+  const parts = word.split('_').filter((part) => part !== '');
+  return parts.length > 1
+    ? `(${parts.map((part) => `'${part}'`).join(' <-> ')})`
+    : `'${parts[0] ?? word}'`;
+}
+
+/**
+ * The condition that `alias`'s row holds `query`: by its split words
+ * (migration 027), or, until every row has them, by the generated
+ * `search` column where `words` is not yet set.
+ */
+function holds(alias: string, query: string, wordsComplete: boolean): string {
+  return wordsComplete
+    ? `${alias}.words @@ ${query}`
+    : `(${alias}.words @@ ${query} OR (${alias}.words IS NULL AND ${alias}.search @@ ${query}))`;
+}
+
+/** A row's searchable words: the split words, or the generated column until they are set. */
+const rowWords = (alias: string): string => `COALESCE(${alias}.words, ${alias}.search)`;
 
 /** ts_headline options: the match in [brackets], one short fragment, like FTS5's snippet(). */
 const HEADLINE =
@@ -151,6 +181,8 @@ export class PgStore extends StoreBase implements store.Store {
   protected readonly vectors: PgVectors;
   /** Where each session's log ends, as last seen: lets an append skip locking the row. */
   private readonly heads = new SessionHeads();
+  /** Whether every message has its split words (migration 027); until then searches fall back. */
+  private wordsComplete = false;
 
   private constructor(
     pool: pg.Pool,
@@ -188,6 +220,7 @@ export class PgStore extends StoreBase implements store.Store {
     }
     const opened = new PgStore(pool, poolSize, options.instanceId ?? null, matching);
     opened.catchUpVocabulary();
+    opened.catchUpWords();
     return opened;
   }
 
@@ -796,8 +829,8 @@ export class PgStore extends StoreBase implements store.Store {
     return this.rows<store.HistoryHit>(
       `SELECT m.seq, m.role, ts_headline('simple', m.content, q, '${HEADLINE}') AS snippet
        FROM messages m, to_tsquery('simple', $1) q
-       WHERE m.session_id = $2 AND m.search @@ q
-       ORDER BY ts_rank(m.search, q) DESC, m.seq LIMIT $3`,
+       WHERE m.session_id = $2 AND ${holds('m', 'q', this.wordsComplete)}
+       ORDER BY ts_rank(${rowWords('m')}, q) DESC, m.seq LIMIT $3`,
       [tsquery, sessionId, limit],
     );
   }
@@ -820,7 +853,7 @@ export class PgStore extends StoreBase implements store.Store {
       const groups = records.digitGroups(t.text);
       return groups
         ? `('${t.text}' | ${groups.map((g) => `'${g}'`).join(' <-> ')} | '${groups.join('.')}')`
-        : `'${t.text}'`;
+        : lexeme(t.text);
     });
     // How many of the session's messages hold each word's stem, and how many
     // there are (migration 026): an indexed read of the query's stems, the
@@ -871,23 +904,25 @@ export class PgStore extends StoreBase implements store.Store {
       windowed.length === 0
         ? await this.rowsPlannedEach<store.RecallHit>(
             `SELECT ${columns}, ${score}
-             FROM messages c, to_tsquery('simple', $4) q
-             WHERE c.session_id = $1 AND c.seq <= $2 AND c.role <> 'system'
-               AND c.search @@ to_tsquery('simple', $3)
+             FROM (SELECT seq, role, content, created_at, ${rowWords('m')} AS search FROM messages m
+                   WHERE m.session_id = $1 AND m.seq <= $2 AND m.role <> 'system'
+                     AND ${holds('m', "to_tsquery('simple', $3)", this.wordsComplete)}) c,
+                  to_tsquery('simple', $4) q
              ORDER BY score DESC, c.seq LIMIT $5`,
             [sessionId, maxSeq, rare.join(' | '), terms.join(' | '), limit],
           )
         : await this.rowsPlannedEach<store.RecallHit>(
-            `WITH w AS MATERIALIZED (SELECT seq, role, content, created_at, search FROM messages
+            `WITH w AS MATERIALIZED (SELECT seq, role, content, created_at, ${rowWords('m')} AS search
+                                     FROM messages m
                                      WHERE session_id = $1 AND seq <= $2 AND role <> 'system'
                                      ORDER BY seq DESC LIMIT ${PG_RECALL_WINDOW})
              SELECT ${columns}, ${score}
              FROM (SELECT seq, role, content, created_at, search FROM w
                    WHERE search @@ to_tsquery('simple', $6)
                    UNION ALL
-                   SELECT seq, role, content, created_at, search FROM messages
+                   SELECT seq, role, content, created_at, ${rowWords('m')} AS search FROM messages m
                    WHERE $3 <> '' AND session_id = $1 AND seq <= $2 AND role <> 'system'
-                     AND search @@ to_tsquery('simple', $3)
+                     AND ${holds('m', "to_tsquery('simple', $3)", this.wordsComplete)}
                      AND seq + 0 < (SELECT min(seq) FROM w)) c, to_tsquery('simple', $4) q
              ORDER BY score DESC, c.seq LIMIT $5`,
             [
@@ -911,6 +946,61 @@ export class PgStore extends StoreBase implements store.Store {
     return rankShortlist(matching, words, weights, limit).map(
       ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
     );
+  }
+
+  // ---- split search words (migration 027) -----------------------------------
+
+  /**
+   * Fills the split words of the messages that were there before migration
+   * 027, in batches, off start-up, until it reaches the last of them; then
+   * the searches read them alone.
+   */
+  private catchUpWords(): void {
+    const next = (): void => {
+      if (this.closed) return;
+      this.backfillWordsBatch().then(
+        (read) => {
+          if (read > 0) setImmediate(next);
+        },
+        () => undefined,
+      );
+    };
+    setImmediate(next);
+  }
+
+  /**
+   * Sets the split words of up to WORDS_BATCH messages above the backfill's
+   * mark, in one transaction that moves the mark; returns how many it read
+   * (0: the backfill is complete, and the searches use the words alone).
+   */
+  async backfillWordsBatch(): Promise<number> {
+    const read = await this.tx(async (c) => {
+      // The row lock queues instances filling at once: each batch starts at the mark it moves.
+      const mark = (
+        await c.query<{ last_message_id: string; until_id: string }>(
+          'SELECT last_message_id, until_id FROM history_words_backfill WHERE id = 1 FOR UPDATE',
+        )
+      ).rows[0];
+      if (mark === undefined || BigInt(mark.last_message_id) >= BigInt(mark.until_id)) return 0;
+      const ids = (
+        await c.query<{ id: string }>(
+          'SELECT id FROM messages WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3',
+          [mark.last_message_id, mark.until_id, WORDS_BATCH],
+        )
+      ).rows.map((r) => r.id);
+      const last = ids.at(-1) ?? mark.until_id;
+      if (ids.length > 0) {
+        await c.query(
+          `UPDATE messages SET words = cairn_search_words(content)
+           WHERE id = ANY($1::bigint[]) AND words IS NULL`,
+          [ids],
+        );
+      }
+      await c.query('UPDATE history_words_backfill SET last_message_id = $1 WHERE id = 1', [last]);
+      return Math.max(ids.length, 1);
+    });
+    if (read === 0) this.wordsComplete = true;
+    return read;
   }
 
   // ---- vocabulary (typo correction) -----------------------------------------
