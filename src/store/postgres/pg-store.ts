@@ -956,11 +956,19 @@ export class PgStore extends StoreBase implements store.Store {
    * the searches read them alone.
    */
   private catchUpWords(): void {
+    this.inBatches(() => this.backfillWordsBatch(), WORDS_BATCH);
+  }
+
+  /**
+   * Runs `batch` off the caller, again while it reads a full `size`, until
+   * the store closes; a batch that fails stops the run and leaves its mark.
+   */
+  private inBatches(batch: () => Promise<number>, size: number): void {
     const next = (): void => {
       if (this.closed) return;
-      this.backfillWordsBatch().then(
+      batch().then(
         (read) => {
-          if (read > 0) setImmediate(next);
+          if (read === size) setImmediate(next);
         },
         () => undefined,
       );
@@ -970,8 +978,9 @@ export class PgStore extends StoreBase implements store.Store {
 
   /**
    * Sets the split words of up to WORDS_BATCH messages above the backfill's
-   * mark, in one transaction that moves the mark; returns how many it read
-   * (0: the backfill is complete, and the searches use the words alone).
+   * mark, in one transaction that moves the mark; returns how many it read.
+   * A batch short of WORDS_BATCH reached the last message to fill: from then
+   * on the searches use the words alone.
    */
   async backfillWordsBatch(): Promise<number> {
     const read = await this.tx(async (c) => {
@@ -988,7 +997,6 @@ export class PgStore extends StoreBase implements store.Store {
           [mark.last_message_id, mark.until_id, WORDS_BATCH],
         )
       ).rows.map((r) => r.id);
-      const last = ids.at(-1) ?? mark.until_id;
       if (ids.length > 0) {
         await c.query(
           `UPDATE messages SET words = cairn_search_words(content)
@@ -996,10 +1004,11 @@ export class PgStore extends StoreBase implements store.Store {
           [ids],
         );
       }
+      const last = ids.length === WORDS_BATCH ? ids.at(-1)! : mark.until_id;
       await c.query('UPDATE history_words_backfill SET last_message_id = $1 WHERE id = 1', [last]);
-      return Math.max(ids.length, 1);
+      return ids.length;
     });
-    if (read === 0) this.wordsComplete = true;
+    if (read < WORDS_BATCH) this.wordsComplete = true;
     return read;
   }
 
@@ -1011,16 +1020,7 @@ export class PgStore extends StoreBase implements store.Store {
    * batch that fails leaves the mark, and a recall that needs it reads it.
    */
   private catchUpVocabulary(): void {
-    const next = (): void => {
-      if (this.closed) return;
-      this.indexVocabularyBatch().then(
-        (read) => {
-          if (read === VOCABULARY_BATCH) setImmediate(next);
-        },
-        () => undefined,
-      );
-    };
-    setImmediate(next);
+    this.inBatches(() => this.indexVocabularyBatch(), VOCABULARY_BATCH);
   }
 
   async indexVocabularyBatch(): Promise<number> {
