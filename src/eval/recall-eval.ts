@@ -19,7 +19,7 @@
  */
 import type { AgentConfig } from '../agents/agent-config.js';
 import type { CairnApp } from '../app.js';
-import type { ChatMessage } from '../llm/messages.js';
+import { EXPORT_FORMAT, EXPORT_VERSION } from '../transfer/session-export.js';
 
 export interface RecallTurn {
   id: string;
@@ -204,6 +204,27 @@ async function inject(
   return res.statusCode === 204 ? undefined : res.json();
 }
 
+/** A turn's time in milliseconds: ISO, a date with or without a time, or "1:56 pm on 8 May, 2023". */
+function timeOf(text: string): number {
+  const at = Date.parse(text);
+  if (!Number.isNaN(at)) return at;
+  const onDate = /^(.+?) on (.+)$/.exec(text.trim());
+  return onDate ? Date.parse(`${onDate[2]} ${onDate[1]}`) : Number.NaN;
+}
+
+/**
+ * Each turn's time as an ISO timestamp: its own when it reads as one
+ * (timeOf), else the turn's before it (the first turn's: `fallback`).
+ */
+export function turnTimes(turns: readonly RecallTurn[], fallback: string): string[] {
+  let last = fallback;
+  return turns.map((turn) => {
+    const at = timeOf(turn.time);
+    if (!Number.isNaN(at)) last = new Date(at).toISOString();
+    return last;
+  });
+}
+
 /** The session seeded with the conversation, compacted to `share`; its turns' seqs and the share reached. */
 async function seed(
   input: RecallEvalInput,
@@ -211,19 +232,44 @@ async function seed(
 ): Promise<{ sessionId: string; seqOf: Map<string, number>; reached: number }> {
   const { app } = input;
   const compactCount = Math.min(99, Math.max(1, Math.round(input.compacted * 100)));
-  const created = (await inject(app, 'POST', '/sessions', {
-    agentName: input.agentName,
-    compactCount,
-  })) as { session: { id: string } };
-  const sessionId = created.session.id;
-  const messages: ChatMessage[] = conversation.turns.map((turn) => ({
-    role: turn.speaker === conversation.user ? 'user' : 'assistant',
-    content: storedText(turn),
-  }));
-  const stored = await app.store.appendMessages(sessionId, messages);
-  const seqOf = new Map(conversation.turns.map((turn, i) => [turn.id, stored[i]!.seq]));
-  const first = stored[0]!.seq;
-  const last = stored.at(-1)!.seq;
+  // Imported (the route `cairn sessions import` uses), so that each message
+  // is dated at its turn's time, as a live conversation's would be.
+  const times = turnTimes(conversation.turns, new Date().toISOString());
+  const lines = [
+    {
+      type: 'session',
+      format: EXPORT_FORMAT,
+      version: EXPORT_VERSION,
+      session: {
+        agent_name: input.agentName,
+        mode: 'chat',
+        status: 'active',
+        created_at: times[0] ?? new Date().toISOString(),
+        updated_at: times.at(-1) ?? new Date().toISOString(),
+        compact_count: compactCount,
+      },
+    },
+    ...conversation.turns.map((turn, i) => ({
+      type: 'message',
+      message: {
+        seq: i + 1,
+        role: turn.speaker === conversation.user ? 'user' : 'assistant',
+        content: storedText(turn),
+        created_at: times[i],
+      },
+    })),
+  ];
+  const res = await app.server.inject({
+    method: 'POST',
+    url: '/sessions/import',
+    headers: { 'content-type': 'application/x-ndjson' },
+    payload: lines.map((line) => JSON.stringify(line)).join('\n'),
+  });
+  if (res.statusCode >= 300) throw new Error(`POST /sessions/import failed: ${res.body}`);
+  const sessionId = res.json<{ session: { id: string } }>().session.id;
+  const seqOf = new Map(conversation.turns.map((turn, i) => [turn.id, i + 1]));
+  const first = 1;
+  const last = conversation.turns.length;
   const share = async (): Promise<number> => {
     const session = await app.store.findSession(sessionId);
     return Math.max(0, (session?.compact_seq ?? 0) - first + 1) / (last - first + 1);

@@ -28,6 +28,7 @@ import { fuseCandidates, type VectorRecall } from './hybrid-recall.js';
 import {
   asksQuestion,
   mayCompleteEarlier,
+  timeScopeOf,
   recallScore,
   recallTerms,
   refersBack,
@@ -198,6 +199,9 @@ export class AutomaticRecall implements ContextRecall {
       return none;
     }
     const query = recallQueryOf(messages);
+    // A date in the question scopes the search in time; its words are not searched.
+    const scope = query ? timeScopeOf(query.user) : undefined;
+    const userWords = scope?.rest ?? query?.user ?? '';
     // A misspelled word is searched and scored as the word the history
     // holds, unless that word is one recall never searches ("cover" is one
     // edit from "over").
@@ -207,11 +211,11 @@ export class AutomaticRecall implements ContextRecall {
       return fixed.map((term, i) => (isStopWord(term.text) ? found[i]! : term));
     };
     const terms = await corrected(
-      query ? recallTerms(query.user, query.toolResult, query.previousUser) : [],
+      query ? recallTerms(userWords, query.toolResult, query.previousUser) : [],
     );
     // A follow-up's own terms score as well: the earlier message's terms
     // widen the search, they do not make a match of the follow-up harder.
-    const own = await corrected(query ? recallTerms(query.user, query.toolResult) : []);
+    const own = await corrected(query ? recallTerms(userWords, query.toolResult) : []);
     const score = (content: string) =>
       Math.max(recallScore(terms, content), own.length > 0 ? recallScore(own, content) : 0);
     const promptTokens = await this.deps.estimate(turn, messages);
@@ -231,6 +235,7 @@ export class AutomaticRecall implements ContextRecall {
       terms,
       pointer,
       settings.maxMessages * CANDIDATES_PER_MESSAGE,
+      scope?.period,
     );
     const lexical = hits
       .filter((hit) => hit.content.trim() !== '')

@@ -22,6 +22,7 @@
  */
 
 import { matchesTerm, wordsOf } from '../store/records.js';
+import type { RecallPeriod } from '../store/store.js';
 import { stemOf } from '../store/stem.js';
 
 /** Terms of one recall query, at most. */
@@ -187,4 +188,77 @@ export const SHORT_ANSWER_CHARS = 80;
 /** Whether a message may complete the one before it: it refers back, or it is a short bare answer. */
 export function mayCompleteEarlier(text: string): boolean {
   return refersBack(text) || bodyOf(text).trim().length <= SHORT_ANSWER_CHARS;
+}
+
+const MONTHS = [
+  'january',
+  'february',
+  'march',
+  'april',
+  'may',
+  'june',
+  'july',
+  'august',
+  'september',
+  'october',
+  'november',
+  'december',
+];
+const MONTH = `(${MONTHS.join('|')}|${MONTHS.map((m) => m.slice(0, 3)).join('|')})\\.?`;
+const DAY = '(\\d{1,2})(?:st|nd|rd|th)?';
+const YEAR = '(\\d{4})';
+const DAY_MONTH_YEAR = new RegExp(`\\b${DAY}(?: of)? ${MONTH},? ${YEAR}\\b`, 'i');
+const MONTH_DAY_YEAR = new RegExp(`\\b${MONTH} ${DAY},? ${YEAR}\\b`, 'i');
+const ISO_DAY = /\b(\d{4})-(\d{2})-(\d{2})\b/;
+const MONTH_YEAR = new RegExp(`\\b${MONTH},? ${YEAR}\\b`, 'i');
+const IN_YEAR = /\b(?:in|during|of|throughout) (\d{4})\b/i;
+const DAY_MS = 86_400_000;
+
+function monthIndex(name: string): number {
+  return MONTHS.findIndex((month) => month.startsWith(name.toLowerCase().slice(0, 3)));
+}
+
+/** A calendar day as a period, if it is one ("February 30" is none). */
+function dayPeriod(year: number, month: number, day: number): RecallPeriod | undefined {
+  const from = Date.UTC(year, month, day);
+  if (month < 0 || new Date(from).getUTCDate() !== day) return undefined;
+  return { from, to: from + DAY_MS };
+}
+
+/** The period a message names, and the message without the words that name it. */
+export interface TimeScope {
+  period: RecallPeriod;
+  /** The message with the date taken out: its words are what to search for. */
+  rest: string;
+}
+
+/**
+ * The day, month or year `text` names, the first it names, if any: "on 13
+ * October 2023", "October 13, 2023", "2023-10-13", "in July 2022", "in
+ * 2023" (English month names, whole or three letters). A year alone counts
+ * only after "in", "during", "of" or "throughout": a bare four-digit number is
+ * as often an amount or an id. Days are UTC days; a relative time ("last
+ * week") names none.
+ */
+export function timeScopeOf(text: string): TimeScope | undefined {
+  const found = (m: RegExpExecArray, period: RecallPeriod | undefined): TimeScope | undefined =>
+    period && { period, rest: `${text.slice(0, m.index)} ${text.slice(m.index + m[0].length)}` };
+  let m = DAY_MONTH_YEAR.exec(text);
+  if (m) return found(m, dayPeriod(Number(m[3]), monthIndex(m[2]!), Number(m[1])));
+  m = MONTH_DAY_YEAR.exec(text);
+  if (m) return found(m, dayPeriod(Number(m[3]), monthIndex(m[1]!), Number(m[2])));
+  m = ISO_DAY.exec(text);
+  if (m) return found(m, dayPeriod(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  m = MONTH_YEAR.exec(text);
+  if (m) {
+    const year = Number(m[2]);
+    const month = monthIndex(m[1]!);
+    return found(m, { from: Date.UTC(year, month, 1), to: Date.UTC(year, month + 1, 1) });
+  }
+  m = IN_YEAR.exec(text);
+  if (m) {
+    const year = Number(m[1]);
+    return found(m, { from: Date.UTC(year, 0, 1), to: Date.UTC(year + 1, 0, 1) });
+  }
+  return undefined;
 }

@@ -24,7 +24,14 @@
  *    that hold a rare word are all read, a common word's newest only.
  * 2. The best SHORTLIST_PER_HIT × `limit` are read, and scored again by full
  *    BM25: each word's count in the text, the row's length against the
- *    shortlist's average. The best `limit` of those come back.
+ *    shortlist's average.
+ * 3. In context (rankInContext): the messages within CONTEXT_SPAN of the best
+ *    `limit` are read too, and each message read scores its own BM25 plus
+ *    CONTEXT_WEIGHT of its neighbours'. In a conversation the answer seldom
+ *    repeats the question's words ("Which team did you sign with?" / "The
+ *    Minnesota Wolves!"); the messages around it do. The best `limit` by
+ *    that score come back, so a match among other matches ranks above one
+ *    alone, and an answer next to its question can rank at all.
  *
  * BM25's constants are FTS5's (k1 1.2, b 0.75); the idf is Lucene's,
  * ln(1 + (N − df + 0.5) / (df + 0.5)), so a word every searched message holds
@@ -32,7 +39,7 @@
  * queries.
  */
 import { digitGroups, matchesTerm, wordsOf } from './records.js';
-import type { SearchTerm } from './store.js';
+import type { RecallPeriod, SearchTerm } from './store.js';
 
 const K1 = 1.2;
 const B = 0.75;
@@ -166,12 +173,50 @@ export interface ReadRow {
   held: number;
 }
 
+/** Messages on each side of a ranked one read for its context. */
+export const CONTEXT_SPAN = 2;
+/** The share of each neighbour's own score (within CONTEXT_SPAN) a message adds to its own. */
+export const CONTEXT_WEIGHT = 0.3;
+
 /**
- * `rows` (the shortlist, read) best first by full BM25, at most `limit`:
- * each word's count in the row's text, the row's length against the rows'
- * average. A word the index found in the row counts at least once, though
- * the text read may not show it (a long message is clipped; the index splits
- * a word at `_`). Ties go to the earlier message.
+ * Each row's own BM25: each word's count in the row's text, the row's
+ * length against the rows' average. A word the index found in the row
+ * counts at least once, though the text read may not show it (a long
+ * message is clipped; the index splits a word at `_`). With it, which of
+ * the words the row holds (bit i: word i).
+ */
+function ownScores(
+  rows: readonly ReadRow[],
+  terms: readonly SearchTerm[],
+  weights: readonly number[],
+): { score: number; holds: number }[] {
+  const average = rows.reduce((sum, row) => sum + row.chars, 0) / Math.max(rows.length, 1);
+  return rows.map((row) => {
+    let score = 0;
+    let holds = 0;
+    termCounts(terms, row.content).forEach((count, i) => {
+      const seen = Math.max(count, (row.held >>> i) & 1);
+      if (seen > 0) holds |= 1 << i;
+      score += weights[i]! * saturation(seen, row.chars, average);
+    });
+    return { score, holds };
+  });
+}
+
+/** The best `limit` of `rows` by `scores`, with their scores; ties go to the earlier message. */
+function bestBy<R extends ReadRow>(
+  rows: readonly R[],
+  scores: readonly number[],
+  limit: number,
+): (R & { score: number })[] {
+  const scored = rows.map((row, i) => ({ row, score: scores[i]! }));
+  scored.sort((a, b) => b.score - a.score || a.row.seq - b.row.seq);
+  return scored.slice(0, limit).map((s) => ({ ...s.row, score: s.score }));
+}
+
+/**
+ * `rows` (the shortlist, read) best first by full BM25, at most `limit`.
+ * Ties go to the earlier message.
  */
 export function rankShortlist<R extends ReadRow>(
   rows: readonly R[],
@@ -179,15 +224,78 @@ export function rankShortlist<R extends ReadRow>(
   weights: readonly number[],
   limit: number,
 ): (R & { score: number })[] {
-  const average = rows.reduce((sum, row) => sum + row.chars, 0) / Math.max(rows.length, 1);
-  const scored = rows.map((row) => {
-    let score = 0;
-    termCounts(terms, row.content).forEach((count, i) => {
-      const seen = Math.max(count, (row.held >>> i) & 1);
-      score += weights[i]! * saturation(seen, row.chars, average);
-    });
-    return { row, score };
+  return bestBy(
+    rows,
+    ownScores(rows, terms, weights).map((own) => own.score),
+    limit,
+  );
+}
+
+/**
+ * The seqs to read for the context of `ranked` (the best of the shortlist):
+ * those within CONTEXT_SPAN of each, from 1 to `maxSeq`, that are not read
+ * already (`read`). Ascending.
+ */
+export function contextSeqs(
+  ranked: readonly number[],
+  read: ReadonlySet<number>,
+  maxSeq: number,
+): number[] {
+  const wanted = new Set<number>();
+  for (const seq of ranked) {
+    for (let d = -CONTEXT_SPAN; d <= CONTEXT_SPAN; d++) {
+      const at = seq + d;
+      if (at >= 1 && at <= maxSeq && !read.has(at)) wanted.add(at);
+    }
+  }
+  return [...wanted].sort((a, b) => a - b);
+}
+
+/** How much more a message written in the period the question names scores (its own score). */
+export const PERIOD_WEIGHT = 2;
+
+function within(createdAt: string, period: RecallPeriod): boolean {
+  const at = Date.parse(createdAt);
+  return at >= period.from && at < period.to;
+}
+
+/**
+ * `rows` (the shortlist and the messages around its best, read) best first
+ * by their score in context, at most `limit`: each row's own BM25 (times
+ * PERIOD_WEIGHT when it was written within `period`, the day, month or year
+ * the question names) plus CONTEXT_WEIGHT of the own score of each row read
+ * within CONTEXT_SPAN of it (a seq not read, a system message or one past
+ * the pointer, adds nothing). Only rows that hold one of the `evidence`
+ * words (default: any word) come back. Ties go to the earlier message.
+ */
+export function rankInContext<R extends ReadRow & { created_at: string }>(
+  rows: readonly R[],
+  terms: readonly SearchTerm[],
+  weights: readonly number[],
+  limit: number,
+  options: { evidence?: readonly boolean[]; period?: RecallPeriod } = {},
+): (R & { score: number })[] {
+  const { evidence, period } = options;
+  const scored = ownScores(rows, terms, weights);
+  const own = scored.map(({ score }, i) =>
+    period && within(rows[i]!.created_at, period) ? score * PERIOD_WEIGHT : score,
+  );
+  const ownAt = new Map(rows.map((row, i) => [row.seq, own[i]!]));
+  const evidenceMask = (evidence ?? terms.map(() => true)).reduce(
+    (mask, is, i) => (is ? mask | (1 << i) : mask),
+    0,
+  );
+  // A row without an evidence word gives context, it is no match.
+  const matching: R[] = [];
+  const scores: number[] = [];
+  rows.forEach((row, i) => {
+    if ((scored[i]!.holds & evidenceMask) === 0) return;
+    let score = own[i]!;
+    for (let d = 1; d <= CONTEXT_SPAN; d++) {
+      score += CONTEXT_WEIGHT * ((ownAt.get(row.seq - d) ?? 0) + (ownAt.get(row.seq + d) ?? 0));
+    }
+    matching.push(row);
+    scores.push(score);
   });
-  scored.sort((a, b) => b.score - a.score || a.row.seq - b.row.seq);
-  return scored.slice(0, limit).map((s) => ({ ...s.row, score: s.score }));
+  return bestBy(matching, scores, limit);
 }

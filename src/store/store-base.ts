@@ -9,6 +9,7 @@
 import type { ChatMessage, StoredMessage } from '../llm/messages.js';
 import { estimateMessageTokens } from '../llm/tokens.js';
 import { plainTerms } from './records.js';
+import { contextSeqs, rankInContext, rankShortlist, type ReadRow } from './recall-rank.js';
 import { stemOf } from './stem.js';
 import { correctionOf, mayCorrect, RARE_EXACT, type KnownWord } from './vocabulary.js';
 import type {
@@ -32,6 +33,7 @@ import type {
   NewModelCall,
   Page,
   RecallHit,
+  RecallPeriod,
   SearchTerm,
   UnembeddedMessage,
   VectorStore,
@@ -55,6 +57,25 @@ export interface RecallSearch {
   words: SearchTerm[];
   maxSeq: number;
   limit: number;
+}
+
+/** A message read for recall's ranking: a shortlisted one, or one around the best of them. */
+export interface RecallRead extends ReadRow {
+  role: string;
+  created_at: string;
+}
+
+/**
+ * What a dialect's recall search found: the shortlisted rows, read (their
+ * content clipped to RECALL_CONTENT_CHARS, `chars` the whole length), each
+ * ranked word's weight (BM25's idf among the session's searched messages;
+ * the words past the last weight are not ranked) and whether it is evidence
+ * (evidenceWords).
+ */
+export interface RecallShortlist {
+  rows: RecallRead[];
+  weights: number[];
+  evidence: boolean[];
 }
 
 /** A finished daemon tick, its times as stored. */
@@ -86,7 +107,18 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
     tokens: readonly number[],
   ): Promise<void>;
 
-  protected abstract recall(search: RecallSearch): Promise<RecallHit[]>;
+  /** The rows that may answer `search`, read, and the words' weights; none when nothing may. */
+  protected abstract recall(search: RecallSearch): Promise<RecallShortlist>;
+
+  /**
+   * The session's messages at `seqs` (ascending) that recall may return: at or
+   * below `maxSeq`, not system; read as the shortlist's rows are, `held` 0.
+   */
+  protected abstract recallContext(
+    sessionId: string,
+    seqs: readonly number[],
+    maxSeq: number,
+  ): Promise<RecallRead[]>;
 
   /** Whether the vocabulary has not yet read a message of the session at or below `maxSeq`. */
   protected abstract vocabularyBehind(sessionId: string, maxSeq: number): Promise<boolean>;
@@ -136,10 +168,21 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
     terms: readonly SearchTerm[],
     maxSeq: number,
     limit: number,
+    period?: RecallPeriod,
   ): Promise<RecallHit[]> {
     const words = plainTerms(terms);
     if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
-    return this.recall({ sessionId, words, maxSeq, limit });
+    const { rows, weights, evidence } = await this.recall({ sessionId, words, maxSeq, limit });
+    if (rows.length === 0) return [];
+    const ranked = words.slice(0, weights.length);
+    // The messages around the best matches: an answer sits next to the
+    // question it answers, seldom holding its words (recall-rank.ts).
+    const best = rankShortlist(rows, ranked, weights, limit).map((row) => row.seq);
+    const wanted = contextSeqs(best, new Set(rows.map((row) => row.seq)), maxSeq);
+    const around = wanted.length > 0 ? await this.recallContext(sessionId, wanted, maxSeq) : [];
+    return rankInContext([...rows, ...around], ranked, weights, limit, { evidence, period }).map(
+      ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
+    );
   }
 
   /**

@@ -372,6 +372,12 @@ export interface SearchTerm {
   prefix: boolean;
 }
 
+/** The span of time a question names: epoch milliseconds, `from` included, `to` excluded (UTC). */
+export interface RecallPeriod {
+  from: number;
+  to: number;
+}
+
 /** A compacted message found by automatic recall, best match first. */
 export interface RecallHit {
   seq: number;
@@ -584,14 +590,18 @@ export interface MessageLog {
   searchHistory(sessionId: string, query: string, limit: number): Promise<HistoryHit[]>;
   /**
    * The session's non-system messages with seq ≤ `maxSeq` (the compacted
-   * ones) that contain any of `terms`, best ranked first (full-text index,
-   * one query), at most `limit`. No terms, no hits.
+   * ones) that contain any of `terms`, and the messages around the best of
+   * them, best ranked first in context (recall-rank.ts; a message written
+   * within `period` counts more), at most `limit`. Bounded reads: the
+   * full-text index, then the rows by id and by (session, seq). No terms, no
+   * hits.
    */
   recallMessages(
     sessionId: string,
     terms: readonly SearchTerm[],
     maxSeq: number,
     limit: number,
+    period?: RecallPeriod,
   ): Promise<RecallHit[]>;
   /**
    * `terms` with each misspelled word replaced by the word the history holds

@@ -12,7 +12,12 @@ import {
   renderRecallBlock,
   RECALL_CLOSE,
 } from '../../src/recall/recall-block.js';
-import { recallScore, recallTerms, MAX_QUERY_TERMS } from '../../src/recall/recall-query.js';
+import {
+  recallScore,
+  recallTerms,
+  timeScopeOf,
+  MAX_QUERY_TERMS,
+} from '../../src/recall/recall-query.js';
 import { SUMMARY_PREFIX } from '../../src/runtime/context-builder.js';
 
 const texts = (text: string, tool?: string) => recallTerms(text, tool).map((t) => t.text);
@@ -180,5 +185,41 @@ describe('recall budget', () => {
     expect(fitItems(items, 250, count)).toEqual(fitItems(items, 250));
     // The frame, the two items it tried whole, and the clipped second.
     expect(counted).toHaveLength(4);
+  });
+});
+
+describe('the period a question names', () => {
+  const day = (y: number, m: number, d: number) => ({
+    from: Date.UTC(y, m - 1, d),
+    to: Date.UTC(y, m - 1, d + 1),
+  });
+
+  it('reads a day, a month or a year, and takes its words out of the search', () => {
+    expect(timeScopeOf('What did Gina buy on 13 October 2023?')).toEqual({
+      period: day(2023, 10, 13),
+      rest: 'What did Gina buy on  ?',
+    });
+    expect(timeScopeOf('What happened on October 13, 2023?')?.period).toEqual(day(2023, 10, 13));
+    expect(timeScopeOf('and on the 1st of February, 2023')?.period).toEqual(day(2023, 2, 1));
+    expect(timeScopeOf('the deploy of 2024-02-29 failed')?.period).toEqual(day(2024, 2, 29));
+    expect(timeScopeOf('Sep 3, 2022: what was said?')?.period).toEqual(day(2022, 9, 3));
+    expect(timeScopeOf('Where did Joanna travel in July 2022?')).toEqual({
+      period: { from: Date.UTC(2022, 6, 1), to: Date.UTC(2022, 7, 1) },
+      rest: 'Where did Joanna travel in  ?',
+    });
+    expect(timeScopeOf('Which trips did we plan in 2023?')).toEqual({
+      period: { from: Date.UTC(2023, 0, 1), to: Date.UTC(2024, 0, 1) },
+      rest: 'Which trips did we plan  ?',
+    });
+    expect(recallTerms(timeScopeOf('What did I buy on 13 October 2023?')!.rest)).toEqual([
+      { text: 'buy', prefix: false },
+    ]);
+  });
+
+  it('names none for a bare number, a relative time or a day that does not exist', () => {
+    expect(timeScopeOf('The invoice was 2023 euros.')).toBeUndefined();
+    expect(timeScopeOf('What did we say last week?')).toBeUndefined();
+    expect(timeScopeOf('Who called on 30 February 2023?')).toBeUndefined();
+    expect(timeScopeOf('Deploy it in May.')).toBeUndefined();
   });
 });

@@ -143,12 +143,14 @@ describe('recall without a model', () => {
     const turn = await compacted([
       { role: 'assistant', content: 'Do you take the kids to the park often?' }, // 2
       { role: 'user', content: 'Yes, a few times a week, mostly after school.' }, // 3
-      { role: 'assistant', content: 'The park by the river is lovely.' }, // 4
-      { role: 'user', content: 'It is.' }, // 5
+      { role: 'assistant', content: 'Noted.' }, // 4
+      { role: 'user', content: 'The office plant needs water.' }, // 5
+      { role: 'assistant', content: 'The park by the river is lovely.' }, // 6
+      { role: 'user', content: 'It is.' }, // 7
     ]);
     expect(await recalled(turn, ask('How often do I take the kids to the park?'))).toEqual([2, 3]);
-    // A statement brings no neighbour.
-    expect(await recalled(turn, ask('Which park is by the river?'))).toEqual([4]);
+    // A statement brings no neighbour (the question is farther than CONTEXT_SPAN).
+    expect(await recalled(turn, ask('Which park is by the river?'))).toEqual([6]);
   });
 
   it('brings the earlier half of a split fact: the announcement, or what "that was" refers to', async () => {

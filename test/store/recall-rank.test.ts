@@ -5,9 +5,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  CONTEXT_SPAN,
+  CONTEXT_WEIGHT,
+  contextSeqs,
   estimateFrequency,
   inverseFrequency,
   MAX_RANKED_TERMS,
+  PERIOD_WEIGHT,
+  rankInContext,
   rankShortlist,
   saturation,
   shortlist,
@@ -164,5 +169,65 @@ describe('rankShortlist', () => {
     // Row 3's text was clipped before its word; the index said it holds it.
     const rows = [row(2, 'nothing here', 0), row(3, 'clipped', 1)];
     expect(rankShortlist(rows, [word('walrus')], [1], 10).map((r) => r.seq)).toEqual([3, 2]);
+  });
+});
+
+describe('rankInContext', () => {
+  const at = (seq: number, content: string, created_at = '2024-03-01T10:00:00.000Z') => ({
+    seq,
+    content,
+    chars: 20,
+    held: 0,
+    created_at,
+  });
+  const seqs = (rows: { seq: number }[]) => rows.map((r) => r.seq);
+  const words = [word('guard'), word('team')];
+
+  it('ranks a match among matches above the same match alone', () => {
+    // Rows 3 and 12 hold "guard" once each at equal lengths; alone, the
+    // earlier wins the tie. Row 12's neighbours hold "team".
+    const rows = [
+      at(3, 'guard'),
+      at(10, 'team'),
+      at(11, 'team'),
+      at(12, 'guard'),
+      at(13, 'nothing'),
+    ];
+    expect(seqs(rankShortlist([rows[0]!, rows[3]!], words, [1, 1], 2))).toEqual([3, 12]);
+    const ranked = rankInContext(rows, words, [1, 1], 10);
+    expect(seqs(ranked).indexOf(12)).toBeLessThan(seqs(ranked).indexOf(3));
+    // Its score: its own plus CONTEXT_WEIGHT of each neighbour's own, within CONTEXT_SPAN.
+    const own = rankShortlist([rows[3]!], words, [1, 1], 1)[0]!.score;
+    const twelve = ranked.find((r) => r.seq === 12)!;
+    expect(twelve.score).toBeCloseTo(own * (1 + 2 * CONTEXT_WEIGHT), 10);
+    expect(CONTEXT_SPAN).toBe(2);
+  });
+
+  it('returns only rows that hold an evidence word; the others give context', () => {
+    const rows = [at(4, 'team'), at(5, 'guard'), at(6, 'nothing at all')];
+    // Equal scores, each lifting the other: the earlier first.
+    expect(seqs(rankInContext(rows, words, [1, 1], 10))).toEqual([4, 5]);
+    // "team" is no evidence: row 4 lifts row 5 but is not returned itself.
+    const ranked = rankInContext(rows, words, [1, 1], 10, { evidence: [true, false] });
+    expect(seqs(ranked)).toEqual([5]);
+    expect(ranked[0]!.score).toBeGreaterThan(rankShortlist([rows[1]!], words, [1, 1], 1)[0]!.score);
+  });
+
+  it('weighs a row written within the named period PERIOD_WEIGHT times its own score', () => {
+    const rows = [
+      at(3, 'guard', '2023-10-12T23:59:59.000Z'),
+      at(30, 'guard', '2023-10-13T08:00:00.000Z'),
+      at(60, 'guard', '2023-10-14T00:00:00.000Z'),
+    ];
+    const period = { from: Date.UTC(2023, 9, 13), to: Date.UTC(2023, 9, 14) };
+    expect(seqs(rankInContext(rows, words, [1, 1], 10))).toEqual([3, 30, 60]);
+    const ranked = rankInContext(rows, words, [1, 1], 10, { period });
+    expect(seqs(ranked)).toEqual([30, 3, 60]);
+    expect(ranked[0]!.score).toBeCloseTo(ranked[1]!.score * PERIOD_WEIGHT, 10);
+  });
+
+  it('reads the seqs within CONTEXT_SPAN of the best, from 1 to the pointer, not read yet', () => {
+    expect(contextSeqs([2, 9], new Set([2, 3, 9]), 10)).toEqual([1, 4, 7, 8, 10]);
+    expect(contextSeqs([], new Set(), 10)).toEqual([]);
   });
 });

@@ -245,7 +245,9 @@ describe('SqliteStore on SQLite', () => {
       { text: 'beta', prefix: false },
     ];
     const hits = await store.recallMessages(session.id, terms, 11, 3);
-    expect(hits.map((h) => h.seq)).toEqual([3, 2, 4]);
+    // The rare word's message first; then the "alpha" messages with the most
+    // matches around them (each scores in context: recall-rank.ts).
+    expect(hits.map((h) => h.seq)).toEqual([3, 4, 5]);
     expect(hits[0]!.content).toBe('beta filler words.');
   });
 

@@ -25,7 +25,9 @@ import {
   StoreBase,
   type FinishedRun,
   type PendingAppend,
+  type RecallRead,
   type RecallSearch,
+  type RecallShortlist,
 } from '../store-base.js';
 import { sessionNotFound } from '../session-not-found.js';
 import { SessionMovedError } from '../session-moved.js';
@@ -33,7 +35,7 @@ import { requireRunningTask } from '../task-taken-over.js';
 import * as decide from '../decisions.js';
 import { newId, now } from '../records.js';
 import * as records from '../records.js';
-import { inverseFrequency, rankShortlist } from '../recall-rank.js';
+import { inverseFrequency } from '../recall-rank.js';
 import { stemOf, stemPrefix } from '../stem.js';
 import {
   countWords,
@@ -840,7 +842,7 @@ export class PgStore extends StoreBase implements store.Store {
     words,
     maxSeq,
     limit,
-  }: RecallSearch): Promise<store.RecallHit[]> {
+  }: RecallSearch): Promise<RecallShortlist> {
     // Each word as the start its stem's words share ('deplo':* finds
     // "deploying" and "deployed" in the 'simple' tsvector, which keeps whole
     // words); the rows found are checked by stem below, so both dialects
@@ -874,7 +876,7 @@ export class PgStore extends StoreBase implements store.Store {
     const evidence = evidenceWords(held, size);
     // A hit must hold an evidence word (below): with none among the words,
     // nothing can be recalled, and the candidates are not read.
-    if (!evidence.includes(true)) return [];
+    if (!evidence.includes(true)) return { rows: [], weights: [], evidence };
     // An evidence word few enough messages hold is read whole, through GIN;
     // a more common one only among the session's newest PG_RECALL_WINDOW
     // messages (the (session_id, seq) index backwards, bounded): a GIN read
@@ -934,18 +936,38 @@ export class PgStore extends StoreBase implements store.Store {
               [...rare, ...windowed].join(' | '),
             ],
           );
-    const matching = hits
+    const rows = hits
       .filter((hit) => {
         const found = records.wordsOf(hit.content);
         return words.some((t, i) => evidence[i] && found.some((w) => records.matchesTerm(t, w)));
       })
-      .map((hit) => ({ ...hit, chars: hit.content.length, held: 0 }));
+      .map(({ seq, role, content, created_at }) => ({
+        seq,
+        role,
+        content,
+        created_at,
+        chars: content.length,
+        held: 0,
+      }));
     // The final order and score by BM25 with the session's frequencies, as
     // on SQLite: ts_rank's order picked the candidates, not their scores.
-    const weights = held.map((df) => inverseFrequency(size, df));
-    return rankShortlist(matching, words, weights, limit).map(
-      ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
+    return { rows, weights: held.map((df) => inverseFrequency(size, df)), evidence };
+  }
+
+  protected async recallContext(
+    sessionId: string,
+    seqs: readonly number[],
+    maxSeq: number,
+  ): Promise<RecallRead[]> {
+    const rows = await this.rows<Omit<RecallRead, 'held' | 'chars'>>(
+      `SELECT seq, role, coalesce(left(content, ${RECALL_CONTENT_CHARS}), '') AS content, created_at
+       FROM messages
+       WHERE session_id = $1 AND seq = ANY($2::int[]) AND seq <= $3 AND role <> 'system'
+       ORDER BY seq`,
+      [sessionId, [...seqs], maxSeq],
     );
+    // `chars` as the shortlist's: the length read.
+    return rows.map((row) => ({ ...row, chars: row.content.length, held: 0 }));
   }
 
   // ---- split search words (migration 027) -----------------------------------

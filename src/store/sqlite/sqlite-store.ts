@@ -54,7 +54,9 @@ import {
   StoreBase,
   type FinishedRun,
   type PendingAppend,
+  type RecallRead,
   type RecallSearch,
+  type RecallShortlist,
 } from '../store-base.js';
 import { sessionNotFound } from '../session-not-found.js';
 import {
@@ -86,7 +88,6 @@ import {
   estimateFrequency,
   ftsTerm,
   MAX_RANKED_TERMS,
-  rankShortlist,
   shortlist,
   SHORTLIST_PER_HIT,
   TERM_ROWS_CAP,
@@ -360,6 +361,12 @@ function prepareStatements(db: SqliteDatabase) {
         m.created_at AS created_at, length(m.content) AS chars
       FROM json_each(?) j CROSS JOIN messages m ON m.id = j.value
       WHERE m.session_id = ? AND m.seq <= ? AND m.role <> 'system'`),
+    recallContextRows: db.prepare<[string, string, number], RecallRow>(`SELECT m.id AS id,
+        m.seq AS seq, m.role AS role,
+        coalesce(substr(m.content, 1, ${RECALL_CONTENT_CHARS}), '') AS content,
+        m.created_at AS created_at, coalesce(length(m.content), 0) AS chars
+      FROM json_each(?) j CROSS JOIN messages m ON m.session_id = ? AND m.seq = j.value
+      WHERE m.seq <= ? AND m.role <> 'system'`),
     resetSession: db.prepare(`UPDATE sessions SET
         message_count = (SELECT COUNT(*) FROM messages WHERE session_id = @id),
         input_tokens = 0, output_tokens = 0, cache_read_tokens = 0, cache_write_tokens = 0,
@@ -1190,7 +1197,12 @@ export class SqliteStore extends StoreBase implements Store {
     return this.stmt.searchHistory.all(match, sessionId, limit);
   }
 
-  protected async recall({ sessionId, words, maxSeq, limit }: RecallSearch): Promise<RecallHit[]> {
+  protected async recall({
+    sessionId,
+    words,
+    maxSeq,
+    limit,
+  }: RecallSearch): Promise<RecallShortlist> {
     // Recall reads only compacted messages (seq <= maxSeq). The turn's own
     // appends lie above the pointer, so indexing the queue before every model
     // call would add a write transaction to the turn for rows the search
@@ -1198,7 +1210,7 @@ export class SqliteStore extends StoreBase implements Store {
     if (this.stmt.queuedUpTo.get(sessionId, maxSeq)) await this.indexHistory();
     const ranked = words.slice(0, MAX_RANKED_TERMS);
     const bound = this.stmt.recallBound.get(sessionId, maxSeq);
-    if (bound === undefined) return [];
+    if (bound === undefined) return { rows: [], weights: [], evidence: [] };
     const read = this.rowsHolding(sessionId, ranked.map(ftsTerm), maxSeq, bound);
     const evidence = evidenceWords(
       read.map((r) => r.df),
@@ -1211,14 +1223,36 @@ export class SqliteStore extends StoreBase implements Store {
       limit * SHORTLIST_PER_HIT,
       read.map((r) => r.df),
     );
-    if (picked.length === 0) return [];
+    if (picked.length === 0) return { rows: [], weights, evidence };
     const held = new Map(picked.map((p) => [p.id, p.held]));
     const rows = this.stmt.recallRows
       .all(JSON.stringify(picked.map((p) => p.id)), sessionId, maxSeq)
-      .map((row) => ({ ...row, held: held.get(row.id) ?? 0 }));
-    return rankShortlist(rows, ranked, weights, limit).map(
-      ({ seq, role, content, created_at, score }) => ({ seq, role, content, created_at, score }),
-    );
+      .map(({ seq, role, content, created_at, chars, id }) => ({
+        seq,
+        role,
+        content,
+        created_at,
+        chars,
+        held: held.get(id) ?? 0,
+      }));
+    return { rows, weights, evidence };
+  }
+
+  protected async recallContext(
+    sessionId: string,
+    seqs: readonly number[],
+    maxSeq: number,
+  ): Promise<RecallRead[]> {
+    return this.stmt.recallContextRows
+      .all(JSON.stringify(seqs), sessionId, maxSeq)
+      .map(({ seq, role, content, created_at, chars }) => ({
+        seq,
+        role,
+        content,
+        created_at,
+        chars,
+        held: 0,
+      }));
   }
 
   /**
