@@ -208,7 +208,11 @@ export class AutomaticRecall implements ContextRecall {
     const corrected = async (found: RecallTerm[]) => {
       if (!this.deps.store.correctRecallTerms || found.length === 0 || pointer <= 0) return found;
       const fixed = await this.deps.store.correctRecallTerms(turn.session.id, found, pointer);
-      return fixed.map((term, i) => (isStopWord(term.text) ? found[i]! : term));
+      // `found`'s terms first, each corrected or not, then any added besides.
+      return fixed.flatMap((term, i) => {
+        if (!isStopWord(term.text)) return [term];
+        return i < found.length ? [found[i]!] : [];
+      });
     };
     const terms = await corrected(
       query ? recallTerms(userWords, query.toolResult, query.previousUser) : [],

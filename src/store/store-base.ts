@@ -237,10 +237,22 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
       const fix = correctionOf(word, heldBy(word), candidates.get(word) ?? []);
       if (fix !== undefined) fixes.set(word, fix);
     }
-    return terms.map((t) => {
-      const fix = t.prefix ? undefined : fixes.get(t.text);
-      return fix === undefined ? t : { ...t, text: fix };
-    });
+    const fixOf = (t: SearchTerm) => (t.prefix ? undefined : fixes.get(t.text));
+    // A word no message holds is replaced. One that a message holds may be
+    // no typo ("contest" beside the "content" other sessions say more often):
+    // it is searched as written, and its correction after the other terms.
+    const added = new Set<string>();
+    for (const t of terms) {
+      const fix = fixOf(t);
+      if (fix !== undefined && heldBy(t.text) > 0) added.add(fix);
+    }
+    return [
+      ...terms.map((t) => {
+        const fix = fixOf(t);
+        return fix === undefined || heldBy(t.text) > 0 ? t : { ...t, text: fix };
+      }),
+      ...[...added].map((text) => ({ text, prefix: false })),
+    ];
   }
 
   // ---- daemons --------------------------------------------------------------

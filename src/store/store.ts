@@ -604,11 +604,13 @@ export interface MessageLog {
     period?: RecallPeriod,
   ): Promise<RecallHit[]>;
   /**
-   * `terms` with each misspelled word replaced by the word the history holds
-   * (store/vocabulary.ts): a letters-only word of five letters or more whose
-   * stem no message at or below `maxSeq`'s mark holds, or only one, becomes
-   * the stored word one edit away (two for a long word) that many messages
-   * hold. Other terms are returned as they are, in order.
+   * `terms` with each misspelled word corrected to the word the history
+   * holds (store/vocabulary.ts): a letters-only word of five letters or more
+   * whose stem no message at or below `maxSeq`'s mark holds becomes the
+   * stored word one edit away (two for a long word) that many messages hold;
+   * one whose stem only one message holds is kept, and that word is added
+   * after `terms` (it may be no typo). Other terms are returned as they are,
+   * in order, first.
    */
   correctRecallTerms(
     sessionId: string,

@@ -1304,6 +1304,25 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
             term('recieve'),
           ]);
         });
+
+        it('keeps a word one message holds, and adds the more common word it may be a typo of', async () => {
+          const session = await newSession();
+          await store.appendMessages(session.id, [
+            { role: 'user', content: 'Gina won a trophy at the dance contest.' }, // 2
+            ...Array.from({ length: 6 }, (_, i) => ({
+              role: 'assistant' as const,
+              content: `The content of note ${i} is long.`,
+            })),
+          ]);
+          // "contest" is said once: searched as written, "content" besides, after the others.
+          expect(
+            await store.correctRecallTerms(session.id, [term('contest'), term('dance')], 8),
+          ).toEqual([term('contest'), term('dance'), term('content')]);
+          // A word no message holds is still replaced.
+          expect(await store.correctRecallTerms(session.id, [term('contnet')], 8)).toEqual([
+            term('content'),
+          ]);
+        });
       });
 
       describe('appendMessagesWithEvents', () => {
