@@ -234,7 +234,8 @@ async function seed(
   const compactCount = Math.min(99, Math.max(1, Math.round(input.compacted * 100)));
   // Imported (the route `cairn sessions import` uses), so that each message
   // is dated at its turn's time, as a live conversation's would be.
-  const times = turnTimes(conversation.turns, new Date().toISOString());
+  const now = new Date().toISOString();
+  const times = turnTimes(conversation.turns, now);
   const lines = [
     {
       type: 'session',
@@ -244,8 +245,8 @@ async function seed(
         agent_name: input.agentName,
         mode: 'chat',
         status: 'active',
-        created_at: times[0] ?? new Date().toISOString(),
-        updated_at: times.at(-1) ?? new Date().toISOString(),
+        created_at: times[0] ?? now,
+        updated_at: times.at(-1) ?? now,
         compact_count: compactCount,
       },
     },

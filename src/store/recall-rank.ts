@@ -178,6 +178,8 @@ export interface ReadRow {
   content: string;
   chars: number;
   held: number;
+  /** termCounts of the ranked terms in `content`, when already counted for the same terms. */
+  counts?: readonly number[];
 }
 
 /** Messages on each side of a ranked one read for its context. */
@@ -201,7 +203,7 @@ function ownScores(
   return rows.map((row) => {
     let score = 0;
     let holds = 0;
-    termCounts(terms, row.content).forEach((count, i) => {
+    (row.counts ?? termCounts(terms, row.content)).forEach((count, i) => {
       const seen = Math.max(count, (row.held >>> i) & 1);
       if (seen > 0) holds |= 1 << i;
       score += weights[i]! * saturation(seen, row.chars, average);

@@ -9,7 +9,13 @@
 import type { ChatMessage, StoredMessage } from '../llm/messages.js';
 import { estimateMessageTokens } from '../llm/tokens.js';
 import { plainTerms } from './records.js';
-import { contextSeqs, rankInContext, rankShortlist, type ReadRow } from './recall-rank.js';
+import {
+  contextSeqs,
+  rankInContext,
+  rankShortlist,
+  termCounts,
+  type ReadRow,
+} from './recall-rank.js';
 import { stemOf } from './stem.js';
 import { correctionOf, mayCorrect, RARE_EXACT, type KnownWord } from './vocabulary.js';
 import type {
@@ -172,9 +178,12 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
   ): Promise<RecallHit[]> {
     const words = plainTerms(terms);
     if (words.length === 0 || maxSeq <= 0 || limit <= 0) return [];
-    const { rows, weights, evidence } = await this.recall({ sessionId, words, maxSeq, limit });
-    if (rows.length === 0) return [];
+    const found = await this.recall({ sessionId, words, maxSeq, limit });
+    if (found.rows.length === 0) return [];
+    const { weights, evidence } = found;
     const ranked = words.slice(0, weights.length);
+    // Counted once: the shortlist is ranked alone, then again among its neighbours.
+    const rows = found.rows.map((row) => ({ ...row, counts: termCounts(ranked, row.content) }));
     // The messages around the best matches: an answer sits next to the
     // question it answers, seldom holding its words (recall-rank.ts).
     const best = rankShortlist(rows, ranked, weights, limit).map((row) => row.seq);
@@ -237,22 +246,18 @@ export abstract class StoreBase implements KeyStore, CallRecordStore, VectorStor
       const fix = correctionOf(word, heldBy(word), candidates.get(word) ?? []);
       if (fix !== undefined) fixes.set(word, fix);
     }
-    const fixOf = (t: SearchTerm) => (t.prefix ? undefined : fixes.get(t.text));
     // A word no message holds is replaced. One that a message holds may be
     // no typo ("contest" beside the "content" other sessions say more often):
     // it is searched as written, and its correction after the other terms.
     const added = new Set<string>();
-    for (const t of terms) {
-      const fix = fixOf(t);
-      if (fix !== undefined && heldBy(t.text) > 0) added.add(fix);
-    }
-    return [
-      ...terms.map((t) => {
-        const fix = fixOf(t);
-        return fix === undefined || heldBy(t.text) > 0 ? t : { ...t, text: fix };
-      }),
-      ...[...added].map((text) => ({ text, prefix: false })),
-    ];
+    const corrected = terms.map((t) => {
+      const fix = t.prefix ? undefined : fixes.get(t.text);
+      if (fix === undefined) return t;
+      if (heldBy(t.text) === 0) return { ...t, text: fix };
+      added.add(fix);
+      return t;
+    });
+    return [...corrected, ...[...added].map((text) => ({ text, prefix: false }))];
   }
 
   // ---- daemons --------------------------------------------------------------

@@ -161,6 +161,14 @@ function orphanParams(scope: OrphanScope): { now: string; self: string; live_sin
 /** A recall candidate as read: the hit, its id and its whole length. */
 type RecallRow = RecallHit & { id: number; chars: number };
 
+/** A recall row as the ranking reads it: without its id, with the words the index found in it. */
+function recallRead(
+  { seq, role, content, created_at, chars }: RecallRow,
+  held: number,
+): RecallRead {
+  return { seq, role, content, created_at, chars, held };
+}
+
 /** The parameters of `sessionByTranscript`. */
 interface TranscriptLookup {
   agent: string;
@@ -1227,14 +1235,7 @@ export class SqliteStore extends StoreBase implements Store {
     const held = new Map(picked.map((p) => [p.id, p.held]));
     const rows = this.stmt.recallRows
       .all(JSON.stringify(picked.map((p) => p.id)), sessionId, maxSeq)
-      .map(({ seq, role, content, created_at, chars, id }) => ({
-        seq,
-        role,
-        content,
-        created_at,
-        chars,
-        held: held.get(id) ?? 0,
-      }));
+      .map((row) => recallRead(row, held.get(row.id) ?? 0));
     return { rows, weights, evidence };
   }
 
@@ -1245,14 +1246,7 @@ export class SqliteStore extends StoreBase implements Store {
   ): Promise<RecallRead[]> {
     return this.stmt.recallContextRows
       .all(JSON.stringify(seqs), sessionId, maxSeq)
-      .map(({ seq, role, content, created_at, chars }) => ({
-        seq,
-        role,
-        content,
-        created_at,
-        chars,
-        held: 0,
-      }));
+      .map((row) => recallRead(row, 0));
   }
 
   /**
